@@ -1,0 +1,139 @@
+//! The conduit layer: how bytes move between ranks.
+//!
+//! A [`Conduit`] is the boundary between the runtime and the machine. It knows how to
+//! reach every rank's segment (directly by load/store, or through a network), how to
+//! carry active-message frames, and whether the job is still alive. Everything above it
+//! (the [`core`](crate::core) layer and up) talks to ranks only through this trait, so a
+//! conduit that cannot map peers (MPI across hosts) fits behind it unchanged.
+//!
+//! Conduits here:
+//! - [`smp`]: one process per rank; every rank's segment is a POSIX shared-memory object
+//!   mapped by every rank, so a put to a peer is a `memcpy` plus memory ordering.
+//! - [`threads`]: ranks as threads of one process over anonymous memory (tests, debugging).
+//!
+//! Both share [`shm`]: the region layout and the bounded active-message rings.
+//!
+//! This layer must never know about global pointers, allocation, barriers or any
+//! user-visible semantics; it moves bytes and frames.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::str::FromStr;
+
+use crate::error::ConduitError;
+
+pub mod shm;
+pub mod smp;
+pub mod threads;
+
+/// Which conduit a job runs on.
+///
+/// ```
+/// use tessera::ConduitKind;
+/// assert_eq!("threads".parse::<ConduitKind>().unwrap(), ConduitKind::Threads);
+/// assert!("tcp".parse::<ConduitKind>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConduitKind {
+    /// Processes sharing POSIX shared memory (the default).
+    Smp,
+    /// Threads of one process.
+    Threads,
+}
+
+impl ConduitKind {
+    /// The name used on the command line and in `TESSERA_CONDUIT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConduitKind::Smp => "smp",
+            ConduitKind::Threads => "threads",
+        }
+    }
+}
+
+impl fmt::Display for ConduitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ConduitKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "smp" => Ok(ConduitKind::Smp),
+            "threads" => Ok(ConduitKind::Threads),
+            "mpi" => {
+                Err("the mpi conduit is not built into this Tessera yet; use smp or threads".into())
+            }
+            other => Err(format!("unknown conduit {other:?}: use smp or threads")),
+        }
+    }
+}
+
+/// The two classes of active-message traffic. Each travels on its own bounded queue so
+/// that replies can always drain even when requests are backed up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AmClass {
+    /// A request; its handler may send one reply.
+    Request = 0,
+    /// A reply; its handler may not send anything.
+    Reply = 1,
+}
+
+/// The boundary every conduit implements.
+///
+/// Offsets are byte offsets into a rank's *segment* (the part of its memory that the
+/// global address space covers). Callers (the core layer) have already checked ranks,
+/// bounds and alignment; conduits may assume valid arguments.
+pub trait Conduit {
+    /// Which conduit this is.
+    fn kind(&self) -> ConduitKind;
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// Number of ranks in the job.
+    fn ranks(&self) -> usize;
+    /// Size in bytes of every rank's segment (all ranks have the same size).
+    fn segment_len(&self) -> usize;
+    /// Base address of `rank`'s segment if this process can load and store it directly
+    /// (same node), or `None` when it must go through [`Conduit::put_bytes`] and friends.
+    fn segment_base(&self, rank: usize) -> Option<NonNull<u8>>;
+
+    /// Write `src` to `rank`'s segment at `offset` (peers without a direct mapping).
+    fn put_bytes(&self, _rank: usize, _offset: usize, _src: &[u8]) -> Result<(), ConduitError> {
+        Err(self.unsupported("put to an unmapped peer"))
+    }
+    /// Read `dst.len()` bytes from `rank`'s segment at `offset` (peers without a mapping).
+    fn get_bytes(&self, _rank: usize, _offset: usize, _dst: &mut [u8]) -> Result<(), ConduitError> {
+        Err(self.unsupported("get from an unmapped peer"))
+    }
+
+    /// Largest active-message frame (bytes of payload) this conduit carries.
+    fn am_max_frame(&self) -> usize;
+    /// Try to queue one frame, the concatenation of `parts`, to `dest`. Returns `Ok(false)`
+    /// when the queue to `dest` is full (the caller makes progress and retries): queues are
+    /// bounded, never grown.
+    fn am_try_send(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError>;
+    /// Deliver every queued incoming frame of `class` to `deliver(source_rank, frame)`, in
+    /// order per source. Returns the number delivered.
+    fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize;
+
+    /// `Err` once the job is being torn down because some rank failed; waits check it so
+    /// that they end instead of hanging.
+    fn check_alive(&self) -> Result<(), ConduitError>;
+    /// Tell the rest of the job that this rank failed and the job must end.
+    fn abort(&self, reason: &str);
+
+    /// The error for an operation this conduit lacks.
+    fn unsupported(&self, what: &'static str) -> ConduitError {
+        ConduitError::Unsupported {
+            conduit: self.kind().name(),
+            what,
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! Shared-memory machinery common to the `smp` and `threads` conduits.
+//!
+//! Every rank owns one *region* of memory that every other rank of the node maps:
+//!
+//! ```text
+//! offset 0            RegionHeader (one page): magic, attach count, shape of the job
+//! RINGS_OFFSET        2·P active-message rings, ring (s, c) carries class c from rank s
+//! layout.seg_offset   the rank's segment: the part the global address space covers
+//! ```
+//!
+//! The two conduits differ only in how regions come to exist (POSIX shared-memory objects
+//! mapped by processes, or anonymous memory in one process); once every region is
+//! mapped, [`ShmConduit`] implements [`Conduit`] for both.
+//!
+//! ## Memory ordering of the cross-rank words
+//! - `RegionHeader::magic` is stored with `Release` by the owner after it has written the
+//!   rest of the header, and loaded with `Acquire` by attaching peers.
+//! - `RegionHeader::attached` is incremented (`AcqRel`) by each rank once it has mapped
+//!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
+//! - Each ring is single-producer single-consumer. The producer writes frame bytes with
+//!   plain stores, then publishes them by storing `tail` with `Release`; the consumer loads
+//!   `tail` with `Acquire` before reading the bytes. The consumer stores `head` with
+//!   `Release` after it has finished reading a frame; the producer loads `head` with
+//!   `Acquire` before it overwrites that space. Both counters only grow (byte counts since
+//!   the start), so wrap-around is `counter % capacity`.
+//!
+//! This module must never block: rings report "full" and the caller decides how to wait.
+
+use std::cell::Cell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{AmClass, Conduit, ConduitKind};
+use crate::error::ConduitError;
+
+/// Value of [`RegionHeader::magic`] once the owner has initialised its region.
+pub(crate) const MAGIC: u64 = 0x5445_5353_4552_4131; // "TESSERA1"
+/// Offset of the first ring; the header fits in one page.
+const RINGS_OFFSET: usize = 4096;
+/// Segments start on a 64 KiB boundary so users can rely on generous alignment.
+const SEGMENT_ALIGN: usize = 64 * 1024;
+/// Bytes of a frame header: payload length and frame length, both `u32`.
+const FRAME_HEADER: usize = 8;
+/// `payload_len` value that marks padding to the end of the ring.
+const SKIP: u32 = u32::MAX;
+
+/// Default capacity of one active-message ring in bytes. With P ranks a region holds 2·P
+/// rings; the default shrinks for large jobs so that rings never dominate memory.
+pub(crate) fn default_ring_capacity(ranks: usize) -> usize {
+    let per_ring = (4 << 20) / (2 * ranks.max(1));
+    per_ring.clamp(8 << 10, 64 << 10).next_power_of_two()
+}
+
+/// The first words of every region.
+#[repr(C)]
+pub(crate) struct RegionHeader {
+    /// [`MAGIC`] once initialised (Release by the owner, Acquire by peers).
+    pub magic: AtomicU64,
+    /// Number of ranks that have mapped this region (AcqRel increments).
+    pub attached: AtomicU64,
+    /// Number of ranks the owner was started with.
+    pub ranks: AtomicU64,
+    /// Size of the owner's segment.
+    pub segment_len: AtomicU64,
+    /// Capacity of each ring.
+    pub ring_capacity: AtomicU64,
+}
+
+/// Control words of one ring, each on its own cache line so producer and consumer do not
+/// false-share.
+#[repr(C, align(64))]
+struct RingControl {
+    /// Bytes ever published by the producer (Release store, Acquire load).
+    tail: AtomicU64,
+    _pad_tail: [u8; 56],
+    /// Bytes ever consumed by the consumer (Release store, Acquire load).
+    head: AtomicU64,
+    _pad_head: [u8; 56],
+}
+
+const RING_CONTROL: usize = std::mem::size_of::<RingControl>();
+
+/// Where everything lives inside a region; identical on every rank of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RegionLayout {
+    /// Ranks in the job.
+    pub ranks: usize,
+    /// Capacity of each ring (a power of two).
+    pub ring_capacity: usize,
+    /// Segment size.
+    pub segment_len: usize,
+    /// Offset of the segment in the region.
+    pub segment_offset: usize,
+    /// Total region size.
+    pub region_len: usize,
+}
+
+impl RegionLayout {
+    /// The layout for `ranks` ranks, `segment_len`-byte segments and rings of
+    /// `ring_capacity` bytes (rounded up to a power of two, at least 1 KiB).
+    pub(crate) fn new(ranks: usize, segment_len: usize, ring_capacity: usize) -> Self {
+        let ring_capacity = ring_capacity.max(1024).next_power_of_two();
+        let rings_end = RINGS_OFFSET + 2 * ranks * (RING_CONTROL + ring_capacity);
+        let segment_offset = rings_end.div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN;
+        let segment_len = segment_len.div_ceil(4096) * 4096;
+        RegionLayout {
+            ranks,
+            ring_capacity,
+            segment_len,
+            segment_offset,
+            region_len: segment_offset + segment_len,
+        }
+    }
+
+    fn ring_offset(&self, sender: usize, class: AmClass) -> usize {
+        RINGS_OFFSET + (2 * sender + class as usize) * (RING_CONTROL + self.ring_capacity)
+    }
+
+    /// Largest payload one frame can carry: a quarter of a ring, so that several frames
+    /// are in flight per pair and a wrap never starves a sender.
+    pub(crate) fn max_frame(&self) -> usize {
+        self.ring_capacity / 4 - FRAME_HEADER
+    }
+
+    /// Initialise a freshly zeroed region (header fields, then `magic` with Release).
+    ///
+    /// # Safety
+    /// `base` must point to a mapping of at least `region_len` writable bytes that no other
+    /// rank reads yet (peers only read it after observing `magic`).
+    pub(crate) unsafe fn init_region(&self, base: NonNull<u8>) {
+        // SAFETY: the caller guarantees the mapping is large enough and page aligned, so the
+        // header is aligned and in bounds. Rings need no initialisation: zero is empty.
+        let header = unsafe { header(base) };
+        header.ranks.store(self.ranks as u64, Ordering::Relaxed);
+        header
+            .segment_len
+            .store(self.segment_len as u64, Ordering::Relaxed);
+        header
+            .ring_capacity
+            .store(self.ring_capacity as u64, Ordering::Relaxed);
+        header.magic.store(MAGIC, Ordering::Release);
+    }
+
+    /// Check that a peer's initialised header describes the same job shape as ours.
+    pub(crate) fn check_peer(
+        &self,
+        peer: usize,
+        header: &RegionHeader,
+    ) -> Result<(), ConduitError> {
+        let fields = [
+            (
+                "the number of ranks",
+                header.ranks.load(Ordering::Relaxed),
+                self.ranks,
+            ),
+            (
+                "the segment size (--segment / TESSERA_SEGMENT)",
+                header.segment_len.load(Ordering::Relaxed),
+                self.segment_len,
+            ),
+            (
+                "the active-message queue size (TESSERA_AM_QUEUE)",
+                header.ring_capacity.load(Ordering::Relaxed),
+                self.ring_capacity,
+            ),
+        ];
+        for (what, theirs, ours) in fields {
+            if theirs != ours as u64 {
+                return Err(ConduitError::Mismatch {
+                    rank: peer,
+                    what,
+                    detail: format!("it has {theirs}, this rank has {ours}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The header of the region at `base`.
+///
+/// # Safety
+/// `base` must be the start of a live, page-aligned region mapping of at least one page
+/// that outlives the returned reference.
+pub(crate) unsafe fn header<'a>(base: NonNull<u8>) -> &'a RegionHeader {
+    // SAFETY: per the contract the page is mapped and aligned; RegionHeader holds only
+    // atomics, so shared references to it are fine even while other ranks update it.
+    unsafe { &*(base.as_ptr() as *const RegionHeader) }
+}
+
+/// A view of one ring inside a mapped region.
+struct Ring {
+    control: NonNull<RingControl>,
+    data: NonNull<u8>,
+    capacity: usize,
+}
+
+impl Ring {
+    /// # Safety
+    /// `region` must be a live mapping of a region with layout `layout`.
+    unsafe fn at(
+        region: NonNull<u8>,
+        layout: &RegionLayout,
+        sender: usize,
+        class: AmClass,
+    ) -> Ring {
+        let offset = layout.ring_offset(sender, class);
+        // SAFETY: ring_offset lies inside the rings area of the region (sender < ranks) and
+        // is 64-byte aligned because RINGS_OFFSET, RING_CONTROL and the capacity are.
+        unsafe {
+            let control = NonNull::new_unchecked(region.as_ptr().add(offset) as *mut RingControl);
+            let data = NonNull::new_unchecked(region.as_ptr().add(offset + RING_CONTROL));
+            Ring {
+                control,
+                data,
+                capacity: layout.ring_capacity,
+            }
+        }
+    }
+
+    fn control(&self) -> &RingControl {
+        // SAFETY: `control` points into a live mapping (Ring::at) and holds only atomics.
+        unsafe { self.control.as_ref() }
+    }
+
+    /// Producer side. `head_cache` is the producer's private copy of `head`, refreshed only
+    /// when the cached value says the ring is full. Returns `false` when the frame does not
+    /// fit now.
+    fn try_push(&self, head_cache: &Cell<u64>, parts: &[&[u8]]) -> bool {
+        let payload: usize = parts.iter().map(|p| p.len()).sum();
+        let frame = (FRAME_HEADER + payload).next_multiple_of(8);
+        let control = self.control();
+        // Only this producer writes `tail`, so Relaxed reads our own last value.
+        let mut tail = control.tail.load(Ordering::Relaxed);
+        let pos = (tail % self.capacity as u64) as usize;
+        let contiguous = self.capacity - pos;
+        let needed = if frame <= contiguous {
+            frame
+        } else {
+            contiguous + frame
+        };
+        if tail + needed as u64 - head_cache.get() > self.capacity as u64 {
+            head_cache.set(control.head.load(Ordering::Acquire));
+            if tail + needed as u64 - head_cache.get() > self.capacity as u64 {
+                return false;
+            }
+        }
+        let mut pos = pos;
+        if frame > contiguous {
+            // SAFETY: [pos, capacity) is free space (checked above against head), and
+            // contiguous >= 8 because every frame and the capacity are multiples of 8.
+            unsafe { self.write_header(pos, contiguous as u32, SKIP) };
+            tail += contiguous as u64;
+            pos = 0;
+        }
+        // SAFETY: [pos, pos + frame) is free space: the consumer has released it (head was
+        // loaded with Acquire) and nobody else produces on this ring.
+        unsafe {
+            self.write_header(pos, frame as u32, payload as u32);
+            let mut at = self.data.as_ptr().add(pos + FRAME_HEADER);
+            for part in parts {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                at = at.add(part.len());
+            }
+        }
+        control.tail.store(tail + frame as u64, Ordering::Release);
+        true
+    }
+
+    /// # Safety
+    /// `pos..pos+8` must be free ring space owned by the producer.
+    unsafe fn write_header(&self, pos: usize, frame_len: u32, payload_len: u32) {
+        // SAFETY: per the contract; pos is a multiple of 8 so the u32 stores are aligned.
+        unsafe {
+            let p = self.data.as_ptr().add(pos) as *mut u32;
+            p.write(frame_len);
+            p.add(1).write(payload_len);
+        }
+    }
+
+    /// Consumer side: hand every published frame to `deliver`, releasing each after use.
+    fn consume(&self, mut deliver: impl FnMut(&[u8])) -> usize {
+        let control = self.control();
+        // Only this consumer writes `head`.
+        let mut head = control.head.load(Ordering::Relaxed);
+        let tail = control.tail.load(Ordering::Acquire);
+        let mut delivered = 0;
+        while head < tail {
+            let pos = (head % self.capacity as u64) as usize;
+            // SAFETY: [head, tail) was published by the producer (Acquire on tail above), and
+            // the producer does not touch it until we advance `head`.
+            let (frame_len, payload_len) = unsafe {
+                let p = self.data.as_ptr().add(pos) as *const u32;
+                (p.read() as usize, p.add(1).read())
+            };
+            if payload_len != SKIP {
+                // SAFETY: as above; the payload lies inside the published frame.
+                let payload = unsafe {
+                    std::slice::from_raw_parts(
+                        self.data.as_ptr().add(pos + FRAME_HEADER),
+                        payload_len as usize,
+                    )
+                };
+                deliver(payload);
+                delivered += 1;
+            }
+            head += frame_len as u64;
+            control.head.store(head, Ordering::Release);
+        }
+        delivered
+    }
+}
+
+/// Abort state shared by the ranks of one process (the threads conduit). Processes of the
+/// smp conduit are ended by the launcher instead.
+#[derive(Default)]
+pub(crate) struct AbortFlag {
+    aborted: AtomicBool,
+    /// The first rank that failed and why.
+    first: Mutex<Option<(usize, String)>>,
+}
+
+impl AbortFlag {
+    pub(crate) fn raise(&self, rank: usize, reason: &str) {
+        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some((rank, reason.to_string()));
+        }
+        // Release: pairs with the Acquire in `check` so the reason is visible.
+        self.aborted.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn check(&self) -> Result<(), ConduitError> {
+        if self.aborted.load(Ordering::Acquire) {
+            return Err(ConduitError::Aborted(match self.first() {
+                Some((rank, why)) => format!("rank {rank} failed: {why}"),
+                None => String::new(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// The first failure, if any.
+    pub(crate) fn first(&self) -> Option<(usize, String)> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Keeps the mappings of a job alive for as long as any rank's conduit uses them.
+pub(crate) trait KeepAlive {}
+impl<T> KeepAlive for T {}
+
+/// The conduit over mapped regions; built by [`super::smp`] and [`super::threads`].
+pub(crate) struct ShmConduit {
+    kind: ConduitKind,
+    rank: usize,
+    layout: RegionLayout,
+    /// Region base of every rank, mapped in this process.
+    regions: Vec<NonNull<u8>>,
+    /// Producer-side cached `head` of our ring in each destination, per class.
+    head_cache: Vec<[Cell<u64>; 2]>,
+    abort: Option<Arc<AbortFlag>>,
+    _mappings: Arc<dyn KeepAlive>,
+}
+
+impl ShmConduit {
+    /// # Safety
+    /// Every pointer in `regions` must be the base of a live mapping of an initialised region
+    /// with `layout`, kept alive by `mappings` for the life of the conduit.
+    pub(crate) unsafe fn new(
+        kind: ConduitKind,
+        rank: usize,
+        layout: RegionLayout,
+        regions: Vec<NonNull<u8>>,
+        abort: Option<Arc<AbortFlag>>,
+        mappings: Arc<dyn KeepAlive>,
+    ) -> Self {
+        let head_cache = (0..layout.ranks)
+            .map(|_| [Cell::new(0), Cell::new(0)])
+            .collect();
+        ShmConduit {
+            kind,
+            rank,
+            layout,
+            regions,
+            head_cache,
+            abort,
+            _mappings: mappings,
+        }
+    }
+
+    fn ring(&self, owner: usize, sender: usize, class: AmClass) -> Ring {
+        // SAFETY: regions[owner] is a live region with `layout` (constructor contract).
+        unsafe { Ring::at(self.regions[owner], &self.layout, sender, class) }
+    }
+}
+
+impl Conduit for ShmConduit {
+    fn kind(&self) -> ConduitKind {
+        self.kind
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn ranks(&self) -> usize {
+        self.layout.ranks
+    }
+    fn segment_len(&self) -> usize {
+        self.layout.segment_len
+    }
+    fn segment_base(&self, rank: usize) -> Option<NonNull<u8>> {
+        let region = self.regions.get(rank)?;
+        // SAFETY: segment_offset < region_len, inside the live mapping.
+        Some(unsafe { NonNull::new_unchecked(region.as_ptr().add(self.layout.segment_offset)) })
+    }
+    fn am_max_frame(&self) -> usize {
+        self.layout.max_frame()
+    }
+    fn am_try_send(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.layout.max_frame() {
+            return Err(ConduitError::FrameTooLarge {
+                len,
+                max: self.layout.max_frame(),
+            });
+        }
+        let ring = self.ring(dest, self.rank, class);
+        Ok(ring.try_push(&self.head_cache[dest][class as usize], parts))
+    }
+    fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
+        let mut delivered = 0;
+        for sender in 0..self.layout.ranks {
+            delivered += self
+                .ring(self.rank, sender, class)
+                .consume(|frame| deliver(sender, frame));
+        }
+        delivered
+    }
+    fn check_alive(&self) -> Result<(), ConduitError> {
+        match &self.abort {
+            Some(flag) => flag.check(),
+            None => Ok(()),
+        }
+    }
+    fn abort(&self, reason: &str) {
+        if let Some(flag) = &self.abort {
+            flag.raise(self.rank, reason);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A region in plain heap memory for single-process ring tests.
+    fn region(layout: &RegionLayout) -> (Vec<u64>, NonNull<u8>) {
+        let mut mem = vec![0u64; layout.region_len / 8];
+        let base = NonNull::new(mem.as_mut_ptr() as *mut u8).unwrap();
+        (mem, base)
+    }
+
+    #[test]
+    fn ring_preserves_order_and_content_across_wraps() {
+        let layout = RegionLayout::new(1, 4096, 1024);
+        let (_mem, base) = region(&layout);
+        // SAFETY: `_mem` outlives the ring and is large enough for the layout.
+        let ring = unsafe { Ring::at(base, &layout, 0, AmClass::Request) };
+        let cache = Cell::new(0);
+        let mut next_expected = 0u32;
+        let mut sent = 0u32;
+        for round in 0..500u32 {
+            // Frames of varying size force every wrap position.
+            let len = (round as usize * 37) % 200;
+            let body: Vec<u8> = (0..len).map(|i| (i as u32 ^ sent) as u8).collect();
+            while !ring.try_push(&cache, &[&sent.to_le_bytes(), &body]) {
+                ring.consume(|frame| {
+                    let seq = u32::from_le_bytes(frame[..4].try_into().unwrap());
+                    assert_eq!(seq, next_expected);
+                    for (i, b) in frame[4..].iter().enumerate() {
+                        assert_eq!(*b, (i as u32 ^ seq) as u8);
+                    }
+                    next_expected += 1;
+                });
+            }
+            sent += 1;
+        }
+        ring.consume(|_| next_expected += 1);
+        assert_eq!(next_expected, sent);
+    }
+
+    #[test]
+    fn full_ring_refuses_instead_of_growing() {
+        let layout = RegionLayout::new(1, 4096, 1024);
+        let (_mem, base) = region(&layout);
+        // SAFETY: as above.
+        let ring = unsafe { Ring::at(base, &layout, 0, AmClass::Reply) };
+        let cache = Cell::new(0);
+        let body = [7u8; 100];
+        let mut accepted = 0;
+        while ring.try_push(&cache, &[&body]) {
+            accepted += 1;
+            assert!(accepted < 100, "ring never filled");
+        }
+        // 1024-byte ring, 112-byte frames: 9 fit.
+        assert_eq!(accepted, 1024 / 112);
+        assert_eq!(ring.consume(|f| assert_eq!(f, &body[..])), accepted);
+        assert!(ring.try_push(&cache, &[&body]));
+    }
+}

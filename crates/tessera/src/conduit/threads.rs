@@ -1,0 +1,73 @@
+//! The `threads` conduit: every rank is a thread of one process.
+//!
+//! Regions are anonymous mappings (reserved lazily, no swap reservation) created before
+//! the rank threads start; each thread builds its own conduit over all of them. A rank
+//! that fails raises the shared abort flag, which every wait checks, so the others end
+//! instead of hanging. Semantics are those of `smp`; only the bootstrap differs.
+//!
+//! This module must never be the only place a behaviour is tested: the conformance suite
+//! runs on both conduits.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use super::shm::{AbortFlag, RegionLayout, ShmConduit};
+use super::ConduitKind;
+use crate::error::JobError;
+
+/// The regions and abort flag of one threads job.
+pub(crate) struct ThreadsJob {
+    layout: RegionLayout,
+    maps: Vec<MmapRaw>,
+    pub(crate) abort: Arc<AbortFlag>,
+}
+
+impl ThreadsJob {
+    /// Map and initialise one region per rank.
+    pub(crate) fn new(layout: RegionLayout) -> Result<Arc<Self>, JobError> {
+        let mut maps = Vec::with_capacity(layout.ranks);
+        for rank in 0..layout.ranks {
+            let map = MmapOptions::new()
+                .len(layout.region_len)
+                .no_reserve_swap()
+                .map_anon()
+                .map_err(|source| JobError::Os {
+                    what: format!("mapping {} bytes for rank {rank}", layout.region_len),
+                    source,
+                })?;
+            let map = MmapRaw::from(map);
+            let base = NonNull::new(map.as_mut_ptr()).expect("mmap never returns null");
+            // SAFETY: fresh zeroed mapping of region_len bytes; no rank thread exists yet.
+            unsafe { layout.init_region(base) };
+            maps.push(map);
+        }
+        Ok(Arc::new(ThreadsJob {
+            layout,
+            maps,
+            abort: Arc::new(AbortFlag::default()),
+        }))
+    }
+
+    /// The conduit of `rank`; call it on that rank's thread.
+    pub(crate) fn conduit(self: &Arc<Self>, rank: usize) -> ShmConduit {
+        let regions = self
+            .maps
+            .iter()
+            .map(|m| NonNull::new(m.as_mut_ptr()).expect("non-null"))
+            .collect();
+        // SAFETY: the regions are live mappings initialised with `layout`, kept alive by
+        // the Arc<ThreadsJob> handed to the conduit.
+        unsafe {
+            ShmConduit::new(
+                ConduitKind::Threads,
+                rank,
+                self.layout,
+                regions,
+                Some(self.abort.clone()),
+                self.clone(),
+            )
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The barrier: dissemination in ⌈log₂ P⌉ rounds, split-phase, with optional labels.
+//!
+//! In round k of epoch e, rank i signals rank (i + 2ᵏ) mod P by writing into a slot of
+//! the *receiver's* runtime area, then waits for its own slot of round k. Slots carry the
+//! epoch number (so they never need resetting) and the smallest and largest barrier label
+//! seen so far; after the last round every rank has combined every rank's label, so a
+//! mismatch is detected everywhere. Slots alternate between two sets by epoch parity: a
+//! rank can be at most one epoch ahead of any other, so a slot is never overwritten before
+//! its reader is done with it.
+//!
+//! Split phase: [`Context::barrier_notify`] signals round 0 and returns; later rounds
+//! advance whenever the rank makes progress; [`Context::barrier_wait`] completes them.
+//!
+//! Memory ordering: the label words are written first, then the epoch with a release
+//! atomic store; the waiter loads the epoch with acquire before reading the labels. The
+//! chain of release/acquire pairs makes every rank's writes before `notify` visible to
+//! every rank after `wait`.
+
+use std::cell::Cell;
+
+use bytemuck::{Pod, Zeroable};
+
+use super::{Context, GlobalPtr};
+use crate::error::CoreError;
+use crate::Result;
+
+const MAX_ROUNDS: usize = 32;
+/// Label value of an anonymous barrier in the (min, max) combination: neutral.
+const NO_LABEL: (u64, u64) = (u64::MAX, 0);
+
+/// One round's slot in the receiver's runtime area.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Slot {
+    epoch: u64,
+    label_min: u64,
+    label_max: u64,
+    _pad: u64,
+}
+
+/// Each rank's barrier area, allocated collectively at start-up.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Area {
+    slots: [[Slot; MAX_ROUNDS]; 2],
+    /// The last epoch this rank entered (for the watchdog's report).
+    entered: u64,
+    /// This rank's label in each parity (for naming ranks on mismatch); `has_label` flags.
+    label: [u64; 2],
+    has_label: [u64; 2],
+}
+
+/// Per-rank barrier state.
+#[derive(Default)]
+pub(crate) struct BarrierState {
+    area: Option<GlobalPtr<Area>>,
+    rounds: usize,
+    epoch: Cell<u64>,
+    /// Next round to complete; `rounds` when done.
+    round: Cell<usize>,
+    active: Cell<bool>,
+    combined: Cell<(u64, u64)>,
+}
+
+impl BarrierState {
+    pub(crate) fn new(ctx: &Context) -> Result<Self> {
+        // Not cleared: the segment is zero-filled when mapped, and a fast peer may already
+        // have signalled into our area before we get here.
+        let area = ctx.alloc_collective::<Area>(1)?;
+        let rounds = ctx.ranks().next_power_of_two().trailing_zeros() as usize;
+        Ok(BarrierState {
+            area: Some(area),
+            rounds,
+            ..Default::default()
+        })
+    }
+
+    fn area(&self) -> GlobalPtr<Area> {
+        self.area.expect("barrier area allocated at start-up")
+    }
+}
+
+fn slot_ptr(area: GlobalPtr<Area>, parity: usize, round: usize) -> GlobalPtr<Slot> {
+    let offset = std::mem::offset_of!(Area, slots)
+        + (parity * MAX_ROUNDS + round) * std::mem::size_of::<Slot>();
+    area.cast::<u8>().add(offset).cast()
+}
+
+fn field<T>(area: GlobalPtr<Area>, offset: usize) -> GlobalPtr<T> {
+    area.cast::<u8>().add(offset).cast()
+}
+
+impl Context {
+    /// Block until every rank has called `barrier`.
+    pub fn barrier(&self) -> Result<()> {
+        self.barrier_notify()?;
+        self.barrier_wait()
+    }
+
+    /// A barrier that also checks that every rank passes the same `label` (Berkeley UPC's
+    /// debugging aid): mismatched labels fail on every rank with the ranks and labels
+    /// named. Anonymous barriers match any label.
+    pub fn barrier_labeled(&self, label: u64) -> Result<()> {
+        self.barrier_notify_labeled(Some(label))?;
+        self.barrier_wait()
+    }
+
+    /// First half of a split-phase barrier: announce arrival and return at once. Do
+    /// independent work, then call [`Context::barrier_wait`].
+    ///
+    /// ```no_run
+    /// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
+    /// ctx.barrier_notify()?;
+    /// let local_work: f64 = (0..1000).map(|i| i as f64).sum();
+    /// ctx.barrier_wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn barrier_notify(&self) -> Result<()> {
+        self.barrier_notify_labeled(None)
+    }
+
+    /// [`Context::barrier_notify`] with a label.
+    pub fn barrier_notify_labeled(&self, label: Option<u64>) -> Result<()> {
+        let b = &self.barrier;
+        if b.active.get() {
+            return Err(CoreError::Invalid(
+                "barrier_notify called twice without barrier_wait in between".into(),
+            )
+            .into());
+        }
+        let epoch = b.epoch.get() + 1;
+        let parity = (epoch % 2) as usize;
+        let area = b.area();
+        // Our own area: the label for reports, then the entered epoch.
+        self.put_value(
+            field::<u64>(area, std::mem::offset_of!(Area, label) + 8 * parity),
+            label.unwrap_or(0),
+        )?;
+        self.put_value(
+            field::<u64>(area, std::mem::offset_of!(Area, has_label) + 8 * parity),
+            label.is_some() as u64,
+        )?;
+        self.atomic_store(
+            field::<u64>(area, std::mem::offset_of!(Area, entered)),
+            epoch,
+        )?;
+        b.epoch.set(epoch);
+        b.round.set(0);
+        b.active.set(true);
+        b.combined.set(label.map_or(NO_LABEL, |l| (l, l)));
+        if b.rounds > 0 {
+            self.barrier_signal(0)?;
+        }
+        Ok(())
+    }
+
+    /// Signal our partner of `round` with the labels combined so far.
+    fn barrier_signal(&self, round: usize) -> Result<()> {
+        let b = &self.barrier;
+        let epoch = b.epoch.get();
+        let partner = (self.rank() + (1 << round)) % self.ranks();
+        let slot = slot_ptr(b.area().on(partner), (epoch % 2) as usize, round);
+        let (lo, hi) = b.combined.get();
+        self.put(field::<u64>(slot.cast(), 8), &[lo, hi])?;
+        self.atomic_store(slot.cast::<u64>(), epoch)
+    }
+
+    /// Advance as far as arrived signals allow; true when the barrier is complete.
+    pub(crate) fn barrier_advance(&self) -> Result<bool> {
+        let b = &self.barrier;
+        let epoch = b.epoch.get();
+        let parity = (epoch % 2) as usize;
+        while b.round.get() < b.rounds {
+            let round = b.round.get();
+            let slot = slot_ptr(b.area(), parity, round);
+            if self.atomic_load(slot.cast::<u64>())? < epoch {
+                return Ok(false);
+            }
+            let mut labels = [0u64; 2];
+            self.get(field::<u64>(slot.cast(), 8), &mut labels)?;
+            let (lo, hi) = b.combined.get();
+            b.combined.set((lo.min(labels[0]), hi.max(labels[1])));
+            b.round.set(round + 1);
+            if round + 1 < b.rounds {
+                self.barrier_signal(round + 1)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the split-phase barrier has completed, without blocking.
+    pub fn barrier_try(&self) -> Result<bool> {
+        if !self.barrier.active.get() {
+            return Err(CoreError::Invalid("barrier_try without barrier_notify".into()).into());
+        }
+        self.poll()?;
+        if self.barrier_advance()? {
+            self.barrier_finish()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Second half of a split-phase barrier: block until every rank has notified.
+    pub fn barrier_wait(&self) -> Result<()> {
+        if !self.barrier.active.get() {
+            return Err(CoreError::Invalid("barrier_wait without barrier_notify".into()).into());
+        }
+        self.wait_until(
+            "a barrier",
+            || self.barrier_advance(),
+            || self.barrier_laggards(),
+        )?;
+        self.barrier_finish()
+    }
+
+    fn barrier_finish(&self) -> Result<()> {
+        let b = &self.barrier;
+        b.active.set(false);
+        let (lo, hi) = b.combined.get();
+        if lo <= hi && lo != hi {
+            return Err(CoreError::BarrierMismatch(self.barrier_labels()?).into());
+        }
+        Ok(())
+    }
+
+    /// "rank 0: label 5, rank 1: anonymous, ..." for the current epoch.
+    fn barrier_labels(&self) -> Result<String> {
+        let parity = (self.barrier.epoch.get() % 2) as usize;
+        let area = self.barrier.area();
+        let mut parts = Vec::with_capacity(self.ranks());
+        for r in 0..self.ranks() {
+            let has = self.get_value(field::<u64>(
+                area.on(r),
+                std::mem::offset_of!(Area, has_label) + 8 * parity,
+            ))?;
+            let label = self.get_value(field::<u64>(
+                area.on(r),
+                std::mem::offset_of!(Area, label) + 8 * parity,
+            ))?;
+            parts.push(if has != 0 {
+                format!("rank {r}: label {label}")
+            } else {
+                format!("rank {r}: anonymous")
+            });
+        }
+        Ok(parts.join(", "))
+    }
+
+    /// "ranks [3] have not arrived" for the watchdog.
+    fn barrier_laggards(&self) -> String {
+        let epoch = self.barrier.epoch.get();
+        let area = self.barrier.area();
+        let late: Vec<usize> = (0..self.ranks())
+            .filter(|&r| {
+                self.atomic_load(field::<u64>(
+                    area.on(r),
+                    std::mem::offset_of!(Area, entered),
+                ))
+                .is_ok_and(|e| e < epoch)
+            })
+            .collect();
+        format!("rank(s) {late:?} have not reached barrier number {epoch}")
+    }
+}

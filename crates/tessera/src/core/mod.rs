@@ -1,0 +1,381 @@
+//! The core layer: what programs use to communicate.
+//!
+//! A [`Context`] is one rank's handle on the job: its identity, its segment and allocator,
+//! and every communication operation. There are no global statics; a program running as
+//! threads has one `Context` per thread.
+//!
+//! Sub-modules, each adding methods to [`Context`]:
+//! - [`gptr`]: [`GlobalPtr`], addresses in the global address space;
+//! - [`alloc`]: collective and local allocation in the segment;
+//! - [`rma`]: put and get: blocking, with handles, implicit; bulk, strided and indexed;
+//! - [`atomic`]: remote atomics on 32- and 64-bit integers;
+//! - [`sync`]: semaphores, signalling put, global locks;
+//! - [`barrier`]: the dissemination barrier, split-phase and labelled;
+//! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them.
+//!
+//! ## Memory model
+//! Puts and gets are *relaxed*: they move bytes, and nothing orders them with respect to
+//! other ranks by itself. Every *synchronising* operation orders them: barrier, semaphore
+//! post/wait, [`Context::put_signal`], lock acquire/release, remote atomics, active-message
+//! send/delivery, [`Context::sync_nbi`]. A synchronising operation has *release*
+//! semantics for the caller's earlier puts (they are visible to whoever observes the
+//! synchronisation) and *acquire* semantics for what it observes (data put by others before
+//! their release is visible to the caller's later gets and loads). Within one rank, puts
+//! and gets to the same bytes happen in program order. [`Context::fence`] is a full fence
+//! for programs that build their own flag protocols from atomics.
+//!
+//! This layer must never assume shared memory: every access to a peer goes through
+//! [`Context::target`], which falls back to the conduit when a peer is not mapped.
+
+pub mod alloc;
+pub mod am;
+pub mod atomic;
+pub mod barrier;
+pub mod gptr;
+pub mod rma;
+pub mod rpc;
+pub mod sync;
+
+use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+use crossbeam_utils::Backoff;
+
+use crate::conduit::{Conduit, ConduitKind};
+use crate::error::{CoreError, Error};
+use crate::Result;
+use alloc::{Arena, SegmentHeap};
+pub use gptr::GlobalPtr;
+
+/// Where the bytes of a checked access live.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Target {
+    /// Mapped in this process: load and store directly.
+    Direct(NonNull<u8>),
+    /// Only reachable through the conduit.
+    Remote {
+        /// Owner.
+        rank: usize,
+        /// Byte offset in its segment.
+        offset: usize,
+    },
+}
+
+/// Run-time options of a rank, from the environment contract or the job builder.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Options {
+    /// Watchdog for blocking waits.
+    pub wait_timeout: Option<Duration>,
+    /// Checked mode: verify collective calls match across ranks.
+    pub checked: bool,
+}
+
+/// One rank's handle on the job. See the [crate documentation](crate) for an example.
+///
+/// A `Context` belongs to one thread (it is neither `Send` nor `Sync`); every operation
+/// that can fail returns a [`Result`](crate::Result).
+pub struct Context {
+    conduit: Box<dyn Conduit>,
+    rank: usize,
+    ranks: usize,
+    segment_len: usize,
+    /// Segment base of every rank mapped here (`None`: reach it through the conduit).
+    bases: Vec<Option<NonNull<u8>>>,
+    heap: RefCell<SegmentHeap>,
+    options: Options,
+    /// Depth of active-message handler execution (handlers must not block).
+    in_handler: Cell<u32>,
+    am: am::AmState,
+    barrier: barrier::BarrierState,
+    rpc: rpc::RpcState,
+}
+
+impl Context {
+    /// Build the rank's context over a connected conduit. Collective: every rank of the job
+    /// calls it, and it ends with a barrier.
+    pub(crate) fn new(conduit: Box<dyn Conduit>, options: Options) -> Result<Context> {
+        let rank = conduit.rank();
+        let ranks = conduit.ranks();
+        let segment_len = conduit.segment_len();
+        let bases = (0..ranks).map(|r| conduit.segment_base(r)).collect();
+        let mut ctx = Context {
+            conduit,
+            rank,
+            ranks,
+            segment_len,
+            bases,
+            heap: RefCell::new(SegmentHeap::new(segment_len)),
+            options,
+            in_handler: Cell::new(0),
+            am: am::AmState::default(),
+            barrier: barrier::BarrierState::default(),
+            rpc: rpc::RpcState::default(),
+        };
+        ctx.barrier = barrier::BarrierState::new(&ctx)?;
+        rpc::register_handlers(&ctx)?;
+        ctx.barrier()?;
+        rpc::check_same_binary(&ctx)?;
+        Ok(ctx)
+    }
+
+    /// This rank, in `0..ranks()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// The conduit this job runs on.
+    pub fn conduit_kind(&self) -> ConduitKind {
+        self.conduit.kind()
+    }
+
+    /// Size in bytes of every rank's segment.
+    pub fn segment_len(&self) -> usize {
+        self.segment_len
+    }
+
+    pub(crate) fn conduit(&self) -> &dyn Conduit {
+        &*self.conduit
+    }
+
+    // ----- allocation ---------------------------------------------------------------
+
+    fn alloc_in<T: Pod>(&self, arena: Arena, count: usize) -> Result<GlobalPtr<T>> {
+        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            CoreError::Invalid(format!("allocation of {count} elements overflows"))
+        })?;
+        let mut heap = self.heap.borrow_mut();
+        let offset = heap
+            .alloc(arena, bytes)
+            .map_err(|e| CoreError::SegmentExhausted {
+                rank: self.rank,
+                requested: bytes,
+                kind: arena.name(),
+                segment: heap.len(),
+                largest_free: e.largest_free,
+            })?;
+        Ok(GlobalPtr::new(self.rank, offset as u64))
+    }
+
+    /// Allocate `count` elements in every rank's segment at the same offset. Every rank
+    /// must make the same sequence of collective allocations (the offsets are computed,
+    /// not communicated, so this does not synchronise; in checked mode, `TESSERA_CHECK=1`,
+    /// it verifies the offsets with a labelled barrier). Returns this rank's block; use
+    /// [`GlobalPtr::on`] for a peer's. Memory is not zeroed when it is reused.
+    ///
+    /// ```no_run
+    /// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
+    /// let counts = ctx.alloc_collective::<u32>(16)?;
+    /// ctx.put(counts.on(0).add(ctx.rank()), &[1])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn alloc_collective<T: Pod>(&self, count: usize) -> Result<GlobalPtr<T>> {
+        let ptr = self.alloc_in(Arena::Collective, count)?;
+        if self.options.checked {
+            let tag = ptr.offset() ^ ((count * std::mem::size_of::<T>()) as u64).rotate_left(32);
+            self.barrier_labeled(tag).map_err(|e| {
+                CoreError::Invalid(format!(
+                    "collective allocations differ between ranks (checked mode): {e}"
+                ))
+            })?;
+        }
+        Ok(ptr)
+    }
+
+    /// Allocate `count` elements in this rank's segment only (UPC's `upc_alloc`). Other
+    /// ranks can reach the memory once they are given the pointer.
+    pub fn alloc_local<T: Pod>(&self, count: usize) -> Result<GlobalPtr<T>> {
+        self.alloc_in(Arena::Local, count)
+    }
+
+    /// Free a block from [`Context::alloc_collective`]; every rank frees the same blocks
+    /// in the same order.
+    pub fn free_collective<T>(&self, ptr: GlobalPtr<T>) -> Result<()> {
+        self.free_in(Arena::Collective, ptr)
+    }
+
+    /// Free a block from [`Context::alloc_local`] on this rank.
+    pub fn free_local<T>(&self, ptr: GlobalPtr<T>) -> Result<()> {
+        self.free_in(Arena::Local, ptr)
+    }
+
+    fn free_in<T>(&self, arena: Arena, ptr: GlobalPtr<T>) -> Result<()> {
+        if ptr.rank() != self.rank {
+            return Err(CoreError::NotOwner {
+                what: "free",
+                owner: ptr.rank(),
+                caller: self.rank,
+            }
+            .into());
+        }
+        if !self.heap.borrow_mut().free(arena, ptr.offset() as usize) {
+            return Err(CoreError::BadFree {
+                rank: self.rank,
+                offset: ptr.offset(),
+                kind: arena.name(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    // ----- checked addressing ---------------------------------------------------------
+
+    /// Check an access of `len` bytes at `ptr` aligned to `align`, and say where it lives.
+    pub(crate) fn target<T>(&self, ptr: GlobalPtr<T>, len: usize, align: usize) -> Result<Target> {
+        let rank = ptr.rank();
+        if rank >= self.ranks {
+            return Err(CoreError::NoSuchRank {
+                rank,
+                ranks: self.ranks,
+            }
+            .into());
+        }
+        let offset = ptr.offset();
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.segment_len as u64)
+        {
+            return Err(CoreError::OutOfSegment {
+                rank,
+                offset,
+                len: len as u64,
+                segment: self.segment_len,
+            }
+            .into());
+        }
+        if offset % align as u64 != 0 {
+            return Err(CoreError::Misaligned {
+                rank,
+                offset,
+                align,
+            }
+            .into());
+        }
+        Ok(match self.bases[rank] {
+            // SAFETY: offset + len <= segment_len (checked above), inside the mapping.
+            Some(base) => Target::Direct(unsafe {
+                NonNull::new_unchecked(base.as_ptr().add(offset as usize))
+            }),
+            None => Target::Remote {
+                rank,
+                offset: offset as usize,
+            },
+        })
+    }
+
+    /// Whether `ptr`'s target is mapped in this process, so that [`Context::local_ptr`]
+    /// gives a usable address (Titanium's `isLocal`).
+    pub fn is_addressable<T>(&self, ptr: GlobalPtr<T>) -> bool {
+        ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
+    }
+
+    /// A raw pointer to the `len` elements at `ptr` when they are mapped in this process
+    /// (Titanium's `local`): `Ok(None)` when they are not, an error when the range is not a
+    /// valid, aligned part of a segment. Dereferencing is up to the caller, who must not
+    /// race with other ranks' puts to the same bytes (synchronise first).
+    pub fn local_ptr<T: Pod>(&self, ptr: GlobalPtr<T>, len: usize) -> Result<Option<*mut T>> {
+        match self.target(
+            ptr,
+            len * std::mem::size_of::<T>(),
+            std::mem::align_of::<T>(),
+        )? {
+            Target::Direct(p) => Ok(Some(p.as_ptr() as *mut T)),
+            Target::Remote { .. } => Ok(None),
+        }
+    }
+
+    /// The `len` elements at `ptr` as a mutable slice when they are mapped here.
+    ///
+    /// # Safety
+    /// For the lifetime of the slice, no other rank may put to or get from these bytes and
+    /// this rank must not create another reference to them: the caller's synchronisation
+    /// (barriers, semaphores) must guarantee exclusive access.
+    pub unsafe fn local_slice_mut<T: Pod>(
+        &self,
+        ptr: GlobalPtr<T>,
+        len: usize,
+    ) -> Result<Option<&mut [T]>> {
+        Ok(self.local_ptr(ptr, len)?.map(|p| {
+            // SAFETY: p is aligned, in bounds and mapped (checked by target); exclusivity is
+            // the caller's contract above.
+            unsafe { std::slice::from_raw_parts_mut(p, len) }
+        }))
+    }
+
+    // ----- waiting and progress -----------------------------------------------------
+
+    /// Make progress: run the handlers of incoming active messages. Every wait calls it;
+    /// call it in long computations that other ranks may be waiting on.
+    pub fn poll(&self) -> Result<()> {
+        if self.in_handler.get() > 0 {
+            return Ok(());
+        }
+        am::poll(self, crate::conduit::AmClass::Reply)?;
+        am::poll(self, crate::conduit::AmClass::Request)?;
+        Ok(())
+    }
+
+    /// Block until `done` returns true, making progress meanwhile. Spins briefly, then
+    /// yields the processor, so oversubscribed jobs stay fast. Honours the watchdog
+    /// (`TESSERA_WAIT_TIMEOUT`), reporting `what` and `describe()`.
+    pub(crate) fn wait_until(
+        &self,
+        what: &'static str,
+        mut done: impl FnMut() -> Result<bool>,
+        describe: impl Fn() -> String,
+    ) -> Result<()> {
+        if self.in_handler.get() > 0 {
+            return Err(CoreError::InHandler(what).into());
+        }
+        let backoff = Backoff::new();
+        let mut started: Option<Instant> = None;
+        loop {
+            if done()? {
+                return Ok(());
+            }
+            self.poll()?;
+            if backoff.is_completed() {
+                self.conduit.check_alive()?;
+                if let Some(limit) = self.options.wait_timeout {
+                    let start = *started.get_or_insert_with(Instant::now);
+                    if start.elapsed() > limit {
+                        return Err(CoreError::WaitTimeout {
+                            rank: self.rank,
+                            secs: limit.as_secs_f64(),
+                            what,
+                            detail: describe(),
+                        }
+                        .into());
+                    }
+                }
+                std::thread::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
+
+    /// A full memory fence (sequentially consistent) for hand-built flag protocols.
+    pub fn fence(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// End the rank's part in the job: a final barrier so no rank leaves while others may
+    /// still reach its segment.
+    pub(crate) fn finish(&self) -> Result<()> {
+        self.sync_nbi()?;
+        self.barrier()
+    }
+}
+
+/// Shorthand used by sub-modules.
+pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+    CoreError::Invalid(msg.into()).into()
+}

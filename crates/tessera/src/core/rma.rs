@@ -1,0 +1,437 @@
+//! One-sided put and get.
+//!
+//! Three completion styles (GASNet's extended API):
+//! - blocking ([`Context::put`], [`Context::get`]): complete when they return;
+//! - explicit handle ([`Context::put_nb`], [`Context::get_nb`]): complete at
+//!   [`Handle::wait`] or when [`Handle::test`] says so; the handle borrows the local buffer
+//!   so it cannot be reused early;
+//! - implicit ([`Context::put_nbi`], [`Context::get_nbi`]): complete at
+//!   [`Context::sync_nbi`]. `put_nbi` copies its source before returning (local
+//!   completion), `get_nbi` lands in segment memory.
+//!
+//! Forms: bulk slices, single values, strided (N-d counts and strides) and indexed (lists
+//! of offsets). Strided and indexed transfers move one contiguous run per copy, never one
+//! element at a time when the layout has runs.
+//!
+//! On a mapped peer every transfer is a `memmove` into or out of the peer's segment (no
+//! lock, no system call, no allocation, no message): that is what makes same-node puts as
+//! fast as memcpy. On an unmapped peer it goes through the conduit.
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+
+use super::{invalid, Context, GlobalPtr, Target};
+use crate::Result;
+
+/// Completion handle of a nonblocking transfer. It borrows the local buffer of the
+/// transfer, so the buffer cannot be touched before completion. Dropping a handle waits.
+///
+/// ```no_run
+/// # fn f(ctx: &tessera::Context, dst: tessera::GlobalPtr<f64>) -> tessera::Result<()> {
+/// let data = vec![1.0; 1024];
+/// let h = ctx.put_nb(dst, &data)?;
+/// // ... compute while the transfer proceeds ...
+/// h.wait()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a transfer is only known complete once its handle is waited on"]
+pub struct Handle<'a> {
+    ctx: &'a Context,
+    complete: bool,
+    _buffer: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Handle<'a> {
+    pub(crate) fn completed(ctx: &'a Context) -> Self {
+        Handle {
+            ctx,
+            complete: true,
+            _buffer: PhantomData,
+        }
+    }
+
+    /// Block until the transfer is complete.
+    pub fn wait(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    /// Whether the transfer is complete, making progress once if it is not.
+    pub fn test(&mut self) -> Result<bool> {
+        if !self.complete {
+            self.ctx.poll()?;
+        }
+        Ok(self.complete)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        // Every transfer on the conduits built so far completes before its handle exists;
+        // a conduit with truly asynchronous transfers completes them here.
+        self.complete = true;
+        Ok(())
+    }
+}
+
+impl Drop for Handle<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// A checked N-d strided shape: dimensions with their counts and the strides (in elements)
+/// on both sides, normalised so that each contiguous run is one copy.
+struct Shape {
+    /// (count, stride on side a, stride on side b), slowest dimension first, innermost run
+    /// excluded.
+    outer: Vec<(usize, usize, usize)>,
+    /// Elements per contiguous run.
+    run: usize,
+    /// Elements spanned on each side (0 when the shape is empty).
+    span_a: usize,
+    span_b: usize,
+}
+
+impl Shape {
+    fn new(counts: &[usize], a: &[usize], b: &[usize]) -> Result<Shape> {
+        if a.len() != counts.len() || b.len() != counts.len() {
+            return Err(invalid(format!(
+                "strided transfer: {} counts but {} and {} strides; give one stride per dimension on each side",
+                counts.len(),
+                a.len(),
+                b.len()
+            )));
+        }
+        let empty = counts.contains(&0);
+        let span = |s: &[usize]| -> usize {
+            if empty {
+                0
+            } else {
+                1 + counts
+                    .iter()
+                    .zip(s)
+                    .map(|(c, s)| (c - 1) * s)
+                    .sum::<usize>()
+            }
+        };
+        let (span_a, span_b) = (span(a), span(b));
+        // Drop unit dimensions, then merge a dimension into its outer neighbour when both
+        // sides are contiguous across the boundary.
+        let mut dims: Vec<(usize, usize, usize)> = Vec::new();
+        for ((&c, &sa), &sb) in counts.iter().zip(a).zip(b) {
+            if c == 1 {
+                continue;
+            }
+            dims.push((c, sa, sb));
+        }
+        let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+        for (c, sa, sb) in dims.into_iter().rev() {
+            match merged.last_mut() {
+                Some(inner) if sa == inner.0 * inner.1 && sb == inner.0 * inner.2 => inner.0 *= c,
+                _ => merged.push((c, sa, sb)),
+            }
+        }
+        merged.reverse();
+        let run = match merged.last() {
+            Some(&(c, 1, 1)) => {
+                merged.pop();
+                c
+            }
+            _ => 1,
+        };
+        Ok(Shape {
+            outer: merged,
+            run: if empty { 0 } else { run },
+            span_a,
+            span_b,
+        })
+    }
+
+    /// Call `f(offset_a, offset_b)` (in elements) for the start of every run.
+    fn for_each_run(&self, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
+        if self.run == 0 {
+            return Ok(());
+        }
+        let mut index = vec![0usize; self.outer.len()];
+        loop {
+            let (mut oa, mut ob) = (0, 0);
+            for (i, &(_, sa, sb)) in index.iter().zip(&self.outer) {
+                oa += i * sa;
+                ob += i * sb;
+            }
+            f(oa, ob)?;
+            // Odometer over the outer dimensions, fastest last.
+            let mut d = self.outer.len();
+            loop {
+                if d == 0 {
+                    return Ok(());
+                }
+                d -= 1;
+                index[d] += 1;
+                if index[d] < self.outer[d].0 {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+    }
+}
+
+impl Context {
+    /// Store `src` at the checked target.
+    pub(crate) fn store_bytes(&self, target: Target, src: &[u8]) -> Result<()> {
+        match target {
+            // SAFETY: `target` came from Context::target for src.len() bytes, so the
+            // destination is mapped and in bounds; `copy` tolerates overlap (the source may
+            // itself live in a segment).
+            Target::Direct(p) => unsafe { std::ptr::copy(src.as_ptr(), p.as_ptr(), src.len()) },
+            Target::Remote { rank, offset } => self.conduit().put_bytes(rank, offset, src)?,
+        }
+        Ok(())
+    }
+
+    /// Load `dst.len()` bytes from the checked target.
+    pub(crate) fn load_bytes(&self, target: Target, dst: &mut [u8]) -> Result<()> {
+        match target {
+            // SAFETY: as in store_bytes, for dst.len() bytes.
+            Target::Direct(p) => unsafe { std::ptr::copy(p.as_ptr(), dst.as_mut_ptr(), dst.len()) },
+            Target::Remote { rank, offset } => self.conduit().get_bytes(rank, offset, dst)?,
+        }
+        Ok(())
+    }
+
+    fn target_of<T: Pod>(&self, ptr: GlobalPtr<T>, count: usize) -> Result<Target> {
+        self.target(
+            ptr,
+            std::mem::size_of::<T>() * count,
+            std::mem::align_of::<T>(),
+        )
+    }
+
+    /// Copy `src` to `dst` (possibly on another rank). Complete at the target on return.
+    ///
+    /// ```no_run
+    /// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
+    /// let buf = ctx.alloc_collective::<u32>(4)?;
+    /// ctx.put(buf.on((ctx.rank() + 1) % ctx.ranks()), &[1, 2, 3, 4])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
+        let target = self.target_of(dst, src.len())?;
+        self.store_bytes(target, bytemuck::cast_slice(src))
+    }
+
+    /// Copy from `src` (possibly on another rank) into `dst`.
+    pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
+        let target = self.target_of(src, dst.len())?;
+        self.load_bytes(target, bytemuck::cast_slice_mut(dst))
+    }
+
+    /// Put one value.
+    pub fn put_value<T: Pod>(&self, dst: GlobalPtr<T>, value: T) -> Result<()> {
+        self.put(dst, std::slice::from_ref(&value))
+    }
+
+    /// Get one value.
+    pub fn get_value<T: Pod>(&self, src: GlobalPtr<T>) -> Result<T> {
+        let mut value = T::zeroed();
+        self.get(src, std::slice::from_mut(&mut value))?;
+        Ok(value)
+    }
+
+    /// Start a put; `src` stays borrowed until the handle completes.
+    pub fn put_nb<'a, T: Pod>(&'a self, dst: GlobalPtr<T>, src: &'a [T]) -> Result<Handle<'a>> {
+        self.put(dst, src)?;
+        Ok(Handle::completed(self))
+    }
+
+    /// Start a get; `dst` stays borrowed until the handle completes.
+    pub fn get_nb<'a, T: Pod>(&'a self, src: GlobalPtr<T>, dst: &'a mut [T]) -> Result<Handle<'a>> {
+        self.get(src, dst)?;
+        Ok(Handle::completed(self))
+    }
+
+    /// Start a put completed by the next [`Context::sync_nbi`]. `src` may be reused as
+    /// soon as this returns.
+    pub fn put_nbi<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
+        self.put(dst, src)
+    }
+
+    /// Start a get of `count` elements from `src` into `dst`, which must be in this rank's
+    /// own segment; complete at the next [`Context::sync_nbi`].
+    pub fn get_nbi<T: Pod>(
+        &self,
+        src: GlobalPtr<T>,
+        dst: GlobalPtr<T>,
+        count: usize,
+    ) -> Result<()> {
+        if dst.rank() != self.rank() {
+            return Err(crate::error::CoreError::NotOwner {
+                what: "the destination of get_nbi",
+                owner: dst.rank(),
+                caller: self.rank(),
+            }
+            .into());
+        }
+        let from = self.target_of(src, count)?;
+        let to = self.target_of(dst, count)?;
+        match (from, to) {
+            (Target::Direct(s), Target::Direct(d)) => {
+                // SAFETY: both ranges were checked for count elements and are mapped.
+                unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), count * std::mem::size_of::<T>()) };
+                Ok(())
+            }
+            _ => Err(self
+                .conduit()
+                .unsupported("get_nbi from an unmapped peer")
+                .into()),
+        }
+    }
+
+    /// Complete every implicit (`*_nbi`) operation this rank has started.
+    pub fn sync_nbi(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Strided put: for every index `i` of the N-d box `counts` (slowest dimension first),
+    /// copy `src[Σ i_d·src_strides[d]]` to `dst + Σ i_d·dst_strides[d]`. Strides and counts are
+    /// in elements. Contiguous runs move as one copy each.
+    ///
+    /// ```no_run
+    /// # fn f(ctx: &tessera::Context, dst: tessera::GlobalPtr<f64>) -> tessera::Result<()> {
+    /// // A 4×8 block of a 16-wide local matrix into rows of a 100-wide remote one.
+    /// let local = vec![0.0; 16 * 4];
+    /// ctx.put_strided(dst, &[100, 1], &local, &[16, 1], &[4, 8])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn put_strided<T: Pod>(
+        &self,
+        dst: GlobalPtr<T>,
+        dst_strides: &[usize],
+        src: &[T],
+        src_strides: &[usize],
+        counts: &[usize],
+    ) -> Result<()> {
+        let shape = Shape::new(counts, dst_strides, src_strides)?;
+        if shape.span_b > src.len() {
+            return Err(invalid(format!(
+                "strided put reads {} elements but the source slice has {}",
+                shape.span_b,
+                src.len()
+            )));
+        }
+        let base = self.target_of(dst, shape.span_a)?;
+        let size = std::mem::size_of::<T>();
+        shape.for_each_run(|oa, ob| {
+            let bytes = bytemuck::cast_slice(&src[ob..ob + shape.run]);
+            self.store_bytes(offset_target(base, oa * size), bytes)
+        })
+    }
+
+    /// Strided get: the mirror of [`Context::put_strided`].
+    pub fn get_strided<T: Pod>(
+        &self,
+        src: GlobalPtr<T>,
+        src_strides: &[usize],
+        dst: &mut [T],
+        dst_strides: &[usize],
+        counts: &[usize],
+    ) -> Result<()> {
+        let shape = Shape::new(counts, src_strides, dst_strides)?;
+        if shape.span_b > dst.len() {
+            return Err(invalid(format!(
+                "strided get writes {} elements but the destination slice has {}",
+                shape.span_b,
+                dst.len()
+            )));
+        }
+        let base = self.target_of(src, shape.span_a)?;
+        let size = std::mem::size_of::<T>();
+        shape.for_each_run(|oa, ob| {
+            let bytes = bytemuck::cast_slice_mut(&mut dst[ob..ob + shape.run]);
+            self.load_bytes(offset_target(base, oa * size), bytes)
+        })
+    }
+
+    /// Indexed put: chunk `k` of `src` (`run` elements) goes to `dst + dst_offsets[k]`.
+    pub fn put_indexed<T: Pod>(
+        &self,
+        dst: GlobalPtr<T>,
+        dst_offsets: &[usize],
+        src: &[T],
+        run: usize,
+    ) -> Result<()> {
+        check_indexed(dst_offsets.len(), run, src.len())?;
+        for (chunk, &off) in src.chunks_exact(run.max(1)).zip(dst_offsets) {
+            self.put(dst.add(off), chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Indexed get: `run` elements from `src + src_offsets[k]` into chunk `k` of `dst`.
+    pub fn get_indexed<T: Pod>(
+        &self,
+        src: GlobalPtr<T>,
+        src_offsets: &[usize],
+        dst: &mut [T],
+        run: usize,
+    ) -> Result<()> {
+        check_indexed(src_offsets.len(), run, dst.len())?;
+        for (chunk, &off) in dst.chunks_exact_mut(run.max(1)).zip(src_offsets) {
+            self.get(src.add(off), chunk)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_indexed(offsets: usize, run: usize, len: usize) -> Result<()> {
+    if offsets * run != len {
+        return Err(invalid(format!(
+            "indexed transfer: {offsets} offsets × run {run} = {} elements, but the local slice has {len}",
+            offsets * run
+        )));
+    }
+    Ok(())
+}
+
+/// `base` moved `bytes` further; the caller has checked the whole span.
+fn offset_target(base: Target, bytes: usize) -> Target {
+    match base {
+        // SAFETY: the caller checked the full span starting at `base`, which contains this
+        // offset, so the pointer stays inside the mapping.
+        Target::Direct(p) => {
+            Target::Direct(unsafe { std::ptr::NonNull::new_unchecked(p.as_ptr().add(bytes)) })
+        }
+        Target::Remote { rank, offset } => Target::Remote {
+            rank,
+            offset: offset + bytes,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    #[test]
+    fn contiguous_dimensions_merge_into_one_run() {
+        let s = Shape::new(&[4, 8], &[8, 1], &[8, 1]).unwrap();
+        assert_eq!((s.outer.len(), s.run), (0, 32));
+        let s = Shape::new(&[4, 8], &[100, 1], &[8, 1]).unwrap();
+        assert_eq!((s.outer.len(), s.run), (1, 8));
+        let s = Shape::new(&[3, 1, 5], &[10, 99, 2], &[5, 77, 1]).unwrap();
+        assert_eq!((s.outer.len(), s.run), (1, 1));
+        assert_eq!((s.span_a, s.span_b), (29, 15));
+    }
+
+    #[test]
+    fn empty_shape_moves_nothing() {
+        let s = Shape::new(&[3, 0], &[1, 1], &[1, 1]).unwrap();
+        let mut calls = 0;
+        s.for_each_run(|_, _| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, 0);
+    }
+}

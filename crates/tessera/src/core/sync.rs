@@ -1,0 +1,219 @@
+//! Point-to-point synchronisation: semaphores, the signalling put, and global locks.
+//!
+//! A [`Semaphore`] is a 64-bit counter in its owner's segment. Any rank may `post` to it
+//! (a remote atomic add with release semantics); only the owner may `wait`, which returns
+//! once the counter reaches `n` and takes `n` from it (acquire). The *signalling put*
+//! ([`Context::put_signal`], Berkeley UPC's `bupc_memput_signal`) moves data and then
+//! posts the target's semaphore: the consumer's `wait` returning proves the data arrived,
+//! with no barrier and no flag round trip.
+//!
+//! A [`GlobalLock`] (UPC's `upc_lock_t`) is a word holding 0 when free and holder+1 when
+//! held, taken with compare-and-swap (acquire) and released with a store (release).
+
+use super::{Context, GlobalPtr};
+use crate::error::CoreError;
+use crate::{AtomicOp, Handle, Result};
+use bytemuck::Pod;
+
+/// A counting semaphore with affinity to one rank. Copyable: hand it to other ranks (in
+/// a put, an RPC, or by allocating collectively) so they can post to it.
+///
+/// ```no_run
+/// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
+/// let inbox = ctx.alloc_collective::<f64>(8)?;
+/// let arrived = ctx.semaphore_collective()?;
+/// let right = (ctx.rank() + 1) % ctx.ranks();
+/// ctx.put_signal(inbox.on(right), &[ctx.rank() as f64; 8], arrived.on(right))?;
+/// arrived.wait(ctx, 1)?; // our left neighbour's data is here
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Semaphore {
+    counter: GlobalPtr<u64>,
+}
+
+impl Semaphore {
+    /// The rank that owns the semaphore (and may wait on it).
+    pub fn owner(&self) -> usize {
+        self.counter.rank()
+    }
+
+    /// For a semaphore from [`Context::semaphore_collective`]: the one owned by `rank`.
+    pub fn on(self, rank: usize) -> Semaphore {
+        Semaphore {
+            counter: self.counter.on(rank),
+        }
+    }
+
+    /// The counter's address (to build semaphores in data structures of your own).
+    pub fn as_ptr(&self) -> GlobalPtr<u64> {
+        self.counter
+    }
+
+    /// A semaphore over an existing zeroed, 8-byte aligned word.
+    pub fn from_ptr(counter: GlobalPtr<u64>) -> Semaphore {
+        Semaphore { counter }
+    }
+
+    /// Add `n` to the counter (release: the caller's earlier puts are visible to the waiter).
+    pub fn post(&self, ctx: &Context, n: u64) -> Result<()> {
+        ctx.atomic_apply(self.counter, AtomicOp::Add(n))
+    }
+
+    /// Owner only: take `n` if the counter holds at least `n`; never blocks.
+    pub fn try_wait(&self, ctx: &Context, n: u64) -> Result<bool> {
+        self.check_owner(ctx)?;
+        let have = ctx.atomic_load(self.counter)?;
+        if have < n {
+            return Ok(false);
+        }
+        // Only the owner takes from the counter, so a failed CAS means a post raced us in;
+        // the counter only grew and the next attempt succeeds.
+        Ok(ctx.atomic_compare_swap(self.counter, have, have - n)? == have)
+    }
+
+    /// Owner only: block until the counter holds at least `n`, then take `n`.
+    pub fn wait(&self, ctx: &Context, n: u64) -> Result<()> {
+        self.check_owner(ctx)?;
+        ctx.wait_until(
+            "a semaphore",
+            || self.try_wait(ctx, n),
+            || {
+                format!(
+                    "needed {n} posts; the counter holds {}",
+                    ctx.atomic_load(self.counter).unwrap_or(0)
+                )
+            },
+        )
+    }
+
+    /// Current count (for diagnostics; it may change at once).
+    pub fn value(&self, ctx: &Context) -> Result<u64> {
+        ctx.atomic_load(self.counter)
+    }
+
+    fn check_owner(&self, ctx: &Context) -> Result<()> {
+        if self.owner() != ctx.rank() {
+            return Err(CoreError::NotOwner {
+                what: "waiting on a semaphore",
+                owner: self.owner(),
+                caller: ctx.rank(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// A lock any rank can take (UPC's `upc_lock`).
+///
+/// ```no_run
+/// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
+/// let lock = ctx.lock_collective()?;
+/// lock.lock(ctx)?;
+/// // ... exclusive section ...
+/// lock.unlock(ctx)?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlobalLock {
+    word: GlobalPtr<u64>,
+}
+
+impl GlobalLock {
+    /// Block until this rank holds the lock.
+    pub fn lock(&self, ctx: &Context) -> Result<()> {
+        ctx.wait_until(
+            "a global lock",
+            || self.try_lock(ctx),
+            || self.describe(ctx),
+        )
+    }
+
+    /// Take the lock if it is free; never blocks.
+    pub fn try_lock(&self, ctx: &Context) -> Result<bool> {
+        let me = ctx.rank() as u64 + 1;
+        match ctx.atomic_compare_swap(self.word, 0, me)? {
+            0 => Ok(true),
+            holder if holder == me => Err(CoreError::Invalid(format!(
+                "rank {} tried to take a global lock it already holds (locks are not re-entrant)",
+                ctx.rank()
+            ))
+            .into()),
+            _ => Ok(false),
+        }
+    }
+
+    /// Release the lock; only its holder may.
+    pub fn unlock(&self, ctx: &Context) -> Result<()> {
+        let me = ctx.rank() as u64 + 1;
+        let found = ctx.atomic_compare_swap(self.word, me, 0)?;
+        if found != me {
+            return Err(CoreError::NotOwner {
+                what: "releasing a global lock",
+                owner: found.saturating_sub(1) as usize,
+                caller: ctx.rank(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn describe(&self, ctx: &Context) -> String {
+        match ctx.atomic_load(self.word) {
+            Ok(0) => "the lock is free now".into(),
+            Ok(holder) => format!("it is held by rank {}", holder - 1),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+impl Context {
+    /// A semaphore owned by this rank (starts at zero).
+    pub fn semaphore_new(&self) -> Result<Semaphore> {
+        let counter = self.alloc_local::<u64>(1)?;
+        self.put_value(counter, 0)?;
+        Ok(Semaphore { counter })
+    }
+
+    /// Collective: one semaphore per rank at the same offset; returns this rank's, and
+    /// [`Semaphore::on`] names a peer's. Zeroed before return; peers must not post before
+    /// the owner has created it (a barrier after creation, or any later synchronisation,
+    /// guarantees that).
+    pub fn semaphore_collective(&self) -> Result<Semaphore> {
+        let counter = self.alloc_collective::<u64>(1)?;
+        self.put_value(counter, 0)?;
+        Ok(Semaphore { counter })
+    }
+
+    /// Collective: a lock living on rank 0, the same on every rank (UPC's
+    /// `upc_all_lock_alloc`). Rank 0 clears it; a barrier makes it usable everywhere.
+    pub fn lock_collective(&self) -> Result<GlobalLock> {
+        let word = self.alloc_collective::<u64>(1)?.on(0);
+        if self.rank() == 0 {
+            self.atomic_store(word, 0)?;
+        }
+        self.barrier()?;
+        Ok(GlobalLock { word })
+    }
+
+    /// Signalling put: copy `src` to `dst`, then post `sem` once, so that `sem.wait(n)` on
+    /// the target returns only when the data of `n` such puts is visible there.
+    pub fn put_signal<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T], sem: Semaphore) -> Result<()> {
+        self.put(dst, src)?;
+        sem.post(self, 1)
+    }
+
+    /// Nonblocking signalling put: the signal is posted after the data lands; the handle
+    /// reports local completion (when `src` may be reused).
+    pub fn put_signal_nb<'a, T: Pod>(
+        &'a self,
+        dst: GlobalPtr<T>,
+        src: &'a [T],
+        sem: Semaphore,
+    ) -> Result<Handle<'a>> {
+        self.put_nb(dst, src)?.wait()?;
+        sem.post(self, 1)?;
+        Ok(Handle::completed(self))
+    }
+}

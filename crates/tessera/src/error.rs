@@ -1,0 +1,205 @@
+//! Typed errors, one enum per layer, and [`Error`] that wraps them.
+//!
+//! Every message names the problem and, where there is one, the way out.
+
+use thiserror::Error;
+
+/// Errors of the job layer: starting, attaching and ending ranks.
+#[derive(Debug, Error)]
+pub enum JobError {
+    /// An environment variable of the launch contract is malformed.
+    #[error("environment variable {var}={value:?} is invalid: {why}")]
+    BadEnv {
+        /// Variable name.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong and what is allowed.
+        why: String,
+    },
+    /// A size given on the command line or in the environment could not be parsed.
+    #[error("cannot parse size {0:?}: use a number with an optional K, M, G or T suffix (e.g. 512M, 2G)")]
+    BadSize(String),
+    /// A rank failed: panicked, returned an error, exited non-zero or was killed.
+    #[error("rank {rank} failed: {why}")]
+    RankFailed {
+        /// The rank that failed first.
+        rank: usize,
+        /// How it failed.
+        why: String,
+    },
+    /// Bootstrap could not reach every rank in time.
+    #[error("bootstrap timed out after {secs} s waiting for rank(s) {missing:?} to attach; were all ranks started with the same TESSERA_JOB_ID?")]
+    BootstrapTimeout {
+        /// Seconds waited.
+        secs: u64,
+        /// Ranks that never appeared.
+        missing: Vec<usize>,
+    },
+    /// A system call failed during start-up or teardown.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A wrong argument to the job builder or launcher.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Errors of the conduit layer: moving bytes between ranks.
+#[derive(Debug, Error)]
+pub enum ConduitError {
+    /// The job is being torn down because another rank failed.
+    #[error("job aborted: {0}")]
+    Aborted(String),
+    /// The operation needs a conduit capability that this conduit lacks.
+    #[error("the {conduit} conduit cannot {what}")]
+    Unsupported {
+        /// Conduit name.
+        conduit: &'static str,
+        /// What was asked.
+        what: &'static str,
+    },
+    /// An active-message frame is larger than the conduit carries.
+    #[error("active message of {len} bytes exceeds the conduit's maximum of {max} bytes; move bulk data with put/get or a long message")]
+    FrameTooLarge {
+        /// Frame length.
+        len: usize,
+        /// Largest frame.
+        max: usize,
+    },
+    /// Peers disagree on the shape of the job.
+    #[error("rank {rank} disagrees on {what}: {detail}")]
+    Mismatch {
+        /// The peer.
+        rank: usize,
+        /// Which property.
+        what: &'static str,
+        /// Both values.
+        detail: String,
+    },
+}
+
+/// Errors of the core layer: addresses, allocation, communication and synchronisation.
+#[derive(Debug, Error)]
+pub enum CoreError {
+    /// A rank index outside `0..ranks`.
+    #[error("rank {rank} does not exist: this job has ranks 0..{ranks}")]
+    NoSuchRank {
+        /// The bad rank.
+        rank: usize,
+        /// Number of ranks in the job.
+        ranks: usize,
+    },
+    /// An access that does not lie inside the target rank's segment.
+    #[error("access of {len} bytes at offset {offset} on rank {rank} lies outside its {segment}-byte segment")]
+    OutOfSegment {
+        /// Target rank.
+        rank: usize,
+        /// Byte offset into the segment.
+        offset: u64,
+        /// Length of the access in bytes.
+        len: u64,
+        /// Segment size in bytes.
+        segment: usize,
+    },
+    /// An access whose address is not aligned for its type.
+    #[error("offset {offset} on rank {rank} is not aligned to {align} bytes for this type")]
+    Misaligned {
+        /// Target rank.
+        rank: usize,
+        /// Byte offset.
+        offset: u64,
+        /// Required alignment.
+        align: usize,
+    },
+    /// The segment allocator could not satisfy a request.
+    #[error("segment exhausted on rank {rank}: asked for {requested} bytes ({kind} allocation) but the {segment}-byte segment has at most {largest_free} contiguous bytes free; raise the segment size with `tessera run --segment SIZE` or TESSERA_SEGMENT=SIZE (e.g. 4G)")]
+    SegmentExhausted {
+        /// The rank.
+        rank: usize,
+        /// Bytes asked for.
+        requested: usize,
+        /// Collective or local.
+        kind: &'static str,
+        /// Segment size.
+        segment: usize,
+        /// Largest free block.
+        largest_free: usize,
+    },
+    /// Freeing something that was not allocated (or twice).
+    #[error("free of offset {offset} on rank {rank}: no live {kind} allocation starts there")]
+    BadFree {
+        /// The rank.
+        rank: usize,
+        /// The offset passed.
+        offset: u64,
+        /// Collective or local.
+        kind: &'static str,
+    },
+    /// An operation that only the owning rank may do.
+    #[error("{what} must be done by rank {owner} (its owner), not rank {caller}")]
+    NotOwner {
+        /// The operation.
+        what: &'static str,
+        /// The rank with affinity.
+        owner: usize,
+        /// The caller.
+        caller: usize,
+    },
+    /// A blocking call from inside an active-message handler.
+    #[error("{0} cannot be called inside an active-message handler (handlers must not block)")]
+    InHandler(&'static str),
+    /// An active message names a handler that the receiver never registered.
+    #[error("rank {rank} received an active message for unregistered handler {id:#018x} from rank {from}; register every handler on every rank before the first barrier")]
+    UnknownHandler {
+        /// The receiving rank.
+        rank: usize,
+        /// The sender.
+        from: usize,
+        /// Handler identity.
+        id: u64,
+    },
+    /// A reply from a handler that may not reply, or a second reply.
+    #[error("a reply was sent from a {0}; only a request handler may reply, and only once")]
+    BadReply(&'static str),
+    /// Barrier labels differ between ranks.
+    #[error("barrier label mismatch: {0}")]
+    BarrierMismatch(String),
+    /// A wait exceeded the watchdog set by TESSERA_WAIT_TIMEOUT.
+    #[error("watchdog: rank {rank} waited more than {secs} s for {what}; {detail}")]
+    WaitTimeout {
+        /// The waiting rank.
+        rank: usize,
+        /// Seconds.
+        secs: f64,
+        /// What it waited for.
+        what: &'static str,
+        /// Who did not arrive, when known.
+        detail: String,
+    },
+    /// RPC arguments or results could not be (de)serialised.
+    #[error("rpc (de)serialisation failed: {0}")]
+    Serialize(String),
+    /// Arguments of a call do not fit together.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Any Tessera error.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// From the job layer.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// From the conduit layer.
+    #[error(transparent)]
+    Conduit(#[from] ConduitError),
+    /// From the core layer.
+    #[error(transparent)]
+    Core(#[from] CoreError),
+}

@@ -1,0 +1,54 @@
+//! # Tessera: a partitioned global address space runtime
+//!
+//! Tessera runs one program as a fixed number of *ranks* (SPMD). Every rank owns a
+//! *segment* of memory; together the segments form a global address space that any rank
+//! can read and write with one-sided operations ([`Context::put`], [`Context::get`]),
+//! synchronise on with signalling puts and semaphores, update with remote atomics, and
+//! send active messages and remote procedure calls into.
+//!
+//! ```no_run
+//! fn main() {
+//!     tessera::spmd(|ctx| {
+//!         // Every rank owns one u64 at the same offset of its segment.
+//!         let slot = ctx.alloc_collective::<u64>(1)?;
+//!         let right = (ctx.rank() + 1) % ctx.ranks();
+//!         ctx.put_value(slot.on(right), ctx.rank() as u64)?;
+//!         ctx.barrier()?;
+//!         let got = ctx.get_value(slot.on(ctx.rank()))?;
+//!         println!("rank {} received {got}", ctx.rank());
+//!         Ok(())
+//!     });
+//! }
+//! ```
+//!
+//! Start it on four processes with `tessera run -n 4 -- ./target/release/examples/hello`,
+//! on four threads of one process with `tessera run --conduit threads -n 4 -- ...`, or
+//! directly (`./hello`) as a single rank.
+//!
+//! ## Layers
+//! The module tree mirrors the layers of `docs/DESIGN.md`; dependencies point down only.
+//! - [`job`]: how ranks come to exist (launcher, environment contract, teardown).
+//! - [`conduit`]: how bytes move between ranks (`smp` processes over POSIX shared memory,
+//!   `threads` in one process). Nothing above it assumes shared memory.
+//! - [`core`]: what programs use: segments and global pointers, put/get, signalling put,
+//!   atomics, active messages and RPC, barriers, locks.
+//! - [`conformance`]: the checklist every conduit must pass, runnable on any job.
+
+pub mod conduit;
+pub mod conformance;
+pub mod core;
+pub mod error;
+pub mod job;
+
+pub use crate::core::am::{AmHandlerId, AmMessage};
+pub use crate::core::atomic::{AtomicInt, AtomicOp};
+pub use crate::core::gptr::GlobalPtr;
+pub use crate::core::rma::Handle;
+pub use crate::core::rpc::RpcHandle;
+pub use crate::core::sync::{GlobalLock, Semaphore};
+pub use crate::core::Context;
+pub use crate::error::{ConduitError, CoreError, Error, JobError};
+pub use crate::job::{spmd, ConduitKind, Job, RankResult};
+
+/// Result type of Tessera operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,39 @@
+//! The conformance suite on the `threads` conduit at 1, 2, 3, 4 and 8 ranks.
+//! (The `smp` conduit runs the same cases from `tessera selftest`; see the CLI's tests.)
+
+use std::time::Duration;
+
+use tessera::{conformance, Job};
+
+fn run(ranks: usize) {
+    Job::threads(ranks)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(60))
+        .run(|ctx| conformance::run_all(ctx, None))
+        .unwrap_or_else(|e| panic!("conformance at {ranks} ranks: {e}"));
+}
+
+#[test]
+fn conformance_1_rank() {
+    run(1);
+}
+
+#[test]
+fn conformance_2_ranks() {
+    run(2);
+}
+
+#[test]
+fn conformance_3_ranks() {
+    run(3);
+}
+
+#[test]
+fn conformance_4_ranks() {
+    run(4);
+}
+
+#[test]
+fn conformance_8_ranks() {
+    run(8);
+}
