@@ -1,1 +1,188 @@
-fn main() {}
+//! `tessera`: launch PGAS jobs, check a conduit, measure it.
+//!
+//! ```text
+//! tessera run -n 4 -- ./target/release/examples/hello     # 4 processes over shared memory
+//! tessera run --conduit threads -n 4 -- ./prog            # 4 threads in one process
+//! tessera selftest -n 3                                   # the conduit conformance suite
+//! tessera bench rma -n 2 --json rma.json                  # put/get/AM/barrier figures
+//! ```
+
+mod bench;
+mod selftest;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tessera::job::launcher::{Launch, Outcome};
+use tessera::ConduitKind;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a partitioned global address space runtime"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How to start a job's ranks; shared by every command that starts ranks.
+#[derive(Args, Clone, Debug)]
+pub struct JobArgs {
+    /// Number of ranks.
+    #[arg(short = 'n', long = "ranks", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    ranks: u32,
+    /// Conduit: smp (processes over shared memory) or threads (one process).
+    #[arg(long, default_value = "smp")]
+    conduit: ConduitKind,
+    /// Segment size per rank, e.g. 512M or 4G (default 2G, reserved lazily).
+    #[arg(long)]
+    segment: Option<String>,
+    /// End the job as failed after this many seconds.
+    #[arg(long)]
+    timeout: Option<f64>,
+}
+
+impl JobArgs {
+    /// A launch of `program args` with these settings.
+    pub fn launch(&self, program: OsString, args: Vec<OsString>) -> Launch {
+        Launch {
+            ranks: self.ranks as usize,
+            conduit: self.conduit,
+            segment: self.segment.clone(),
+            label: false,
+            timeout: self.timeout.map(Duration::from_secs_f64),
+            program,
+            args,
+            env: Vec::new(),
+        }
+    }
+
+    /// A launch of this `tessera` executable's hidden rank entry point.
+    pub fn launch_self(&self, rank_args: &[&str]) -> Result<Launch, String> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the tessera executable: {e}"))?;
+        let mut args: Vec<OsString> = vec!["__rank".into()];
+        args.extend(rank_args.iter().map(OsString::from));
+        Ok(self.launch(exe.into(), args))
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start PROGRAM on N ranks and wait for the job to end.
+    Run {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Prefix every output line with the rank that printed it.
+        #[arg(long)]
+        label: bool,
+        /// The program and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM [ARGS]"
+        )]
+        command: Vec<OsString>,
+    },
+    /// Run the conduit conformance suite on N ranks.
+    Selftest {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Only the cases whose name contains this.
+        #[arg(long)]
+        case: Option<String>,
+    },
+    /// Micro-benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+    /// Internal: the body run inside each rank by `selftest` and `bench`.
+    #[command(name = "__rank", hide = true)]
+    Rank {
+        #[command(subcommand)]
+        what: RankCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RankCommand {
+    Selftest {
+        #[arg(long)]
+        case: Option<String>,
+    },
+    BenchRma {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        barrier_only: bool,
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+/// Report a finished job on stderr and turn it into an exit code.
+pub fn report(outcome: &Outcome) -> ExitCode {
+    if let Some((_, why)) = &outcome.failure {
+        eprintln!("tessera: job failed: {why}; the other ranks were ended");
+    }
+    ExitCode::from(outcome.code.clamp(0, 255) as u8)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            job,
+            label,
+            command,
+        } => {
+            let mut args = command;
+            let program = args.remove(0);
+            let mut launch = job.launch(program, args);
+            launch.label = label;
+            launch
+                .run()
+                .map(|outcome| report(&outcome))
+                .map_err(|e| e.to_string())
+        }
+        Command::Selftest { job, case } => selftest::drive(&job, case.as_deref()),
+        Command::Bench { what } => bench::drive(what),
+        Command::Rank { what } => {
+            let job = match tessera::Job::from_env() {
+                Ok(job) => job,
+                Err(e) => {
+                    eprintln!("tessera: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let run = match what {
+                RankCommand::Selftest { case } => {
+                    job.run(|ctx| tessera::conformance::run_all(ctx, case.as_deref()))
+                }
+                RankCommand::BenchRma {
+                    out,
+                    barrier_only,
+                    quick,
+                } => job.run(|ctx| bench::rma::rank_main(ctx, &out, barrier_only, quick)),
+            };
+            match run {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("tessera: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("tessera: {e}");
+        ExitCode::from(2)
+    })
+}

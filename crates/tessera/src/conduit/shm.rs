@@ -17,12 +17,13 @@
 //!   rest of the header, and loaded with `Acquire` by attaching peers.
 //! - `RegionHeader::attached` is incremented (`AcqRel`) by each rank once it has mapped
 //!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
-//! - Each ring is single-producer single-consumer. The producer writes frame bytes with
-//!   plain stores, then publishes them by storing `tail` with `Release`; the consumer loads
-//!   `tail` with `Acquire` before reading the bytes. The consumer stores `head` with
-//!   `Release` after it has finished reading a frame; the producer loads `head` with
-//!   `Acquire` before it overwrites that space. Both counters only grow (byte counts since
-//!   the start), so wrap-around is `counter % capacity`.
+//! - Each ring is single-producer single-consumer, in 64-byte slots. The producer writes a
+//!   frame's payload with plain stores, then publishes the frame by storing its header word
+//!   with `Release`; the consumer loads the header word at its position with `Acquire`
+//!   (zero: nothing new) before reading the payload. After use the consumer zeroes the
+//!   first word of each slot of the frame and stores `head` with `Release`; the producer
+//!   loads `head` with `Acquire` before it reuses that space. Positions only grow (byte
+//!   counts since the start), so wrap-around is `position % capacity`.
 //!
 //! This module must never block: rings report "full" and the caller decides how to wait.
 
@@ -40,7 +41,7 @@ pub(crate) const MAGIC: u64 = 0x5445_5353_4552_4131; // "TESSERA1"
 const RINGS_OFFSET: usize = 4096;
 /// Segments start on a 64 KiB boundary so users can rely on generous alignment.
 const SEGMENT_ALIGN: usize = 64 * 1024;
-/// Bytes of a frame header: payload length and frame length, both `u32`.
+/// Bytes of a frame header: slot count and payload length, both `u32`.
 const FRAME_HEADER: usize = 8;
 /// `payload_len` value that marks padding to the end of the ring.
 const SKIP: u32 = u32::MAX;
@@ -190,10 +191,30 @@ pub(crate) unsafe fn header<'a>(base: NonNull<u8>) -> &'a RegionHeader {
 }
 
 /// A view of one ring inside a mapped region.
+///
+/// The ring is a sequence of 64-byte slots. A frame occupies whole slots; its first word
+/// is its header (slot count and payload length, never zero), stored last by the producer
+/// with `Release`. The consumer polls the header word at `head` with `Acquire`: zero means
+/// empty. A short message therefore crosses between cores as one cache line. After
+/// consuming a frame the consumer zeroes the first word of each of its slots (any of them
+/// may start a later frame) and then publishes `head` with `Release`; the producer loads
+/// `head` with `Acquire` only when its cached copy says the ring is full. `tail` is the
+/// producer's own position and is never read by the consumer.
 struct Ring {
     control: NonNull<RingControl>,
     data: NonNull<u8>,
     capacity: usize,
+}
+
+/// Slot size: one cache line.
+const SLOT: usize = 64;
+
+fn frame_len(payload: usize) -> usize {
+    (FRAME_HEADER + payload).next_multiple_of(SLOT)
+}
+
+fn pack_header(frame_len: usize, payload_len: u32) -> u64 {
+    ((frame_len / SLOT) as u64) | (payload_len as u64) << 32
 }
 
 impl Ring {
@@ -224,12 +245,20 @@ impl Ring {
         unsafe { self.control.as_ref() }
     }
 
+    /// The first word of the slot at byte position `pos`, as an atomic.
+    fn word(&self, pos: usize) -> &AtomicU64 {
+        debug_assert!(pos % SLOT == 0 && pos < self.capacity);
+        // SAFETY: pos is a slot boundary inside the data area (8-byte aligned, in bounds);
+        // slot first words are only accessed atomically while they can hold a header.
+        unsafe { AtomicU64::from_ptr(self.data.as_ptr().add(pos) as *mut u64) }
+    }
+
     /// Producer side. `head_cache` is the producer's private copy of `head`, refreshed only
     /// when the cached value says the ring is full. Returns `false` when the frame does not
     /// fit now.
     fn try_push(&self, head_cache: &Cell<u64>, parts: &[&[u8]]) -> bool {
         let payload: usize = parts.iter().map(|p| p.len()).sum();
-        let frame = (FRAME_HEADER + payload).next_multiple_of(8);
+        let frame = frame_len(payload);
         let control = self.control();
         // Only this producer writes `tail`, so Relaxed reads our own last value.
         let mut tail = control.tail.load(Ordering::Relaxed);
@@ -248,35 +277,27 @@ impl Ring {
         }
         let mut pos = pos;
         if frame > contiguous {
-            // SAFETY: [pos, capacity) is free space (checked above against head), and
-            // contiguous >= 8 because every frame and the capacity are multiples of 8.
-            unsafe { self.write_header(pos, contiguous as u32, SKIP) };
+            // Pad to the end of the ring; the consumer skips it.
+            self.word(pos)
+                .store(pack_header(contiguous, SKIP), Ordering::Release);
             tail += contiguous as u64;
             pos = 0;
         }
         // SAFETY: [pos, pos + frame) is free space: the consumer has released it (head was
-        // loaded with Acquire) and nobody else produces on this ring.
+        // loaded with Acquire, after the consumer zeroed its slot words) and nobody else
+        // produces on this ring. The header word is written last, below.
         unsafe {
-            self.write_header(pos, frame as u32, payload as u32);
             let mut at = self.data.as_ptr().add(pos + FRAME_HEADER);
             for part in parts {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
                 at = at.add(part.len());
             }
         }
-        control.tail.store(tail + frame as u64, Ordering::Release);
+        self.word(pos)
+            .store(pack_header(frame, payload as u32), Ordering::Release);
+        tail += frame as u64;
+        control.tail.store(tail, Ordering::Relaxed);
         true
-    }
-
-    /// # Safety
-    /// `pos..pos+8` must be free ring space owned by the producer.
-    unsafe fn write_header(&self, pos: usize, frame_len: u32, payload_len: u32) {
-        // SAFETY: per the contract; pos is a multiple of 8 so the u32 stores are aligned.
-        unsafe {
-            let p = self.data.as_ptr().add(pos) as *mut u32;
-            p.write(frame_len);
-            p.add(1).write(payload_len);
-        }
     }
 
     /// Consumer side: hand every published frame to `deliver`, releasing each after use.
@@ -284,18 +305,18 @@ impl Ring {
         let control = self.control();
         // Only this consumer writes `head`.
         let mut head = control.head.load(Ordering::Relaxed);
-        let tail = control.tail.load(Ordering::Acquire);
         let mut delivered = 0;
-        while head < tail {
+        loop {
             let pos = (head % self.capacity as u64) as usize;
-            // SAFETY: [head, tail) was published by the producer (Acquire on tail above), and
-            // the producer does not touch it until we advance `head`.
-            let (frame_len, payload_len) = unsafe {
-                let p = self.data.as_ptr().add(pos) as *const u32;
-                (p.read() as usize, p.add(1).read())
-            };
+            let header = self.word(pos).load(Ordering::Acquire);
+            if header == 0 {
+                return delivered;
+            }
+            let slots = (header & 0xFFFF_FFFF) as usize;
+            let payload_len = (header >> 32) as u32;
             if payload_len != SKIP {
-                // SAFETY: as above; the payload lies inside the published frame.
+                // SAFETY: the producer published this frame (Acquire load of its header) and
+                // does not touch it until we advance `head`; the payload lies inside it.
                 let payload = unsafe {
                     std::slice::from_raw_parts(
                         self.data.as_ptr().add(pos + FRAME_HEADER),
@@ -305,10 +326,12 @@ impl Ring {
                 deliver(payload);
                 delivered += 1;
             }
-            head += frame_len as u64;
+            for slot in 0..slots {
+                self.word(pos + slot * SLOT).store(0, Ordering::Relaxed);
+            }
+            head += (slots * SLOT) as u64;
             control.head.store(head, Ordering::Release);
         }
-        delivered
     }
 }
 
@@ -508,8 +531,8 @@ mod tests {
             accepted += 1;
             assert!(accepted < 100, "ring never filled");
         }
-        // 1024-byte ring, 112-byte frames: 9 fit.
-        assert_eq!(accepted, 1024 / 112);
+        // 1024-byte ring, 108-byte frames take two 64-byte slots: 8 fit.
+        assert_eq!(accepted, 1024 / 128);
         assert_eq!(ring.consume(|f| assert_eq!(f, &body[..])), accepted);
         assert!(ring.try_push(&cache, &[&body]));
     }

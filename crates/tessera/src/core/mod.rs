@@ -41,7 +41,6 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
-use crossbeam_utils::Backoff;
 
 use crate::conduit::{Conduit, ConduitKind};
 use crate::error::{CoreError, Error};
@@ -87,6 +86,9 @@ pub struct Context {
     options: Options,
     /// Depth of active-message handler execution (handlers must not block).
     in_handler: Cell<u32>,
+    /// Polls between yields in a wait: many when every rank has a core of its own (the
+    /// lowest latency), few when ranks outnumber cores (so waiting ranks give way).
+    spins_per_yield: u32,
     am: am::AmState,
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
@@ -109,6 +111,7 @@ impl Context {
             heap: RefCell::new(SegmentHeap::new(segment_len)),
             options,
             in_handler: Cell::new(0),
+            spins_per_yield: spins_per_yield(ranks),
             am: am::AmState::default(),
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
@@ -322,8 +325,8 @@ impl Context {
         Ok(())
     }
 
-    /// Block until `done` returns true, making progress meanwhile. Spins briefly, then
-    /// yields the processor, so oversubscribed jobs stay fast. Honours the watchdog
+    /// Block until `done` returns true, making progress meanwhile. Spins, then yields the
+    /// processor (see [`spins_per_yield`]), so oversubscribed jobs stay fast. Honours the watchdog
     /// (`TESSERA_WAIT_TIMEOUT`), reporting `what` and `describe()`.
     pub(crate) fn wait_until(
         &self,
@@ -334,31 +337,33 @@ impl Context {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler(what).into());
         }
-        let backoff = Backoff::new();
         let mut started: Option<Instant> = None;
+        let mut spins = 0u32;
         loop {
             if done()? {
                 return Ok(());
             }
             self.poll()?;
-            if backoff.is_completed() {
-                self.conduit.check_alive()?;
-                if let Some(limit) = self.options.wait_timeout {
-                    let start = *started.get_or_insert_with(Instant::now);
-                    if start.elapsed() > limit {
-                        return Err(CoreError::WaitTimeout {
-                            rank: self.rank,
-                            secs: limit.as_secs_f64(),
-                            what,
-                            detail: describe(),
-                        }
-                        .into());
-                    }
-                }
-                std::thread::yield_now();
-            } else {
-                backoff.snooze();
+            spins += 1;
+            if spins < self.spins_per_yield {
+                std::hint::spin_loop();
+                continue;
             }
+            spins = 0;
+            self.conduit.check_alive()?;
+            if let Some(limit) = self.options.wait_timeout {
+                let start = *started.get_or_insert_with(Instant::now);
+                if start.elapsed() > limit {
+                    return Err(CoreError::WaitTimeout {
+                        rank: self.rank,
+                        secs: limit.as_secs_f64(),
+                        what,
+                        detail: describe(),
+                    }
+                    .into());
+                }
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -372,6 +377,18 @@ impl Context {
     pub(crate) fn finish(&self) -> Result<()> {
         self.sync_nbi()?;
         self.barrier()
+    }
+}
+
+/// The wait policy: with at least one core per rank, poll ~4096 times (tens of
+/// microseconds) between yields, so a waiting rank answers within a poll; oversubscribed,
+/// yield after a few polls so that the rank being waited on gets the core.
+fn spins_per_yield(ranks: usize) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ranks <= cores {
+        4096
+    } else {
+        16
     }
 }
 

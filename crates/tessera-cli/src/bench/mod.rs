@@ -1,0 +1,206 @@
+//! `tessera bench`: micro-benchmarks that report ratios measured in the same run.
+//!
+//! The driver (this module) launches jobs of the `tessera` executable itself; rank 0 of
+//! each job writes its part of the results to a temporary JSON file, and the driver merges
+//! the parts, prints a table and writes the JSON report.
+
+pub mod rma;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde::{Deserialize, Serialize};
+
+use crate::JobArgs;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Put/get latency and bandwidth, signalling put, active-message round trip, barrier.
+    Rma {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Write the JSON report here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Rank counts at which to measure the barrier (each is a separate job).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![2u32, 4, 8])]
+        barrier_ranks: Vec<u32>,
+        /// Fewer iterations (a smoke test; figures are noisier).
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+/// One measured figure.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    pub op: String,
+    pub bytes: u64,
+    pub ranks: u64,
+    /// `latency_us` or `bandwidth_mbs`.
+    pub metric: String,
+    pub value: f64,
+}
+
+/// Baselines measured in the same run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Baselines {
+    /// memcpy bandwidth (MB/s, 10^6 bytes per second) per size in bytes.
+    pub memcpy_bandwidth_mbs: BTreeMap<String, f64>,
+    /// A cache line from one rank to another and back, in microseconds.
+    pub cacheline_roundtrip_us: f64,
+}
+
+/// What rank 0 of a benchmark job writes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Part {
+    pub results: Vec<Record>,
+    pub baselines: Option<Baselines>,
+}
+
+/// The machine the figures come from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct System {
+    pub cpu: String,
+    pub cores: usize,
+    pub conduit: String,
+}
+
+/// The JSON report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub system: System,
+    pub results: Vec<Record>,
+    pub baselines: Baselines,
+}
+
+fn system(conduit: &str) -> System {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    System {
+        cpu,
+        cores,
+        conduit: conduit.into(),
+    }
+}
+
+fn run_part(job: &JobArgs, extra: &[&str]) -> Result<Part, String> {
+    let file = std::env::temp_dir().join(format!(
+        "tessera-bench-{}-{}.json",
+        std::process::id(),
+        job.ranks
+    ));
+    let out = file.to_string_lossy().into_owned();
+    let mut args = vec!["bench-rma", "--out", out.as_str()];
+    args.extend_from_slice(extra);
+    let outcome = job.launch_self(&args)?.run().map_err(|e| e.to_string())?;
+    if outcome.code != 0 {
+        let why = outcome.failure.map(|f| f.1).unwrap_or_default();
+        return Err(format!(
+            "benchmark job on {} ranks failed: {why}",
+            job.ranks
+        ));
+    }
+    let text =
+        std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let _ = std::fs::remove_file(&file);
+    serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", file.display()))
+}
+
+fn write_json(path: &Path, report: &Report) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+fn print_table(report: &Report) {
+    println!(
+        "{:<14} {:>9} {:>6} {:>14}  {}",
+        "op", "bytes", "ranks", "value", "vs baseline"
+    );
+    for r in &report.results {
+        let (value, note) = match r.metric.as_str() {
+            "bandwidth_mbs" => {
+                let base = report
+                    .baselines
+                    .memcpy_bandwidth_mbs
+                    .get(&r.bytes.to_string());
+                let note = base
+                    .map(|b| format!("{:.0}% of memcpy", 100.0 * r.value / b))
+                    .unwrap_or_default();
+                (format!("{:.0} MB/s", r.value), note)
+            }
+            _ => {
+                let note = format!(
+                    "{:.2}x cache-line round trip",
+                    r.value / report.baselines.cacheline_roundtrip_us
+                );
+                (format!("{:.4} us", r.value), note)
+            }
+        };
+        println!(
+            "{:<14} {:>9} {:>6} {:>14}  {}",
+            r.op, r.bytes, r.ranks, value, note
+        );
+    }
+    println!(
+        "baseline: cache-line round trip {:.4} us",
+        report.baselines.cacheline_roundtrip_us
+    );
+}
+
+pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
+    match command {
+        BenchCommand::Rma {
+            job,
+            json,
+            barrier_ranks,
+            quick,
+        } => {
+            if job.ranks < 2 {
+                return Err("bench rma needs at least 2 ranks (-n 2)".into());
+            }
+            let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
+            eprintln!(
+                "bench rma: {} ranks, {} conduit ...",
+                job.ranks, job.conduit
+            );
+            let main = run_part(&job, quick_flag)?;
+            let mut results = main.results;
+            let baselines = main
+                .baselines
+                .ok_or("the benchmark job reported no baselines")?;
+            for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks) {
+                eprintln!("bench rma: barrier at {n} ranks ...");
+                let sub = JobArgs {
+                    ranks: n,
+                    ..job.clone()
+                };
+                let mut extra = vec!["--barrier-only"];
+                extra.extend_from_slice(quick_flag);
+                results.extend(run_part(&sub, &extra)?.results);
+            }
+            let report = Report {
+                system: system(job.conduit.name()),
+                results,
+                baselines,
+            };
+            print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

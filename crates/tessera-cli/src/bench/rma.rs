@@ -1,0 +1,241 @@
+//! The rank side of `tessera bench rma`.
+//!
+//! Rank 0 drives every point-to-point measurement against rank 1; other ranks wait in a
+//! barrier (which keeps them polling). Every figure is the best of several batches, since
+//! the machines we run on are shared and noisy; the baselines (memcpy of the same sizes,
+//! a cache-line round trip between the same two ranks) are measured in the same job.
+
+use std::cell::Cell;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tessera::{Context, GlobalPtr, RankResult};
+
+use super::{Baselines, Part, Record};
+
+const SIZES: [usize; 10] = [
+    8,
+    64,
+    512,
+    4096,
+    32768,
+    65536,
+    262_144,
+    1 << 20,
+    2 << 20,
+    4 << 20,
+];
+const BATCHES: usize = 5;
+
+/// Seconds per iteration of `f`, best of `BATCHES` batches of `iters`.
+fn best_per_iter(
+    iters: u64,
+    mut f: impl FnMut(u64) -> tessera::Result<()>,
+) -> tessera::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..BATCHES {
+        let start = Instant::now();
+        for i in 0..iters {
+            f(i)?;
+        }
+        best = best.min(start.elapsed().as_secs_f64() / iters as f64);
+    }
+    Ok(best)
+}
+
+fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: f64) -> Record {
+    Record {
+        op: op.into(),
+        bytes: bytes as u64,
+        ranks: ranks as u64,
+        metric: metric.into(),
+        value,
+    }
+}
+
+fn iters_for(size: usize, scale: f64) -> u64 {
+    (((256usize << 20) / size) as f64 * scale).clamp(20.0, 200_000.0) as u64
+}
+
+/// A raw view of an 8-byte word in this rank's segment, for the cache-line baseline.
+fn local_word(ctx: &Context, ptr: GlobalPtr<u64>) -> tessera::Result<&AtomicU64> {
+    let p = ctx
+        .local_ptr(ptr, 1)?
+        .ok_or_else(|| tessera::CoreError::Invalid("own segment not mapped".into()))?;
+    // SAFETY: local_ptr checked that p is an aligned, mapped u64 in our own segment, which
+    // lives as long as the context; it is only accessed atomically in this benchmark.
+    Ok(unsafe { AtomicU64::from_ptr(p) })
+}
+
+fn spin_until(word: &AtomicU64, value: u64) {
+    while word.load(Ordering::Acquire) != value {
+        std::hint::spin_loop();
+    }
+}
+
+pub fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bool) -> RankResult {
+    let scale = if quick { 0.05 } else { 1.0 };
+    let mut part = Part::default();
+    if !barrier_only {
+        point_to_point(ctx, scale, &mut part)?;
+    }
+    // Barrier latency at this job's rank count.
+    let n = ((40_000 / ctx.ranks().pow(2)) as f64 * scale).max(50.0) as u64;
+    ctx.barrier()?;
+    let t = best_per_iter(n, |_| ctx.barrier())?;
+    part.results
+        .push(record("barrier", 0, ctx.ranks(), "latency_us", t * 1e6));
+    if ctx.rank() == 0 {
+        let text = serde_json::to_string(&part)?;
+        std::fs::write(out, text)?;
+    }
+    Ok(())
+}
+
+fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
+    let p = ctx.ranks();
+    let me = ctx.rank();
+    let max = *SIZES.iter().max().unwrap();
+    let buffer = ctx.alloc_collective::<u8>(max)?;
+    let words = ctx.alloc_collective::<u64>(16)?; // [0] ping, [8] pong: separate cache lines
+    let sem = ctx.semaphore_collective()?;
+    let pongs = Rc::new(Cell::new(0u64));
+    let counter = pongs.clone();
+    let pong = ctx.am_register("bench.pong", move |_, _| {
+        counter.set(counter.get() + 1);
+        Ok(())
+    })?;
+    let ping = ctx.am_register("bench.ping", move |ctx, msg| {
+        ctx.am_reply_short(msg, pong, &[])
+    })?;
+    ctx.put(words, &[0u64; 16])?;
+    ctx.barrier()?;
+
+    let mut baselines = Baselines::default();
+    if me == 0 {
+        let dst = buffer.on(1);
+        let t = best_per_iter((2_000_000.0 * scale) as u64 + 1000, |i| {
+            ctx.put_value(dst.cast::<u64>(), i)
+        })?;
+        part.results
+            .push(record("put", 8, p, "latency_us", t * 1e6));
+        let t = best_per_iter((2_000_000.0 * scale) as u64 + 1000, |_| {
+            ctx.get_value(dst.cast::<u64>()).map(|_| ())
+        })?;
+        part.results
+            .push(record("get", 8, p, "latency_us", t * 1e6));
+
+        let src: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut sink = vec![0u8; max];
+        for size in SIZES {
+            let iters = iters_for(size, scale);
+            let mb = |t: f64| size as f64 / t / 1e6;
+            let t = best_per_iter(iters, |_| ctx.put(dst, &src[..size]))?;
+            part.results
+                .push(record("put", size, p, "bandwidth_mbs", mb(t)));
+            let t = best_per_iter(iters, |_| ctx.get(dst, &mut sink[..size]))?;
+            part.results
+                .push(record("get", size, p, "bandwidth_mbs", mb(t)));
+            let t = best_per_iter(iters, |_| ctx.put_nb(dst, &src[..size])?.wait())?;
+            part.results
+                .push(record("put_nb", size, p, "bandwidth_mbs", mb(t)));
+            let t = best_per_iter(iters, |_| ctx.get_nb(dst, &mut sink[..size])?.wait())?;
+            part.results
+                .push(record("get_nb", size, p, "bandwidth_mbs", mb(t)));
+            let mut private = vec![0u8; size];
+            let t = best_per_iter(iters, |_| {
+                let to = std::hint::black_box(private.as_mut_slice());
+                to.copy_from_slice(std::hint::black_box(&src[..size]));
+                Ok(())
+            })?;
+            baselines
+                .memcpy_bandwidth_mbs
+                .insert(size.to_string(), mb(t));
+        }
+    }
+    ctx.barrier()?;
+
+    // Ping-pongs between ranks 0 and 1; the others wait in the barrier.
+    let rounds = (40_000.0 * scale) as u64 + 200;
+    if me < 2 {
+        let other = 1 - me;
+        // Cache-line round trip: raw atomics on words in each rank's own segment.
+        let mine = local_word(ctx, words.add(8 * me))?;
+        let theirs = words.on(other).add(8 * other);
+        let mut seq = 0u64;
+        let t = best_per_iter(rounds, |_| {
+            seq += 1; // distinct across batches
+            let v = seq;
+            if me == 0 {
+                ctx.atomic_store(theirs, v)?;
+                spin_until(mine, v);
+            } else {
+                spin_until(mine, v);
+                ctx.atomic_store(theirs, v)?;
+            }
+            Ok(())
+        })?;
+        baselines.cacheline_roundtrip_us = t * 1e6;
+        // Reset the words for the flag protocol below.
+        mine.store(0, Ordering::Release);
+    }
+    ctx.barrier()?;
+    if me < 2 {
+        let other = 1 - me;
+        let data = [7u64];
+        let inbox = buffer.on(other).cast::<u64>();
+        let sem_there = sem.on(other);
+        let t = best_per_iter(rounds, |_| {
+            if me == 0 {
+                ctx.put_signal(inbox, &data, sem_there)?;
+                sem.wait(ctx, 1)
+            } else {
+                sem.wait(ctx, 1)?;
+                ctx.put_signal(inbox, &data, sem_there)
+            }
+        })?;
+        part.results
+            .push(record("put_signal", 8, p, "latency_us", t * 1e6 / 2.0));
+
+        let mine = local_word(ctx, words.add(8 * me))?;
+        let flag_there = words.on(other).add(8 * other);
+        let mut seq = 0u64;
+        let t = best_per_iter(rounds, |_| {
+            seq += 1;
+            if me == 0 {
+                ctx.put(inbox, &data)?;
+                ctx.atomic_store(flag_there, seq)?;
+                spin_until(mine, seq);
+            } else {
+                spin_until(mine, seq);
+                ctx.put(inbox, &data)?;
+                ctx.atomic_store(flag_there, seq)?;
+            }
+            Ok(())
+        })?;
+        part.results
+            .push(record("put_then_flag", 8, p, "latency_us", t * 1e6 / 2.0));
+    }
+    ctx.barrier()?;
+    if me == 0 {
+        let t = best_per_iter(rounds, |i| {
+            let want = pongs.get() + 1;
+            ctx.am_request_short(1, ping, &[i])?;
+            while pongs.get() < want {
+                ctx.poll()?;
+            }
+            Ok(())
+        })?;
+        part.results
+            .push(record("am_roundtrip", 0, p, "latency_us", t * 1e6));
+    }
+    ctx.barrier()?;
+    if me == 0 {
+        part.baselines = Some(baselines);
+    }
+    ctx.free_collective(words)?;
+    ctx.free_collective(buffer)?;
+    Ok(())
+}
