@@ -7,18 +7,16 @@
 //! send active messages and remote procedure calls into.
 //!
 //! ```no_run
-//! fn main() {
-//!     tessera::spmd(|ctx| {
-//!         // Every rank owns one u64 at the same offset of its segment.
-//!         let slot = ctx.alloc_collective::<u64>(1)?;
-//!         let right = (ctx.rank() + 1) % ctx.ranks();
-//!         ctx.put_value(slot.on(right), ctx.rank() as u64)?;
-//!         ctx.barrier()?;
-//!         let got = ctx.get_value(slot.on(ctx.rank()))?;
-//!         println!("rank {} received {got}", ctx.rank());
-//!         Ok(())
-//!     });
-//! }
+//! tessera::spmd(|ctx| {
+//!     // Every rank owns one u64 at the same offset of its segment.
+//!     let slot = ctx.alloc_collective::<u64>(1)?;
+//!     let right = (ctx.rank() + 1) % ctx.ranks();
+//!     ctx.put_value(slot.on(right), ctx.rank() as u64)?;
+//!     ctx.barrier()?;
+//!     let got = ctx.get_value(slot.on(ctx.rank()))?;
+//!     println!("rank {} received {got}", ctx.rank());
+//!     Ok(())
+//! });
 //! ```
 //!
 //! Start it on four processes with `tessera run -n 4 -- ./target/release/examples/hello`,

@@ -125,8 +125,8 @@ fn write_json(path: &Path, report: &Report) -> Result<(), String> {
 
 fn print_table(report: &Report) {
     println!(
-        "{:<14} {:>9} {:>6} {:>14}  {}",
-        "op", "bytes", "ranks", "value", "vs baseline"
+        "{:<14} {:>9} {:>6} {:>14}  vs baseline",
+        "op", "bytes", "ranks", "value"
     );
     for r in &report.results {
         let (value, note) = match r.metric.as_str() {

@@ -138,10 +138,10 @@ pub(crate) fn attach(
     let mut pause = Duration::from_micros(20);
     loop {
         let mut missing = Vec::new();
-        for peer in 0..ranks {
-            if maps[peer].is_none() {
+        for (peer, slot) in maps.iter_mut().enumerate() {
+            if slot.is_none() {
                 match try_attach_peer(job_id, peer, &layout)? {
-                    Some(map) => maps[peer] = Some(map),
+                    Some(map) => *slot = Some(map),
                     None => missing.push(peer),
                 }
             }

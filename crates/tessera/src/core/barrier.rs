@@ -218,7 +218,7 @@ impl Context {
         let b = &self.barrier;
         b.active.set(false);
         let (lo, hi) = b.combined.get();
-        if lo <= hi && lo != hi {
+        if lo < hi {
             return Err(CoreError::BarrierMismatch(self.barrier_labels()?).into());
         }
         Ok(())

@@ -300,6 +300,9 @@ impl Context {
     /// For the lifetime of the slice, no other rank may put to or get from these bytes and
     /// this rank must not create another reference to them: the caller's synchronisation
     /// (barriers, semaphores) must guarantee exclusive access.
+    // A mutable slice from `&self` is the point: segment memory is shared with other ranks,
+    // and exclusivity comes from the caller's synchronisation, as the contract says.
+    #[allow(clippy::mut_from_ref)]
     pub unsafe fn local_slice_mut<T: Pod>(
         &self,
         ptr: GlobalPtr<T>,

@@ -1,8 +1,10 @@
 //! Point-to-point synchronisation: semaphores, the signalling put, and global locks.
 //!
-//! A [`Semaphore`] is a 64-bit counter in its owner's segment. Any rank may `post` to it
-//! (a remote atomic add with release semantics); only the owner may `wait`, which returns
-//! once the counter reaches `n` and takes `n` from it (acquire). The *signalling put*
+//! A [`Semaphore`] is two 64-bit words in its owner's segment, on separate cache lines:
+//! `posted`, which only grows (any rank may `post`: an atomic add with release semantics),
+//! and `taken`, which only the owner touches. `wait(n)` (owner only) spins until
+//! `posted − taken ≥ n` with acquire loads and then adds `n` to `taken`; the consumer's
+//! path has no locked instruction and never writes the line producers write. The *signalling put*
 //! ([`Context::put_signal`], Berkeley UPC's `bupc_memput_signal`) moves data and then
 //! posts the target's semaphore: the consumer's `wait` returning proves the data arrived,
 //! with no barrier and no flag round trip.
@@ -29,8 +31,13 @@ use bytemuck::Pod;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Semaphore {
+    /// `posted`; `taken` is 64 bytes (one cache line) further on.
     counter: GlobalPtr<u64>,
 }
+
+/// Words per semaphore: `posted` and `taken` a cache line apart.
+const SEMAPHORE_WORDS: usize = 16;
+const TAKEN: usize = 8;
 
 impl Semaphore {
     /// The rank that owns the semaphore (and may wait on it).
@@ -45,31 +52,22 @@ impl Semaphore {
         }
     }
 
-    /// The counter's address (to build semaphores in data structures of your own).
-    pub fn as_ptr(&self) -> GlobalPtr<u64> {
-        self.counter
-    }
-
-    /// A semaphore over an existing zeroed, 8-byte aligned word.
-    pub fn from_ptr(counter: GlobalPtr<u64>) -> Semaphore {
-        Semaphore { counter }
-    }
-
     /// Add `n` to the counter (release: the caller's earlier puts are visible to the waiter).
     pub fn post(&self, ctx: &Context, n: u64) -> Result<()> {
         ctx.atomic_apply(self.counter, AtomicOp::Add(n))
     }
 
-    /// Owner only: take `n` if the counter holds at least `n`; never blocks.
+    /// Owner only: take `n` if at least `n` posts are available; never blocks.
     pub fn try_wait(&self, ctx: &Context, n: u64) -> Result<bool> {
         self.check_owner(ctx)?;
-        let have = ctx.atomic_load(self.counter)?;
-        if have < n {
+        let taken_ptr = self.counter.add(TAKEN);
+        // `taken` is written only by this rank, so a plain read is exact.
+        let taken = ctx.get_value(taken_ptr)?;
+        if ctx.atomic_load(self.counter)?.wrapping_sub(taken) < n {
             return Ok(false);
         }
-        // Only the owner takes from the counter, so a failed CAS means a post raced us in;
-        // the counter only grew and the next attempt succeeds.
-        Ok(ctx.atomic_compare_swap(self.counter, have, have - n)? == have)
+        ctx.put_value(taken_ptr, taken.wrapping_add(n))?;
+        Ok(true)
     }
 
     /// Owner only: block until the counter holds at least `n`, then take `n`.
@@ -171,8 +169,8 @@ impl GlobalLock {
 impl Context {
     /// A semaphore owned by this rank (starts at zero).
     pub fn semaphore_new(&self) -> Result<Semaphore> {
-        let counter = self.alloc_local::<u64>(1)?;
-        self.put_value(counter, 0)?;
+        let counter = self.alloc_local::<u64>(SEMAPHORE_WORDS)?;
+        self.put(counter, &[0; SEMAPHORE_WORDS])?;
         Ok(Semaphore { counter })
     }
 
@@ -181,8 +179,8 @@ impl Context {
     /// the owner has created it (a barrier after creation, or any later synchronisation,
     /// guarantees that).
     pub fn semaphore_collective(&self) -> Result<Semaphore> {
-        let counter = self.alloc_collective::<u64>(1)?;
-        self.put_value(counter, 0)?;
+        let counter = self.alloc_collective::<u64>(SEMAPHORE_WORDS)?;
+        self.put(counter, &[0; SEMAPHORE_WORDS])?;
         Ok(Semaphore { counter })
     }
 

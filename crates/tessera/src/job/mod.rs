@@ -330,12 +330,10 @@ where
 /// the error and exits the process with status 1, so `main` can be just this call.
 ///
 /// ```no_run
-/// fn main() {
-///     tessera::spmd(|ctx| {
-///         println!("hello from rank {} of {}", ctx.rank(), ctx.ranks());
-///         Ok(())
-///     });
-/// }
+/// tessera::spmd(|ctx| {
+///     println!("hello from rank {} of {}", ctx.rank(), ctx.ranks());
+///     Ok(())
+/// });
 /// ```
 pub fn spmd<F>(body: F)
 where

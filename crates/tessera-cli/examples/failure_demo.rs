@@ -1,0 +1,99 @@
+//! Failure handling, demonstrated: ranks run barriers in a loop while one of them fails.
+//! The launcher notices, ends the other ranks and reports which rank failed and how.
+//! (The launcher's failure tests use this program.)
+//!
+//! ```text
+//! tessera run -n 4 -- target/release/examples/failure_demo --panic-rank 2
+//! tessera run -n 4 -- target/release/examples/failure_demo --exit-rank 1 --code 3
+//! tessera run -n 4 -- target/release/examples/failure_demo --forever   # then kill a rank
+//! ```
+//!
+//! Options: `--barriers N` (default 1000), `--forever`, `--panic-rank R`, `--exit-rank R
+//! --code C`, `--error-rank R` (return an error), `--pid-dir DIR` (each rank writes its pid
+//! and the job id to DIR/rank-R once it is inside the barrier loop).
+
+use std::path::PathBuf;
+
+#[derive(Default)]
+struct Options {
+    barriers: u64,
+    forever: bool,
+    panic_rank: Option<usize>,
+    exit_rank: Option<usize>,
+    code: i32,
+    error_rank: Option<usize>,
+    pid_dir: Option<PathBuf>,
+}
+
+fn parse() -> Options {
+    let mut o = Options {
+        barriers: 1000,
+        code: 1,
+        ..Default::default()
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
+        let number = |v: String| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| usage(&format!("{v:?} is not a number")))
+        };
+        match flag.as_str() {
+            "--barriers" => o.barriers = number(value()),
+            "--forever" => o.forever = true,
+            "--panic-rank" => o.panic_rank = Some(number(value()) as usize),
+            "--exit-rank" => o.exit_rank = Some(number(value()) as usize),
+            "--code" => o.code = number(value()) as i32,
+            "--error-rank" => o.error_rank = Some(number(value()) as usize),
+            "--pid-dir" => o.pid_dir = Some(PathBuf::from(value())),
+            other => usage(&format!("unknown option {other}")),
+        }
+    }
+    o
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--pid-dir DIR]");
+    std::process::exit(2)
+}
+
+fn main() {
+    let o = parse();
+    tessera::spmd(|ctx| {
+        let me = ctx.rank();
+        ctx.barrier()?;
+        if let Some(dir) = &o.pid_dir {
+            let job = std::env::var("TESSERA_JOB_ID").unwrap_or_default();
+            std::fs::write(
+                dir.join(format!("rank-{me}")),
+                format!("{} {job}", std::process::id()),
+            )?;
+        }
+        let mut round = 0u64;
+        while o.forever || round < o.barriers {
+            if round == o.barriers / 2 {
+                if o.panic_rank == Some(me) {
+                    panic!("rank {me} panics on purpose in barrier round {round}");
+                }
+                if o.exit_rank == Some(me) {
+                    std::process::exit(o.code);
+                }
+                if o.error_rank == Some(me) {
+                    return Err(format!("rank {me} returns an error on purpose").into());
+                }
+            }
+            ctx.barrier()?;
+            round += 1;
+        }
+        if me == 0 {
+            println!(
+                "failure_demo: {round} barriers on {} ranks, no failure",
+                ctx.ranks()
+            );
+        }
+        Ok(())
+    });
+}

@@ -1,0 +1,81 @@
+//! `tessera bench rma` produces the JSON report in the documented shape (a smoke run with
+//! few iterations: the figures themselves are recorded in docs/PERFORMANCE.md, not tested).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+#[test]
+fn bench_rma_json_has_every_operation_and_baseline() {
+    let path = std::env::temp_dir().join(format!("tessera-bench-test-{}.json", std::process::id()));
+    let f = common::run(
+        common::tessera()
+            .args([
+                "bench",
+                "rma",
+                "-n",
+                "2",
+                "--quick",
+                "--barrier-ranks",
+                "3",
+                "--segment",
+                "64M",
+                "--json",
+            ])
+            .arg(&path),
+        240,
+    );
+    assert!(f.status.success(), "stderr: {}", f.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        report["system"]["cpu"].is_string() && report["system"]["cores"].as_u64().unwrap() >= 1
+    );
+    let results = report["results"].as_array().unwrap();
+    let ops: BTreeSet<&str> = results.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    for op in [
+        "put",
+        "get",
+        "put_nb",
+        "get_nb",
+        "put_signal",
+        "put_then_flag",
+        "am_roundtrip",
+        "barrier",
+    ] {
+        assert!(ops.contains(op), "no {op} in {ops:?}");
+    }
+    for r in results {
+        let metric = r["metric"].as_str().unwrap();
+        assert!(metric == "latency_us" || metric == "bandwidth_mbs", "{r}");
+        let v = r["value"].as_f64().unwrap();
+        assert!(v.is_finite() && v > 0.0, "{r}");
+        assert!(
+            r["bytes"].is_u64() && r["ranks"].as_u64().unwrap() >= 2,
+            "{r}"
+        );
+    }
+    let barrier_ranks: BTreeSet<u64> = results
+        .iter()
+        .filter(|r| r["op"] == "barrier")
+        .map(|r| r["ranks"].as_u64().unwrap())
+        .collect();
+    assert_eq!(barrier_ranks, BTreeSet::from([2, 3]));
+    let memcpy = report["baselines"]["memcpy_bandwidth_mbs"]
+        .as_object()
+        .unwrap();
+    for r in results.iter().filter(|r| r["metric"] == "bandwidth_mbs") {
+        assert!(
+            memcpy.contains_key(&r["bytes"].to_string()),
+            "no memcpy baseline for {}",
+            r["bytes"]
+        );
+    }
+    assert!(
+        report["baselines"]["cacheline_roundtrip_us"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}

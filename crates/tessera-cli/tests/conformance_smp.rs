@@ -1,0 +1,77 @@
+//! The conduit conformance suite on the `smp` conduit (real processes over POSIX shared
+//! memory) at 1, 2, 3, 4 and 8 ranks, through `tessera selftest`. The same cases run on the
+//! `threads` conduit in the library's tests.
+
+mod common;
+
+fn selftest(ranks: u32, conduit: &str) {
+    let f = common::run(
+        common::tessera().args([
+            "selftest",
+            "-n",
+            &ranks.to_string(),
+            "--conduit",
+            conduit,
+            "--segment",
+            "64M",
+            "--timeout",
+            "100",
+        ]),
+        120,
+    );
+    assert!(
+        f.status.success(),
+        "selftest at {ranks} ranks on {conduit} failed:\nstdout: {}\nstderr: {}",
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        f.stdout.contains("13 case(s) passed"),
+        "unexpected report: {}",
+        f.stdout
+    );
+}
+
+#[test]
+fn smp_1_rank() {
+    selftest(1, "smp");
+}
+
+#[test]
+fn smp_2_ranks() {
+    selftest(2, "smp");
+}
+
+#[test]
+fn smp_3_ranks() {
+    selftest(3, "smp");
+}
+
+#[test]
+fn smp_4_ranks() {
+    selftest(4, "smp");
+}
+
+#[test]
+fn smp_8_ranks() {
+    selftest(8, "smp");
+}
+
+#[test]
+fn threads_conduit_through_the_launcher() {
+    selftest(5, "threads");
+}
+
+#[test]
+fn unknown_case_names_the_cases() {
+    let f = common::run(
+        common::tessera().args(["selftest", "-n", "2", "--case", "nosuchcase"]),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2));
+    assert!(
+        f.stderr.contains("cases are:") && f.stderr.contains("put_get"),
+        "{}",
+        f.stderr
+    );
+}
