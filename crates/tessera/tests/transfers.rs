@@ -65,6 +65,7 @@ fn offsets(counts: &[usize], strides: &[usize]) -> Vec<usize> {
 fn strided_and_indexed_match_a_plain_copy() {
     Job::threads(2)
         .segment(1 << 20)
+        .wait_timeout(std::time::Duration::from_secs(60))
         .run(|ctx| {
             let remote = ctx.alloc_collective::<u32>(REMOTE)?;
             ctx.barrier()?;

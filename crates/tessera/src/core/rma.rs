@@ -311,15 +311,14 @@ impl Context {
         src_strides: &[usize],
         counts: &[usize],
     ) -> Result<()> {
-        let shape = Shape::new(counts, dst_strides, src_strides)?;
-        if shape.span_b > src.len() {
-            return Err(invalid(format!(
-                "strided put reads {} elements but the source slice has {}",
-                shape.span_b,
-                src.len()
-            )));
-        }
-        let base = self.target_of(dst, shape.span_a)?;
+        let (shape, base) = self.plan_strided(
+            dst,
+            dst_strides,
+            src.len(),
+            src_strides,
+            counts,
+            "put reads",
+        )?;
         let size = std::mem::size_of::<T>();
         shape.for_each_run(|oa, ob| {
             let bytes = bytemuck::cast_slice(&src[ob..ob + shape.run]);
@@ -336,20 +335,40 @@ impl Context {
         dst_strides: &[usize],
         counts: &[usize],
     ) -> Result<()> {
-        let shape = Shape::new(counts, src_strides, dst_strides)?;
-        if shape.span_b > dst.len() {
-            return Err(invalid(format!(
-                "strided get writes {} elements but the destination slice has {}",
-                shape.span_b,
-                dst.len()
-            )));
-        }
-        let base = self.target_of(src, shape.span_a)?;
+        let (shape, base) = self.plan_strided(
+            src,
+            src_strides,
+            dst.len(),
+            dst_strides,
+            counts,
+            "get writes",
+        )?;
         let size = std::mem::size_of::<T>();
         shape.for_each_run(|oa, ob| {
             let bytes = bytemuck::cast_slice_mut(&mut dst[ob..ob + shape.run]);
             self.load_bytes(offset_target(base, oa * size), bytes)
         })
+    }
+
+    /// Check a strided transfer: the shape, the local slice's length, the remote span.
+    fn plan_strided<T: Pod>(
+        &self,
+        remote: GlobalPtr<T>,
+        remote_strides: &[usize],
+        local_len: usize,
+        local_strides: &[usize],
+        counts: &[usize],
+        what: &str,
+    ) -> Result<(Shape, Target)> {
+        let shape = Shape::new(counts, remote_strides, local_strides)?;
+        if shape.span_b > local_len {
+            return Err(invalid(format!(
+                "strided {what} {} elements but the local slice has {local_len}",
+                shape.span_b
+            )));
+        }
+        let base = self.target_of(remote, shape.span_a)?;
+        Ok((shape, base))
     }
 
     /// Indexed put: chunk `k` of `src` (`run` elements) goes to `dst + dst_offsets[k]`.
