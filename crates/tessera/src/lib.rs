@@ -37,6 +37,7 @@ pub mod conformance;
 pub mod core;
 pub mod error;
 pub mod job;
+mod protocol;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};
 pub use crate::core::atomic::{AtomicInt, AtomicOp};

@@ -17,13 +17,9 @@
 //!   rest of the header, and loaded with `Acquire` by attaching peers.
 //! - `RegionHeader::attached` is incremented (`AcqRel`) by each rank once it has mapped
 //!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
-//! - Each ring is single-producer single-consumer, in 64-byte slots. The producer writes a
-//!   frame's payload with plain stores, then publishes the frame by storing its header word
-//!   with `Release`; the consumer loads the header word at its position with `Acquire`
-//!   (zero: nothing new) before reading the payload. After use the consumer zeroes the
-//!   first word of each slot of the frame and stores `head` with `Release`; the producer
-//!   loads `head` with `Acquire` before it reuses that space. Positions only grow (byte
-//!   counts since the start), so wrap-around is `position % capacity`.
+//! - The rings follow [`crate::protocol::ring`] (header word published with `Release` and
+//!   polled with `Acquire`; `head` released by the consumer, acquired by the producer),
+//!   which is model-checked with loom.
 //!
 //! This module must never block: rings report "full" and the caller decides how to wait.
 
@@ -34,6 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{AmClass, Conduit, ConduitKind};
 use crate::error::ConduitError;
+use crate::protocol::ring::{Ring, RingMemory, FRAME_HEADER, SLOT};
 
 /// Value of [`RegionHeader::magic`] once the owner has initialised its region.
 pub(crate) const MAGIC: u64 = 0x5445_5353_4552_4131; // "TESSERA1"
@@ -41,10 +38,6 @@ pub(crate) const MAGIC: u64 = 0x5445_5353_4552_4131; // "TESSERA1"
 const RINGS_OFFSET: usize = 4096;
 /// Segments start on a 64 KiB boundary so users can rely on generous alignment.
 const SEGMENT_ALIGN: usize = 64 * 1024;
-/// Bytes of a frame header: slot count and payload length, both `u32`.
-const FRAME_HEADER: usize = 8;
-/// `payload_len` value that marks padding to the end of the ring.
-const SKIP: u32 = u32::MAX;
 
 /// Default capacity of one active-message ring in bytes. With P ranks a region holds 2·P
 /// rings; the default shrinks for large jobs so that rings never dominate memory.
@@ -190,34 +183,15 @@ pub(crate) unsafe fn header<'a>(base: NonNull<u8>) -> &'a RegionHeader {
     unsafe { &*(base.as_ptr() as *const RegionHeader) }
 }
 
-/// A view of one ring inside a mapped region.
-///
-/// The ring is a sequence of 64-byte slots. A frame occupies whole slots; its first word
-/// is its header (slot count and payload length, never zero), stored last by the producer
-/// with `Release`. The consumer polls the header word at `head` with `Acquire`: zero means
-/// empty. A short message therefore crosses between cores as one cache line. After
-/// consuming a frame the consumer zeroes the first word of each of its slots (any of them
-/// may start a later frame) and then publishes `head` with `Release`; the producer loads
-/// `head` with `Acquire` only when its cached copy says the ring is full. `tail` is the
-/// producer's own position and is never read by the consumer.
-struct Ring {
+/// The memory of one ring inside a mapped region (see [`crate::protocol::ring`] for the
+/// protocol and its memory ordering).
+struct ShmRing {
     control: NonNull<RingControl>,
     data: NonNull<u8>,
     capacity: usize,
 }
 
-/// Slot size: one cache line.
-const SLOT: usize = 64;
-
-fn frame_len(payload: usize) -> usize {
-    (FRAME_HEADER + payload).next_multiple_of(SLOT)
-}
-
-fn pack_header(frame_len: usize, payload_len: u32) -> u64 {
-    ((frame_len / SLOT) as u64) | (payload_len as u64) << 32
-}
-
-impl Ring {
+impl ShmRing {
     /// # Safety
     /// `region` must be a live mapping of a region with layout `layout`.
     unsafe fn at(
@@ -225,113 +199,57 @@ impl Ring {
         layout: &RegionLayout,
         sender: usize,
         class: AmClass,
-    ) -> Ring {
+    ) -> Ring<ShmRing> {
         let offset = layout.ring_offset(sender, class);
         // SAFETY: ring_offset lies inside the rings area of the region (sender < ranks) and
         // is 64-byte aligned because RINGS_OFFSET, RING_CONTROL and the capacity are.
         unsafe {
             let control = NonNull::new_unchecked(region.as_ptr().add(offset) as *mut RingControl);
             let data = NonNull::new_unchecked(region.as_ptr().add(offset + RING_CONTROL));
-            Ring {
+            Ring(ShmRing {
                 control,
                 data,
                 capacity: layout.ring_capacity,
-            }
+            })
         }
     }
 
     fn control(&self) -> &RingControl {
-        // SAFETY: `control` points into a live mapping (Ring::at) and holds only atomics.
+        // SAFETY: `control` points into a live mapping (ShmRing::at) and holds only atomics.
         unsafe { self.control.as_ref() }
     }
+}
 
-    /// The first word of the slot at byte position `pos`, as an atomic.
-    fn word(&self, pos: usize) -> &AtomicU64 {
+impl RingMemory for ShmRing {
+    type Word = AtomicU64;
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn head(&self) -> &AtomicU64 {
+        &self.control().head
+    }
+    fn tail(&self) -> &AtomicU64 {
+        &self.control().tail
+    }
+    fn slot(&self, pos: usize) -> &AtomicU64 {
         debug_assert!(pos % SLOT == 0 && pos < self.capacity);
         // SAFETY: pos is a slot boundary inside the data area (8-byte aligned, in bounds);
-        // slot first words are only accessed atomically while they can hold a header.
+        // slot first words are accessed atomically whenever they can hold a header.
         unsafe { AtomicU64::from_ptr(self.data.as_ptr().add(pos) as *mut u64) }
     }
-
-    /// Producer side. `head_cache` is the producer's private copy of `head`, refreshed only
-    /// when the cached value says the ring is full. Returns `false` when the frame does not
-    /// fit now.
-    fn try_push(&self, head_cache: &Cell<u64>, parts: &[&[u8]]) -> bool {
-        let payload: usize = parts.iter().map(|p| p.len()).sum();
-        let frame = frame_len(payload);
-        let control = self.control();
-        // Only this producer writes `tail`, so Relaxed reads our own last value.
-        let mut tail = control.tail.load(Ordering::Relaxed);
-        let pos = (tail % self.capacity as u64) as usize;
-        let contiguous = self.capacity - pos;
-        let needed = if frame <= contiguous {
-            frame
-        } else {
-            contiguous + frame
-        };
-        if tail + needed as u64 - head_cache.get() > self.capacity as u64 {
-            head_cache.set(control.head.load(Ordering::Acquire));
-            if tail + needed as u64 - head_cache.get() > self.capacity as u64 {
-                return false;
-            }
-        }
-        let mut pos = pos;
-        if frame > contiguous {
-            // Pad to the end of the ring; the consumer skips it.
-            self.word(pos)
-                .store(pack_header(contiguous, SKIP), Ordering::Release);
-            tail += contiguous as u64;
-            pos = 0;
-        }
-        // SAFETY: [pos, pos + frame) is free space: the consumer has released it (head was
-        // loaded with Acquire, after the consumer zeroed its slot words) and nobody else
-        // produces on this ring. The header word is written last, below.
+    unsafe fn write(&self, pos: usize, parts: &[&[u8]]) {
+        // SAFETY: the caller owns [pos, pos + Σ len) inside the data area (protocol contract).
         unsafe {
-            let mut at = self.data.as_ptr().add(pos + FRAME_HEADER);
+            let mut at = self.data.as_ptr().add(pos);
             for part in parts {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
                 at = at.add(part.len());
             }
         }
-        self.word(pos)
-            .store(pack_header(frame, payload as u32), Ordering::Release);
-        tail += frame as u64;
-        control.tail.store(tail, Ordering::Relaxed);
-        true
     }
-
-    /// Consumer side: hand every published frame to `deliver`, releasing each after use.
-    fn consume(&self, mut deliver: impl FnMut(&[u8])) -> usize {
-        let control = self.control();
-        // Only this consumer writes `head`.
-        let mut head = control.head.load(Ordering::Relaxed);
-        let mut delivered = 0;
-        loop {
-            let pos = (head % self.capacity as u64) as usize;
-            let header = self.word(pos).load(Ordering::Acquire);
-            if header == 0 {
-                return delivered;
-            }
-            let slots = (header & 0xFFFF_FFFF) as usize;
-            let payload_len = (header >> 32) as u32;
-            if payload_len != SKIP {
-                // SAFETY: the producer published this frame (Acquire load of its header) and
-                // does not touch it until we advance `head`; the payload lies inside it.
-                let payload = unsafe {
-                    std::slice::from_raw_parts(
-                        self.data.as_ptr().add(pos + FRAME_HEADER),
-                        payload_len as usize,
-                    )
-                };
-                deliver(payload);
-                delivered += 1;
-            }
-            for slot in 0..slots {
-                self.word(pos + slot * SLOT).store(0, Ordering::Relaxed);
-            }
-            head += (slots * SLOT) as u64;
-            control.head.store(head, Ordering::Release);
-        }
+    unsafe fn read<R>(&self, pos: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        // SAFETY: the caller guarantees a published, unreleased frame covers the bytes.
+        f(unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(pos), len) })
     }
 }
 
@@ -413,9 +331,9 @@ impl ShmConduit {
         }
     }
 
-    fn ring(&self, owner: usize, sender: usize, class: AmClass) -> Ring {
+    fn ring(&self, owner: usize, sender: usize, class: AmClass) -> Ring<ShmRing> {
         // SAFETY: regions[owner] is a live region with `layout` (constructor contract).
-        unsafe { Ring::at(self.regions[owner], &self.layout, sender, class) }
+        unsafe { ShmRing::at(self.regions[owner], &self.layout, sender, class) }
     }
 }
 
@@ -494,7 +412,7 @@ mod tests {
         let layout = RegionLayout::new(1, 4096, 1024);
         let (_mem, base) = region(&layout);
         // SAFETY: `_mem` outlives the ring and is large enough for the layout.
-        let ring = unsafe { Ring::at(base, &layout, 0, AmClass::Request) };
+        let ring = unsafe { ShmRing::at(base, &layout, 0, AmClass::Request) };
         let cache = Cell::new(0);
         let mut next_expected = 0u32;
         let mut sent = 0u32;
@@ -523,7 +441,7 @@ mod tests {
         let layout = RegionLayout::new(1, 4096, 1024);
         let (_mem, base) = region(&layout);
         // SAFETY: as above.
-        let ring = unsafe { Ring::at(base, &layout, 0, AmClass::Reply) };
+        let ring = unsafe { ShmRing::at(base, &layout, 0, AmClass::Reply) };
         let cache = Cell::new(0);
         let body = [7u8; 100];
         let mut accepted = 0;

@@ -12,8 +12,11 @@
 //! A [`GlobalLock`] (UPC's `upc_lock_t`) is a word holding 0 when free and holder+1 when
 //! held, taken with compare-and-swap (acquire) and released with a store (release).
 
+use std::sync::atomic::AtomicU64;
+
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
+use crate::protocol;
 use crate::{AtomicOp, Handle, Result};
 use bytemuck::Pod;
 
@@ -59,38 +62,12 @@ impl Semaphore {
 
     /// Owner only: take `n` if at least `n` posts are available; never blocks.
     pub fn try_wait(&self, ctx: &Context, n: u64) -> Result<bool> {
-        self.check_owner(ctx)?;
-        let taken_ptr = self.counter.add(TAKEN);
-        // `taken` is written only by this rank, so a plain read is exact.
-        let taken = ctx.get_value(taken_ptr)?;
-        if ctx.atomic_load(self.counter)?.wrapping_sub(taken) < n {
-            return Ok(false);
-        }
-        ctx.put_value(taken_ptr, taken.wrapping_add(n))?;
-        Ok(true)
+        let (posted, taken) = self.owner_words(ctx)?;
+        Ok(protocol::semaphore::try_take(posted, taken, n))
     }
 
-    /// Owner only: block until the counter holds at least `n`, then take `n`.
-    pub fn wait(&self, ctx: &Context, n: u64) -> Result<()> {
-        self.check_owner(ctx)?;
-        ctx.wait_until(
-            "a semaphore",
-            || self.try_wait(ctx, n),
-            || {
-                format!(
-                    "needed {n} posts; the counter holds {}",
-                    ctx.atomic_load(self.counter).unwrap_or(0)
-                )
-            },
-        )
-    }
-
-    /// Current count (for diagnostics; it may change at once).
-    pub fn value(&self, ctx: &Context) -> Result<u64> {
-        ctx.atomic_load(self.counter)
-    }
-
-    fn check_owner(&self, ctx: &Context) -> Result<()> {
+    /// The owner's `posted` and `taken` words, as atomics in its own segment.
+    fn owner_words<'a>(&self, ctx: &'a Context) -> Result<(&'a AtomicU64, &'a AtomicU64)> {
         if self.owner() != ctx.rank() {
             return Err(CoreError::NotOwner {
                 what: "waiting on a semaphore",
@@ -99,7 +76,39 @@ impl Semaphore {
             }
             .into());
         }
-        Ok(())
+        let words = ctx
+            .local_ptr(self.counter, SEMAPHORE_WORDS)?
+            .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()))?;
+        // SAFETY: local_ptr checked that the SEMAPHORE_WORDS words are mapped, in bounds and
+        // 8-byte aligned in this rank's segment, which lives as long as `ctx`; the words are
+        // only ever accessed atomically (posts are remote atomic adds).
+        Ok(unsafe {
+            (
+                AtomicU64::from_ptr(words),
+                AtomicU64::from_ptr(words.add(TAKEN)),
+            )
+        })
+    }
+
+    /// Owner only: block until at least `n` posts are available, then take `n`.
+    pub fn wait(&self, ctx: &Context, n: u64) -> Result<()> {
+        self.owner_words(ctx)?;
+        ctx.wait_until(
+            "a semaphore",
+            || self.try_wait(ctx, n),
+            || {
+                format!(
+                    "needed {n} posts; {} are available",
+                    self.value(ctx).unwrap_or(0)
+                )
+            },
+        )
+    }
+
+    /// Posts available to `wait` now (for diagnostics; it may grow at once).
+    pub fn value(&self, ctx: &Context) -> Result<u64> {
+        let taken = ctx.atomic_load(self.counter.add(TAKEN))?;
+        Ok(ctx.atomic_load(self.counter)?.wrapping_sub(taken))
     }
 }
 
