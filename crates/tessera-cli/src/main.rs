@@ -78,7 +78,8 @@ enum Command {
     Run {
         #[command(flatten)]
         job: JobArgs,
-        /// Prefix every output line with the rank that printed it.
+        /// Prefix every output line with the rank that printed it (smp; under
+        /// --conduit threads all ranks share one output stream).
         #[arg(long)]
         label: bool,
         /// The program and its arguments (after `--`).

@@ -1,4 +1,4 @@
-//! Typed errors, one enum per layer, and [`Error`] that wraps them.
+//! Typed errors, one enum per layer, and [`enum@Error`] that wraps them.
 //!
 //! Every message names the problem and, where there is one, the way out.
 

@@ -10,14 +10,14 @@
 //!
 //! The two conduits differ only in how regions come to exist (POSIX shared-memory objects
 //! mapped by processes, or anonymous memory in one process); once every region is
-//! mapped, [`ShmConduit`] implements [`Conduit`] for both.
+//! mapped, `ShmConduit` implements [`Conduit`] for both.
 //!
 //! ## Memory ordering of the cross-rank words
 //! - `RegionHeader::magic` is stored with `Release` by the owner after it has written the
 //!   rest of the header, and loaded with `Acquire` by attaching peers.
 //! - `RegionHeader::attached` is incremented (`AcqRel`) by each rank once it has mapped
 //!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
-//! - The rings follow [`crate::protocol::ring`] (header word published with `Release` and
+//! - The rings follow `protocol::ring` (header word published with `Release` and
 //!   polled with `Acquire`; `head` released by the consumer, acquired by the producer),
 //!   which is model-checked with loom.
 //!

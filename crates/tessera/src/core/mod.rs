@@ -25,7 +25,7 @@
 //! for programs that build their own flag protocols from atomics.
 //!
 //! This layer must never assume shared memory: every access to a peer goes through
-//! [`Context::target`], which falls back to the conduit when a peer is not mapped.
+//! `Context::target`, which falls back to the conduit when a peer is not mapped.
 
 pub mod alloc;
 pub mod am;
@@ -74,7 +74,7 @@ pub(crate) struct Options {
 /// One rank's handle on the job. See the [crate documentation](crate) for an example.
 ///
 /// A `Context` belongs to one thread (it is neither `Send` nor `Sync`); every operation
-/// that can fail returns a [`Result`](crate::Result).
+/// that can fail returns a [`Result`].
 pub struct Context {
     conduit: Box<dyn Conduit>,
     rank: usize,

@@ -6,7 +6,8 @@
 //! When any rank exits non-zero or is killed, the launcher sends SIGTERM to the others,
 //! SIGKILL after one second, and reports which rank failed and how. SIGINT, SIGTERM and
 //! SIGHUP to the launcher end the whole job the same way. Ranks are also told by the
-//! kernel (`PR_SET_PDEATHSIG`) to die if the launcher itself is killed. After the job, any
+//! kernel (`PR_SET_PDEATHSIG`) to die if the launcher itself is killed (the signal follows
+//! the *thread* that started them, so call [`launch`] from a thread that outlives the job). After the job, any
 //! shared-memory object a rank left behind (possible only if it died during start-up) is
 //! removed.
 //!
@@ -38,7 +39,8 @@ pub struct Launch {
     pub conduit: ConduitKind,
     /// Segment size per rank (`TESSERA_SEGMENT` syntax), or the default.
     pub segment: Option<String>,
-    /// Prefix every output line with `[rank]`.
+    /// Prefix every output line with `[rank]` (`smp` only: under `threads` every rank
+    /// shares one process and one output stream, so lines are forwarded unlabelled).
     pub label: bool,
     /// End the job (as a failure) after this long.
     pub timeout: Option<Duration>,
@@ -193,7 +195,7 @@ fn spawn_rank(spec: &Launch, job_id: &str, rank: Option<usize>) -> Result<Child,
     if rank.unwrap_or(0) != 0 {
         cmd.stdin(Stdio::null());
     }
-    if spec.label {
+    if spec.label && rank.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
     // SAFETY: the closure runs in the child between fork and exec and only calls prctl,
