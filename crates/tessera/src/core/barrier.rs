@@ -66,7 +66,9 @@ impl BarrierState {
     pub(crate) fn new(ctx: &Context) -> Result<Self> {
         // Not cleared: the segment is zero-filled when mapped, and a fast peer may already
         // have signalled into our area before we get here.
-        let area = ctx.alloc_collective::<Area>(1)?;
+        // Unchecked: in checked mode a collective allocation runs a barrier, which does not
+        // exist yet.
+        let area = ctx.alloc_in::<Area>(super::alloc::Arena::Collective, 1)?;
         let rounds = ctx.ranks().next_power_of_two().trailing_zeros() as usize;
         Ok(BarrierState {
             area: Some(area),

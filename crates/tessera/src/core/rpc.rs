@@ -96,7 +96,7 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
         ctx.rpc.results.borrow_mut().insert(ticket, result);
         Ok(())
     })?;
-    let fingerprint = ctx.alloc_collective::<u64>(1)?;
+    let fingerprint = ctx.alloc_in::<u64>(super::alloc::Arena::Collective, 1)?;
     ctx.put_value(fingerprint, executable_fingerprint())?;
     ctx.rpc.fingerprint.set(Some(fingerprint));
     Ok(())

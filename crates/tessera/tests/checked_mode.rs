@@ -1,0 +1,46 @@
+//! Checked mode (`TESSERA_CHECK=1` / `Job::checked`): collective allocations that differ
+//! between ranks are reported instead of silently handing out different offsets.
+
+use std::time::Duration;
+
+use tessera::Job;
+
+#[test]
+fn matching_collective_allocations_pass() {
+    Job::threads(3)
+        .segment(1 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let a = ctx.alloc_collective::<u64>(10)?;
+            let b = ctx.alloc_collective::<u8>(3)?;
+            ctx.free_collective(b)?;
+            ctx.free_collective(a)?;
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn mismatched_collective_allocations_are_reported() {
+    let err = Job::threads(3)
+        .segment(1 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            // Rank 1 allocates a different size: its later offsets would differ.
+            let n = if ctx.rank() == 1 { 20 } else { 10 };
+            ctx.alloc_collective::<u64>(n)?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("collective allocations differ between ranks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rank 1: label"),
+        "the report names each rank's allocation: {err}"
+    );
+}
