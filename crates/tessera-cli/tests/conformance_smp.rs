@@ -26,7 +26,7 @@ fn selftest(ranks: u32, conduit: &str) {
         f.stderr
     );
     assert!(
-        f.stdout.contains("13 case(s) passed"),
+        f.stdout.contains("14 case(s) passed"),
         "unexpected report: {}",
         f.stdout
     );

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use crate::error::{CoreError, Error};
 use crate::{AtomicOp, Context, GlobalPtr, RankResult};
+use crate::{Collective, Op, Team};
 
 /// One conformance check.
 pub struct Case {
@@ -80,6 +81,10 @@ pub fn cases() -> &'static [Case] {
         Case {
             name: "bad_input",
             run: bad_input,
+        },
+        Case {
+            name: "collectives",
+            run: collectives,
         },
     ]
 }
@@ -684,5 +689,87 @@ fn bad_input(ctx: &Context) -> RankResult {
     )?;
     ctx.barrier()?;
     ctx.free_collective(p)?;
+    Ok(())
+}
+
+/// Every collective with every algorithm on the world team, at a small and a multi-chunk
+/// size, against results computed sequentially (the full matrix of team shapes and types
+/// runs in the library's tests; this checks that the model layer works on the conduit).
+fn collectives(ctx: &Context) -> RankResult {
+    let world = Team::world(ctx)?;
+    let (n, me) = (world.size(), world.rank());
+    let value = |r: usize, i: usize| (r as u64 + 1) * 1_000_003 + i as u64 * 7;
+    for op in Collective::ALL {
+        for &alg in op.algorithms() {
+            let t = world.with_algorithm(op, alg)?;
+            for len in [3usize, 10_000] {
+                let what = |w: &str| format!("{} with {alg}, {len} elements: {w}", op.name());
+                let mine: Vec<u64> = (0..len).map(|i| value(me, i)).collect();
+                let all: Vec<u64> = (0..n)
+                    .flat_map(|r| (0..len).map(move |i| value(r, i)))
+                    .collect();
+                let sum: Vec<u64> = (0..len)
+                    .map(|i| (0..n).map(|r| value(r, i)).sum())
+                    .collect();
+                let root = len % n;
+                match op {
+                    Collective::Barrier => t.barrier()?,
+                    Collective::Broadcast => {
+                        let mut d = if me == root {
+                            mine.clone()
+                        } else {
+                            vec![0; len]
+                        };
+                        t.broadcast(root, &mut d)?;
+                        ensure(d == all[root * len..(root + 1) * len], || what("data"))?;
+                    }
+                    Collective::Reduce => {
+                        let mut d = vec![0; if me == root { len } else { 0 }];
+                        t.reduce(root, &mine, &mut d, Op::Sum)?;
+                        ensure(me != root || d == sum, || what("sum"))?;
+                    }
+                    Collective::Allreduce => {
+                        let mut d = vec![0; len];
+                        t.allreduce(&mine, &mut d, Op::Sum)?;
+                        ensure(d == sum, || what("sum"))?;
+                    }
+                    Collective::Gather => {
+                        let mut d = vec![0; if me == root { n * len } else { 0 }];
+                        t.gather(root, &mine, &mut d)?;
+                        ensure(me != root || d == all, || what("blocks"))?;
+                    }
+                    Collective::Allgather => {
+                        let mut d = vec![0; n * len];
+                        t.allgather(&mine, &mut d)?;
+                        ensure(d == all, || what("blocks"))?;
+                    }
+                    Collective::Scatter => {
+                        let src = if me == root { all.clone() } else { Vec::new() };
+                        let mut d = vec![0; len];
+                        t.scatter(root, &src, &mut d)?;
+                        ensure(d == all[me * len..(me + 1) * len], || what("block"))?;
+                    }
+                    Collective::Exchange => {
+                        // Block j of rank r's source: value(r, j·len + i).
+                        let src: Vec<u64> = (0..n * len).map(|i| value(me, i)).collect();
+                        let mut d = vec![0; n * len];
+                        t.exchange(&src, &mut d)?;
+                        let want: Vec<u64> = (0..n)
+                            .flat_map(|r| (0..len).map(move |i| value(r, me * len + i)))
+                            .collect();
+                        ensure(d == want, || what("blocks"))?;
+                    }
+                    Collective::Scan => {
+                        let mut d = vec![0; len];
+                        t.scan(&mine, &mut d, Op::Sum)?;
+                        let want: Vec<u64> = (0..len)
+                            .map(|i| (0..=me).map(|r| value(r, i)).sum())
+                            .collect();
+                        ensure(d == want, || what("prefix"))?;
+                    }
+                }
+            }
+        }
+    }
     Ok(())
 }

@@ -30,6 +30,7 @@
 //!   `threads` in one process). Nothing above it assumes shared memory.
 //! - [`core`]: what programs use: segments and global pointers, put/get, signalling put,
 //!   atomics, active messages and RPC, barriers, locks.
+//! - [`model`]: teams and collectives built on the core.
 //! - [`conformance`]: the checklist every conduit must pass, runnable on any job.
 
 pub mod conduit;
@@ -37,6 +38,7 @@ pub mod conformance;
 pub mod core;
 pub mod error;
 pub mod job;
+pub mod model;
 mod protocol;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};
@@ -48,6 +50,8 @@ pub use crate::core::sync::{GlobalLock, Semaphore};
 pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
 pub use crate::job::{spmd, ConduitKind, Job, RankResult};
+pub use crate::model::ops::{Combine, Loc, Op, Reducible};
+pub use crate::model::team::{Algorithm, Collective, Team};
 
 /// Result type of Tessera operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -38,6 +38,7 @@ pub mod sync;
 
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
@@ -86,9 +87,8 @@ pub struct Context {
     options: Options,
     /// Depth of active-message handler execution (handlers must not block).
     in_handler: Cell<u32>,
-    /// Polls between yields in a wait: many when every rank has a core of its own (the
-    /// lowest latency), few when ranks outnumber cores (so waiting ranks give way).
-    spins_per_yield: u32,
+    /// Cores of this machine (for the wait policy).
+    cores: usize,
     am: am::AmState,
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
@@ -111,7 +111,7 @@ impl Context {
             heap: RefCell::new(SegmentHeap::new(segment_len)),
             options,
             in_handler: Cell::new(0),
-            spins_per_yield: spins_per_yield(ranks),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             am: am::AmState::default(),
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
@@ -329,7 +329,7 @@ impl Context {
     }
 
     /// Block until `done` returns true, making progress meanwhile. Spins, then yields the
-    /// processor (see [`spins_per_yield`]), so oversubscribed jobs stay fast. Honours the watchdog
+    /// processor (see [`Context::spins_per_yield`]), so oversubscribed jobs stay fast. Honours the watchdog
     /// (`TESSERA_WAIT_TIMEOUT`), reporting `what` and `describe()`.
     pub(crate) fn wait_until(
         &self,
@@ -348,7 +348,7 @@ impl Context {
             }
             self.poll()?;
             spins += 1;
-            if spins < self.spins_per_yield {
+            if spins < self.spins_per_yield() {
                 std::hint::spin_loop();
                 continue;
             }
@@ -383,15 +383,41 @@ impl Context {
     }
 }
 
-/// The wait policy: with at least one core per rank, poll ~4096 times (tens of
-/// microseconds) between yields, so a waiting rank answers within a poll; oversubscribed,
-/// yield after a few polls so that the rank being waited on gets the core.
-fn spins_per_yield(ranks: usize) -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if ranks <= cores {
-        4096
-    } else {
-        16
+/// Rank threads alive in this process, over every threads-conduit job (tests run several
+/// jobs at once); see [`Context::spins_per_yield`].
+static RANK_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a rank thread as alive while it exists.
+pub(crate) struct RankThread(());
+
+impl RankThread {
+    pub(crate) fn enter() -> RankThread {
+        RANK_THREADS.fetch_add(1, Ordering::Relaxed);
+        RankThread(())
+    }
+}
+
+impl Drop for RankThread {
+    fn drop(&mut self) {
+        RANK_THREADS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Context {
+    /// The wait policy: with at least one core per busy rank, poll ~4096 times (tens of
+    /// microseconds) between yields, so a waiting rank answers within a poll; when ranks
+    /// outnumber cores (this job's processes, or every rank thread of this process), yield
+    /// after a few polls so that the rank being waited on gets a core.
+    fn spins_per_yield(&self) -> u32 {
+        let busy = match self.conduit.kind() {
+            ConduitKind::Threads => RANK_THREADS.load(Ordering::Relaxed).max(self.ranks),
+            ConduitKind::Smp => self.ranks,
+        };
+        if busy <= self.cores {
+            4096
+        } else {
+            16
+        }
     }
 }
 

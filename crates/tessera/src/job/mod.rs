@@ -276,6 +276,7 @@ impl Job {
                     .name(format!("rank-{rank}"))
                     .stack_size(16 << 20)
                     .spawn_scoped(scope, move || {
+                        let _alive = crate::core::RankThread::enter();
                         let conduit = job.conduit(rank);
                         if let Err(why) = run_rank(Box::new(conduit), options, body) {
                             job.abort.raise(rank, &why);

@@ -1,0 +1,13 @@
+//! The model layer: what PGAS programs are written in, built on the core.
+//!
+//! - [`team`]: teams (world, split, process grids) and collective operations with several
+//!   algorithms each;
+//! - [`ops`]: reduction operations and the types they apply to;
+//! - `channel`: point-to-point team messages from signalling puts (internal).
+//!
+//! This layer must never reach around the core to the conduit: everything it does works
+//! on any conduit.
+
+mod channel;
+pub mod ops;
+pub mod team;

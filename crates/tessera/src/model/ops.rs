@@ -1,0 +1,155 @@
+//! Reduction operations and the element types they apply to.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::CoreError;
+use crate::Result;
+
+/// A built-in reduction operation.
+///
+/// ```
+/// use tessera::{Op, Reducible};
+/// let mut acc = [3u32, 8];
+/// u32::reduce(Op::Max, &mut acc, &[5, 1]).unwrap();
+/// assert_eq!(acc, [5, 8]);
+/// assert!(f64::reduce(Op::BitXor, &mut [1.0], &[2.0]).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Product (wrapping for integers).
+    Prod,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Bitwise and (integers).
+    BitAnd,
+    /// Bitwise or (integers).
+    BitOr,
+    /// Bitwise xor (integers).
+    BitXor,
+    /// Logical and: non-zero is true, the result is 0 or 1 (integers).
+    LogicalAnd,
+    /// Logical or (integers).
+    LogicalOr,
+    /// Minimum value with the index where it occurs (on [`Loc`]); ties take the smaller index.
+    MinLoc,
+    /// Maximum value with its index (on [`Loc`]); ties take the smaller index.
+    MaxLoc,
+}
+
+/// A user reduction: `combine(acc, other)` sets `acc[i] = acc[i] ⊕ other[i]`. It must be
+/// associative and commutative.
+///
+/// ```
+/// let max_abs: &tessera::Combine<'_, f64> = &|acc, other| {
+///     for (a, b) in acc.iter_mut().zip(other) {
+///         *a = a.abs().max(b.abs());
+///     }
+///     Ok(())
+/// };
+/// let mut acc = [-3.0, 1.0];
+/// max_abs(&mut acc, &[2.0, -4.0]).unwrap();
+/// assert_eq!(acc, [3.0, 4.0]);
+/// ```
+pub type Combine<'f, T> = dyn Fn(&mut [T], &[T]) -> Result<()> + 'f;
+
+/// Element types that built-in operations reduce.
+pub trait Reducible: Pod {
+    /// `acc[i] = acc[i] op other[i]`; an error if `op` does not apply to this type.
+    fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()>;
+}
+
+fn unsupported<T>(op: Op) -> crate::Error {
+    CoreError::Invalid(format!(
+        "reduction {op:?} does not apply to {}",
+        std::any::type_name::<T>()
+    ))
+    .into()
+}
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Reducible for $t {
+            fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
+                let f: fn($t, $t) -> $t = match op {
+                    Op::Sum => |a, b| a.wrapping_add(b),
+                    Op::Prod => |a, b| a.wrapping_mul(b),
+                    Op::Min => |a, b| a.min(b),
+                    Op::Max => |a, b| a.max(b),
+                    Op::BitAnd => |a, b| a & b,
+                    Op::BitOr => |a, b| a | b,
+                    Op::BitXor => |a, b| a ^ b,
+                    Op::LogicalAnd => |a, b| (a != 0 && b != 0) as $t,
+                    Op::LogicalOr => |a, b| (a != 0 || b != 0) as $t,
+                    Op::MinLoc | Op::MaxLoc => return Err(unsupported::<$t>(op)),
+                };
+                acc.iter_mut().zip(other).for_each(|(a, &b)| *a = f(*a, b));
+                Ok(())
+            }
+        }
+    )*};
+}
+integer!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
+
+macro_rules! float {
+    ($($t:ty),*) => {$(
+        impl Reducible for $t {
+            fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
+                let f: fn($t, $t) -> $t = match op {
+                    Op::Sum => |a, b| a + b,
+                    Op::Prod => |a, b| a * b,
+                    Op::Min => |a, b| a.min(b),
+                    Op::Max => |a, b| a.max(b),
+                    _ => return Err(unsupported::<$t>(op)),
+                };
+                acc.iter_mut().zip(other).for_each(|(a, &b)| *a = f(*a, b));
+                Ok(())
+            }
+        }
+    )*};
+}
+float!(f32, f64);
+
+/// A value with the index where it occurs, for [`Op::MinLoc`] and [`Op::MaxLoc`]
+/// (the index is usually a rank or a global position).
+///
+/// ```
+/// use tessera::{Loc, Op, Reducible};
+/// let mut best = [Loc::new(2.5, 7)];
+/// Loc::reduce(Op::MaxLoc, &mut best, &[Loc::new(9.0, 3)]).unwrap();
+/// assert_eq!(best[0], Loc::new(9.0, 3));
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct Loc {
+    /// The value.
+    pub value: f64,
+    /// Where it occurs.
+    pub index: u64,
+}
+
+impl Loc {
+    /// A value at an index.
+    pub fn new(value: f64, index: u64) -> Loc {
+        Loc { value, index }
+    }
+}
+
+impl Reducible for Loc {
+    fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
+        let better: fn(&Loc, &Loc) -> bool = match op {
+            Op::MinLoc => |b, a| b.value < a.value || (b.value == a.value && b.index < a.index),
+            Op::MaxLoc => |b, a| b.value > a.value || (b.value == a.value && b.index < a.index),
+            _ => return Err(unsupported::<Loc>(op)),
+        };
+        for (a, b) in acc.iter_mut().zip(other) {
+            if better(b, a) {
+                *a = *b;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1170 @@
+//! Teams and their collective operations.
+//!
+//! A [`Team`] is an ordered set of ranks that perform collectives together: the world,
+//! or any subset made by [`Team::split`] (and [`Team::grid`] for the rows and columns of a
+//! process grid). Teams nest: a team can be split again. Creating a team is collective
+//! over its parent.
+//!
+//! Every operation comes in several algorithms ([`Algorithm`]). A documented model picks
+//! one from the team size and message size. `TESSERA_COLL_<OPERATION>=<algorithm>` (for
+//! example `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data
+//! moves as signalling puts into per-member mailboxes (see the `channel` module), so the
+//! collectives work on any conduit.
+//!
+//! Semantics: operations are blocking, and every member must call the same operations in
+//! the same order with matching arguments (roots, counts, operation). Mismatched lengths are
+//! detected and reported. Reduction operations must be associative and commutative
+//! (floating-point results may differ in the last bits between algorithms). A built-in
+//! operation that does not apply to the element type is refused before anything moves. A
+//! user operation that fails mid-way ends the job: its partners would otherwise wait for
+//! it (the watchdog, `TESSERA_WAIT_TIMEOUT`, names them).
+//!
+//! This module must never touch another rank's memory except through the channel.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+use std::str::FromStr;
+
+use bytemuck::Pod;
+
+use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
+use super::ops::{Combine, Op, Reducible};
+use crate::error::CoreError;
+use crate::{Context, GlobalPtr, Result};
+
+/// The collective operations, for choosing algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// [`Team::barrier`]
+    Barrier,
+    /// [`Team::broadcast`]
+    Broadcast,
+    /// [`Team::reduce`]
+    Reduce,
+    /// [`Team::allreduce`]
+    Allreduce,
+    /// [`Team::gather`]
+    Gather,
+    /// [`Team::allgather`]
+    Allgather,
+    /// [`Team::scatter`]
+    Scatter,
+    /// [`Team::exchange`] and [`Team::exchange_v`]
+    Exchange,
+    /// [`Team::scan`] and [`Team::exscan`]
+    Scan,
+}
+
+impl Collective {
+    /// Every collective.
+    pub const ALL: [Collective; 9] = [
+        Collective::Barrier,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Allreduce,
+        Collective::Gather,
+        Collective::Allgather,
+        Collective::Scatter,
+        Collective::Exchange,
+        Collective::Scan,
+    ];
+
+    /// Lower-case name, as in `TESSERA_COLL_<NAME>` (upper-cased) and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Barrier => "barrier",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::Allreduce => "allreduce",
+            Collective::Gather => "gather",
+            Collective::Allgather => "allgather",
+            Collective::Scatter => "scatter",
+            Collective::Exchange => "exchange",
+            Collective::Scan => "scan",
+        }
+    }
+
+    /// The algorithms that implement this operation.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        use Algorithm::*;
+        match self {
+            Collective::Barrier => &[Dissemination, Flat],
+            Collective::Broadcast => &[Flat, Binomial, Knomial(4), Chain],
+            Collective::Reduce => &[Flat, Binomial, Knomial(4)],
+            Collective::Allreduce => &[ReduceBroadcast, RecursiveDoubling, Ring],
+            Collective::Gather => &[Flat, Binomial],
+            Collective::Allgather => &[Ring, Bruck, GatherBroadcast],
+            Collective::Scatter => &[Flat, Binomial],
+            Collective::Exchange => &[Pairwise, Flat],
+            Collective::Scan => &[Linear, RecursiveDoubling],
+        }
+    }
+}
+
+/// An algorithm for a collective operation.
+///
+/// ```
+/// use tessera::Algorithm;
+/// assert_eq!("knomial8".parse::<Algorithm>().unwrap(), Algorithm::Knomial(8));
+/// assert_eq!(Algorithm::RecursiveDoubling.to_string(), "recursive_doubling");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// The root talks to every member directly (or every member to every member).
+    Flat,
+    /// Binomial tree (k-nomial with radix 2).
+    Binomial,
+    /// k-nomial tree with the given radix (at least 2).
+    Knomial(u32),
+    /// Pipelined chain: each member forwards chunks to the next as they arrive.
+    Chain,
+    /// Dissemination in ⌈log₂ n⌉ rounds.
+    Dissemination,
+    /// Recursive doubling (non-powers of two folded into the nearest power).
+    RecursiveDoubling,
+    /// Ring: reduce-scatter then allgather, or n − 1 neighbour steps.
+    Ring,
+    /// Reduce to a root, then broadcast.
+    ReduceBroadcast,
+    /// Gather to a root, then broadcast.
+    GatherBroadcast,
+    /// Bruck's dissemination allgather.
+    Bruck,
+    /// n − 1 pairwise exchange steps.
+    Pairwise,
+    /// A chain passing partial results from rank to rank.
+    Linear,
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Algorithm::Flat => f.write_str("flat"),
+            Algorithm::Binomial => f.write_str("binomial"),
+            Algorithm::Knomial(k) => write!(f, "knomial{k}"),
+            Algorithm::Chain => f.write_str("chain"),
+            Algorithm::Dissemination => f.write_str("dissemination"),
+            Algorithm::RecursiveDoubling => f.write_str("recursive_doubling"),
+            Algorithm::Ring => f.write_str("ring"),
+            Algorithm::ReduceBroadcast => f.write_str("reduce_broadcast"),
+            Algorithm::GatherBroadcast => f.write_str("gather_broadcast"),
+            Algorithm::Bruck => f.write_str("bruck"),
+            Algorithm::Pairwise => f.write_str("pairwise"),
+            Algorithm::Linear => f.write_str("linear"),
+        }
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "flat" => Algorithm::Flat,
+            "binomial" => Algorithm::Binomial,
+            "chain" => Algorithm::Chain,
+            "dissemination" => Algorithm::Dissemination,
+            "recursive_doubling" => Algorithm::RecursiveDoubling,
+            "ring" => Algorithm::Ring,
+            "reduce_broadcast" => Algorithm::ReduceBroadcast,
+            "gather_broadcast" => Algorithm::GatherBroadcast,
+            "bruck" => Algorithm::Bruck,
+            "pairwise" => Algorithm::Pairwise,
+            "linear" => Algorithm::Linear,
+            k if k.starts_with("knomial") => match k["knomial".len()..].parse::<u32>() {
+                Ok(radix) if radix >= 2 => Algorithm::Knomial(radix),
+                _ => {
+                    return Err(format!(
+                        "{k:?}: knomial needs a radix of at least 2, e.g. knomial4"
+                    ))
+                }
+            },
+            other => return Err(format!("unknown collective algorithm {other:?}")),
+        })
+    }
+}
+
+/// Forced algorithms, from `TESSERA_COLL_*` and [`Team::with_algorithm`].
+fn forced_from_env() -> Result<HashMap<Collective, Algorithm>> {
+    let mut forced = HashMap::new();
+    for op in Collective::ALL {
+        let var = format!("TESSERA_COLL_{}", op.name().to_uppercase());
+        if let Ok(value) = std::env::var(&var) {
+            let alg = value
+                .parse::<Algorithm>()
+                .map_err(|e| CoreError::Invalid(format!("{var}: {e}")))?;
+            check_supported(op, alg)?;
+            forced.insert(op, alg);
+        }
+    }
+    Ok(forced)
+}
+
+fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
+    let supported = op.algorithms();
+    let ok = supported.contains(&alg)
+        || matches!(alg, Algorithm::Knomial(_))
+            && supported.iter().any(|a| matches!(a, Algorithm::Knomial(_)));
+    if ok {
+        return Ok(());
+    }
+    let names: Vec<String> = supported.iter().map(|a| a.to_string()).collect();
+    Err(CoreError::Invalid(format!(
+        "algorithm {alg} does not implement {}; choose one of: {}",
+        op.name(),
+        names.join(", ")
+    ))
+    .into())
+}
+
+/// A team of ranks that performs collectives together. See the [module docs](self).
+///
+/// ```
+/// use tessera::{Job, Op, Team};
+/// Job::threads(4).segment(8 << 20).run(|ctx| {
+///     let world = Team::world(ctx)?;
+///     let total = world.allreduce_value(ctx.rank() as u64 + 1, Op::Sum)?;
+///     assert_eq!(total, 10);
+///     let (row, col) = world.grid(2, 2)?;
+///     assert_eq!(row.allreduce_value(1u32, Op::Sum)?, 2);
+///     assert_eq!(col.size(), 2);
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Team<'a> {
+    ctx: &'a Context,
+    members: Rc<Vec<usize>>,
+    me: usize,
+    channel: Rc<Channel>,
+    forced: Rc<RefCell<HashMap<Collective, Algorithm>>>,
+}
+
+impl<'a> Team<'a> {
+    /// The team of every rank. Collective over all ranks; create it once and reuse it
+    /// (each team keeps a mailbox area in every member's segment).
+    pub fn world(ctx: &'a Context) -> Result<Team<'a>> {
+        let n = ctx.ranks();
+        let area = ctx.alloc_collective::<u8>(area_len(n, DEFAULT_CHUNK))?;
+        zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
+        ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
+        let areas = (0..n).map(|r| area.on(r)).collect();
+        Team::build(ctx, (0..n).collect(), ctx.rank(), areas)
+    }
+
+    fn build(
+        ctx: &'a Context,
+        members: Vec<usize>,
+        me: usize,
+        areas: Vec<GlobalPtr<u8>>,
+    ) -> Result<Team<'a>> {
+        Ok(Team {
+            ctx,
+            members: Rc::new(members),
+            me,
+            channel: Rc::new(Channel::new(me, areas, DEFAULT_CHUNK)),
+            forced: Rc::new(RefCell::new(forced_from_env()?)),
+        })
+    }
+
+    /// This rank's index in the team.
+    pub fn rank(&self) -> usize {
+        self.me
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The world rank of team member `team_rank`.
+    pub fn world_rank(&self, team_rank: usize) -> usize {
+        self.members[team_rank]
+    }
+
+    /// The team rank of world rank `world_rank`, if it is a member.
+    pub fn team_rank(&self, world_rank: usize) -> Option<usize> {
+        self.members.iter().position(|&r| r == world_rank)
+    }
+
+    /// The context this team runs on.
+    pub fn context(&self) -> &'a Context {
+        self.ctx
+    }
+
+    /// This team with `algorithm` forced for `op` (for experiments and tests). The copy
+    /// shares the team's channel, so it must be used in the same collective order.
+    pub fn with_algorithm(&self, op: Collective, algorithm: Algorithm) -> Result<Team<'a>> {
+        check_supported(op, algorithm)?;
+        let mut forced = self.forced.borrow().clone();
+        forced.insert(op, algorithm);
+        Ok(Team {
+            forced: Rc::new(RefCell::new(forced)),
+            ..self.clone()
+        })
+    }
+
+    /// Split into sub-teams: members passing the same `colour` form a team, ordered by
+    /// `key` (ties by rank in this team). `None` joins no team and returns `None`.
+    /// Collective over this team.
+    pub fn split(&self, colour: Option<u32>, key: u64) -> Result<Option<Team<'a>>> {
+        let n = self.size();
+        let mine = [colour.map_or(u64::MAX, u64::from), key];
+        let mut all = vec![0u64; 2 * n];
+        self.allgather(&mine, &mut all)?;
+        let mut group: Vec<(u64, usize)> = (0..n)
+            .filter(|&i| colour.is_some() && all[2 * i] == mine[0])
+            .map(|i| (all[2 * i + 1], i))
+            .collect();
+        group.sort_unstable();
+        // Each member clears a mailbox area sized for its new team, then publishes it.
+        let area = match colour {
+            Some(_) => {
+                let len = area_len(group.len(), DEFAULT_CHUNK);
+                let area = self.ctx.alloc_local::<u8>(len)?;
+                zero(self.ctx, area, len)?;
+                Some(area)
+            }
+            None => None,
+        };
+        let published = area.map_or([u64::MAX, 0], |a| [a.rank() as u64, a.offset()]);
+        let mut areas = vec![0u64; 2 * n];
+        self.allgather(&published, &mut areas)?;
+        if colour.is_none() {
+            return Ok(None);
+        }
+        let me = group
+            .iter()
+            .position(|&(_, i)| i == self.me)
+            .expect("member of own group");
+        let members = group.iter().map(|&(_, i)| self.members[i]).collect();
+        let areas = group
+            .iter()
+            .map(|&(_, i)| GlobalPtr::new(areas[2 * i] as usize, areas[2 * i + 1]))
+            .collect();
+        let mut team = Team::build(self.ctx, members, me, areas)?;
+        team.forced = Rc::new(RefCell::new(self.forced.borrow().clone()));
+        Ok(Some(team))
+    }
+
+    /// The row and column teams of a `rows × cols` process grid laid out row-major over
+    /// this team (member r sits at row r / cols, column r % cols). Collective.
+    pub fn grid(&self, rows: usize, cols: usize) -> Result<(Team<'a>, Team<'a>)> {
+        if rows * cols != self.size() {
+            return Err(CoreError::Invalid(format!(
+                "a {rows}×{cols} grid needs {} members; this team has {}",
+                rows * cols,
+                self.size()
+            ))
+            .into());
+        }
+        let (row, col) = (self.me / cols, self.me % cols);
+        let row_team = self.split(Some(row as u32), col as u64)?.expect("in a row");
+        let col_team = self
+            .split(Some(col as u32), row as u64)?
+            .expect("in a column");
+        Ok((row_team, col_team))
+    }
+
+    fn choose(&self, op: Collective, bytes: usize) -> Algorithm {
+        if let Some(&alg) = self.forced.borrow().get(&op) {
+            return alg;
+        }
+        default_algorithm(op, self.size(), bytes)
+    }
+
+    // ----- message helpers ------------------------------------------------------------
+
+    fn send<T: Pod>(&self, to: usize, data: &[T]) -> Result<()> {
+        self.channel.send(self.ctx, to, bytemuck::cast_slice(data))
+    }
+
+    fn recv<T: Pod>(&self, from: usize, out: &mut [T]) -> Result<()> {
+        self.channel
+            .recv(self.ctx, from, bytemuck::cast_slice_mut(out))
+    }
+
+    fn sendrecv<T: Pod>(&self, to: usize, data: &[T], from: usize, out: &mut [T]) -> Result<()> {
+        self.channel.sendrecv(
+            self.ctx,
+            to,
+            bytemuck::cast_slice(data),
+            from,
+            bytemuck::cast_slice_mut(out),
+        )
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.size() {
+            return Err(CoreError::Invalid(format!(
+                "root {root} is not a member: this team has ranks 0..{}",
+                self.size()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    // ----- barrier ----------------------------------------------------------------------
+
+    /// Block until every member has entered the barrier.
+    pub fn barrier(&self) -> Result<()> {
+        let n = self.size();
+        match self.choose(Collective::Barrier, 0) {
+            Algorithm::Flat => {
+                if self.me == 0 {
+                    let mut bufs: Vec<[u8; 0]> = vec![[]; n];
+                    let mut recvs: Vec<Incoming> = bufs
+                        .iter_mut()
+                        .enumerate()
+                        .skip(1)
+                        .map(|(i, b)| Incoming::new(i, b))
+                        .collect();
+                    self.channel.transfer(self.ctx, &mut [], &mut recvs)?;
+                    let mut sends: Vec<Outgoing> = (1..n).map(|i| Outgoing::new(i, &[])).collect();
+                    self.channel.transfer(self.ctx, &mut sends, &mut [])
+                } else {
+                    self.channel.send(self.ctx, 0, &[])?;
+                    self.channel.recv(self.ctx, 0, &mut [])
+                }
+            }
+            _ => {
+                let mut dist = 1;
+                while dist < n {
+                    self.channel.sendrecv(
+                        self.ctx,
+                        (self.me + dist) % n,
+                        &[],
+                        (self.me + n - dist) % n,
+                        &mut [],
+                    )?;
+                    dist *= 2;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    // ----- broadcast --------------------------------------------------------------------
+
+    /// Copy `data` from member `root` to every member's `data`.
+    pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+        self.check_root(root)?;
+        let n = self.size();
+        if n == 1 {
+            return Ok(());
+        }
+        match self.choose(Collective::Broadcast, std::mem::size_of_val(data)) {
+            Algorithm::Chain => {
+                let rel = (self.me + n - root) % n;
+                let (prev, next) = ((self.me + n - 1) % n, (self.me + 1) % n);
+                let step = (self.channel_chunk() / std::mem::size_of::<T>().max(1)).max(1);
+                let mut start = 0;
+                loop {
+                    let end = (start + step).min(data.len());
+                    if rel != 0 {
+                        self.recv(prev, &mut data[start..end])?;
+                    }
+                    if rel != n - 1 {
+                        self.send(next, &data[start..end])?;
+                    }
+                    start = end;
+                    if start >= data.len() {
+                        return Ok(());
+                    }
+                }
+            }
+            alg => {
+                let radix = radix_of(alg, n);
+                let tree = Knomial::new(radix, n, (self.me + n - root) % n);
+                if let Some(parent) = tree.parent {
+                    self.recv((parent + root) % n, data)?;
+                }
+                let children: Vec<usize> = tree.children.iter().map(|c| (c + root) % n).collect();
+                let bytes: &[u8] = bytemuck::cast_slice(data);
+                let mut sends: Vec<Outgoing> =
+                    children.iter().map(|&c| Outgoing::new(c, bytes)).collect();
+                self.channel.transfer(self.ctx, &mut sends, &mut [])
+            }
+        }
+    }
+
+    fn channel_chunk(&self) -> usize {
+        DEFAULT_CHUNK
+    }
+
+    /// Broadcast one value from `root`.
+    pub fn broadcast_value<T: Pod>(&self, root: usize, value: T) -> Result<T> {
+        let mut v = [value];
+        self.broadcast(root, &mut v)?;
+        Ok(v[0])
+    }
+
+    // ----- reductions -------------------------------------------------------------------
+
+    /// Reduce `src` over all members with `op` into `dst` on `root` (`dst` is untouched
+    /// elsewhere and may be empty there).
+    pub fn reduce<T: Reducible>(
+        &self,
+        root: usize,
+        src: &[T],
+        dst: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        check_op::<T>(op)?;
+        self.reduce_with(root, src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+    }
+
+    /// [`Team::reduce`] with a user operation `combine(acc, other)` (associative and
+    /// commutative) over any plain-old-data type.
+    pub fn reduce_with<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        if self.me == root && dst.len() != src.len() {
+            return Err(length_error("reduce", "dst", dst.len(), src.len()));
+        }
+        let n = self.size();
+        let alg = self.choose(Collective::Reduce, std::mem::size_of_val(src));
+        let tree = Knomial::new(radix_of(alg, n), n, (self.me + n - root) % n);
+        let mut acc = src.to_vec();
+        let mut bufs: Vec<Vec<T>> = tree
+            .children
+            .iter()
+            .map(|_| vec![T::zeroed(); src.len()])
+            .collect();
+        {
+            let mut recvs: Vec<Incoming> = tree
+                .children
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(&c, b)| Incoming::new((c + root) % n, bytemuck::cast_slice_mut(b)))
+                .collect();
+            self.channel.transfer(self.ctx, &mut [], &mut recvs)?;
+        }
+        for b in &bufs {
+            combine(&mut acc, b)?;
+        }
+        match tree.parent {
+            Some(parent) => self.send((parent + root) % n, &acc),
+            None => {
+                dst.copy_from_slice(&acc);
+                Ok(())
+            }
+        }
+    }
+
+    /// Reduce one value to `root`: `Some(result)` there, `None` elsewhere.
+    pub fn reduce_value<T: Reducible>(&self, root: usize, value: T, op: Op) -> Result<Option<T>> {
+        let mut out = [value];
+        let dst: &mut [T] = if self.me == root { &mut out } else { &mut [] };
+        self.reduce(root, &[value], dst, op)?;
+        Ok((self.me == root).then_some(out[0]))
+    }
+
+    /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
+    pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        check_op::<T>(op)?;
+        self.allreduce_with(src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+    }
+
+    /// [`Team::allreduce`] with a user operation.
+    pub fn allreduce_with<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        if dst.len() != src.len() {
+            return Err(length_error("allreduce", "dst", dst.len(), src.len()));
+        }
+        let n = self.size();
+        match self.choose(Collective::Allreduce, std::mem::size_of_val(src)) {
+            Algorithm::ReduceBroadcast => {
+                let single = self.with_forced(&[
+                    (Collective::Reduce, Algorithm::Binomial),
+                    (Collective::Broadcast, Algorithm::Binomial),
+                ]);
+                single.reduce_with(0, src, dst, combine)?;
+                single.broadcast(0, dst)
+            }
+            Algorithm::Ring if src.len() >= n => self.allreduce_ring(src, dst, combine),
+            _ => self.allreduce_recursive_doubling(src, dst, combine),
+        }
+    }
+
+    /// The same team with some algorithms forced, for composed algorithms.
+    fn with_forced(&self, pairs: &[(Collective, Algorithm)]) -> Team<'a> {
+        let mut forced = self.forced.borrow().clone();
+        forced.extend(pairs.iter().copied());
+        Team {
+            forced: Rc::new(RefCell::new(forced)),
+            ..self.clone()
+        }
+    }
+
+    fn allreduce_recursive_doubling<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let n = self.size();
+        let me = self.me;
+        let pow = if n.is_power_of_two() {
+            n
+        } else {
+            n.next_power_of_two() / 2
+        };
+        let rem = n - pow;
+        dst.copy_from_slice(src);
+        let mut other = vec![T::zeroed(); src.len()];
+        // Fold the first 2·rem members pairwise so that `pow` members remain.
+        let vrank = if me < 2 * rem {
+            if me % 2 == 0 {
+                self.send(me + 1, dst)?;
+                None
+            } else {
+                self.recv(me - 1, &mut other)?;
+                combine(dst, &other)?;
+                Some(me / 2)
+            }
+        } else {
+            Some(me - rem)
+        };
+        if let Some(v) = vrank {
+            let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+            let mut mask = 1;
+            while mask < pow {
+                let partner = real(v ^ mask);
+                self.sendrecv(partner, dst, partner, &mut other)?;
+                combine(dst, &other)?;
+                mask *= 2;
+            }
+        }
+        if me < 2 * rem {
+            if me % 2 == 0 {
+                self.recv(me + 1, dst)?;
+            } else {
+                self.send(me - 1, dst)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn allreduce_ring<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let n = self.size();
+        let me = self.me;
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        let block = |b: usize| split_range(src.len(), n, b % n);
+        dst.copy_from_slice(src);
+        let mut incoming = vec![T::zeroed(); src.len().div_ceil(n)];
+        // Reduce-scatter: after n − 1 steps, block (me + 1) % n is complete here.
+        for s in 0..n - 1 {
+            let out = block(me + n - s);
+            let inb = block(me + 2 * n - s - 1);
+            let tmp = &mut incoming[..inb.len()];
+            let outgoing: Vec<T> = dst[out].to_vec();
+            self.sendrecv(right, &outgoing, left, tmp)?;
+            combine(&mut dst[inb], tmp)?;
+        }
+        // Allgather of the completed blocks.
+        for s in 0..n - 1 {
+            let out = block(me + 1 + n - s);
+            let inb = block(me + n - s);
+            let outgoing: Vec<T> = dst[out].to_vec();
+            self.sendrecv(right, &outgoing, left, &mut dst[inb])?;
+        }
+        Ok(())
+    }
+
+    /// Reduce one value over all members; every member gets the result
+    /// (Berkeley UPC's `bupc_allv_reduce`).
+    pub fn allreduce_value<T: Reducible>(&self, value: T, op: Op) -> Result<T> {
+        let mut out = [value];
+        self.allreduce(&[value], &mut out, op)?;
+        Ok(out[0])
+    }
+
+    // ----- gather, allgather, scatter -------------------------------------------------
+
+    /// Gather every member's `src` (all the same length) into `dst` on `root`, in rank order
+    /// (`dst.len() == size · src.len()` there; untouched and possibly empty elsewhere).
+    pub fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_root(root)?;
+        let n = self.size();
+        let b = src.len();
+        if self.me == root && dst.len() != n * b {
+            return Err(length_error("gather", "dst", dst.len(), n * b));
+        }
+        match self.choose(Collective::Gather, std::mem::size_of_val(src)) {
+            Algorithm::Flat => {
+                if self.me == root {
+                    dst[root * b..(root + 1) * b].copy_from_slice(src);
+                    let mut recvs: Vec<Incoming> = dst
+                        .chunks_mut(b.max(1))
+                        .take(n)
+                        .enumerate()
+                        .filter(|&(i, _)| i != root)
+                        .map(|(i, c)| Incoming::new(i, bytemuck::cast_slice_mut(c)))
+                        .collect();
+                    if b == 0 {
+                        recvs = (0..n)
+                            .filter(|&i| i != root)
+                            .map(|i| Incoming::new(i, &mut []))
+                            .collect();
+                    }
+                    self.channel.transfer(self.ctx, &mut [], &mut recvs)
+                } else {
+                    self.send(root, src)
+                }
+            }
+            _ => {
+                // Binomial: member rel collects the blocks of relative ranks [rel, rel + span).
+                let rel = (self.me + n - root) % n;
+                let tree = Knomial::new(2, n, rel);
+                let span = tree.subtree_end - rel;
+                let mut buf = vec![T::zeroed(); span * b];
+                buf[..b].copy_from_slice(src);
+                for &c in &tree.children {
+                    let child_end = Knomial::new(2, n, c).subtree_end;
+                    self.recv(
+                        (c + root) % n,
+                        &mut buf[(c - rel) * b..(child_end - rel) * b],
+                    )?;
+                }
+                match tree.parent {
+                    Some(p) => self.send((p + root) % n, &buf),
+                    None => {
+                        for (j, block) in buf.chunks(b.max(1)).enumerate().take(n) {
+                            let abs = (j + root) % n;
+                            dst[abs * b..(abs + 1) * b].copy_from_slice(&block[..b]);
+                        }
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every member gets every member's `src` in rank order
+    /// (`dst.len() == size · src.len()`).
+    pub fn allgather<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+        let n = self.size();
+        let b = src.len();
+        if dst.len() != n * b {
+            return Err(length_error("allgather", "dst", dst.len(), n * b));
+        }
+        let me = self.me;
+        match self.choose(Collective::Allgather, std::mem::size_of_val(src)) {
+            Algorithm::GatherBroadcast => {
+                let single = self.with_forced(&[
+                    (Collective::Gather, Algorithm::Binomial),
+                    (Collective::Broadcast, Algorithm::Binomial),
+                ]);
+                single.gather(0, src, dst)?;
+                single.broadcast(0, dst)
+            }
+            Algorithm::Bruck => {
+                // tmp[j] holds the block of member (me + j) % n.
+                let mut tmp = vec![T::zeroed(); n * b];
+                tmp[..b].copy_from_slice(src);
+                let mut dist = 1;
+                while dist < n {
+                    let count = dist.min(n - dist);
+                    let (have, rest) = tmp.split_at_mut(dist * b);
+                    self.sendrecv(
+                        (me + n - dist) % n,
+                        &have[..count * b],
+                        (me + dist) % n,
+                        &mut rest[..count * b],
+                    )?;
+                    dist *= 2;
+                }
+                for j in 0..n {
+                    let abs = (me + j) % n;
+                    dst[abs * b..(abs + 1) * b].copy_from_slice(&tmp[j * b..(j + 1) * b]);
+                }
+                Ok(())
+            }
+            _ => {
+                dst[me * b..(me + 1) * b].copy_from_slice(src);
+                let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+                for s in 0..n.saturating_sub(1) {
+                    let out = (me + n - s) % n;
+                    let inb = (me + 2 * n - s - 1) % n;
+                    let outgoing: Vec<T> = dst[out * b..(out + 1) * b].to_vec();
+                    self.sendrecv(right, &outgoing, left, &mut dst[inb * b..(inb + 1) * b])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
+    pub fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_root(root)?;
+        let n = self.size();
+        let b = dst.len();
+        if self.me == root && src.len() != n * b {
+            return Err(length_error("scatter", "src", src.len(), n * b));
+        }
+        match self.choose(Collective::Scatter, std::mem::size_of_val(dst)) {
+            Algorithm::Flat => {
+                if self.me == root {
+                    dst.copy_from_slice(&src[root * b..(root + 1) * b]);
+                    let mut sends: Vec<Outgoing> = (0..n)
+                        .filter(|&i| i != root)
+                        .map(|i| Outgoing::new(i, bytemuck::cast_slice(&src[i * b..(i + 1) * b])))
+                        .collect();
+                    self.channel.transfer(self.ctx, &mut sends, &mut [])
+                } else {
+                    self.recv(root, dst)
+                }
+            }
+            _ => {
+                let rel = (self.me + n - root) % n;
+                let tree = Knomial::new(2, n, rel);
+                let span = tree.subtree_end - rel;
+                let mut buf = vec![T::zeroed(); span * b];
+                match tree.parent {
+                    Some(p) => self.recv((p + root) % n, &mut buf)?,
+                    None => {
+                        for j in 0..n {
+                            let abs = (j + root) % n;
+                            buf[j * b..(j + 1) * b].copy_from_slice(&src[abs * b..(abs + 1) * b]);
+                        }
+                    }
+                }
+                for &c in &tree.children {
+                    let child_end = Knomial::new(2, n, c).subtree_end;
+                    self.send((c + root) % n, &buf[(c - rel) * b..(child_end - rel) * b])?;
+                }
+                dst.copy_from_slice(&buf[..b]);
+                Ok(())
+            }
+        }
+    }
+
+    // ----- exchange ---------------------------------------------------------------------
+
+    /// All-to-all: block `j` of `src` goes to member `j`, and block `i` of `dst` comes from
+    /// member `i` (blocks of `src.len() / size` elements).
+    pub fn exchange<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+        let n = self.size();
+        if src.len() % n != 0 || dst.len() != src.len() {
+            return Err(CoreError::Invalid(format!(
+                "exchange: src has {} elements and dst {}; both must be the same multiple of the team size {n}",
+                src.len(),
+                dst.len()
+            ))
+            .into());
+        }
+        let b = src.len() / n;
+        let counts = vec![b; n];
+        self.exchange_v(src, &counts, dst, &counts)
+    }
+
+    /// All-to-all with varying counts: `send_counts[j]` elements (consecutive in `src`) go
+    /// to member `j`; `recv_counts[i]` elements (consecutive in `dst`) come from member `i`.
+    pub fn exchange_v<T: Pod>(
+        &self,
+        src: &[T],
+        send_counts: &[usize],
+        dst: &mut [T],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let n = self.size();
+        if send_counts.len() != n || recv_counts.len() != n {
+            return Err(CoreError::Invalid(format!(
+                "exchange_v: counts need one entry per member ({n})"
+            ))
+            .into());
+        }
+        let (send_total, recv_total): (usize, usize) =
+            (send_counts.iter().sum(), recv_counts.iter().sum());
+        if send_total != src.len() || recv_total != dst.len() {
+            return Err(CoreError::Invalid(format!(
+                "exchange_v: counts add up to {send_total} sent and {recv_total} received, but src has {} and dst {}",
+                src.len(),
+                dst.len()
+            ))
+            .into());
+        }
+        let offsets = |counts: &[usize]| -> Vec<usize> {
+            counts
+                .iter()
+                .scan(0, |acc, &c| {
+                    let start = *acc;
+                    *acc += c;
+                    Some(start)
+                })
+                .collect()
+        };
+        let (so, ro) = (offsets(send_counts), offsets(recv_counts));
+        let me = self.me;
+        dst[ro[me]..ro[me] + recv_counts[me]]
+            .copy_from_slice(&src[so[me]..so[me] + send_counts[me]]);
+        if recv_counts[me] != send_counts[me] {
+            return Err(length_error(
+                "exchange_v (own block)",
+                "recv_counts[me]",
+                recv_counts[me],
+                send_counts[me],
+            ));
+        }
+        match self.choose(Collective::Exchange, std::mem::size_of_val(src) / n) {
+            Algorithm::Flat => {
+                let mut sends: Vec<Outgoing> = (0..n)
+                    .filter(|&j| j != me)
+                    .map(|j| {
+                        Outgoing::new(j, bytemuck::cast_slice(&src[so[j]..so[j] + send_counts[j]]))
+                    })
+                    .collect();
+                let mut rest: &mut [T] = dst;
+                let mut recvs = Vec::with_capacity(n);
+                let mut consumed = 0;
+                for i in 0..n {
+                    let (head, tail) =
+                        std::mem::take(&mut rest).split_at_mut(ro[i] + recv_counts[i] - consumed);
+                    consumed = ro[i] + recv_counts[i];
+                    rest = tail;
+                    if i != me {
+                        let start = head.len() - recv_counts[i];
+                        recvs.push(Incoming::new(
+                            i,
+                            bytemuck::cast_slice_mut(&mut head[start..]),
+                        ));
+                    }
+                }
+                self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+            }
+            _ => {
+                for s in 1..n {
+                    let (to, from) = ((me + s) % n, (me + n - s) % n);
+                    self.sendrecv(
+                        to,
+                        &src[so[to]..so[to] + send_counts[to]],
+                        from,
+                        &mut dst[ro[from]..ro[from] + recv_counts[from]],
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    // ----- scans ------------------------------------------------------------------------
+
+    /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
+    pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        check_op::<T>(op)?;
+        self.scan_with(src, dst, false, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+    }
+
+    /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
+    /// `dst` is set to zeros.
+    pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        check_op::<T>(op)?;
+        self.scan_with(src, dst, true, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+    }
+
+    /// Inclusive (or exclusive) scan with a user operation.
+    pub fn scan_with<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        exclusive: bool,
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        if dst.len() != src.len() {
+            return Err(length_error("scan", "dst", dst.len(), src.len()));
+        }
+        let n = self.size();
+        let me = self.me;
+        let len = src.len();
+        match self.choose(Collective::Scan, std::mem::size_of_val(src)) {
+            Algorithm::Linear => {
+                // prefix = src₀ … srcₘₑ₋₁ arrives from the left; pass prefix op src right.
+                let mut inclusive = src.to_vec();
+                let mut prefix = vec![T::zeroed(); len];
+                if me > 0 {
+                    self.recv(me - 1, &mut prefix)?;
+                    let mut p = prefix.clone();
+                    combine(&mut p, src)?;
+                    inclusive = p;
+                }
+                if me + 1 < n {
+                    self.send(me + 1, &inclusive)?;
+                }
+                dst.copy_from_slice(if exclusive { &prefix } else { &inclusive });
+                Ok(())
+            }
+            _ => {
+                // Hillis–Steele: after round k, `inclusive` covers 2ᵏ⁺¹ members ending at me.
+                let mut inclusive = src.to_vec();
+                let mut exclusive_acc: Option<Vec<T>> = None;
+                let mut incoming = vec![T::zeroed(); len];
+                let mut dist = 1;
+                while dist < n {
+                    let to = (me + dist < n).then_some(me + dist);
+                    let from = (me >= dist).then(|| me - dist);
+                    let mut sends: Vec<Outgoing> = to
+                        .map(|t| Outgoing::new(t, bytemuck::cast_slice(&inclusive)))
+                        .into_iter()
+                        .collect();
+                    let mut recvs: Vec<Incoming> = from
+                        .map(|f| Incoming::new(f, bytemuck::cast_slice_mut(&mut incoming)))
+                        .into_iter()
+                        .collect();
+                    self.channel.transfer(self.ctx, &mut sends, &mut recvs)?;
+                    drop(sends);
+                    if from.is_some() {
+                        combine(&mut inclusive, &incoming)?;
+                        match exclusive_acc.as_mut() {
+                            Some(e) => combine(e, &incoming)?,
+                            None => exclusive_acc = Some(incoming.clone()),
+                        }
+                    }
+                    dist *= 2;
+                }
+                if exclusive {
+                    match exclusive_acc {
+                        Some(e) => dst.copy_from_slice(&e),
+                        None => dst.fill(T::zeroed()),
+                    }
+                } else {
+                    dst.copy_from_slice(&inclusive);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Inclusive scan of one value.
+    pub fn scan_value<T: Reducible>(&self, value: T, op: Op) -> Result<T> {
+        let mut out = [value];
+        self.scan(&[value], &mut out, op)?;
+        Ok(out[0])
+    }
+
+    /// Exclusive scan of one value: `None` on member 0.
+    pub fn exscan_value<T: Reducible>(&self, value: T, op: Op) -> Result<Option<T>> {
+        let mut out = [value];
+        self.exscan(&[value], &mut out, op)?;
+        Ok((self.me > 0).then_some(out[0]))
+    }
+}
+
+/// The algorithm the model picks when none is forced. The thresholds come from the
+/// per-chunk handshake (about one cache-line round trip) against copying: latency-bound
+/// sizes favour few rounds, bandwidth-bound sizes favour moving each byte once.
+pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
+    match op {
+        Collective::Barrier => Algorithm::Dissemination,
+        Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
+        Collective::Broadcast => Algorithm::Binomial,
+        Collective::Reduce => Algorithm::Binomial,
+        Collective::Allreduce if bytes >= 64 * 1024 && team_size > 2 => Algorithm::Ring,
+        Collective::Allreduce => Algorithm::RecursiveDoubling,
+        Collective::Gather | Collective::Scatter if bytes <= 4096 => Algorithm::Binomial,
+        Collective::Gather | Collective::Scatter => Algorithm::Flat,
+        Collective::Allgather if bytes <= 4096 => Algorithm::Bruck,
+        Collective::Allgather => Algorithm::Ring,
+        Collective::Exchange => Algorithm::Pairwise,
+        Collective::Scan => Algorithm::RecursiveDoubling,
+    }
+}
+
+fn radix_of(alg: Algorithm, n: usize) -> usize {
+    match alg {
+        Algorithm::Flat => n.max(2),
+        Algorithm::Knomial(k) => k as usize,
+        _ => 2,
+    }
+}
+
+/// A k-nomial tree over relative ranks 0..n rooted at 0.
+struct Knomial {
+    parent: Option<usize>,
+    /// Children.
+    children: Vec<usize>,
+    /// One past the last relative rank of this node's subtree.
+    subtree_end: usize,
+}
+
+impl Knomial {
+    fn new(radix: usize, n: usize, rel: usize) -> Knomial {
+        // p: the largest power of `radix` dividing `rel` (for the root, the power that
+        // covers all n); rel's subtree is [rel, rel + p), its parent clears the digit
+        // at p, its children are rel + d·q for every lower power q and digit d.
+        let mut p = 1;
+        if rel == 0 {
+            while p < n {
+                p *= radix;
+            }
+        } else {
+            while rel % (p * radix) == 0 {
+                p *= radix;
+            }
+        }
+        let parent = (rel != 0).then(|| rel - (rel / p % radix) * p);
+        let mut children = Vec::new();
+        let mut q = 1;
+        while q < p {
+            for d in 1..radix {
+                if rel + d * q < n {
+                    children.push(rel + d * q);
+                }
+            }
+            q *= radix;
+        }
+        Knomial {
+            parent,
+            children,
+            subtree_end: (rel + p).min(n),
+        }
+    }
+}
+
+fn split_range(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
+    let base = len / parts;
+    let extra = len % parts;
+    let start = i * base + i.min(extra);
+    start..start + base + usize::from(i < extra)
+}
+
+/// Refuse an operation that does not apply to `T` before any message moves, so that no
+/// member is left waiting for a partner that gave up.
+fn check_op<T: Reducible>(op: Op) -> Result<()> {
+    T::reduce(op, &mut [], &[])
+}
+
+fn length_error(op: &str, arg: &str, got: usize, want: usize) -> crate::Error {
+    CoreError::Invalid(format!(
+        "{op}: {arg} has {got} elements but {want} are needed"
+    ))
+    .into()
+}
+
+/// Clear `len` bytes at `area` (own segment).
+fn zero(ctx: &Context, area: GlobalPtr<u8>, len: usize) -> Result<()> {
+    let zeros = vec![0u8; len.min(1 << 20)];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(zeros.len());
+        ctx.put(area.add(done), &zeros[..n])?;
+        done += n;
+    }
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! Every collective × every algorithm × several team shapes (world at 1–8 ranks including
+//! non-powers of two, grid rows and columns, a team of one) × element types and sizes
+//! (up to several pipelined chunks), each checked against the result computed sequentially
+//! from the same inputs. Every rank can compute every member's input, so expectations are
+//! computed, never hard-coded.
+
+use std::time::Duration;
+
+use tessera::{Algorithm, Collective, Context, Job, Loc, Op, Team};
+
+/// Element `i` of world rank `r`'s input in test `seed`.
+fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
+    let mut x = (r as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ seed;
+    x ^= x >> 31;
+    x.wrapping_mul(0x94D0_49BB_1331_11EB) >> 8
+}
+
+fn input_f64(r: usize, i: usize, seed: u64) -> f64 {
+    (input_u64(r, i, seed) % 1_000_000) as f64 / 997.0 - 300.0
+}
+
+fn input_loc(r: usize, i: usize, seed: u64) -> Loc {
+    Loc::new((input_u64(r, i, seed) % 50) as f64, r as u64)
+}
+
+const SIZES: [usize; 4] = [1, 7, 1000, 9000]; // 9000 u64 = 72 KB: three 32 KiB chunks
+
+fn fail(what: String) -> Box<dyn std::error::Error + Send + Sync> {
+    what.into()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+}
+
+/// Run every operation with every algorithm on `team`; `label` names the team in errors.
+fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
+    let n = team.size();
+    let me = team.rank();
+    let w = |t: usize| team.world_rank(t);
+    for op in Collective::ALL {
+        for &alg in op.algorithms() {
+            let t = team.with_algorithm(op, alg)?;
+            for (k, &len) in SIZES.iter().enumerate() {
+                let seed = seed0 ^ (k as u64) << 40 ^ (alg.to_string().len() as u64) << 50;
+                let root = (k * 7 + 3) % n;
+                let ctx_msg = |what: &str| {
+                    format!(
+                        "{label} (size {n}), {} with {alg}, {len} elements, root {root}: {what}",
+                        op.name()
+                    )
+                };
+                let mine: Vec<u64> = (0..len).map(|i| input_u64(w(me), i, seed)).collect();
+                match op {
+                    Collective::Barrier => t.barrier()?,
+                    Collective::Broadcast => {
+                        let mut data = if me == root {
+                            mine.clone()
+                        } else {
+                            vec![0; len]
+                        };
+                        t.broadcast(root, &mut data)?;
+                        let want: Vec<u64> =
+                            (0..len).map(|i| input_u64(w(root), i, seed)).collect();
+                        if data != want {
+                            return Err(fail(ctx_msg("wrong data")));
+                        }
+                    }
+                    Collective::Reduce => {
+                        let mut out = vec![0u64; if me == root { len } else { 0 }];
+                        t.reduce(root, &mine, &mut out, Op::Sum)?;
+                        if me == root {
+                            let want: Vec<u64> = (0..len)
+                                .map(|i| {
+                                    (0..n)
+                                        .fold(0u64, |a, m| a.wrapping_add(input_u64(w(m), i, seed)))
+                                })
+                                .collect();
+                            if out != want {
+                                return Err(fail(ctx_msg("wrong sum")));
+                            }
+                        }
+                        // Floating point, max and min-with-index too.
+                        let fl: Vec<f64> = (0..len).map(|i| input_f64(w(me), i, seed)).collect();
+                        let mut fo = vec![0.0; if me == root { len } else { 0 }];
+                        t.reduce(root, &fl, &mut fo, Op::Max)?;
+                        if me == root {
+                            for (i, v) in fo.iter().enumerate() {
+                                let want = (0..n)
+                                    .map(|m| input_f64(w(m), i, seed))
+                                    .fold(f64::MIN, f64::max);
+                                if *v != want {
+                                    return Err(fail(ctx_msg("wrong f64 max")));
+                                }
+                            }
+                        }
+                    }
+                    Collective::Allreduce => {
+                        let mut out = vec![0u64; len];
+                        t.allreduce(&mine, &mut out, Op::BitXor)?;
+                        let want: Vec<u64> = (0..len)
+                            .map(|i| (0..n).fold(0, |a, m| a ^ input_u64(w(m), i, seed)))
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong xor")));
+                        }
+                        let fl: Vec<f64> = (0..len).map(|i| input_f64(w(me), i, seed)).collect();
+                        let mut fo = vec![0.0; len];
+                        t.allreduce(&fl, &mut fo, Op::Sum)?;
+                        for (i, v) in fo.iter().enumerate() {
+                            let want: f64 = (0..n).map(|m| input_f64(w(m), i, seed)).sum();
+                            if !close(*v, want) {
+                                return Err(fail(ctx_msg(&format!("f64 sum {v} vs {want}"))));
+                            }
+                        }
+                        let locs: Vec<Loc> = (0..len).map(|i| input_loc(w(me), i, seed)).collect();
+                        let mut lo = vec![Loc::new(0.0, 0); len];
+                        t.allreduce(&locs, &mut lo, Op::MinLoc)?;
+                        for (i, v) in lo.iter().enumerate() {
+                            let want = (0..n)
+                                .map(|m| input_loc(w(m), i, seed))
+                                .fold(None::<Loc>, |best, c| match best {
+                                    Some(b)
+                                        if b.value < c.value
+                                            || (b.value == c.value && b.index <= c.index) =>
+                                    {
+                                        Some(b)
+                                    }
+                                    _ => Some(c),
+                                })
+                                .unwrap();
+                            if *v != want {
+                                return Err(fail(ctx_msg(&format!("minloc {v:?} vs {want:?}"))));
+                            }
+                        }
+                        // A user operation on a user type: component-wise max of pairs.
+                        let pairs: Vec<[u32; 2]> = (0..len)
+                            .map(|i| [input_u64(w(me), i, seed) as u32, me as u32])
+                            .collect();
+                        let mut po = vec![[0u32; 2]; len];
+                        t.allreduce_with(
+                            &pairs,
+                            &mut po,
+                            &|a: &mut [[u32; 2]], b: &[[u32; 2]]| {
+                                for (x, y) in a.iter_mut().zip(b) {
+                                    *x = [x[0].max(y[0]), x[1].max(y[1])];
+                                }
+                                Ok(())
+                            },
+                        )?;
+                        for (i, v) in po.iter().enumerate() {
+                            let want = [
+                                (0..n)
+                                    .map(|m| input_u64(w(m), i, seed) as u32)
+                                    .max()
+                                    .unwrap(),
+                                n as u32 - 1,
+                            ];
+                            if *v != want {
+                                return Err(fail(ctx_msg("user operation")));
+                            }
+                        }
+                    }
+                    Collective::Gather => {
+                        let mut out = vec![0u64; if me == root { n * len } else { 0 }];
+                        t.gather(root, &mine, &mut out)?;
+                        if me == root {
+                            let want: Vec<u64> = (0..n)
+                                .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, seed)))
+                                .collect();
+                            if out != want {
+                                return Err(fail(ctx_msg("wrong gather")));
+                            }
+                        }
+                    }
+                    Collective::Allgather => {
+                        let mut out = vec![0u64; n * len];
+                        t.allgather(&mine, &mut out)?;
+                        let want: Vec<u64> = (0..n)
+                            .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, seed)))
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong allgather")));
+                        }
+                    }
+                    Collective::Scatter => {
+                        let src: Vec<u64> = if me == root {
+                            (0..n * len).map(|i| input_u64(w(root), i, seed)).collect()
+                        } else {
+                            Vec::new()
+                        };
+                        let mut out = vec![0u64; len];
+                        t.scatter(root, &src, &mut out)?;
+                        let want: Vec<u64> = (0..len)
+                            .map(|i| input_u64(w(root), me * len + i, seed))
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong scatter")));
+                        }
+                    }
+                    Collective::Exchange => {
+                        // Block j of member m's input is for member j.
+                        let src: Vec<u64> =
+                            (0..n * len).map(|i| input_u64(w(me), i, seed)).collect();
+                        let mut out = vec![0u64; n * len];
+                        t.exchange(&src, &mut out)?;
+                        let want: Vec<u64> = (0..n)
+                            .flat_map(|m| {
+                                (0..len).map(move |i| input_u64(w(m), me * len + i, seed))
+                            })
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong exchange")));
+                        }
+                        // Varying counts: member m sends (m + j) % 3 · (len % 5 + 1) elements to j.
+                        let count = |from: usize, to: usize| (from + to) % 3 * (len % 5 + 1);
+                        let send_counts: Vec<usize> = (0..n).map(|j| count(me, j)).collect();
+                        let recv_counts: Vec<usize> = (0..n).map(|m| count(m, me)).collect();
+                        let src: Vec<u64> = (0..n)
+                            .flat_map(|j| {
+                                (0..count(me, j))
+                                    .map(move |i| (me * 1000 + j * 10) as u64 + i as u64)
+                            })
+                            .collect();
+                        let mut out = vec![0u64; recv_counts.iter().sum()];
+                        t.exchange_v(&src, &send_counts, &mut out, &recv_counts)?;
+                        let want: Vec<u64> = (0..n)
+                            .flat_map(|m| {
+                                (0..count(m, me))
+                                    .map(move |i| (m * 1000 + me * 10) as u64 + i as u64)
+                            })
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong exchange_v")));
+                        }
+                    }
+                    Collective::Scan => {
+                        let mut out = vec![0u64; len];
+                        t.scan(&mine, &mut out, Op::Sum)?;
+                        let want: Vec<u64> = (0..len)
+                            .map(|i| {
+                                (0..=me).fold(0u64, |a, m| a.wrapping_add(input_u64(w(m), i, seed)))
+                            })
+                            .collect();
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong inclusive scan")));
+                        }
+                        t.exscan(&mine, &mut out, Op::Max)?;
+                        let want: Vec<u64> = if me == 0 {
+                            vec![0; len]
+                        } else {
+                            (0..len)
+                                .map(|i| (0..me).map(|m| input_u64(w(m), i, seed)).max().unwrap())
+                                .collect()
+                        };
+                        if out != want {
+                            return Err(fail(ctx_msg("wrong exclusive scan")));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Value forms.
+    let total = team.allreduce_value(w(me) as u64 + 1, Op::Sum)?;
+    let want: u64 = (0..n).map(|m| w(m) as u64 + 1).sum();
+    if total != want {
+        return Err(fail(format!("{label}: allreduce_value {total} vs {want}")));
+    }
+    let b = team.broadcast_value(n - 1, w(me) as i32 * 3)?;
+    if b != w(n - 1) as i32 * 3 {
+        return Err(fail(format!("{label}: broadcast_value")));
+    }
+    let r = team.reduce_value(0, me as u32 + 1, Op::Prod)?;
+    if (me == 0) != r.is_some() || r.is_some_and(|v| v != (1..=n as u32).product()) {
+        return Err(fail(format!("{label}: reduce_value {r:?}")));
+    }
+    if team.scan_value(1u64, Op::Sum)? != me as u64 + 1
+        || team.exscan_value(1u64, Op::Sum)? != (me > 0).then_some(me as u64)
+    {
+        return Err(fail(format!("{label}: scan values")));
+    }
+    Ok(())
+}
+
+fn run(ranks: usize, grid: Option<(usize, usize)>) {
+    Job::threads(ranks)
+        .segment(64 << 20)
+        .wait_timeout(Duration::from_secs(120))
+        .run(|ctx: &Context| {
+            let world = Team::world(ctx)?;
+            check_team(&world, "world", 1)?;
+            if let Some((rows, cols)) = grid {
+                let (row, col) = world.grid(rows, cols)?;
+                check_team(&row, "row", 2)?;
+                check_team(&col, "column", 3)?;
+                // Teams nest: split a row again into odd and even members.
+                let parity = row
+                    .split(Some((row.rank() % 2) as u32), 0)?
+                    .expect("member");
+                check_team(&parity, "row parity", 4)?;
+            }
+            let alone = world.split(Some(ctx.rank() as u32), 0)?.expect("own team");
+            check_team(&alone, "team of one", 5)?;
+            // Members that opt out get no team.
+            let evens = world.split((ctx.rank() % 2 == 0).then_some(0), ctx.rank() as u64)?;
+            if evens.is_some() != (ctx.rank() % 2 == 0) {
+                return Err("split with colour None".into());
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{ranks} ranks: {e}"));
+}
+
+#[test]
+fn collectives_1_rank() {
+    run(1, None);
+}
+
+#[test]
+fn collectives_2_ranks() {
+    run(2, Some((1, 2)));
+}
+
+#[test]
+fn collectives_3_ranks() {
+    run(3, Some((3, 1)));
+}
+
+#[test]
+fn collectives_4_ranks_grid() {
+    run(4, Some((2, 2)));
+}
+
+#[test]
+fn collectives_5_ranks() {
+    run(5, None);
+}
+
+#[test]
+fn collectives_8_ranks_grid() {
+    run(8, Some((2, 4)));
+}
+
+#[test]
+fn bad_arguments_are_reported() {
+    Job::threads(3)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = Team::world(ctx)?;
+            let err = world.broadcast(7, &mut [0u8; 4]).unwrap_err().to_string();
+            assert!(err.contains("root 7 is not a member"), "{err}");
+            let err = world
+                .allgather(&[1u32; 2], &mut [0u32; 5])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("allgather"), "{err}");
+            let err = world
+                .with_algorithm(Collective::Broadcast, Algorithm::Ring)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.contains("does not implement broadcast") && err.contains("binomial"),
+                "{err}"
+            );
+            assert!(world.allreduce_value(1.5f64, Op::BitAnd).is_err());
+            let err = world.grid(2, 2).err().unwrap().to_string();
+            assert!(err.contains("2×2 grid needs 4"), "{err}");
+            Ok(())
+        })
+        .unwrap();
+}
