@@ -118,6 +118,12 @@ enum RankCommand {
         #[arg(long)]
         case: Option<String>,
     },
+    BenchColl {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        quick: bool,
+    },
     BenchRma {
         #[arg(long)]
         out: PathBuf,
@@ -166,6 +172,9 @@ fn main() -> ExitCode {
             let run = match what {
                 RankCommand::Selftest { case } => {
                     job.run(|ctx| tessera::conformance::run_all(ctx, case.as_deref()))
+                }
+                RankCommand::BenchColl { out, quick } => {
+                    job.run(|ctx| bench::coll::rank_main(ctx, &out, quick))
                 }
                 RankCommand::BenchRma {
                     out,

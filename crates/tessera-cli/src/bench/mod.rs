@@ -4,6 +4,7 @@
 //! each job writes its part of the results to a temporary JSON file, and the driver merges
 //! the parts, prints a table and writes the JSON report.
 
+pub mod coll;
 pub mod rma;
 
 use std::collections::BTreeMap;
@@ -31,12 +32,27 @@ pub enum BenchCommand {
         #[arg(long)]
         quick: bool,
     },
+    /// Latency of every collective, with the model's choice ("tuned") and every fixed
+    /// algorithm, from 8 B to 1 MiB.
+    Coll {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Write the JSON report here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Fewer sizes and iterations (a smoke test).
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 /// One measured figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Record {
     pub op: String,
+    /// The collective algorithm (`"tuned"`: the model's choice); absent for `bench rma`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
     pub bytes: u64,
     pub ranks: u64,
     /// `latency_us` or `bandwidth_mbs`.
@@ -95,14 +111,14 @@ fn system(conduit: &str) -> System {
     }
 }
 
-fn run_part(job: &JobArgs, extra: &[&str]) -> Result<Part, String> {
+fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
     let file = std::env::temp_dir().join(format!(
         "tessera-bench-{}-{}.json",
         std::process::id(),
         job.ranks
     ));
     let out = file.to_string_lossy().into_owned();
-    let mut args = vec!["bench-rma", "--out", out.as_str()];
+    let mut args = vec![kind, "--out", out.as_str()];
     args.extend_from_slice(extra);
     let outcome = job.launch_self(&args)?.run().map_err(|e| e.to_string())?;
     if outcome.code != 0 {
@@ -175,7 +191,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 "bench rma: {} ranks, {} conduit ...",
                 job.ranks, job.conduit
             );
-            let main = run_part(&job, quick_flag)?;
+            let main = run_part(&job, "bench-rma", quick_flag)?;
             let mut results = main.results;
             let baselines = main
                 .baselines
@@ -188,7 +204,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 };
                 let mut extra = vec!["--barrier-only"];
                 extra.extend_from_slice(quick_flag);
-                results.extend(run_part(&sub, &extra)?.results);
+                results.extend(run_part(&sub, "bench-rma", &extra)?.results);
             }
             let report = Report {
                 system: system(job.conduit.name()),
@@ -196,6 +212,28 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 baselines,
             };
             print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Coll { job, json, quick } => {
+            eprintln!(
+                "bench coll: {} ranks, {} conduit ...",
+                job.ranks, job.conduit
+            );
+            let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
+            let part = run_part(&job, "bench-coll", quick_flag)?;
+            let baselines = part
+                .baselines
+                .ok_or("the benchmark job reported no baselines")?;
+            let report = Report {
+                system: system(job.conduit.name()),
+                results: part.results,
+                baselines,
+            };
+            coll::print_table(&report);
             if let Some(path) = json {
                 write_json(&path, &report)?;
                 println!("wrote {}", path.display());

@@ -30,7 +30,7 @@ const SIZES: [usize; 10] = [
 const BATCHES: usize = 5;
 
 /// Seconds per iteration of `f`, best of `BATCHES` batches of `iters`.
-fn best_per_iter(
+pub(crate) fn best_per_iter(
     iters: u64,
     mut f: impl FnMut(u64) -> tessera::Result<()>,
 ) -> tessera::Result<f64> {
@@ -48,6 +48,7 @@ fn best_per_iter(
 fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: f64) -> Record {
     Record {
         op: op.into(),
+        algorithm: None,
         bytes: bytes as u64,
         ranks: ranks as u64,
         metric: metric.into(),

@@ -1,0 +1,177 @@
+//! The rank side of `tessera bench coll`: every collective, with the model's choice
+//! ("tuned") and with every fixed algorithm, over message sizes from 8 B to 1 MiB.
+//!
+//! Each point is the best of several batches, timed on rank 0 from a common start (a
+//! barrier). The memcpy of each size is measured in the same run as the baseline.
+
+use std::path::Path;
+use std::time::Instant;
+
+use tessera::{Collective, Context, Op, RankResult, Team};
+
+use super::rma::best_per_iter;
+use super::{Baselines, Part, Record, Report};
+
+const SIZES: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, 1 << 20];
+const QUICK_SIZES: [usize; 3] = [8, 4096, 262_144];
+
+fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
+    let per = (4_000_000 / (bytes + 2048)).clamp(3, 5000) as u64;
+    let per = per / (ranks as u64 / 2).max(1);
+    if quick {
+        (per / 20).max(2)
+    } else {
+        per.max(3)
+    }
+}
+
+/// Run one collective of `bytes` bytes with `team`.
+fn run_once(
+    team: &Team,
+    op: Collective,
+    buf: &mut [u64],
+    big: &mut [u64],
+    out: &mut [u64],
+) -> tessera::Result<()> {
+    let n = team.size();
+    let len = buf.len();
+    match op {
+        Collective::Barrier => team.barrier(),
+        Collective::Broadcast => team.broadcast(0, buf),
+        Collective::Reduce => team.reduce(
+            0,
+            &buf[..],
+            &mut out[..if team.rank() == 0 { len } else { 0 }],
+            Op::Sum,
+        ),
+        Collective::Allreduce => team.allreduce(&buf[..], &mut out[..len], Op::Sum),
+        Collective::Gather => team.gather(
+            0,
+            &buf[..],
+            &mut big[..if team.rank() == 0 { n * len } else { 0 }],
+        ),
+        Collective::Allgather => team.allgather(&buf[..], &mut big[..n * len]),
+        Collective::Scatter => {
+            team.scatter(0, &big[..if team.rank() == 0 { n * len } else { 0 }], buf)
+        }
+        Collective::Exchange => {
+            let src: Vec<u64> = big[..n * len].to_vec();
+            team.exchange(&src, &mut big[..n * len])
+        }
+        Collective::Scan => team.scan(&buf[..], &mut out[..len], Op::Sum),
+    }
+}
+
+pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
+    let world = Team::world(ctx)?;
+    let n = world.size();
+    let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
+    let max_len = sizes.iter().max().unwrap() / 8;
+    let mut buf = vec![1u64; max_len];
+    let mut big = vec![1u64; max_len * n];
+    let mut out = vec![0u64; max_len];
+    let mut part = Part::default();
+    let mut baselines = Baselines::default();
+    for op in Collective::ALL {
+        let op_sizes: &[usize] = if op == Collective::Barrier {
+            &[0]
+        } else {
+            sizes
+        };
+        for &bytes in op_sizes {
+            let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
+            let mut choices: Vec<(String, Team)> = vec![("tuned".into(), world.clone())];
+            for &alg in op.algorithms() {
+                choices.push((alg.to_string(), world.with_algorithm(op, alg)?));
+            }
+            let iters = iterations(bytes, n, quick);
+            for (name, team) in &choices {
+                world.barrier()?;
+                let start = Instant::now();
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    ctx.barrier()?;
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        run_once(team, op, &mut buf[..len], &mut big, &mut out)?;
+                    }
+                    best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
+                }
+                let _ = start;
+                part.results.push(Record {
+                    op: op.name().into(),
+                    algorithm: Some(name.clone()),
+                    bytes: bytes as u64,
+                    ranks: n as u64,
+                    metric: "latency_us".into(),
+                    value: best * 1e6,
+                });
+            }
+        }
+    }
+    if ctx.rank() == 0 {
+        let src = vec![7u8; *sizes.iter().max().unwrap()];
+        let mut dst = vec![0u8; src.len()];
+        for &bytes in sizes {
+            let t = best_per_iter(iterations(bytes, 1, quick) * 10, |_| {
+                let d = std::hint::black_box(&mut dst[..bytes]);
+                d.copy_from_slice(std::hint::black_box(&src[..bytes]));
+                Ok(())
+            })?;
+            baselines
+                .memcpy_bandwidth_mbs
+                .insert(bytes.to_string(), bytes as f64 / t / 1e6);
+        }
+        part.baselines = Some(baselines);
+        std::fs::write(out_file, serde_json::to_string(&part)?)?;
+    }
+    Ok(())
+}
+
+/// One line per (operation, size): every algorithm's latency, the best fixed one, and how
+/// the model's choice compares with it.
+pub fn print_table(report: &Report) {
+    let mut keys: Vec<(String, u64)> = Vec::new();
+    for r in &report.results {
+        let key = (r.op.clone(), r.bytes);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    println!(
+        "{:<10} {:>8} {:>10}  {:<18} {:>10}  {:>6}   all (µs)",
+        "op", "bytes", "tuned µs", "best fixed", "µs", "ratio"
+    );
+    for (op, bytes) in keys {
+        let rows: Vec<&super::Record> = report
+            .results
+            .iter()
+            .filter(|r| r.op == op && r.bytes == bytes)
+            .collect();
+        let tuned = rows
+            .iter()
+            .find(|r| r.algorithm.as_deref() == Some("tuned"))
+            .map_or(f64::NAN, |r| r.value);
+        let best = rows
+            .iter()
+            .filter(|r| r.algorithm.as_deref() != Some("tuned"))
+            .min_by(|a, b| a.value.total_cmp(&b.value));
+        let all: Vec<String> = rows
+            .iter()
+            .filter(|r| r.algorithm.as_deref() != Some("tuned"))
+            .map(|r| format!("{}={:.2}", r.algorithm.as_deref().unwrap_or("?"), r.value))
+            .collect();
+        if let Some(b) = best {
+            println!(
+                "{:<10} {:>8} {:>10.3}  {:<18} {:>10.3}  {:>6.2}   {}",
+                op,
+                bytes,
+                tuned,
+                b.algorithm.as_deref().unwrap_or("?"),
+                b.value,
+                tuned / b.value,
+                all.join(" ")
+            );
+        }
+    }
+}
