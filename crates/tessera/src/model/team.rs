@@ -1066,22 +1066,26 @@ impl<'a> Team<'a> {
     }
 }
 
-/// The algorithm the model picks when none is forced. The thresholds come from the
-/// per-chunk handshake (about one cache-line round trip) against copying: latency-bound
-/// sizes favour few rounds, bandwidth-bound sizes favour moving each byte once.
+/// The algorithm the model picks when none is forced (until the autotuner's table
+/// exists). The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
+/// (docs/PERFORMANCE.md). Moving every block directly (flat) wins for gather, scatter and
+/// exchange, because a shared-memory "message" costs about one cache-line round trip
+/// however many are in flight. Trees and rings win where data would otherwise cross
+/// one rank many times, and the chain pipelines large broadcasts through more than two
+/// ranks.
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
     match op {
         Collective::Barrier => Algorithm::Dissemination,
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
         Collective::Broadcast => Algorithm::Binomial,
         Collective::Reduce => Algorithm::Binomial,
-        Collective::Allreduce if bytes >= 64 * 1024 && team_size > 2 => Algorithm::Ring,
+        Collective::Allreduce if bytes >= 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
-        Collective::Gather | Collective::Scatter if bytes <= 4096 => Algorithm::Binomial,
         Collective::Gather | Collective::Scatter => Algorithm::Flat,
-        Collective::Allgather if bytes <= 4096 => Algorithm::Bruck,
+        Collective::Allgather if bytes <= 32 * 1024 && team_size > 2 => Algorithm::Bruck,
         Collective::Allgather => Algorithm::Ring,
-        Collective::Exchange => Algorithm::Pairwise,
+        Collective::Exchange => Algorithm::Flat,
+        Collective::Scan if team_size <= 4 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
     }
 }
