@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tessera::{Algorithm, Collective, Context, Job, Loc, Op, Team};
+use tessera::{Algorithm, Collective, Context, GlobalPtr, Job, Loc, Op, Team};
 
 /// Element `i` of world rank `r`'s input in test `seed`.
 fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
@@ -261,6 +261,47 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                 }
             }
+        }
+    }
+    // Single-address forms: data put straight into symmetric destinations.
+    let ctx = team.context();
+    for len in [1usize, 5000] {
+        let buf = ctx.alloc_collective::<u64>(n * len)?;
+        let root = n - 1;
+        let src: Vec<u64> = if me == root {
+            (0..len).map(|i| input_u64(w(root), i, 99)).collect()
+        } else {
+            Vec::new()
+        };
+        team.broadcast_to(root, &src, &team.symmetric(buf), len)?;
+        let mut got = vec![0u64; len];
+        ctx.get(buf, &mut got)?;
+        if got
+            != (0..len)
+                .map(|i| input_u64(w(root), i, 99))
+                .collect::<Vec<_>>()
+        {
+            return Err(fail(format!("{label}: broadcast_to of {len}")));
+        }
+        let src: Vec<u64> = (0..n * len).map(|i| input_u64(w(me), i, 98)).collect();
+        team.exchange_to(&src, &team.symmetric(buf))?;
+        let mut got = vec![0u64; n * len];
+        ctx.get(buf, &mut got)?;
+        let want: Vec<u64> = (0..n)
+            .flat_map(|m| (0..len).map(move |i| input_u64(w(m), me * len + i, 98)))
+            .collect();
+        if got != want {
+            return Err(fail(format!("{label}: exchange_to of {len}")));
+        }
+        team.barrier()?; // nobody frees (and reuses) a buffer others may still read
+        ctx.free_collective(buf)?;
+    }
+    if n > 1 {
+        let bad = vec![GlobalPtr::<u64>::new(w(0), 0); n];
+        if team.exchange_to(&[0u64; 0], &bad).is_ok() {
+            return Err(fail(format!(
+                "{label}: exchange_to accepted destinations on the wrong ranks"
+            )));
         }
     }
     // Value forms.

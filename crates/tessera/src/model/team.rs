@@ -964,6 +964,114 @@ impl<'a> Team<'a> {
         }
     }
 
+    // ----- data-centric (single-address) forms ------------------------------------------
+
+    /// The same segment offset on every member: the destinations of data allocated with
+    /// [`Context::alloc_collective`], in team-rank order, for the `*_to` forms.
+    pub fn symmetric<T>(&self, ptr: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
+        self.members.iter().map(|&r| ptr.on(r)).collect()
+    }
+
+    fn check_destinations<T>(&self, what: &str, dsts: &[GlobalPtr<T>]) -> Result<()> {
+        if dsts.len() != self.size() {
+            return Err(length_error(
+                what,
+                "the destination list",
+                dsts.len(),
+                self.size(),
+            ));
+        }
+        for (i, d) in dsts.iter().enumerate() {
+            if d.rank() != self.members[i] {
+                return Err(CoreError::Invalid(format!(
+                    "{what}: destination {i} lives on rank {} but team member {i} is rank {}",
+                    d.rank(),
+                    self.members[i]
+                ))
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for one empty message from every other member (their data has landed).
+    fn signal_all_and_wait(
+        &self,
+        targets: impl Iterator<Item = usize>,
+        sources: impl Iterator<Item = usize>,
+    ) -> Result<()> {
+        let mut sends: Vec<Outgoing> = targets.map(|t| Outgoing::new(t, &[])).collect();
+        let mut recvs: Vec<Incoming> = sources.map(|s| Incoming::new(s, &mut [])).collect();
+        self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+    }
+
+    /// Single-address broadcast: `root` puts `src` straight into every member's
+    /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
+    /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. Entry is
+    /// synchronised (no member's destination is written before it has entered) and every
+    /// member returns once its own destination holds the data.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let buf = ctx.alloc_collective::<u32>(4)?;
+    ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
+    ///     let mut got = [0u32; 4];
+    ///     ctx.get(buf, &mut got)?;
+    ///     assert_eq!(got, [7, 8, 9, 10]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn broadcast_to<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_destinations("broadcast_to", dsts)?;
+        if self.me == root && src.len() != len {
+            return Err(length_error("broadcast_to", "src", src.len(), len));
+        }
+        self.barrier()?;
+        let n = self.size();
+        if self.me == root {
+            for d in dsts {
+                self.ctx.put(*d, src)?;
+            }
+            self.signal_all_and_wait((0..n).filter(|&i| i != root), std::iter::empty())
+        } else {
+            self.signal_all_and_wait(std::iter::empty(), std::iter::once(root))
+        }
+    }
+
+    /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
+    /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
+    /// synchronised; each member returns once every block of its own destination arrived.
+    pub fn exchange_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
+        self.check_destinations("exchange_to", dsts)?;
+        let n = self.size();
+        if src.len() % n != 0 {
+            return Err(CoreError::Invalid(format!(
+                "exchange_to: src has {} elements, not a multiple of the team size {n}",
+                src.len()
+            ))
+            .into());
+        }
+        let b = src.len() / n;
+        self.barrier()?;
+        let me = self.me;
+        // Start with the next member so that members do not all write to the same one.
+        for s in 0..n {
+            let j = (me + s) % n;
+            self.ctx
+                .put(dsts[j].add(me * b), &src[j * b..(j + 1) * b])?;
+        }
+        self.signal_all_and_wait((0..n).filter(|&i| i != me), (0..n).filter(|&i| i != me))
+    }
+
     // ----- scans ------------------------------------------------------------------------
 
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
