@@ -1,11 +1,13 @@
-//! Monte-Carlo π with remote atomics: every rank throws darts at the unit square and adds
-//! its hits to a counter on rank 0 with one atomic fetch-add per batch.
+//! Monte-Carlo π two ways: every rank throws darts at the unit square and adds its hits
+//! to a counter on rank 0 with one remote atomic fetch-add per batch; the same total also
+//! comes from one `allreduce_value` over the world team, which every rank receives. The
+//! program checks that the two agree.
 //!
 //! ```text
 //! cargo run --release -- run -n 4 -- target/release/examples/pi 10000000
 //! ```
 
-use tessera::AtomicOp;
+use tessera::{AtomicOp, Op, Team};
 
 /// A small, fast generator (xorshift64*), seeded per rank.
 fn next(state: &mut u64) -> f64 {
@@ -24,6 +26,7 @@ fn main() {
             std::process::exit(2)
         });
     tessera::spmd(|ctx| {
+        let world = Team::world(ctx)?;
         let hits = ctx.alloc_collective::<u64>(1)?;
         if ctx.rank() == 0 {
             ctx.atomic_store(hits, 0)?;
@@ -32,6 +35,7 @@ fn main() {
         let mut state =
             0x9E37_79B9_7F4A_7C15u64 ^ (ctx.rank() as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let batch = 100_000;
+        let mut mine = 0u64;
         let mut left = darts;
         while left > 0 {
             let n = left.min(batch);
@@ -42,12 +46,22 @@ fn main() {
                 })
                 .count() as u64;
             ctx.atomic_apply(hits.on(0), AtomicOp::Add(inside))?;
+            mine += inside;
             left -= n;
         }
+        // Every rank gets the total from the collective ...
+        let total_hits = world.allreduce_value(mine, Op::Sum)?;
         ctx.barrier()?;
+        // ... and rank 0 also has it from the atomics.
         if ctx.rank() == 0 {
+            let by_atomics = ctx.atomic_load(hits)?;
+            if by_atomics != total_hits {
+                return Err(
+                    format!("atomics counted {by_atomics} hits, allreduce {total_hits}").into(),
+                );
+            }
             let total = darts * ctx.ranks() as u64;
-            let pi = 4.0 * ctx.atomic_load(hits)? as f64 / total as f64;
+            let pi = 4.0 * total_hits as f64 / total as f64;
             println!(
                 "pi ≈ {pi:.6} from {total} darts on {} ranks (error {:.1e})",
                 ctx.ranks(),
