@@ -44,3 +44,52 @@ fn mismatched_collective_allocations_are_reported() {
         "the report names each rank's allocation: {err}"
     );
 }
+
+#[test]
+fn mismatched_collective_arguments_name_the_ranks() {
+    let err = Job::threads(3)
+        .segment(16 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = tessera::Team::world(ctx)?;
+            // Matching calls pass.
+            world.allreduce_value(1u64, tessera::Op::Sum)?;
+            // Rank 2 broadcasts from a different root and a root that does not exist.
+            let root = if ctx.rank() == 2 { 5 } else { 0 };
+            world.broadcast(root, &mut [0u32; 4])?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("collective arguments differ between ranks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rank 0: broadcast(root 0, 4 elements of 4 bytes)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rank 2: broadcast(root 5, 4 elements of 4 bytes)"),
+        "{err}"
+    );
+
+    let err = Job::threads(2)
+        .segment(16 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = tessera::Team::world(ctx)?;
+            let op = if ctx.rank() == 0 {
+                tessera::Op::Sum
+            } else {
+                tessera::Op::Max
+            };
+            world.allreduce_value(1.0f64, op)?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Sum") && err.contains("Max"), "{err}");
+}

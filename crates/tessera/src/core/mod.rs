@@ -143,6 +143,11 @@ impl Context {
         self.segment_len
     }
 
+    /// Whether checked mode (`TESSERA_CHECK=1`, [`crate::Job::checked`]) is on.
+    pub fn checked_mode(&self) -> bool {
+        self.options.checked
+    }
+
     pub(crate) fn conduit(&self) -> &dyn Conduit {
         &*self.conduit
     }

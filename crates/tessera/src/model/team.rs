@@ -395,6 +395,71 @@ impl<'a> Team<'a> {
         )
     }
 
+    /// Checked mode: make sure every member called the same collective with matching
+    /// arguments, and name the members that differ. One ring exchange of a descriptor.
+    /// Runs before any local validation, so a member with a bad argument cannot leave the
+    /// others waiting.
+    fn check_call(
+        &self,
+        op: Collective,
+        root: Option<usize>,
+        count: usize,
+        elem: usize,
+        reduction: Option<Op>,
+    ) -> Result<()> {
+        if !self.ctx.checked_mode() || self.size() == 1 {
+            return Ok(());
+        }
+        let describe = |d: &[u64]| -> String {
+            let name = Collective::ALL.get(d[0] as usize).map_or("?", |c| c.name());
+            let root = if d[1] == u64::MAX {
+                String::new()
+            } else {
+                format!("root {}, ", d[1])
+            };
+            let red = ALL_OPS
+                .get(d[4] as usize)
+                .map_or(String::new(), |o| format!(", {o:?}"));
+            format!("{name}({root}{} elements of {} bytes{red})", d[2], d[3])
+        };
+        let mine = [
+            Collective::ALL.iter().position(|&c| c == op).unwrap_or(0) as u64,
+            root.map_or(u64::MAX, |r| r as u64),
+            count as u64,
+            elem as u64,
+            reduction.map_or(u64::MAX, |r| {
+                ALL_OPS.iter().position(|&o| o == r).unwrap_or(0) as u64
+            }),
+        ];
+        let n = self.size();
+        let mut all = vec![0u64; 5 * n];
+        all[5 * self.me..5 * self.me + 5].copy_from_slice(&mine);
+        let (right, left) = ((self.me + 1) % n, (self.me + n - 1) % n);
+        for s in 0..n - 1 {
+            let out = (self.me + n - s) % n;
+            let inb = (self.me + 2 * n - s - 1) % n;
+            let outgoing = all[5 * out..5 * out + 5].to_vec();
+            self.sendrecv(right, &outgoing, left, &mut all[5 * inb..5 * inb + 5])?;
+        }
+        if (0..n).all(|i| all[5 * i..5 * i + 5] == all[..5]) {
+            return Ok(());
+        }
+        let calls: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    "rank {}: {}",
+                    self.members[i],
+                    describe(&all[5 * i..5 * i + 5])
+                )
+            })
+            .collect();
+        Err(CoreError::Invalid(format!(
+            "collective arguments differ between ranks (checked mode): {}",
+            calls.join("; ")
+        ))
+        .into())
+    }
+
     fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
             return Err(CoreError::Invalid(format!(
@@ -410,6 +475,7 @@ impl<'a> Team<'a> {
 
     /// Block until every member has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
+        self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let n = self.size();
         match self.choose(Collective::Barrier, 0) {
             Algorithm::Flat => {
@@ -450,6 +516,13 @@ impl<'a> Team<'a> {
 
     /// Copy `data` from member `root` to every member's `data`.
     pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+        self.check_call(
+            Collective::Broadcast,
+            Some(root),
+            data.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let n = self.size();
         if n == 1 {
@@ -512,6 +585,13 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         op: Op,
     ) -> Result<()> {
+        self.check_call(
+            Collective::Reduce,
+            Some(root),
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.reduce_with(root, src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
@@ -569,6 +649,13 @@ impl<'a> Team<'a> {
 
     /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
     pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        self.check_call(
+            Collective::Allreduce,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.allreduce_with(src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
@@ -701,6 +788,13 @@ impl<'a> Team<'a> {
     /// Gather every member's `src` (all the same length) into `dst` on `root`, in rank order
     /// (`dst.len() == size · src.len()` there; untouched and possibly empty elsewhere).
     pub fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_call(
+            Collective::Gather,
+            Some(root),
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let n = self.size();
         let b = src.len();
@@ -760,6 +854,13 @@ impl<'a> Team<'a> {
     /// Every member gets every member's `src` in rank order
     /// (`dst.len() == size · src.len()`).
     pub fn allgather<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_call(
+            Collective::Allgather,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         let n = self.size();
         let b = src.len();
         if dst.len() != n * b {
@@ -813,6 +914,13 @@ impl<'a> Team<'a> {
 
     /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
     pub fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_call(
+            Collective::Scatter,
+            Some(root),
+            dst.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let n = self.size();
         let b = dst.len();
@@ -861,6 +969,13 @@ impl<'a> Team<'a> {
     /// All-to-all: block `j` of `src` goes to member `j`, and block `i` of `dst` comes from
     /// member `i` (blocks of `src.len() / size` elements).
     pub fn exchange<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.check_call(
+            Collective::Exchange,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         let n = self.size();
         if src.len() % n != 0 || dst.len() != src.len() {
             return Err(CoreError::Invalid(format!(
@@ -1076,6 +1191,13 @@ impl<'a> Team<'a> {
 
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
     pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        self.check_call(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.scan_with(src, dst, false, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
@@ -1083,6 +1205,13 @@ impl<'a> Team<'a> {
     /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
     /// `dst` is set to zeros.
     pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+        self.check_call(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.scan_with(src, dst, true, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
@@ -1255,6 +1384,21 @@ fn split_range(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
     let start = i * base + i.min(extra);
     start..start + base + usize::from(i < extra)
 }
+
+/// Every built-in reduction, for naming them in checked-mode reports.
+const ALL_OPS: [Op; 11] = [
+    Op::Sum,
+    Op::Prod,
+    Op::Min,
+    Op::Max,
+    Op::BitAnd,
+    Op::BitOr,
+    Op::BitXor,
+    Op::LogicalAnd,
+    Op::LogicalOr,
+    Op::MinLoc,
+    Op::MaxLoc,
+];
 
 /// Refuse an operation that does not apply to `T` before any message moves, so that no
 /// member is left waiting for a partner that gave up.
