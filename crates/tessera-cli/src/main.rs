@@ -8,6 +8,7 @@
 //! ```
 
 mod bench;
+mod npb;
 mod selftest;
 
 use std::ffi::OsString;
@@ -99,6 +100,23 @@ enum Command {
         #[arg(long)]
         case: Option<String>,
     },
+    /// Run NAS Parallel Benchmark kernels (they start their own ranks), verified against
+    /// the official values.
+    Npb {
+        /// Kernel: ep, or `all` for every kernel built so far.
+        kernel: String,
+        /// Problem class: S, W, A or B.
+        #[arg(long, default_value = "S")]
+        class: String,
+        #[command(flatten)]
+        job: JobArgs,
+        /// Kernel variant (see each kernel's list; the first is the default).
+        #[arg(long)]
+        variant: Option<String>,
+        /// Write the result as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Micro-benchmarks.
     Bench {
         #[command(subcommand)]
@@ -114,6 +132,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum RankCommand {
+    Npb {
+        kernel: String,
+        #[arg(long)]
+        class: String,
+        #[arg(long)]
+        variant: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
     Selftest {
         #[arg(long)]
         case: Option<String>,
@@ -160,6 +187,13 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
         }
         Command::Selftest { job, case } => selftest::drive(&job, case.as_deref()),
+        Command::Npb {
+            kernel,
+            class,
+            job,
+            variant,
+            json,
+        } => npb::drive(&kernel, &class, &job, variant.as_deref(), json.as_deref()),
         Command::Bench { what } => bench::drive(what),
         Command::Rank { what } => {
             let job = match tessera::Job::from_env() {
@@ -170,6 +204,12 @@ fn main() -> ExitCode {
                 }
             };
             let run = match what {
+                RankCommand::Npb {
+                    kernel,
+                    class,
+                    variant,
+                    out,
+                } => job.run(|ctx| npb::rank_main(ctx, &kernel, &class, &variant, &out)),
                 RankCommand::Selftest { case } => {
                     job.run(|ctx| tessera::conformance::run_all(ctx, case.as_deref()))
                 }

@@ -1,0 +1,106 @@
+//! `tessera npb`: kernels verify over real processes, the report and JSON have the
+//! documented shape, and bad arguments get one-line errors.
+
+mod common;
+
+#[test]
+fn ep_verifies_over_processes_at_several_rank_counts() {
+    for ranks in ["1", "2", "3"] {
+        let f = common::run(
+            common::tessera().args(["npb", "ep", "--class", "S", "-n", ranks, "--timeout", "120"]),
+            150,
+        );
+        assert!(
+            f.status.success(),
+            "EP S at {ranks} ranks: {}\n{}",
+            f.stdout,
+            f.stderr
+        );
+        assert!(
+            f.stdout
+                .contains("Verification    =               SUCCESSFUL"),
+            "{}",
+            f.stdout
+        );
+        assert!(
+            f.stdout
+                .contains(&format!("Total processes =                        {ranks}")),
+            "{}",
+            f.stdout
+        );
+    }
+}
+
+#[test]
+fn ep_json_and_class_w_on_threads() {
+    let path = std::env::temp_dir().join(format!("tessera-npb-test-{}.json", std::process::id()));
+    let f = common::run(
+        common::tessera()
+            .args([
+                "npb",
+                "ep",
+                "--class",
+                "W",
+                "-n",
+                "4",
+                "--conduit",
+                "threads",
+                "--json",
+            ])
+            .arg(&path),
+        150,
+    );
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    let o: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o["kernel"], "EP");
+    assert_eq!(o["class"], "W");
+    assert_eq!(o["ranks"], 4);
+    assert_eq!(o["variant"], "default");
+    assert_eq!(o["verified"], true);
+    assert!(o["time_s"].as_f64().unwrap() > 0.0 && o["mops"].as_f64().unwrap() > 0.0);
+    for key in ["sx", "sy"] {
+        let (v, r) = (
+            o["values"][key].as_f64().unwrap(),
+            o["reference"][key].as_f64().unwrap(),
+        );
+        assert!(((v - r) / r).abs() <= 1e-8, "{key}: {v} vs {r}");
+    }
+}
+
+#[test]
+fn npb_all_prints_a_summary() {
+    let f = common::run(
+        common::tessera().args(["npb", "all", "--class", "S", "-n", "2"]),
+        150,
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(f.stdout.contains("EP Benchmark Completed."), "{}", f.stdout);
+}
+
+#[test]
+fn bad_npb_arguments_name_what_is_allowed() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["npb", "xx"], "unknown kernel \"xx\"; available: ep"),
+        (
+            &["npb", "ep", "--class", "Q"],
+            "unknown class \"Q\"; classes are S, W, A, B",
+        ),
+        (
+            &["npb", "ep", "--variant", "fast"],
+            "ep has no variant \"fast\"; variants: default",
+        ),
+        (&["npb", "ft"], "kernel ft is not implemented yet"),
+    ];
+    for (args, message) in cases {
+        let f = common::run(common::tessera().args(*args), 20);
+        assert_eq!(f.status.code(), Some(2), "{args:?}");
+        assert!(
+            f.stderr.contains(message),
+            "{args:?}: expected {message:?} in {}",
+            f.stderr
+        );
+        assert_eq!(f.stderr.trim().lines().count(), 1, "one line: {}", f.stderr);
+    }
+}

@@ -1,0 +1,128 @@
+//! The NAS Parallel Benchmarks on Tessera.
+//!
+//! Each kernel runs SPMD on a [`tessera::Context`], times exactly the region the NPB
+//! specification times, and checks its result against the official verification values.
+//! Those values are carried in this crate (see [`ep::CLASSES`]), so nothing outside the
+//! product is read at run time.
+//!
+//! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs). IS, CG, MG and FT
+//! follow.
+//!
+//! This crate must never bypass Tessera's communication: kernels use the global address
+//! space, teams and collectives like any other program.
+
+pub mod ep;
+pub mod report;
+pub mod rng;
+
+use std::fmt;
+use std::str::FromStr;
+
+pub use report::Outcome;
+
+/// A benchmark kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Embarrassingly parallel.
+    Ep,
+}
+
+impl Kernel {
+    /// Every kernel built so far.
+    pub const ALL: [Kernel; 1] = [Kernel::Ep];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Ep => "ep",
+        }
+    }
+
+    /// Variants (the first is the default).
+    pub fn variants(self) -> &'static [&'static str] {
+        match self {
+            Kernel::Ep => &["default"],
+        }
+    }
+
+    /// Which rank counts the kernel runs on, as an error message if `ranks` is not one.
+    pub fn check_ranks(self, ranks: usize) -> Result<(), String> {
+        match self {
+            Kernel::Ep if ranks >= 1 => Ok(()),
+            Kernel::Ep => Err("ep runs on any number of ranks ≥ 1".into()),
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "ep" => Ok(Kernel::Ep),
+            "is" | "cg" | "mg" | "ft" | "lu" | "sp" | "bt" => {
+                Err(format!("kernel {s} is not implemented yet; available: ep"))
+            }
+            _ => Err(format!("unknown kernel {s:?}; available: ep (or `all`)")),
+        }
+    }
+}
+
+/// A problem class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// Sample.
+    S,
+    /// Workstation.
+    W,
+    /// Class A.
+    A,
+    /// Class B.
+    B,
+}
+
+impl Class {
+    /// Every class with official verification values here.
+    pub const ALL: [Class; 4] = [Class::S, Class::W, Class::A, Class::B];
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Class::S => "S",
+            Class::W => "W",
+            Class::A => "A",
+            Class::B => "B",
+        })
+    }
+}
+
+impl FromStr for Class {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "S" | "s" => Ok(Class::S),
+            "W" | "w" => Ok(Class::W),
+            "A" | "a" => Ok(Class::A),
+            "B" | "b" => Ok(Class::B),
+            _ => Err(format!("unknown class {s:?}; classes are S, W, A, B")),
+        }
+    }
+}
+
+/// Run `kernel` at `class` on this rank; rank 0 gets the outcome.
+pub fn run(
+    ctx: &tessera::Context,
+    kernel: Kernel,
+    class: Class,
+    variant: &str,
+) -> tessera::Result<Option<Outcome>> {
+    match kernel {
+        Kernel::Ep => ep::run(ctx, class, variant),
+    }
+}

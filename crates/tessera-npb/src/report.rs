@@ -1,0 +1,82 @@
+//! The NPB-style report and its JSON form.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// How a benchmark run ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Outcome {
+    /// Kernel name (upper case, as NPB prints it).
+    pub kernel: String,
+    /// Problem class.
+    pub class: String,
+    /// Ranks that ran it.
+    pub ranks: usize,
+    /// Variant.
+    pub variant: String,
+    /// Seconds in the timed region (the slowest rank).
+    pub time_s: f64,
+    /// Mop/s (total) by the specification's formula.
+    pub mops: f64,
+    /// `Some(true/false)`, or `None` when the class has no reference values.
+    pub verified: Option<bool>,
+    /// Computed values checked against the reference.
+    pub values: BTreeMap<String, f64>,
+    /// The official reference values.
+    pub reference: BTreeMap<String, f64>,
+    /// Problem size as NPB prints it.
+    pub size: String,
+    /// Iterations as NPB prints them.
+    pub iterations: u64,
+    /// What the Mop/s counts.
+    pub operation: String,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let row = |f: &mut fmt::Formatter<'_>, k: &str, v: &dyn fmt::Display| {
+            writeln!(f, " {k:<16}= {v:>24}")
+        };
+        writeln!(f, "\n {} Benchmark Completed.", self.kernel)?;
+        row(f, "Class", &self.class)?;
+        row(f, "Size", &self.size)?;
+        row(f, "Iterations", &self.iterations)?;
+        row(f, "Time in seconds", &format!("{:.2}", self.time_s))?;
+        row(f, "Total processes", &self.ranks)?;
+        row(f, "Mop/s total", &format!("{:.2}", self.mops))?;
+        row(
+            f,
+            "Mop/s/process",
+            &format!("{:.2}", self.mops / self.ranks as f64),
+        )?;
+        row(f, "Operation type", &self.operation)?;
+        row(
+            f,
+            "Verification",
+            &match self.verified {
+                Some(true) => "SUCCESSFUL",
+                Some(false) => "UNSUCCESSFUL",
+                None => "NOT PERFORMED",
+            },
+        )?;
+        row(f, "Variant", &self.variant)?;
+        row(
+            f,
+            "Version",
+            &concat!("Tessera ", env!("CARGO_PKG_VERSION")),
+        )?;
+        for (name, value) in &self.values {
+            match self.reference.get(name) {
+                Some(r) => writeln!(
+                    f,
+                    " {name:<16}= {value:>24.15e}   reference {r:.15e}   relative error {:.2e}",
+                    ((value - r) / r).abs()
+                )?,
+                None => writeln!(f, " {name:<16}= {value:>24.15e}")?,
+            }
+        }
+        Ok(())
+    }
+}

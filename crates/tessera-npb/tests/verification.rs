@@ -1,0 +1,39 @@
+//! NPB kernels verify against the official values at several rank counts (threads
+//! conduit here; the `tessera npb` command's tests run real processes).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tessera::Job;
+use tessera_npb::{run, Class, Kernel, Outcome};
+
+fn run_kernel(kernel: Kernel, class: Class, ranks: usize) -> Outcome {
+    let outcome = Mutex::new(None);
+    Job::threads(ranks)
+        .segment(256 << 20)
+        .wait_timeout(Duration::from_secs(300))
+        .run(|ctx| {
+            if let Some(o) = run(ctx, kernel, class, kernel.variants()[0])? {
+                *outcome.lock().unwrap() = Some(o);
+            }
+            Ok(())
+        })
+        .unwrap();
+    let o = outcome.into_inner().unwrap().expect("rank 0 reports");
+    assert_eq!(o.ranks, ranks);
+    o
+}
+
+#[test]
+fn ep_class_s_verifies_at_1_2_3_and_4_ranks() {
+    for ranks in [1, 2, 3, 4] {
+        let o = run_kernel(Kernel::Ep, Class::S, ranks);
+        assert_eq!(o.verified, Some(true), "EP S at {ranks} ranks:\n{o}");
+        // 2^24 pairs of which π/4 land in the circle.
+        let pairs = o.values["gaussian_pairs"];
+        assert!(
+            (pairs / (1u64 << 24) as f64 - std::f64::consts::FRAC_PI_4).abs() < 1e-3,
+            "{pairs}"
+        );
+    }
+}
