@@ -90,7 +90,6 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
             let iters = iterations(bytes, n, quick);
             for (name, team) in &choices {
                 world.barrier()?;
-                let start = Instant::now();
                 let mut best = f64::INFINITY;
                 for _ in 0..3 {
                     ctx.barrier()?;
@@ -100,7 +99,6 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                     }
                     best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
                 }
-                let _ = start;
                 part.results.push(Record {
                     op: op.name().into(),
                     algorithm: Some(name.clone()),

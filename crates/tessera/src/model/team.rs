@@ -460,6 +460,13 @@ impl<'a> Team<'a> {
         .into())
     }
 
+    /// The start of a rooted operation without a reduction: checked-mode agreement, then a
+    /// valid root.
+    fn enter_rooted<T>(&self, op: Collective, root: usize, count: usize) -> Result<()> {
+        self.check_call(op, Some(root), count, std::mem::size_of::<T>(), None)?;
+        self.check_root(root)
+    }
+
     fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
             return Err(CoreError::Invalid(format!(
@@ -516,14 +523,7 @@ impl<'a> Team<'a> {
 
     /// Copy `data` from member `root` to every member's `data`.
     pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
-        self.check_call(
-            Collective::Broadcast,
-            Some(root),
-            data.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
-        self.check_root(root)?;
+        self.enter_rooted::<T>(Collective::Broadcast, root, data.len())?;
         let n = self.size();
         if n == 1 {
             return Ok(());
@@ -788,14 +788,7 @@ impl<'a> Team<'a> {
     /// Gather every member's `src` (all the same length) into `dst` on `root`, in rank order
     /// (`dst.len() == size · src.len()` there; untouched and possibly empty elsewhere).
     pub fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.check_call(
-            Collective::Gather,
-            Some(root),
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
-        self.check_root(root)?;
+        self.enter_rooted::<T>(Collective::Gather, root, src.len())?;
         let n = self.size();
         let b = src.len();
         if self.me == root && dst.len() != n * b {
@@ -914,14 +907,7 @@ impl<'a> Team<'a> {
 
     /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
     pub fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.check_call(
-            Collective::Scatter,
-            Some(root),
-            dst.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
-        self.check_root(root)?;
+        self.enter_rooted::<T>(Collective::Scatter, root, dst.len())?;
         let n = self.size();
         let b = dst.len();
         if self.me == root && src.len() != n * b {
