@@ -5,13 +5,14 @@
 //! Those values are carried in this crate (see [`ep::CLASSES`]), so nothing outside the
 //! product is read at run time.
 //!
-//! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs). IS, CG, MG and FT
-//! follow.
+//! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs) and [`is`] (integer
+//! sort with a one-sided key exchange). CG, MG and FT follow.
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
 pub mod ep;
+pub mod is;
 pub mod report;
 pub mod rng;
 
@@ -25,16 +26,19 @@ pub use report::Outcome;
 pub enum Kernel {
     /// Embarrassingly parallel.
     Ep,
+    /// Integer sort.
+    Is,
 }
 
 impl Kernel {
     /// Every kernel built so far.
-    pub const ALL: [Kernel; 1] = [Kernel::Ep];
+    pub const ALL: [Kernel; 2] = [Kernel::Ep, Kernel::Is];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Ep => "ep",
+            Kernel::Is => "is",
         }
     }
 
@@ -42,6 +46,7 @@ impl Kernel {
     pub fn variants(self) -> &'static [&'static str] {
         match self {
             Kernel::Ep => &["default"],
+            Kernel::Is => &["default"],
         }
     }
 
@@ -50,6 +55,10 @@ impl Kernel {
         match self {
             Kernel::Ep if ranks >= 1 => Ok(()),
             Kernel::Ep => Err("ep runs on any number of ranks ≥ 1".into()),
+            Kernel::Is if ranks.is_power_of_two() && ranks <= 128 => Ok(()),
+            Kernel::Is => Err(format!(
+                "is runs on a power-of-two number of ranks up to 128, not {ranks}"
+            )),
         }
     }
 }
@@ -65,10 +74,13 @@ impl FromStr for Kernel {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
             "ep" => Ok(Kernel::Ep),
-            "is" | "cg" | "mg" | "ft" | "lu" | "sp" | "bt" => {
-                Err(format!("kernel {s} is not implemented yet; available: ep"))
-            }
-            _ => Err(format!("unknown kernel {s:?}; available: ep (or `all`)")),
+            "is" => Ok(Kernel::Is),
+            "cg" | "mg" | "ft" | "lu" | "sp" | "bt" => Err(format!(
+                "kernel {s} is not implemented yet; available: ep, is"
+            )),
+            _ => Err(format!(
+                "unknown kernel {s:?}; available: ep, is (or `all`)"
+            )),
         }
     }
 }
@@ -124,5 +136,6 @@ pub fn run(
 ) -> tessera::Result<Option<Outcome>> {
     match kernel {
         Kernel::Ep => ep::run(ctx, class, variant),
+        Kernel::Is => is::run(ctx, class, variant),
     }
 }

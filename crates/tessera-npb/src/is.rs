@@ -1,0 +1,415 @@
+//! IS: integer sort (bucketed counting sort of keys from the NPB generator).
+//!
+//! Each rank generates its share of the global key sequence (jumping ahead to its own
+//! offset). Each of the 10 timed iterations alters two keys, as the specification says,
+//! and then ranks every key:
+//! 1. count local keys per bucket; one allreduce sums the counts and carries the five test
+//!    keys' values to everyone;
+//! 2. assign contiguous bucket ranges to ranks so that each receives about `N/P` keys (the
+//!    same arithmetic everywhere, so no message is needed);
+//! 3. an exclusive scan of the per-destination counts gives each rank its offset in every
+//!    destination's receive buffer, and each rank **puts its keys straight into the
+//!    destinations with a signalling put**, then waits on its own semaphore for P signals
+//!    (one-sided: no receive posted, no all-to-all handshake);
+//! 4. count the received keys over the rank's key range and prefix-sum them, which ranks
+//!    every key; the rank owning a test key's value checks its rank against the official
+//!    one.
+//!
+//! After timing, full verification sorts the keys by their ranks and checks order within
+//! and across ranks.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use tessera::{Context, CoreError, Op, Team};
+
+use crate::report::Outcome;
+use crate::rng::{mul_mod, pow_mod, randlc, A};
+use crate::Class;
+
+/// Timed iterations.
+const ITERATIONS: usize = 10;
+/// Test keys checked every iteration.
+const TESTS: usize = 5;
+const SEED: u64 = 314_159_265;
+
+/// One class: log₂ of the key count, of the largest key and of the bucket count; the
+/// test indices; the official ranks of the test keys per iteration.
+pub struct ClassData {
+    /// The class.
+    pub class: Class,
+    /// log₂(total keys).
+    pub total_keys_log2: u32,
+    /// log₂(largest key).
+    pub max_key_log2: u32,
+    /// log₂(buckets).
+    pub buckets_log2: u32,
+    /// Global indices of the test keys.
+    pub test_index: [usize; TESTS],
+    /// Official ranks of the test keys in iterations 1..=10.
+    pub test_ranks: [[u64; TESTS]; ITERATIONS],
+}
+
+/// Official parameters and verification values (NPB 3.4).
+pub const CLASSES: [ClassData; 4] = [
+    ClassData {
+        class: Class::S,
+        total_keys_log2: 16,
+        max_key_log2: 11,
+        buckets_log2: 9,
+        test_index: [48427, 17148, 23627, 62548, 4431],
+        test_ranks: [
+            [1, 19, 347, 64916, 65462],
+            [2, 20, 348, 64915, 65461],
+            [3, 21, 349, 64914, 65460],
+            [4, 22, 350, 64913, 65459],
+            [5, 23, 351, 64912, 65458],
+            [6, 24, 352, 64911, 65457],
+            [7, 25, 353, 64910, 65456],
+            [8, 26, 354, 64909, 65455],
+            [9, 27, 355, 64908, 65454],
+            [10, 28, 356, 64907, 65453],
+        ],
+    },
+    ClassData {
+        class: Class::W,
+        total_keys_log2: 20,
+        max_key_log2: 16,
+        buckets_log2: 10,
+        test_index: [357773, 934767, 875723, 898999, 404505],
+        test_ranks: [
+            [1248, 11697, 1039986, 1043895, 1048017],
+            [1249, 11698, 1039985, 1043894, 1048016],
+            [1250, 11699, 1039984, 1043893, 1048015],
+            [1251, 11700, 1039983, 1043892, 1048014],
+            [1252, 11701, 1039982, 1043891, 1048013],
+            [1253, 11702, 1039981, 1043890, 1048012],
+            [1254, 11703, 1039980, 1043889, 1048011],
+            [1255, 11704, 1039979, 1043888, 1048010],
+            [1256, 11705, 1039978, 1043887, 1048009],
+            [1257, 11706, 1039977, 1043886, 1048008],
+        ],
+    },
+    ClassData {
+        class: Class::A,
+        total_keys_log2: 23,
+        max_key_log2: 19,
+        buckets_log2: 10,
+        test_index: [2112377, 662041, 5336171, 3642833, 4250760],
+        test_ranks: [
+            [104, 17523, 123928, 8288932, 8388264],
+            [105, 17524, 123929, 8288931, 8388263],
+            [106, 17525, 123930, 8288930, 8388262],
+            [107, 17526, 123931, 8288929, 8388261],
+            [108, 17527, 123932, 8288928, 8388260],
+            [109, 17528, 123933, 8288927, 8388259],
+            [110, 17529, 123934, 8288926, 8388258],
+            [111, 17530, 123935, 8288925, 8388257],
+            [112, 17531, 123936, 8288924, 8388256],
+            [113, 17532, 123937, 8288923, 8388255],
+        ],
+    },
+    ClassData {
+        class: Class::B,
+        total_keys_log2: 25,
+        max_key_log2: 21,
+        buckets_log2: 10,
+        test_index: [41869, 812306, 5102857, 18232239, 26860214],
+        test_ranks: [
+            [33422936, 10245, 59150, 33135280, 100],
+            [33422935, 10246, 59151, 33135279, 101],
+            [33422934, 10247, 59152, 33135278, 102],
+            [33422933, 10248, 59153, 33135277, 103],
+            [33422932, 10249, 59154, 33135276, 104],
+            [33422931, 10250, 59155, 33135275, 105],
+            [33422930, 10251, 59156, 33135274, 106],
+            [33422929, 10252, 59157, 33135273, 107],
+            [33422928, 10253, 59158, 33135272, 108],
+            [33422927, 10254, 59159, 33135271, 109],
+        ],
+    },
+];
+
+/// Generate keys `first..first + out.len()` of the global sequence.
+pub fn generate(first: usize, out: &mut [i32], max_key: usize) {
+    let mut x = mul_mod(pow_mod(A, 4 * first as u64), SEED);
+    let k = (max_key / 4) as f64;
+    for key in out.iter_mut() {
+        let r = randlc(&mut x, A) + randlc(&mut x, A) + randlc(&mut x, A) + randlc(&mut x, A);
+        *key = (k * r) as i32;
+    }
+}
+
+/// Contiguous bucket ranges per rank: rank j's range ends at the bucket where the running
+/// total first reaches (j + 1)·N/P. Returns P + 1 boundaries (first bucket of each rank).
+pub fn assign_buckets(totals: &[u64], ranks: usize, keys: u64) -> Vec<usize> {
+    let mut starts = vec![0usize; ranks + 1];
+    let (mut sum, mut j) = (0u64, 0usize);
+    for (b, &t) in totals.iter().enumerate() {
+        sum += t;
+        while j + 1 < ranks && sum >= (j as u64 + 1) * keys / ranks as u64 {
+            j += 1;
+            starts[j] = b + 1;
+        }
+    }
+    for s in starts.iter_mut().skip(j + 1) {
+        *s = totals.len();
+    }
+    starts[ranks] = totals.len();
+    starts
+}
+
+/// The `count` keys this rank received in the last pass, in place in its segment.
+fn received<'c>(
+    ctx: &'c Context,
+    inbox: tessera::GlobalPtr<i32>,
+    count: usize,
+) -> tessera::Result<&'c [i32]> {
+    let p = ctx
+        .local_ptr(inbox, count)?
+        .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()))?;
+    // SAFETY: local_ptr checked that the range is mapped, aligned and inside our segment,
+    // which lives as long as `ctx`. All P senders have signalled (their puts are complete
+    // and visible), and nobody writes this buffer again before the next pass's allreduce,
+    // which this rank enters only after it has finished with the slice.
+    Ok(unsafe { std::slice::from_raw_parts(p, count) })
+}
+
+/// Run IS at `class`; rank 0 gets the outcome.
+pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+    let data = CLASSES
+        .iter()
+        .find(|c| c.class == class)
+        .expect("every class has IS values");
+    let world = Team::world(ctx)?;
+    let (p, me) = (world.size(), world.rank());
+    if !p.is_power_of_two() {
+        return Err(CoreError::Invalid(format!(
+            "is runs on a power-of-two number of ranks, not {p}"
+        ))
+        .into());
+    }
+    let total = 1usize << data.total_keys_log2;
+    let max_key = 1usize << data.max_key_log2;
+    let buckets = 1usize << data.buckets_log2;
+    let shift = data.max_key_log2 - data.buckets_log2;
+    let local = total / p;
+    let first = me * local;
+
+    let mut keys = vec![0i32; local];
+    generate(first, &mut keys, max_key);
+    // Receive buffer in the global address space, and the arrival semaphore.
+    let capacity = 2 * local + buckets;
+    let inbox = ctx.alloc_collective::<i32>(capacity)?;
+    let arrived = ctx.semaphore_collective()?;
+    let mut state = State {
+        ctx,
+        world: &world,
+        data,
+        keys,
+        first,
+        max_key,
+        buckets,
+        shift,
+        inbox,
+        capacity,
+        arrived,
+        grouped: vec![0; local],
+        counts: vec![0u64; buckets + TESTS],
+        histogram: Vec::new(),
+        passed: 0,
+        range: (0, 0),
+    };
+    world.barrier()?;
+    state.rank(1)?; // untimed
+    state.passed = 0;
+    world.barrier()?;
+    let start = Instant::now();
+    for iteration in 1..=ITERATIONS {
+        state.rank(iteration)?;
+    }
+    let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    let sorted_ok = state.full_verify()?;
+    let passed = world.allreduce_value(state.passed + u64::from(sorted_ok), Op::Sum)?;
+    if me != 0 {
+        return Ok(None);
+    }
+    let want = (TESTS * ITERATIONS + p) as u64;
+    Ok(Some(Outcome {
+        kernel: "IS".into(),
+        class: class.to_string(),
+        ranks: p,
+        variant: variant.into(),
+        time_s: elapsed,
+        mops: (ITERATIONS * total) as f64 / elapsed / 1e6,
+        verified: Some(passed == want),
+        values: BTreeMap::from([("passed_verifications".to_string(), passed as f64)]),
+        reference: BTreeMap::from([("passed_verifications".to_string(), want as f64)]),
+        size: total.to_string(),
+        iterations: ITERATIONS as u64,
+        operation: "keys ranked".into(),
+    }))
+}
+
+struct State<'a> {
+    ctx: &'a Context,
+    world: &'a Team<'a>,
+    data: &'static ClassData,
+    keys: Vec<i32>,
+    first: usize,
+    max_key: usize,
+    buckets: usize,
+    shift: u32,
+    inbox: tessera::GlobalPtr<i32>,
+    capacity: usize,
+    arrived: tessera::Semaphore,
+    /// Local keys grouped by bucket (and so by destination).
+    grouped: Vec<i32>,
+    /// Bucket counts, then the test keys' values.
+    counts: Vec<u64>,
+    /// Counts over this rank's key range, then their prefix sums.
+    histogram: Vec<u64>,
+    passed: u64,
+    /// The last pass's first key value and received key count, for full verification.
+    range: (usize, usize),
+}
+
+impl State<'_> {
+    /// One ranking pass (`iteration` is 1-based).
+    fn rank(&mut self, iteration: usize) -> tessera::Result<()> {
+        let (p, me) = (self.world.size(), self.world.rank());
+        let local = self.keys.len();
+        // The specification's alterations (global indices, held by rank 0).
+        for (index, value) in [
+            (iteration, iteration),
+            (iteration + ITERATIONS, self.max_key - iteration),
+        ] {
+            if (self.first..self.first + local).contains(&index) {
+                self.keys[index - self.first] = value as i32;
+            }
+        }
+        // Bucket counts, plus the test keys' values where this rank holds them.
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        for &k in &self.keys {
+            self.counts[(k >> self.shift) as usize] += 1;
+        }
+        let local_counts = self.counts[..self.buckets].to_vec();
+        for (i, &index) in self.data.test_index.iter().enumerate() {
+            if (self.first..self.first + local).contains(&index) {
+                self.counts[self.buckets + i] = self.keys[index - self.first] as u64;
+            }
+        }
+        let mut totals = vec![0u64; self.buckets + TESTS];
+        self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
+        let starts = assign_buckets(&totals[..self.buckets], p, (self.keys.len() * p) as u64);
+        // Group local keys by bucket.
+        let mut next = vec![0usize; self.buckets];
+        let mut acc = 0;
+        for (b, c) in local_counts.iter().enumerate() {
+            next[b] = acc;
+            acc += *c as usize;
+        }
+        for &k in &self.keys {
+            let b = (k >> self.shift) as usize;
+            self.grouped[next[b]] = k;
+            next[b] += 1;
+        }
+        // How many keys go to each destination, and where they land there.
+        let send: Vec<u64> = (0..p)
+            .map(|d| local_counts[starts[d]..starts[d + 1]].iter().sum())
+            .collect();
+        let mut offsets = vec![0u64; p];
+        self.world.exscan(&send, &mut offsets, Op::Sum)?;
+        let mine: u64 = totals[starts[me]..starts[me + 1]].iter().sum();
+        if mine as usize > self.capacity {
+            return Err(CoreError::Invalid(format!(
+                "is: rank {me} would receive {mine} keys, more than its {}-key buffer",
+                self.capacity
+            ))
+            .into());
+        }
+        // One-sided exchange: put each destination's keys straight into its buffer.
+        let mut from = 0usize;
+        for d in 0..p {
+            let n = send[d] as usize;
+            let dst = self
+                .inbox
+                .on(self.world.world_rank(d))
+                .add(offsets[d] as usize);
+            self.ctx.put_signal(
+                dst,
+                &self.grouped[from..from + n],
+                self.arrived.on(self.world.world_rank(d)),
+            )?;
+            from += n;
+        }
+        self.arrived.wait(self.ctx, p as u64)?;
+        // Rank the received keys over this rank's key range.
+        let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
+        let below: u64 = totals[..starts[me]].iter().sum();
+        let received = received(self.ctx, self.inbox, mine as usize)?;
+        self.histogram.clear();
+        self.histogram.resize(hi - lo, 0);
+        for &k in received {
+            self.histogram[k as usize - lo] += 1;
+        }
+        let mut running = 0;
+        for h in self.histogram.iter_mut() {
+            running += *h;
+            *h = running; // keys ≤ lo + index on this rank
+        }
+        // Partial verification by the rank that owns each test key's value.
+        for i in 0..TESTS {
+            let k = totals[self.buckets + i] as usize;
+            if (lo..hi).contains(&k) {
+                let less = below
+                    + if k > lo {
+                        self.histogram[k - 1 - lo]
+                    } else {
+                        0
+                    };
+                if less == self.data.test_ranks[iteration - 1][i] {
+                    self.passed += 1;
+                } else {
+                    eprintln!(
+                        "is: iteration {iteration}, test key {i} (value {k}): {less} keys below it, expected {}",
+                        self.data.test_ranks[iteration - 1][i]
+                    );
+                }
+            }
+        }
+        self.range = (lo, mine as usize);
+        Ok(())
+    }
+
+    /// Place every key at its rank (as NPB's full verification does), check order on this
+    /// rank and across the boundary with the previous rank.
+    fn full_verify(&mut self) -> tessera::Result<bool> {
+        let (lo, count) = self.range;
+        let received = received(self.ctx, self.inbox, count)?.to_vec();
+        let mut sorted = vec![0i32; count];
+        let mut position = self.histogram.clone();
+        for &k in received.iter().rev() {
+            let slot = &mut position[k as usize - lo];
+            *slot -= 1;
+            sorted[*slot as usize] = k;
+        }
+        let ordered = sorted.windows(2).all(|w| w[0] <= w[1]);
+        // First and last key of every rank (empty ranks report an empty range).
+        let ends = [
+            sorted.first().map_or(i64::MAX, |&k| k as i64),
+            sorted.last().map_or(i64::MIN, |&k| k as i64),
+        ];
+        let mut all = vec![0i64; 2 * self.world.size()];
+        self.world.allgather(&ends, &mut all)?;
+        let me = self.world.rank();
+        let previous_max = all[..2 * me]
+            .chunks(2)
+            .map(|e| e[1])
+            .max()
+            .unwrap_or(i64::MIN);
+        let boundary = sorted.first().is_none_or(|&k| previous_max <= k as i64);
+        let total: u64 = self.world.allreduce_value(count as u64, Op::Sum)?;
+        Ok(ordered && boundary && total as usize == self.keys.len() * self.world.size())
+    }
+}
