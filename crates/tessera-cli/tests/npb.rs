@@ -70,19 +70,63 @@ fn ep_json_and_class_w_on_threads() {
 }
 
 #[test]
+fn is_verifies_over_processes_and_refuses_other_rank_counts() {
+    for (class, ranks) in [("S", "1"), ("S", "4"), ("W", "2")] {
+        let f = common::run(
+            common::tessera().args([
+                "npb",
+                "is",
+                "--class",
+                class,
+                "-n",
+                ranks,
+                "--timeout",
+                "120",
+            ]),
+            150,
+        );
+        assert!(
+            f.status.success(),
+            "IS {class} at {ranks} ranks: {}\n{}",
+            f.stdout,
+            f.stderr
+        );
+        assert!(
+            f.stdout
+                .contains("Verification    =               SUCCESSFUL"),
+            "{}",
+            f.stdout
+        );
+    }
+    let f = common::run(common::tessera().args(["npb", "is", "-n", "3"]), 20);
+    assert_eq!(f.status.code(), Some(2));
+    assert!(
+        f.stderr
+            .contains("is runs on a power-of-two number of ranks"),
+        "{}",
+        f.stderr
+    );
+}
+
+#[test]
 fn npb_all_prints_a_summary() {
     let f = common::run(
         common::tessera().args(["npb", "all", "--class", "S", "-n", "2"]),
         150,
     );
     assert!(f.status.success(), "{}", f.stderr);
-    assert!(f.stdout.contains("EP Benchmark Completed."), "{}", f.stdout);
+    assert!(
+        f.stdout.contains("EP Benchmark Completed.")
+            && f.stdout.contains("IS Benchmark Completed."),
+        "{}",
+        f.stdout
+    );
 }
 
 #[test]
 fn bad_npb_arguments_name_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
-        (&["npb", "xx"], "unknown kernel \"xx\"; available: ep"),
+        (&["npb", "xx"], "unknown kernel \"xx\"; available: ep, is"),
         (
             &["npb", "ep", "--class", "Q"],
             "unknown class \"Q\"; classes are S, W, A, B",

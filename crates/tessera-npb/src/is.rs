@@ -32,6 +32,8 @@ const ITERATIONS: usize = 10;
 /// Test keys checked every iteration.
 const TESTS: usize = 5;
 const SEED: u64 = 314_159_265;
+/// Interleaved streams in the counting and grouping loops.
+const CHUNKS: usize = 4;
 
 /// One class: log₂ of the key count, of the largest key and of the bucket count; the
 /// test indices; the official ranks of the test keys per iteration.
@@ -160,11 +162,11 @@ pub fn assign_buckets(totals: &[u64], ranks: usize, keys: u64) -> Vec<usize> {
 }
 
 /// The `count` keys this rank received in the last pass, in place in its segment.
-fn received<'c>(
-    ctx: &'c Context,
+fn received(
+    ctx: &Context,
     inbox: tessera::GlobalPtr<i32>,
     count: usize,
-) -> tessera::Result<&'c [i32]> {
+) -> tessera::Result<&[i32]> {
     let p = ctx
         .local_ptr(inbox, count)?
         .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()))?;
@@ -216,6 +218,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         arrived,
         grouped: vec![0; local],
         counts: vec![0u64; buckets + TESTS],
+        chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
         passed: 0,
         range: (0, 0),
@@ -267,8 +270,11 @@ struct State<'a> {
     grouped: Vec<i32>,
     /// Bucket counts, then the test keys' values.
     counts: Vec<u64>,
-    /// Counts over this rank's key range, then their prefix sums.
-    histogram: Vec<u64>,
+    /// Bucket counts per interleaved chunk.
+    chunk_counts: Vec<u32>,
+    /// Counts over this rank's key range, then their prefix sums (u32: half the cache
+    /// footprint of u64, and no rank holds 2³² keys).
+    histogram: Vec<u32>,
     passed: u64,
     /// The last pass's first key value and received key count, for full verification.
     range: (usize, usize),
@@ -288,36 +294,65 @@ impl State<'_> {
                 self.keys[index - self.first] = value as i32;
             }
         }
-        // Bucket counts, plus the test keys' values where this rank holds them.
-        self.counts.iter_mut().for_each(|c| *c = 0);
-        for &k in &self.keys {
-            self.counts[(k >> self.shift) as usize] += 1;
-        }
-        let local_counts = self.counts[..self.buckets].to_vec();
-        for (i, &index) in self.data.test_index.iter().enumerate() {
-            if (self.first..self.first + local).contains(&index) {
-                self.counts[self.buckets + i] = self.keys[index - self.first] as u64;
+        // Bucket counts, plus the test keys' values where this rank holds them. Keys are
+        // counted as CHUNKS interleaved streams with their own counters, so increments of
+        // one counter do not form a single serial chain (local counts are powers of two,
+        // so the chunks are equal).
+        let (buckets, shift) = (self.buckets, self.shift);
+        let chunk = local / CHUNKS;
+        self.chunk_counts.fill(0);
+        {
+            let keys = &self.keys[..];
+            let (c0, rest) = self.chunk_counts.split_at_mut(buckets);
+            let (c1, rest) = rest.split_at_mut(buckets);
+            let (c2, c3) = rest.split_at_mut(buckets);
+            for i in 0..chunk {
+                c0[(keys[i] >> shift) as usize] += 1;
+                c1[(keys[chunk + i] >> shift) as usize] += 1;
+                c2[(keys[2 * chunk + i] >> shift) as usize] += 1;
+                c3[(keys[3 * chunk + i] >> shift) as usize] += 1;
             }
         }
-        let mut totals = vec![0u64; self.buckets + TESTS];
+        self.counts.fill(0);
+        for c in 0..CHUNKS {
+            for (total, &n) in self.counts[..buckets]
+                .iter_mut()
+                .zip(&self.chunk_counts[c * buckets..(c + 1) * buckets])
+            {
+                *total += u64::from(n);
+            }
+        }
+        for (i, &index) in self.data.test_index.iter().enumerate() {
+            if (self.first..self.first + local).contains(&index) {
+                self.counts[buckets + i] = self.keys[index - self.first] as u64;
+            }
+        }
+        let mut totals = vec![0u64; buckets + TESTS];
         self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
-        let starts = assign_buckets(&totals[..self.buckets], p, (self.keys.len() * p) as u64);
-        // Group local keys by bucket.
-        let mut next = vec![0usize; self.buckets];
-        let mut acc = 0;
-        for (b, c) in local_counts.iter().enumerate() {
-            next[b] = acc;
-            acc += *c as usize;
+        let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
+        // Keys per destination, per chunk; then each chunk's write cursor per destination.
+        let mut destination = vec![0u32; buckets];
+        for d in 0..p {
+            destination[starts[d]..starts[d + 1]].fill(d as u32);
         }
-        for &k in &self.keys {
-            let b = (k >> self.shift) as usize;
-            self.grouped[next[b]] = k;
-            next[b] += 1;
-        }
-        // How many keys go to each destination, and where they land there.
+        let chunk_dest = |c: usize, d: usize| -> usize {
+            self.chunk_counts[c * buckets + starts[d]..c * buckets + starts[d + 1]]
+                .iter()
+                .map(|&n| n as usize)
+                .sum()
+        };
         let send: Vec<u64> = (0..p)
-            .map(|d| local_counts[starts[d]..starts[d + 1]].iter().sum())
+            .map(|d| (0..CHUNKS).map(|c| chunk_dest(c, d) as u64).sum())
             .collect();
+        let mut cursor = vec![0usize; CHUNKS * p];
+        for d in 0..p {
+            let mut at = 0usize;
+            for c in 0..CHUNKS {
+                cursor[c * p + d] = at;
+                at += chunk_dest(c, d);
+            }
+        }
+        // Where this rank's keys land in every destination's buffer.
         let mut offsets = vec![0u64; p];
         self.world.exscan(&send, &mut offsets, Op::Sum)?;
         let mine: u64 = totals[starts[me]..starts[me + 1]].iter().sum();
@@ -328,20 +363,74 @@ impl State<'_> {
             ))
             .into());
         }
-        // One-sided exchange: put each destination's keys straight into its buffer.
-        let mut from = 0usize;
+        // Each destination's range: mapped here (the smp and threads conduits map every
+        // peer), so keys are stored straight into the global address space; or, where a
+        // destination is not mapped, a staging range to send with a signalling put.
+        let targets: Vec<tessera::GlobalPtr<i32>> = (0..p)
+            .map(|d| {
+                self.inbox
+                    .on(self.world.world_rank(d))
+                    .add(offsets[d] as usize)
+            })
+            .collect();
+        let mut mapped = vec![true; p];
+        let mut outs: Vec<&mut [i32]> = Vec::with_capacity(p);
+        let mut staging = &mut self.grouped[..];
         for d in 0..p {
             let n = send[d] as usize;
-            let dst = self
-                .inbox
-                .on(self.world.world_rank(d))
-                .add(offsets[d] as usize);
-            self.ctx.put_signal(
-                dst,
-                &self.grouped[from..from + n],
-                self.arrived.on(self.world.world_rank(d)),
-            )?;
-            from += n;
+            let (stage, rest) = std::mem::take(&mut staging).split_at_mut(n);
+            staging = rest;
+            // SAFETY: local_slice_mut checked that the range is mapped and inside rank
+            // d's receive buffer. The exclusive scan gives every sender a disjoint part of
+            // it, and rank d does not read it before this rank's semaphore post below, so
+            // this rank has exclusive access to these `n` keys until then.
+            match unsafe { self.ctx.local_slice_mut(targets[d], n)? } {
+                Some(remote) => outs.push(remote),
+                None => {
+                    mapped[d] = false;
+                    outs.push(stage);
+                }
+            }
+        }
+        // Group the local keys by destination, the chunks interleaved as above.
+        {
+            let keys = &self.keys[..];
+            let (k0, rest) = cursor.split_at_mut(p);
+            let (k1, rest) = rest.split_at_mut(p);
+            let (k2, k3) = rest.split_at_mut(p);
+            for i in 0..chunk {
+                let (a, b, c, e) = (
+                    keys[i],
+                    keys[chunk + i],
+                    keys[2 * chunk + i],
+                    keys[3 * chunk + i],
+                );
+                let (da, db) = (
+                    destination[(a >> shift) as usize] as usize,
+                    destination[(b >> shift) as usize] as usize,
+                );
+                let (dc, de) = (
+                    destination[(c >> shift) as usize] as usize,
+                    destination[(e >> shift) as usize] as usize,
+                );
+                outs[da][k0[da]] = a;
+                k0[da] += 1;
+                outs[db][k1[db]] = b;
+                k1[db] += 1;
+                outs[dc][k2[dc]] = c;
+                k2[dc] += 1;
+                outs[de][k3[de]] = e;
+                k3[de] += 1;
+            }
+        }
+        // Deliver: a post (release) after direct stores, or a signalling put of the staged keys.
+        for d in 0..p {
+            let sem = self.arrived.on(self.world.world_rank(d));
+            if mapped[d] {
+                sem.post(self.ctx, 1)?;
+            } else {
+                self.ctx.put_signal(targets[d], outs[d], sem)?;
+            }
         }
         self.arrived.wait(self.ctx, p as u64)?;
         // Rank the received keys over this rank's key range.
@@ -350,8 +439,9 @@ impl State<'_> {
         let received = received(self.ctx, self.inbox, mine as usize)?;
         self.histogram.clear();
         self.histogram.resize(hi - lo, 0);
+        let histogram = &mut self.histogram[..];
         for &k in received {
-            self.histogram[k as usize - lo] += 1;
+            histogram[k as usize - lo] += 1;
         }
         let mut running = 0;
         for h in self.histogram.iter_mut() {
@@ -364,7 +454,7 @@ impl State<'_> {
             if (lo..hi).contains(&k) {
                 let less = below
                     + if k > lo {
-                        self.histogram[k - 1 - lo]
+                        u64::from(self.histogram[k - 1 - lo])
                     } else {
                         0
                     };

@@ -28,3 +28,52 @@ fn ep_values_match_the_shared_npb_data() {
         assert_eq!(entry["sy_verify_value"].as_f64(), Some(sy), "EP {class} sy");
     }
 }
+
+#[test]
+fn is_values_match_the_shared_npb_data() {
+    let Some(data) = shared_data() else { return };
+    for c in &tessera_npb::is::CLASSES {
+        let entry = &data["IS"][c.class.to_string()];
+        assert_eq!(
+            entry["total_keys_log2"].as_u64(),
+            Some(c.total_keys_log2 as u64)
+        );
+        assert_eq!(entry["max_key_log2"].as_u64(), Some(c.max_key_log2 as u64));
+        assert_eq!(
+            entry["num_buckets_log2"].as_u64(),
+            Some(c.buckets_log2 as u64)
+        );
+        let index: Vec<u64> = entry["test_index_array"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            index,
+            c.test_index.iter().map(|&i| i as u64).collect::<Vec<_>>(),
+            "IS {} test indices",
+            c.class
+        );
+        for (it, row) in entry["expected_test_ranks_per_iteration"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            let row: Vec<u64> = row
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            assert_eq!(
+                row,
+                c.test_ranks[it].to_vec(),
+                "IS {} iteration {}",
+                c.class,
+                it + 1
+            );
+        }
+    }
+}

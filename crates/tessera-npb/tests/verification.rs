@@ -39,8 +39,8 @@ fn ep_class_s_verifies_at_1_2_3_and_4_ranks() {
 }
 
 #[test]
-fn is_class_s_verifies_at_1_2_and_4_ranks() {
-    for ranks in [1, 2, 4] {
+fn is_class_s_verifies_at_1_2_4_and_8_ranks() {
+    for ranks in [1, 2, 4, 8] {
         let o = run_kernel(Kernel::Is, Class::S, ranks);
         assert_eq!(o.verified, Some(true), "IS S at {ranks} ranks:\n{o}");
     }
