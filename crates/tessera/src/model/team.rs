@@ -467,6 +467,19 @@ impl<'a> Team<'a> {
         self.check_root(root)
     }
 
+    /// The start of an operation with a built-in reduction: checked-mode agreement, then
+    /// refuse an operation that does not apply to the type (before anything moves).
+    fn enter_reduction<T: Reducible>(
+        &self,
+        op: Collective,
+        root: Option<usize>,
+        count: usize,
+        reduction: Op,
+    ) -> Result<()> {
+        self.check_call(op, root, count, std::mem::size_of::<T>(), Some(reduction))?;
+        check_op::<T>(reduction)
+    }
+
     fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
             return Err(CoreError::Invalid(format!(
@@ -585,14 +598,7 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         op: Op,
     ) -> Result<()> {
-        self.check_call(
-            Collective::Reduce,
-            Some(root),
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
-        check_op::<T>(op)?;
+        self.enter_reduction::<T>(Collective::Reduce, Some(root), src.len(), op)?;
         self.reduce_with(root, src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
 
@@ -649,14 +655,7 @@ impl<'a> Team<'a> {
 
     /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
     pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.check_call(
-            Collective::Allreduce,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
-        check_op::<T>(op)?;
+        self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
         self.allreduce_with(src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
 
@@ -1177,28 +1176,14 @@ impl<'a> Team<'a> {
 
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
     pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.check_call(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
-        check_op::<T>(op)?;
+        self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         self.scan_with(src, dst, false, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
 
     /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
     /// `dst` is set to zeros.
     pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.check_call(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
-        check_op::<T>(op)?;
+        self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         self.scan_with(src, dst, true, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
     }
 
