@@ -83,7 +83,7 @@ fn try_attach_peer(
         return Ok(None); // the owner has not sized it yet
     }
     let map = map_region(&file, layout).map_err(|source| JobError::Os {
-        what: format!("mapping {name}"),
+        what: format!("mapping {name} (lower the segment size with --segment or TESSERA_SEGMENT)"),
         source,
     })?;
     // SAFETY: the mapping is at least region_len bytes and page aligned.
@@ -125,7 +125,10 @@ pub(crate) fn attach(
             source,
         })?;
     let own = map_region(&file, &layout).map_err(|source| JobError::Os {
-        what: format!("mapping {name} ({} bytes)", layout.region_len),
+        what: format!(
+            "mapping {name} ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
+            layout.region_len
+        ),
         source,
     })?;
     // SAFETY: a fresh, zero-filled mapping of region_len bytes that peers cannot read

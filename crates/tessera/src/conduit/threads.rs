@@ -34,7 +34,7 @@ impl ThreadsJob {
                 .no_reserve_swap()
                 .map_anon()
                 .map_err(|source| JobError::Os {
-                    what: format!("mapping {} bytes for rank {rank}", layout.region_len),
+                    what: format!("mapping {} bytes for rank {rank} (lower the segment size with Job::segment or TESSERA_SEGMENT)", layout.region_len),
                     source,
                 })?;
             let map = MmapRaw::from(map);
