@@ -55,8 +55,10 @@ fn run_once(
             team.scatter(0, &big[..if team.rank() == 0 { n * len } else { 0 }], buf)
         }
         Collective::Exchange => {
-            let src: Vec<u64> = big[..n * len].to_vec();
-            team.exchange(&src, &mut big[..n * len])
+            // Source and destination are the two halves of `big`, so nothing is copied or
+            // allocated inside the timed loop.
+            let (src, dst) = big.split_at_mut(n * len);
+            team.exchange(src, &mut dst[..n * len])
         }
         Collective::Scan => team.scan(&buf[..], &mut out[..len], Op::Sum),
     }
@@ -68,7 +70,7 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
     let max_len = sizes.iter().max().unwrap() / 8;
     let mut buf = vec![1u64; max_len];
-    let mut big = vec![1u64; max_len * n];
+    let mut big = vec![1u64; 2 * max_len * n]; // exchange uses both halves
     let mut out = vec![0u64; max_len];
     let mut part = Part::default();
     let mut baselines = Baselines::default();

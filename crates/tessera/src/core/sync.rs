@@ -92,10 +92,10 @@ impl Semaphore {
 
     /// Owner only: block until at least `n` posts are available, then take `n`.
     pub fn wait(&self, ctx: &Context, n: u64) -> Result<()> {
-        self.owner_words(ctx)?;
+        let (posted, taken) = self.owner_words(ctx)?;
         ctx.wait_until(
             "a semaphore",
-            || self.try_wait(ctx, n),
+            || Ok(protocol::semaphore::try_take(posted, taken, n)),
             || {
                 format!(
                     "needed {n} posts; {} are available",

@@ -438,8 +438,13 @@ impl<'a> Team<'a> {
         for s in 0..n - 1 {
             let out = (self.me + n - s) % n;
             let inb = (self.me + 2 * n - s - 1) % n;
-            let outgoing = all[5 * out..5 * out + 5].to_vec();
-            self.sendrecv(right, &outgoing, left, &mut all[5 * inb..5 * inb + 5])?;
+            self.sendrecv_within(
+                right,
+                left,
+                &mut all,
+                5 * out..5 * out + 5,
+                5 * inb..5 * inb + 5,
+            )?;
         }
         if (0..n).all(|i| all[5 * i..5 * i + 5] == all[..5]) {
             return Ok(());
@@ -478,6 +483,27 @@ impl<'a> Team<'a> {
     ) -> Result<()> {
         self.check_call(op, root, count, std::mem::size_of::<T>(), Some(reduction))?;
         check_op::<T>(reduction)
+    }
+
+    /// Send `buf[out]` to `to` while receiving `buf[inb]` from `from`, straight from and
+    /// into the buffer (the ranges are disjoint; no copy of the outgoing block).
+    fn sendrecv_within<T: Pod>(
+        &self,
+        to: usize,
+        from: usize,
+        buf: &mut [T],
+        out: std::ops::Range<usize>,
+        inb: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let (send, recv) = if out.end <= inb.start {
+            let (lo, hi) = buf.split_at_mut(inb.start);
+            (&lo[out], &mut hi[..inb.len()])
+        } else {
+            debug_assert!(inb.end <= out.start, "overlapping ring blocks");
+            let (lo, hi) = buf.split_at_mut(out.start);
+            (&hi[..out.len()], &mut lo[inb])
+        };
+        self.sendrecv(to, send, from, recv)
     }
 
     fn check_root(&self, root: usize) -> Result<()> {
@@ -545,7 +571,7 @@ impl<'a> Team<'a> {
             Algorithm::Chain => {
                 let rel = (self.me + n - root) % n;
                 let (prev, next) = ((self.me + n - 1) % n, (self.me + 1) % n);
-                let step = (self.channel_chunk() / std::mem::size_of::<T>().max(1)).max(1);
+                let step = (DEFAULT_CHUNK / std::mem::size_of::<T>().max(1)).max(1);
                 let mut start = 0;
                 loop {
                     let end = (start + step).min(data.len());
@@ -574,10 +600,6 @@ impl<'a> Team<'a> {
                 self.channel.transfer(self.ctx, &mut sends, &mut [])
             }
         }
-    }
-
-    fn channel_chunk(&self) -> usize {
-        DEFAULT_CHUNK
     }
 
     /// Broadcast one value from `root`.
@@ -760,16 +782,14 @@ impl<'a> Team<'a> {
             let out = block(me + n - s);
             let inb = block(me + 2 * n - s - 1);
             let tmp = &mut incoming[..inb.len()];
-            let outgoing: Vec<T> = dst[out].to_vec();
-            self.sendrecv(right, &outgoing, left, tmp)?;
+            self.sendrecv(right, &dst[out], left, tmp)?;
             combine(&mut dst[inb], tmp)?;
         }
         // Allgather of the completed blocks.
         for s in 0..n - 1 {
             let out = block(me + 1 + n - s);
             let inb = block(me + n - s);
-            let outgoing: Vec<T> = dst[out].to_vec();
-            self.sendrecv(right, &outgoing, left, &mut dst[inb])?;
+            self.sendrecv_within(right, left, dst, out, inb)?;
         }
         Ok(())
     }
@@ -896,8 +916,13 @@ impl<'a> Team<'a> {
                 for s in 0..n.saturating_sub(1) {
                     let out = (me + n - s) % n;
                     let inb = (me + 2 * n - s - 1) % n;
-                    let outgoing: Vec<T> = dst[out * b..(out + 1) * b].to_vec();
-                    self.sendrecv(right, &outgoing, left, &mut dst[inb * b..(inb + 1) * b])?;
+                    self.sendrecv_within(
+                        right,
+                        left,
+                        dst,
+                        out * b..(out + 1) * b,
+                        inb * b..(inb + 1) * b,
+                    )?;
                 }
                 Ok(())
             }
