@@ -167,14 +167,11 @@ fn received(
     inbox: tessera::GlobalPtr<i32>,
     count: usize,
 ) -> tessera::Result<&[i32]> {
-    let p = ctx
-        .local_ptr(inbox, count)?
-        .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()))?;
-    // SAFETY: local_ptr checked that the range is mapped, aligned and inside our segment,
-    // which lives as long as `ctx`. All P senders have signalled (their puts are complete
-    // and visible), and nobody writes this buffer again before the next pass's allreduce,
-    // which this rank enters only after it has finished with the slice.
-    Ok(unsafe { std::slice::from_raw_parts(p, count) })
+    // SAFETY: all P senders have signalled (their puts are complete and visible), and
+    // nobody writes this buffer again before the next pass's allreduce, which this rank
+    // enters only after it has finished with the slice.
+    unsafe { ctx.local_slice(inbox, count) }?
+        .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()).into())
 }
 
 /// Run IS at `class`; rank 0 gets the outcome.

@@ -5,12 +5,14 @@
 //! Those values are carried in this crate (see [`ep::CLASSES`]), so nothing outside the
 //! product is read at run time.
 //!
-//! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs) and [`is`] (integer
-//! sort with a one-sided key exchange). CG, MG and FT follow.
+//! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs), [`is`] (integer sort
+//! with a one-sided key exchange) and [`cg`] (conjugate gradient on a 2-D process grid
+//! with point-to-point signalling). MG and FT follow.
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
+pub mod cg;
 pub mod ep;
 pub mod is;
 pub mod report;
@@ -28,17 +30,20 @@ pub enum Kernel {
     Ep,
     /// Integer sort.
     Is,
+    /// Conjugate gradient.
+    Cg,
 }
 
 impl Kernel {
     /// Every kernel built so far.
-    pub const ALL: [Kernel; 2] = [Kernel::Ep, Kernel::Is];
+    pub const ALL: [Kernel; 3] = [Kernel::Ep, Kernel::Is, Kernel::Cg];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Ep => "ep",
             Kernel::Is => "is",
+            Kernel::Cg => "cg",
         }
     }
 
@@ -47,6 +52,7 @@ impl Kernel {
         match self {
             Kernel::Ep => &["default"],
             Kernel::Is => &["default"],
+            Kernel::Cg => &cg::VARIANTS,
         }
     }
 
@@ -58,6 +64,10 @@ impl Kernel {
             Kernel::Is if ranks.is_power_of_two() && ranks <= 128 => Ok(()),
             Kernel::Is => Err(format!(
                 "is runs on a power-of-two number of ranks up to 128, not {ranks}"
+            )),
+            Kernel::Cg if ranks.is_power_of_two() => Ok(()),
+            Kernel::Cg => Err(format!(
+                "cg runs on a power-of-two number of ranks, not {ranks}"
             )),
         }
     }
@@ -75,11 +85,12 @@ impl FromStr for Kernel {
         match s.to_ascii_lowercase().as_str() {
             "ep" => Ok(Kernel::Ep),
             "is" => Ok(Kernel::Is),
-            "cg" | "mg" | "ft" | "lu" | "sp" | "bt" => Err(format!(
-                "kernel {s} is not implemented yet; available: ep, is"
+            "cg" => Ok(Kernel::Cg),
+            "mg" | "ft" | "lu" | "sp" | "bt" => Err(format!(
+                "kernel {s} is not implemented yet; available: ep, is, cg"
             )),
             _ => Err(format!(
-                "unknown kernel {s:?}; available: ep, is (or `all`)"
+                "unknown kernel {s:?}; available: ep, is, cg (or `all`)"
             )),
         }
     }
@@ -137,5 +148,6 @@ pub fn run(
     match kernel {
         Kernel::Ep => ep::run(ctx, class, variant),
         Kernel::Is => is::run(ctx, class, variant),
+        Kernel::Cg => cg::run(ctx, class, variant),
     }
 }

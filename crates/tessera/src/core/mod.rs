@@ -299,6 +299,38 @@ impl Context {
         }
     }
 
+    /// The `len` elements at `ptr` as a shared slice when they are mapped here (for reading
+    /// data that other ranks put into this rank's segment, once they have signalled).
+    ///
+    /// # Safety
+    /// For the lifetime of the slice, no rank may put to these bytes: the caller's
+    /// synchronisation (barriers, semaphores) must guarantee that every writer has finished
+    /// and that none starts again until the slice is dropped.
+    ///
+    /// ```
+    /// # tessera::Job::threads(2).run(|ctx| {
+    /// let inbox = ctx.alloc_collective::<u32>(4)?;
+    /// let arrived = ctx.semaphore_collective()?;
+    /// let right = (ctx.rank() + 1) % ctx.ranks();
+    /// ctx.put_signal(inbox.on(right), &[7; 4], arrived.on(right))?;
+    /// arrived.wait(ctx, 1)?;
+    /// // SAFETY: the only writer has signalled and writes nothing more.
+    /// let got = unsafe { ctx.local_slice(inbox, 4)? }.expect("own segment is mapped");
+    /// assert_eq!(got, &[7; 4]);
+    /// # Ok(()) }).unwrap();
+    /// ```
+    pub unsafe fn local_slice<T: Pod>(
+        &self,
+        ptr: GlobalPtr<T>,
+        len: usize,
+    ) -> Result<Option<&[T]>> {
+        Ok(self.local_ptr(ptr, len)?.map(|p| {
+            // SAFETY: p is aligned, in bounds and mapped (checked by target); the absence of
+            // writers is the caller's contract above.
+            unsafe { std::slice::from_raw_parts(p as *const T, len) }
+        }))
+    }
+
     /// The `len` elements at `ptr` as a mutable slice when they are mapped here.
     ///
     /// # Safety

@@ -1,0 +1,640 @@
+//! CG: estimate the smallest eigenvalue of a sparse symmetric positive definite matrix by
+//! inverse power iteration, each step solving `A z = x` with 25 conjugate-gradient
+//! iterations.
+//!
+//! **Matrix.** The NPB generator (`makea`/`sprnvc`/`vecset`): `na` outer products of random
+//! sparse vectors with geometrically shrinking weights, plus `rcond − shift` on the
+//! diagonal. Every rank draws the whole random sequence (it is sequential) and keeps the
+//! entries of its own block; duplicates are summed in generation order, so the matrix is
+//! the same whatever the rank count.
+//!
+//! **Decomposition** (as NPB's MPI code): a `rows × cols` process grid with `cols = rows`
+//! or `2·rows`. Rank (r, c) holds the block of matrix rows `R_r` × columns `C_c`, and the
+//! vectors over `C_c`; each process row holds a whole copy of every vector. A product
+//! `q = A·p` is
+//! 1. the local block product `w = A_rc · p` (partial sums over `R_r`);
+//! 2. a sum of `w` across the process row by a log₂(cols)-phase pairwise exchange (the
+//!    first phase halves the data when the grid is not square);
+//! 3. the transpose exchange: the rank sends its summed piece of `w` to the rank whose
+//!    columns are those rows, which makes it that rank's `q`.
+//!
+//! Dot products sum over the process row with the same pairwise exchange.
+//!
+//! **Variants** differ only in how a receiver learns that data has arrived. `signal`
+//! (default): each transfer is a signalling put into a prearranged inbox on the partner
+//! and the partner waits on its semaphore, point to point. `barrier`: a plain put, then a
+//! barrier of the process row (or of the world, for the transpose), as a one-sided code
+//! without point-to-point synchronisation must do.
+//!
+//! Timed region (as NPB): the `niter` outer iterations after one untimed warm-up.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Instant;
+
+use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
+
+use crate::report::Outcome;
+use crate::rng::{randlc, A};
+use crate::Class;
+
+/// CG iterations per outer iteration.
+const CGITMAX: usize = 25;
+/// The smallest eigenvalue of the generated matrix is bounded below by this.
+const RCOND: f64 = 0.1;
+const SEED: u64 = 314_159_265;
+/// Verification tolerance (relative).
+const EPSILON: f64 = 1e-10;
+
+/// One class: order of the matrix, nonzeros per generated vector, outer iterations, the
+/// eigenvalue shift and the official zeta.
+pub struct ClassData {
+    /// The class.
+    pub class: Class,
+    /// Order of the matrix.
+    pub na: usize,
+    /// Nonzeros per random vector.
+    pub nonzer: usize,
+    /// Timed outer iterations.
+    pub niter: usize,
+    /// Eigenvalue shift.
+    pub shift: f64,
+    /// Official zeta after the last iteration.
+    pub zeta: f64,
+}
+
+/// Official parameters and verification values (NPB 3.4).
+pub const CLASSES: [ClassData; 4] = [
+    ClassData {
+        class: Class::S,
+        na: 1400,
+        nonzer: 7,
+        niter: 15,
+        shift: 10.0,
+        zeta: 8.597_177_507_864_8,
+    },
+    ClassData {
+        class: Class::W,
+        na: 7000,
+        nonzer: 8,
+        niter: 15,
+        shift: 12.0,
+        zeta: 10.362_595_087_124,
+    },
+    ClassData {
+        class: Class::A,
+        na: 14000,
+        nonzer: 11,
+        niter: 15,
+        shift: 20.0,
+        zeta: 17.130_235_054_029,
+    },
+    ClassData {
+        class: Class::B,
+        na: 75000,
+        nonzer: 13,
+        niter: 75,
+        shift: 60.0,
+        zeta: 22.712_745_482_631,
+    },
+];
+
+/// The variants; the first is the default.
+pub const VARIANTS: [&str; 2] = ["signal", "barrier"];
+
+/// The `i`-th of `parts` nearly equal blocks of `0..n` (the first `n % parts` one longer).
+fn block(n: usize, parts: usize, i: usize) -> Range<usize> {
+    let (q, r) = (n / parts, n % parts);
+    let start = i * q + i.min(r);
+    start..start + q + usize::from(i < r)
+}
+
+/// One phase of the row sum: send `w[send]` to `partner` (a world rank), add what arrives
+/// into `w[recv]` (ranges relative to the rank's first matrix row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// World rank of the partner.
+    pub partner: usize,
+    /// Rows sent.
+    pub send: Range<usize>,
+    /// Rows received and summed.
+    pub recv: Range<usize>,
+}
+
+/// A rank's place in the process grid and the parts of the matrix and vectors it holds.
+///
+/// ```
+/// use tessera_npb::cg::Layout;
+/// let l = Layout::new(14000, 4, 1); // 2 × 2 grid, row 0, column 1
+/// assert_eq!((l.rows, l.cols), (2, 2));
+/// assert_eq!((l.row_range, l.col_range), (0..7000, 7000..14000));
+/// assert_eq!(l.transpose, 2);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Process rows.
+    pub rows: usize,
+    /// Process columns (`rows` or `2·rows`).
+    pub cols: usize,
+    /// This rank's process row.
+    pub row: usize,
+    /// This rank's process column.
+    pub col: usize,
+    /// Matrix rows held.
+    pub row_range: Range<usize>,
+    /// Matrix columns held, and the vector elements.
+    pub col_range: Range<usize>,
+    /// Rows (relative to `row_range`) that this rank holds summed after the row sum and
+    /// sends in the transpose.
+    pub owned: Range<usize>,
+    /// World rank that receives `owned` in the transpose (and sends this rank's `q`).
+    pub transpose: usize,
+    /// The row sum's phases, in order.
+    pub phases: Vec<Phase>,
+}
+
+impl Layout {
+    /// The layout of rank `me` of `ranks` (a power of two) for a matrix of order `na`.
+    pub fn new(na: usize, ranks: usize, me: usize) -> Layout {
+        assert!(ranks.is_power_of_two() && me < ranks);
+        let cols = 1usize << ranks.trailing_zeros().div_ceil(2);
+        let rows = ranks / cols;
+        let (row, col) = (me / cols, me % cols);
+        let row_range = block(na, rows, row);
+        let n = row_range.len();
+        let square = rows == cols;
+        let (col_range, owned, transpose) = if square {
+            (block(na, cols, col), 0..n, col * rows + row)
+        } else {
+            // Columns in `rows` blocks like the rows, each halved between an even and an
+            // odd process column; the row sum leaves each of them the matching half.
+            let b = block(na, rows, col / 2);
+            let (split, half) = (b.start + b.len().div_ceil(2), n.div_ceil(2));
+            let transpose = 2 * ((col / 2) * rows + row) + col % 2;
+            if col % 2 == 0 {
+                (b.start..split, 0..half, transpose)
+            } else {
+                (split..b.end, half..n, transpose)
+            }
+        };
+        let mut phases = Vec::new();
+        let mut distance = 1;
+        while distance < cols {
+            let partner = row * cols + (col ^ distance);
+            let send = if !square && distance == 1 {
+                // What the partner owns: the other half.
+                if col % 2 == 0 {
+                    owned.end..n
+                } else {
+                    0..owned.start
+                }
+            } else {
+                owned.clone()
+            };
+            phases.push(Phase {
+                partner,
+                send,
+                recv: owned.clone(),
+            });
+            distance *= 2;
+        }
+        Layout {
+            rows,
+            cols,
+            row,
+            col,
+            row_range,
+            col_range,
+            owned,
+            transpose,
+            phases,
+        }
+    }
+}
+
+/// A block of the matrix in compressed sparse rows, with local column indices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matrix {
+    /// Row `i`'s entries are `rowstr[i]..rowstr[i + 1]`.
+    pub rowstr: Vec<usize>,
+    /// Column of each entry (relative to the block's first column), ascending in a row.
+    pub colidx: Vec<u32>,
+    /// Value of each entry.
+    pub values: Vec<f64>,
+}
+
+impl Matrix {
+    /// `out = self · x`. Four partial sums per row break the chain of dependent additions.
+    pub fn multiply(&self, x: &[f64], out: &mut [f64]) {
+        for (i, o) in out.iter_mut().enumerate() {
+            let entries = self.rowstr[i]..self.rowstr[i + 1];
+            let (cols, vals) = (&self.colidx[entries.clone()], &self.values[entries]);
+            let mut acc = [0.0; 4];
+            let mut quads = cols.chunks_exact(4).zip(vals.chunks_exact(4));
+            for (c, v) in quads.by_ref() {
+                acc[0] += v[0] * x[c[0] as usize];
+                acc[1] += v[1] * x[c[1] as usize];
+                acc[2] += v[2] * x[c[2] as usize];
+                acc[3] += v[3] * x[c[3] as usize];
+            }
+            let tail = cols.len() / 4 * 4;
+            for (&c, &v) in cols[tail..].iter().zip(&vals[tail..]) {
+                acc[0] += v * x[c as usize];
+            }
+            *o = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        }
+    }
+}
+
+/// NPB `sprnvc`: `nonzer` distinct random positions in `0..n` with random values.
+fn sprnvc(n: usize, nonzer: usize, tran: &mut u64, v: &mut Vec<(usize, f64)>) {
+    let nn1 = n.next_power_of_two() as f64;
+    v.clear();
+    while v.len() < nonzer {
+        let value = randlc(tran, A);
+        let i = (nn1 * randlc(tran, A)) as usize;
+        if i < n && v.iter().all(|&(j, _)| j != i) {
+            v.push((i, value));
+        }
+    }
+}
+
+/// The block `layout.row_range × layout.col_range` of the class's matrix.
+pub fn make_matrix(data: &ClassData, layout: &Layout) -> Matrix {
+    let n = data.na;
+    let (rows, cols) = (&layout.row_range, &layout.col_range);
+    let mut tran = SEED;
+    randlc(&mut tran, A); // the reference draws once before generating the matrix
+    let ratio = RCOND.powf(1.0 / n as f64);
+    let mut size = 1.0;
+    // (local row, local column, value) in generation order.
+    let mut triples: Vec<(u32, u32, f64)> = Vec::new();
+    let mut v = Vec::with_capacity(data.nonzer + 1);
+    for outer in 0..n {
+        sprnvc(n, data.nonzer, &mut tran, &mut v);
+        // NPB `vecset`: element `outer` is 0.5.
+        match v.iter_mut().find(|e| e.0 == outer) {
+            Some(e) => e.1 = 0.5,
+            None => v.push((outer, 0.5)),
+        }
+        for &(col, vcol) in v.iter().filter(|e| cols.contains(&e.0)) {
+            let scale = size * vcol;
+            for &(row, vrow) in v.iter().filter(|e| rows.contains(&e.0)) {
+                let at = ((row - rows.start) as u32, (col - cols.start) as u32);
+                triples.push((at.0, at.1, vrow * scale));
+            }
+        }
+        size *= ratio;
+    }
+    for i in rows.start.max(cols.start)..rows.end.min(cols.end) {
+        let at = ((i - rows.start) as u32, (i - cols.start) as u32);
+        triples.push((at.0, at.1, RCOND - data.shift));
+    }
+    assemble(rows.len(), &triples)
+}
+
+/// Compressed rows from triples: a stable bucket sort by row, a stable sort by column
+/// within each row, duplicates summed in their original order.
+fn assemble(nrows: usize, triples: &[(u32, u32, f64)]) -> Matrix {
+    let mut start = vec![0usize; nrows + 1];
+    for t in triples {
+        start[t.0 as usize + 1] += 1;
+    }
+    for i in 0..nrows {
+        start[i + 1] += start[i];
+    }
+    let mut by_row = vec![(0u32, 0.0f64); triples.len()];
+    let mut next = start.clone();
+    for &(r, c, v) in triples {
+        by_row[next[r as usize]] = (c, v);
+        next[r as usize] += 1;
+    }
+    let mut m = Matrix {
+        rowstr: vec![0; nrows + 1],
+        colidx: Vec::with_capacity(triples.len()),
+        values: Vec::with_capacity(triples.len()),
+    };
+    for i in 0..nrows {
+        let row = &mut by_row[start[i]..start[i + 1]];
+        row.sort_by_key(|e| e.0);
+        let first = m.colidx.len();
+        for &(c, v) in row.iter() {
+            if m.colidx.len() > first && m.colidx.last() == Some(&c) {
+                *m.values.last_mut().expect("an entry") += v;
+            } else {
+                m.colidx.push(c);
+                m.values.push(v);
+            }
+        }
+        m.rowstr[i + 1] = m.colidx.len();
+    }
+    m
+}
+
+/// How a receiver learns that its partner's data has arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sync {
+    /// Signalling put; the receiver waits on its semaphore (point to point).
+    Signal,
+    /// Plain put, then a barrier of the process row (or the world, for the transpose).
+    Barrier,
+}
+
+/// Pairwise exchanges through inboxes in the global address space.
+///
+/// Each exchange slot (a row-sum phase, the transpose, a dot-product phase) has two inboxes
+/// used alternately and one semaphore. Every slot pairs a rank with one partner, both
+/// exchanging in the same program order, so a partner sends its use `u + 2` of a slot only
+/// after receiving this rank's use `u + 1`, which this rank sends only after it has read
+/// use `u`: two inboxes never overrun.
+struct Exchanger<'a> {
+    ctx: &'a Context,
+    sync: Sync,
+    row_team: Team<'a>,
+    world: &'a Team<'a>,
+    inbox: GlobalPtr<f64>,
+    capacity: usize,
+    arrived: Vec<Semaphore>,
+    uses: Vec<u64>,
+}
+
+impl Exchanger<'_> {
+    /// Send `data` to `partner`'s inbox `slot`, and return the `incoming` values that the
+    /// partner sent to this rank's.
+    fn exchange(
+        &mut self,
+        slot: usize,
+        partner: usize,
+        data: &[f64],
+        incoming: usize,
+        across_rows: bool,
+    ) -> tessera::Result<&[f64]> {
+        assert!(data.len() <= self.capacity && incoming <= self.capacity);
+        let parity = (self.uses[slot] % 2) as usize;
+        self.uses[slot] += 1;
+        let inbox = self.inbox.add((2 * slot + parity) * self.capacity);
+        match self.sync {
+            Sync::Signal => {
+                let sem = self.arrived[slot];
+                self.ctx
+                    .put_signal(inbox.on(partner), data, sem.on(partner))?;
+                sem.wait(self.ctx, 1)?;
+            }
+            Sync::Barrier => {
+                self.ctx.put(inbox.on(partner), data)?;
+                self.barrier(across_rows)?;
+            }
+        }
+        // SAFETY: the partner, this inbox's only writer, has finished (its signal or the
+        // barrier came after its put) and will not write it again before this rank's next
+        // use of the slot (see the type's documentation), by which time the slice is gone.
+        unsafe { self.ctx.local_slice(inbox, incoming) }?
+            .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()).into())
+    }
+
+    fn barrier(&self, across_rows: bool) -> tessera::Result<()> {
+        if across_rows {
+            self.world.barrier()
+        } else {
+            self.row_team.barrier()
+        }
+    }
+}
+
+/// One rank's CG state.
+struct Solver<'a> {
+    layout: Layout,
+    matrix: Matrix,
+    comm: Exchanger<'a>,
+    me: usize,
+    /// Partial then summed products over the rank's matrix rows.
+    w: Vec<f64>,
+    x: Vec<f64>,
+    z: Vec<f64>,
+    p: Vec<f64>,
+    q: Vec<f64>,
+    r: Vec<f64>,
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+impl Solver<'_> {
+    /// Exchange slot of the transpose; row-sum phases use `0..phases`, dot products after.
+    fn transpose_slot(&self) -> usize {
+        self.layout.phases.len()
+    }
+
+    /// Sum `values` over the process row.
+    fn row_sum<const N: usize>(&mut self, mut values: [f64; N]) -> tessera::Result<[f64; N]> {
+        let base = self.transpose_slot() + 1;
+        for (k, phase) in self.layout.phases.iter().enumerate() {
+            let got = self
+                .comm
+                .exchange(base + k, phase.partner, &values, N, false)?;
+            for (v, g) in values.iter_mut().zip(got) {
+                *v += g;
+            }
+        }
+        Ok(values)
+    }
+
+    /// `out = A · src` over this rank's columns.
+    fn multiply(&mut self, src: Vector, out: Vector) -> tessera::Result<()> {
+        let x = match src {
+            Vector::P => &self.p,
+            Vector::Z => &self.z,
+            _ => unreachable!("products are of p or z"),
+        };
+        self.matrix.multiply(x, &mut self.w);
+        for (k, phase) in self.layout.phases.iter().enumerate() {
+            let send = &self.w[phase.send.clone()];
+            let got = self
+                .comm
+                .exchange(k, phase.partner, send, phase.recv.len(), false)?;
+            for (w, g) in self.w[phase.recv.clone()].iter_mut().zip(got) {
+                *w += g;
+            }
+        }
+        let slot = self.transpose_slot();
+        let owned = &self.w[self.layout.owned.clone()];
+        let dst = match out {
+            Vector::Q => &mut self.q,
+            Vector::R => &mut self.r,
+            _ => unreachable!("products go to q or r"),
+        };
+        if self.layout.transpose == self.me {
+            dst.copy_from_slice(owned);
+            if self.comm.sync == Sync::Barrier && self.layout.rows > 1 {
+                self.comm.barrier(true)?; // the others' transposes cross ranks
+            }
+        } else {
+            let got = self
+                .comm
+                .exchange(slot, self.layout.transpose, owned, dst.len(), true)?;
+            dst.copy_from_slice(got);
+        }
+        Ok(())
+    }
+
+    /// Solve `A z = x` approximately by 25 CG iterations; returns ‖x − A z‖.
+    fn conj_grad(&mut self) -> tessera::Result<f64> {
+        self.q.fill(0.0);
+        self.z.fill(0.0);
+        self.r.copy_from_slice(&self.x);
+        self.p.copy_from_slice(&self.x);
+        let [mut rho] = self.row_sum([dot(&self.r, &self.r)])?;
+        for _ in 0..CGITMAX {
+            self.multiply(Vector::P, Vector::Q)?;
+            let [d] = self.row_sum([dot(&self.p, &self.q)])?;
+            let alpha = rho / d;
+            let rho0 = rho;
+            let mut local = 0.0;
+            for (((z, r), p), q) in self.z.iter_mut().zip(&mut self.r).zip(&self.p).zip(&self.q) {
+                *z += alpha * p;
+                *r -= alpha * q;
+                local += *r * *r;
+            }
+            [rho] = self.row_sum([local])?;
+            let beta = rho / rho0;
+            for (p, r) in self.p.iter_mut().zip(&self.r) {
+                *p = r + beta * *p;
+            }
+        }
+        // ‖x − A z‖, with r = A z.
+        self.multiply(Vector::Z, Vector::R)?;
+        let local: f64 = self
+            .x
+            .iter()
+            .zip(&self.r)
+            .map(|(x, r)| (x - r) * (x - r))
+            .sum();
+        let [sum] = self.row_sum([local])?;
+        Ok(sum.sqrt())
+    }
+
+    /// One outer iteration: solve, then `zeta = shift + 1/(x·z)` and `x = z/‖z‖`.
+    fn step(&mut self, shift: f64) -> tessera::Result<f64> {
+        self.conj_grad()?;
+        let [xz, zz] = self.row_sum([dot(&self.x, &self.z), dot(&self.z, &self.z)])?;
+        let scale = 1.0 / zz.sqrt();
+        for (x, z) in self.x.iter_mut().zip(&self.z) {
+            *x = scale * z;
+        }
+        Ok(shift + 1.0 / xz)
+    }
+}
+
+/// Names of the solver's vectors, for [`Solver::multiply`].
+#[derive(Clone, Copy)]
+enum Vector {
+    P,
+    Q,
+    R,
+    Z,
+}
+
+/// Run CG at `class`; rank 0 gets the outcome.
+pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+    let data = CLASSES
+        .iter()
+        .find(|c| c.class == class)
+        .expect("every class has CG values");
+    let sync = match variant {
+        "signal" => Sync::Signal,
+        "barrier" => Sync::Barrier,
+        _ => {
+            return Err(CoreError::Invalid(format!(
+                "cg has no variant {variant:?}; variants: {}",
+                VARIANTS.join(", ")
+            ))
+            .into())
+        }
+    };
+    let world = Team::world(ctx)?;
+    let (ranks, me) = (world.size(), world.rank());
+    if !ranks.is_power_of_two() {
+        return Err(CoreError::Invalid(format!(
+            "cg runs on a power-of-two number of ranks, not {ranks}"
+        ))
+        .into());
+    }
+    let layout = Layout::new(data.na, ranks, me);
+    let (row_team, _) = world.grid(layout.rows, layout.cols)?;
+    let matrix = make_matrix(data, &layout);
+    let slots = 2 * layout.phases.len() + 1;
+    let capacity = data.na.div_ceil(layout.rows);
+    let comm = Exchanger {
+        ctx,
+        sync,
+        row_team,
+        world: &world,
+        inbox: ctx.alloc_collective::<f64>(2 * slots * capacity)?,
+        capacity,
+        arrived: (0..slots)
+            .map(|_| ctx.semaphore_collective())
+            .collect::<tessera::Result<_>>()?,
+        uses: vec![0; slots],
+    };
+    world.barrier()?; // every semaphore is cleared before anyone posts
+    let (nrows, ncols) = (layout.row_range.len(), layout.col_range.len());
+    let mut solver = Solver {
+        layout,
+        matrix,
+        comm,
+        me,
+        w: vec![0.0; nrows],
+        x: vec![1.0; ncols],
+        z: vec![0.0; ncols],
+        p: vec![0.0; ncols],
+        q: vec![0.0; ncols],
+        r: vec![0.0; ncols],
+    };
+    solver.step(data.shift)?; // untimed warm-up
+    solver.x.fill(1.0);
+    world.barrier()?;
+    let start = Instant::now();
+    let mut zeta = 0.0;
+    for _ in 0..data.niter {
+        zeta = solver.step(data.shift)?;
+    }
+    let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    if me != 0 {
+        return Ok(None);
+    }
+    let k = (data.nonzer * (data.nonzer + 1)) as f64;
+    let flops = 2.0 * (data.niter * data.na) as f64 * (3.0 + k + 25.0 * (5.0 + k) + 3.0);
+    Ok(Some(Outcome {
+        kernel: "CG".into(),
+        class: class.to_string(),
+        ranks,
+        variant: variant.into(),
+        time_s: elapsed,
+        mops: flops / elapsed / 1e6,
+        verified: Some(((zeta - data.zeta) / data.zeta).abs() <= EPSILON),
+        values: BTreeMap::from([("zeta".to_string(), zeta)]),
+        reference: BTreeMap::from([("zeta".to_string(), data.zeta)]),
+        size: data.na.to_string(),
+        iterations: data.niter as u64,
+        operation: "floating point".into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_cover_without_overlap() {
+        for (n, parts) in [(10, 3), (1400, 4), (7, 8)] {
+            let mut next = 0;
+            for i in 0..parts {
+                let b = block(n, parts, i);
+                assert_eq!(b.start, next);
+                next = b.end;
+            }
+            assert_eq!(next, n);
+        }
+    }
+}
