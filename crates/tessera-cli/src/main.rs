@@ -103,7 +103,8 @@ enum Command {
     /// Run NAS Parallel Benchmark kernels (they start their own ranks), verified against
     /// the official values.
     Npb {
-        /// Kernel: ep, or `all` for every kernel built so far.
+        /// Kernel: ep, is, cg, or `all` for every kernel built so far. Variants: cg has
+        /// `signal` (default) and `barrier`.
         kernel: String,
         /// Problem class: S, W, A or B.
         #[arg(long, default_value = "S")]

@@ -36,6 +36,10 @@ fn plan(
     Ok((kernels, class))
 }
 
+/// The watchdog on every wait inside a kernel, in seconds (the longest legitimate wait is
+/// a rank waiting while a peer generates its share of class B data, well under this).
+const WAIT_TIMEOUT_S: &str = "120";
+
 pub fn drive(
     kernel: &str,
     class: &str,
@@ -58,7 +62,7 @@ pub fn drive(
             std::process::id(),
             k.name()
         ));
-        let launch = job.launch_self(&[
+        let mut launch = job.launch_self(&[
             "npb",
             k.name(),
             "--class",
@@ -68,6 +72,13 @@ pub fn drive(
             "--out",
             &file.to_string_lossy(),
         ])?;
+        // No kernel waits long in a correct run, so a wait that does is a bug: fail naming
+        // it instead of hanging (TESSERA_WAIT_TIMEOUT in the environment overrides this).
+        if std::env::var_os("TESSERA_WAIT_TIMEOUT").is_none() {
+            launch
+                .env
+                .push(("TESSERA_WAIT_TIMEOUT".into(), WAIT_TIMEOUT_S.into()));
+        }
         let outcome = launch.run().map_err(|e| e.to_string())?;
         if outcome.code != 0 {
             let why = outcome.failure.map(|f| f.1).unwrap_or_default();

@@ -117,7 +117,8 @@ fn npb_all_prints_a_summary() {
     assert!(f.status.success(), "{}", f.stderr);
     assert!(
         f.stdout.contains("EP Benchmark Completed.")
-            && f.stdout.contains("IS Benchmark Completed."),
+            && f.stdout.contains("IS Benchmark Completed.")
+            && f.stdout.contains("CG Benchmark Completed."),
         "{}",
         f.stdout
     );
@@ -126,7 +127,18 @@ fn npb_all_prints_a_summary() {
 #[test]
 fn bad_npb_arguments_name_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
-        (&["npb", "xx"], "unknown kernel \"xx\"; available: ep, is"),
+        (
+            &["npb", "xx"],
+            "unknown kernel \"xx\"; available: ep, is, cg",
+        ),
+        (
+            &["npb", "cg", "--variant", "fast"],
+            "cg has no variant \"fast\"; variants: signal, barrier",
+        ),
+        (
+            &["npb", "cg", "-n", "6"],
+            "cg runs on a power-of-two number of ranks, not 6",
+        ),
         (
             &["npb", "ep", "--class", "Q"],
             "unknown class \"Q\"; classes are S, W, A, B",
@@ -146,5 +158,44 @@ fn bad_npb_arguments_name_what_is_allowed() {
             f.stderr
         );
         assert_eq!(f.stderr.trim().lines().count(), 1, "one line: {}", f.stderr);
+    }
+}
+
+#[test]
+fn cg_verifies_over_processes_in_both_variants() {
+    for (variant, class, ranks) in [
+        ("signal", "S", "2"),
+        ("barrier", "S", "4"),
+        ("signal", "S", "8"),
+        ("signal", "W", "2"),
+    ] {
+        let f = common::run(
+            common::tessera().args([
+                "npb",
+                "cg",
+                "--class",
+                class,
+                "-n",
+                ranks,
+                "--variant",
+                variant,
+                "--timeout",
+                "120",
+            ]),
+            150,
+        );
+        assert!(
+            f.status.success(),
+            "CG {class} {variant} at {ranks} ranks: {}\n{}",
+            f.stdout,
+            f.stderr
+        );
+        for line in [
+            "Verification    =               SUCCESSFUL".to_string(),
+            format!("Variant         = {variant:>24}"),
+            format!("Total processes = {ranks:>24}"),
+        ] {
+            assert!(f.stdout.contains(&line), "{line:?} in {}", f.stdout);
+        }
     }
 }

@@ -213,33 +213,96 @@ impl Layout {
 }
 
 /// A block of the matrix in compressed sparse rows, with local column indices.
+///
+/// Built only by [`make_matrix`], which guarantees every column index is below `ncols`;
+/// [`Matrix::multiply`] relies on that to skip bounds checks in its gather. Column indices
+/// take 16 bits when the block is at most 2¹⁶ columns wide: the product streams the whole
+/// matrix from memory each time, and 10 bytes per entry instead of 12 is 17% less traffic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
     /// Row `i`'s entries are `rowstr[i]..rowstr[i + 1]`.
-    pub rowstr: Vec<usize>,
+    rowstr: Vec<usize>,
     /// Column of each entry (relative to the block's first column), ascending in a row.
-    pub colidx: Vec<u32>,
+    colidx: Columns,
     /// Value of each entry.
-    pub values: Vec<f64>,
+    values: Vec<f64>,
+    /// Columns in the block: every index in `colidx` is below it.
+    ncols: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Columns {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+/// A stored column index.
+trait ColumnIndex: Copy {
+    fn at(self) -> usize;
+}
+
+impl ColumnIndex for u16 {
+    fn at(self) -> usize {
+        self as usize
+    }
+}
+
+impl ColumnIndex for u32 {
+    fn at(self) -> usize {
+        self as usize
+    }
 }
 
 impl Matrix {
-    /// `out = self · x`. Four partial sums per row break the chain of dependent additions.
+    /// Stored entries.
+    pub fn nonzeros(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The entry at (`row`, `col`) (local indices), zero where none is stored.
+    pub fn get(&self, row: usize, col: usize) -> f64 {
+        fn find<I: ColumnIndex>(cols: &[I], col: usize) -> Option<usize> {
+            cols.binary_search_by(|c| c.at().cmp(&col)).ok()
+        }
+        let entries = self.rowstr[row]..self.rowstr[row + 1];
+        let found = match &self.colidx {
+            Columns::Narrow(c) => find(&c[entries.clone()], col),
+            Columns::Wide(c) => find(&c[entries.clone()], col),
+        };
+        found.map_or(0.0, |k| self.values[entries.start + k])
+    }
+
+    /// `out = self · x`.
     pub fn multiply(&self, x: &[f64], out: &mut [f64]) {
+        assert!(x.len() >= self.ncols && out.len() + 1 == self.rowstr.len());
+        match &self.colidx {
+            Columns::Narrow(c) => self.multiply_with(c, x, out),
+            Columns::Wide(c) => self.multiply_with(c, x, out),
+        }
+    }
+
+    /// The product over one index width. Four partial sums per row break the chain of
+    /// dependent additions. The caller has checked `x.len() >= self.ncols`.
+    fn multiply_with<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
+        let gather = |c: I| {
+            // SAFETY: every column index is below `ncols` (the type's invariant, checked in
+            // `assemble`), and `multiply` asserted `x.len() >= ncols`.
+            unsafe { *x.get_unchecked(c.at()) }
+        };
         for (i, o) in out.iter_mut().enumerate() {
             let entries = self.rowstr[i]..self.rowstr[i + 1];
-            let (cols, vals) = (&self.colidx[entries.clone()], &self.values[entries]);
+            let (cols, vals) = (&colidx[entries.clone()], &self.values[entries]);
             let mut acc = [0.0; 4];
             let mut quads = cols.chunks_exact(4).zip(vals.chunks_exact(4));
             for (c, v) in quads.by_ref() {
-                acc[0] += v[0] * x[c[0] as usize];
-                acc[1] += v[1] * x[c[1] as usize];
-                acc[2] += v[2] * x[c[2] as usize];
-                acc[3] += v[3] * x[c[3] as usize];
+                acc[0] += v[0] * gather(c[0]);
+                acc[1] += v[1] * gather(c[1]);
+                acc[2] += v[2] * gather(c[2]);
+                acc[3] += v[3] * gather(c[3]);
             }
             let tail = cols.len() / 4 * 4;
             for (&c, &v) in cols[tail..].iter().zip(&vals[tail..]) {
-                acc[0] += v * x[c as usize];
+                acc[0] += v * gather(c);
             }
             *o = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         }
@@ -290,12 +353,12 @@ pub fn make_matrix(data: &ClassData, layout: &Layout) -> Matrix {
         let at = ((i - rows.start) as u32, (i - cols.start) as u32);
         triples.push((at.0, at.1, RCOND - data.shift));
     }
-    assemble(rows.len(), &triples)
+    assemble(rows.len(), cols.len(), &triples)
 }
 
 /// Compressed rows from triples: a stable bucket sort by row, a stable sort by column
 /// within each row, duplicates summed in their original order.
-fn assemble(nrows: usize, triples: &[(u32, u32, f64)]) -> Matrix {
+fn assemble(nrows: usize, ncols: usize, triples: &[(u32, u32, f64)]) -> Matrix {
     let mut start = vec![0usize; nrows + 1];
     for t in triples {
         start[t.0 as usize + 1] += 1;
@@ -309,26 +372,37 @@ fn assemble(nrows: usize, triples: &[(u32, u32, f64)]) -> Matrix {
         by_row[next[r as usize]] = (c, v);
         next[r as usize] += 1;
     }
-    let mut m = Matrix {
-        rowstr: vec![0; nrows + 1],
-        colidx: Vec::with_capacity(triples.len()),
-        values: Vec::with_capacity(triples.len()),
-    };
+    let mut rowstr = vec![0; nrows + 1];
+    let mut colidx: Vec<u32> = Vec::with_capacity(triples.len());
+    let mut values: Vec<f64> = Vec::with_capacity(triples.len());
     for i in 0..nrows {
         let row = &mut by_row[start[i]..start[i + 1]];
         row.sort_by_key(|e| e.0);
-        let first = m.colidx.len();
+        let first = colidx.len();
         for &(c, v) in row.iter() {
-            if m.colidx.len() > first && m.colidx.last() == Some(&c) {
-                *m.values.last_mut().expect("an entry") += v;
+            assert!(
+                (c as usize) < ncols,
+                "column {c} outside a block of {ncols}"
+            );
+            if colidx.len() > first && colidx.last() == Some(&c) {
+                *values.last_mut().expect("an entry") += v;
             } else {
-                m.colidx.push(c);
-                m.values.push(v);
+                colidx.push(c);
+                values.push(v);
             }
         }
-        m.rowstr[i + 1] = m.colidx.len();
+        rowstr[i + 1] = colidx.len();
     }
-    m
+    let colidx = match colidx.iter().map(|&c| u16::try_from(c)).collect() {
+        Ok(narrow) => Columns::Narrow(narrow),
+        Err(_) => Columns::Wide(colidx),
+    };
+    Matrix {
+        rowstr,
+        colidx,
+        values,
+        ncols,
+    }
 }
 
 /// How a receiver learns that its partner's data has arrived.
@@ -635,6 +709,139 @@ mod tests {
                 next = b.end;
             }
             assert_eq!(next, n);
+        }
+    }
+
+    fn layouts(na: usize, ranks: usize) -> Vec<Layout> {
+        (0..ranks).map(|me| Layout::new(na, ranks, me)).collect()
+    }
+
+    fn absolute(l: &Layout, r: &Range<usize>) -> Range<usize> {
+        l.row_range.start + r.start..l.row_range.start + r.end
+    }
+
+    #[test]
+    fn grid_blocks_tile_the_matrix_and_transposes_pair_up() {
+        for ranks in [1, 2, 4, 8, 16, 32] {
+            for na in [1400, 7000, 75000, 37] {
+                let all = layouts(na, ranks);
+                let (rows, cols) = (all[0].rows, all[0].cols);
+                assert!(cols == rows || cols == 2 * rows, "{rows}×{cols}");
+                // Each process row's columns, and each process column's rows, tile 0..na.
+                for row in 0..rows {
+                    let mut next = 0;
+                    for l in &all[row * cols..(row + 1) * cols] {
+                        assert_eq!((l.row, l.col_range.start), (row, next));
+                        next = l.col_range.end;
+                    }
+                    assert_eq!(next, na);
+                }
+                let mut next = 0;
+                for row in 0..rows {
+                    assert_eq!(all[row * cols].row_range.start, next);
+                    next = all[row * cols].row_range.end;
+                }
+                assert_eq!(next, na);
+                // The transpose is an involution that delivers exactly the columns.
+                for (me, l) in all.iter().enumerate() {
+                    let t = &all[l.transpose];
+                    assert_eq!(t.transpose, me, "{ranks} ranks, rank {me}");
+                    assert_eq!(
+                        absolute(t, &t.owned),
+                        l.col_range,
+                        "{ranks} ranks, rank {me}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Simulate the row sum on sets of contributors: every owned row must end with each
+    /// process column's partial sum exactly once.
+    #[test]
+    fn the_row_sum_adds_every_partial_exactly_once() {
+        for ranks in [1, 2, 4, 8, 16, 32, 64] {
+            let na = 1003;
+            let all = layouts(na, ranks);
+            // contributions[rank][row] = bitmask of process columns summed in.
+            let mut contributions: Vec<Vec<u64>> = all
+                .iter()
+                .map(|l| vec![1u64 << l.col; l.row_range.len()])
+                .collect();
+            for k in 0..all[0].phases.len() {
+                let before = contributions.clone();
+                for (me, l) in all.iter().enumerate() {
+                    let phase = &l.phases[k];
+                    let partner = &all[phase.partner].phases[k];
+                    assert_eq!(partner.partner, me);
+                    assert_eq!(partner.send.len(), phase.recv.len());
+                    assert_eq!(
+                        absolute(&all[phase.partner], &partner.send),
+                        absolute(l, &phase.recv)
+                    );
+                    for (i, j) in phase.recv.clone().zip(partner.send.clone()) {
+                        let theirs = before[phase.partner][j];
+                        assert_eq!(contributions[me][i] & theirs, 0, "counted twice");
+                        contributions[me][i] |= theirs;
+                    }
+                }
+            }
+            let full = (1u64 << all[0].cols) - 1;
+            for (me, l) in all.iter().enumerate() {
+                for i in l.owned.clone() {
+                    assert_eq!(
+                        contributions[me][i], full,
+                        "{ranks} ranks, rank {me}, row {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn distributed_blocks_reassemble_the_whole_symmetric_matrix() {
+        let data = &CLASSES[0];
+        let whole = make_matrix(data, &Layout::new(data.na, 1, 0));
+        // Symmetric (up to rounding: the products are formed in the other order).
+        for i in (0..data.na).step_by(97) {
+            for j in 0..data.na {
+                let (a, b) = (whole.get(i, j), whole.get(j, i));
+                assert!(
+                    (a - b).abs() <= 1e-14 * a.abs().max(1.0),
+                    "({i}, {j}): {a} vs {b}"
+                );
+            }
+        }
+        let ranks = 8;
+        let mut nonzeros = 0;
+        for l in layouts(data.na, ranks) {
+            let part = make_matrix(data, &l);
+            nonzeros += part.nonzeros();
+            for (i, row) in l.row_range.clone().enumerate().step_by(13) {
+                for (j, col) in l.col_range.clone().enumerate() {
+                    assert_eq!(part.get(i, j), whole.get(row, col), "({row}, {col})");
+                }
+            }
+        }
+        assert_eq!(nonzeros, whole.nonzeros());
+    }
+
+    #[test]
+    fn the_product_matches_a_dense_one() {
+        let data = &CLASSES[0];
+        let l = Layout::new(data.na, 2, 1);
+        let m = make_matrix(data, &l);
+        let x: Vec<f64> = (0..l.col_range.len())
+            .map(|i| (i % 7) as f64 - 3.0)
+            .collect();
+        let mut out = vec![0.0; l.row_range.len()];
+        m.multiply(&x, &mut out);
+        for (i, &o) in out.iter().enumerate() {
+            let want: f64 = (0..x.len()).map(|j| m.get(i, j) * x[j]).sum();
+            assert!(
+                (o - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "row {i}: {o} vs {want}"
+            );
         }
     }
 }

@@ -77,3 +77,25 @@ fn is_values_match_the_shared_npb_data() {
         }
     }
 }
+
+#[test]
+fn cg_values_match_the_shared_npb_data() {
+    let Some(data) = shared_data() else { return };
+    for c in &tessera_npb::cg::CLASSES {
+        let entry = &data["CG"][c.class.to_string()];
+        assert_eq!(entry["na"].as_u64(), Some(c.na as u64), "CG {} na", c.class);
+        assert_eq!(entry["nonzer"].as_u64(), Some(c.nonzer as u64));
+        assert_eq!(entry["niter"].as_u64(), Some(c.niter as u64));
+        assert_eq!(entry["shift"].as_f64(), Some(c.shift));
+        assert_eq!(
+            entry["zeta_verify_value"].as_f64(),
+            Some(c.zeta),
+            "CG {} zeta",
+            c.class
+        );
+    }
+    let common = &data["CG"]["_common"];
+    assert_eq!(common["cgitmax"].as_u64(), Some(25));
+    assert_eq!(common["rcond"].as_f64(), Some(0.1));
+    assert_eq!(common["epsilon"].as_f64(), Some(1e-10));
+}

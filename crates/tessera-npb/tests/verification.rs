@@ -8,12 +8,16 @@ use tessera::Job;
 use tessera_npb::{run, Class, Kernel, Outcome};
 
 fn run_kernel(kernel: Kernel, class: Class, ranks: usize) -> Outcome {
+    run_variant(kernel, class, ranks, kernel.variants()[0])
+}
+
+fn run_variant(kernel: Kernel, class: Class, ranks: usize, variant: &str) -> Outcome {
     let outcome = Mutex::new(None);
     Job::threads(ranks)
         .segment(256 << 20)
         .wait_timeout(Duration::from_secs(300))
         .run(|ctx| {
-            if let Some(o) = run(ctx, kernel, class, kernel.variants()[0])? {
+            if let Some(o) = run(ctx, kernel, class, variant)? {
                 *outcome.lock().unwrap() = Some(o);
             }
             Ok(())
@@ -44,4 +48,25 @@ fn is_class_s_verifies_at_1_2_4_and_8_ranks() {
         let o = run_kernel(Kernel::Is, Class::S, ranks);
         assert_eq!(o.verified, Some(true), "IS S at {ranks} ranks:\n{o}");
     }
+}
+
+#[test]
+fn cg_class_s_verifies_at_1_2_4_and_8_ranks_in_both_variants() {
+    for variant in Kernel::Cg.variants() {
+        for ranks in [1, 2, 4, 8] {
+            let o = run_variant(Kernel::Cg, Class::S, ranks, variant);
+            assert_eq!(
+                o.verified,
+                Some(true),
+                "CG S {variant} at {ranks} ranks:\n{o}"
+            );
+            assert_eq!(o.variant, *variant);
+        }
+    }
+}
+
+#[test]
+fn cg_class_w_verifies_at_4_ranks() {
+    let o = run_kernel(Kernel::Cg, Class::W, 4);
+    assert_eq!(o.verified, Some(true), "CG W:\n{o}");
 }
