@@ -3,11 +3,13 @@
 //! - [`team`]: teams (world, split, process grids) and collective operations with several
 //!   algorithms each;
 //! - [`ops`]: reduction operations and the types they apply to;
+//! - [`domain`]: Titanium's domain calculus (points, rectangular and general domains);
 //! - `channel`: point-to-point team messages from signalling puts (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
 //! on any conduit.
 
 mod channel;
+pub mod domain;
 pub mod ops;
 pub mod team;
