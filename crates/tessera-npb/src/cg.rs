@@ -651,7 +651,6 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
             .collect::<tessera::Result<_>>()?,
         uses: vec![0; slots],
     };
-    world.barrier()?; // every semaphore is cleared before anyone posts
     let (nrows, ncols) = (layout.row_range.len(), layout.col_range.len());
     let mut solver = Solver {
         layout,

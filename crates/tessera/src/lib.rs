@@ -51,6 +51,7 @@ pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
 pub use crate::job::{spmd, ConduitKind, Job, RankResult};
 pub use crate::model::domain::{Domain, Point, RectDomain, Side};
+pub use crate::model::grid::{Grid, GridView, GridViewMut};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
 pub use crate::model::team::{Algorithm, Collective, Team};
 

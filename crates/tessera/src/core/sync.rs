@@ -184,12 +184,13 @@ impl Context {
     }
 
     /// Collective: one semaphore per rank at the same offset; returns this rank's, and
-    /// [`Semaphore::on`] names a peer's. Zeroed before return; peers must not post before
-    /// the owner has created it (a barrier after creation, or any later synchronisation,
-    /// guarantees that).
+    /// [`Semaphore::on`] names a peer's. Every rank's is zeroed and a barrier follows, so
+    /// peers may post as soon as this returns (a post that raced with a peer's clearing
+    /// would be lost and its waiter would hang).
     pub fn semaphore_collective(&self) -> Result<Semaphore> {
         let counter = self.alloc_collective::<u64>(SEMAPHORE_WORDS)?;
         self.put(counter, &[0; SEMAPHORE_WORDS])?;
+        self.barrier()?;
         Ok(Semaphore { counter })
     }
 

@@ -4,6 +4,7 @@
 //!   algorithms each;
 //! - [`ops`]: reduction operations and the types they apply to;
 //! - [`domain`]: Titanium's domain calculus (points, rectangular and general domains);
+//! - [`grid`]: N-d arrays over rectangular domains, with views that share storage;
 //! - `channel`: point-to-point team messages from signalling puts (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
@@ -11,5 +12,6 @@
 
 mod channel;
 pub mod domain;
+pub mod grid;
 pub mod ops;
 pub mod team;
