@@ -462,8 +462,8 @@ impl Exchanger<'_> {
         // SAFETY: the partner, this inbox's only writer, has finished (its signal or the
         // barrier came after its put) and will not write it again before this rank's next
         // use of the slot (see the type's documentation), by which time the slice is gone.
-        unsafe { self.ctx.local_slice(inbox, incoming) }?
-            .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()).into())
+        let got = unsafe { self.ctx.local_slice(inbox, incoming) }?;
+        Ok(got.expect("a rank's own segment is always mapped"))
     }
 
     fn barrier(&self, across_rows: bool) -> tessera::Result<()> {
@@ -475,14 +475,20 @@ impl Exchanger<'_> {
     }
 }
 
-/// One rank's CG state.
-struct Solver<'a> {
+/// The distributed operator `x ↦ A·x`: this rank's block, its place in the grid, and the
+/// exchanges that sum and transpose the partial products.
+struct Operator<'a> {
     layout: Layout,
     matrix: Matrix,
     comm: Exchanger<'a>,
     me: usize,
     /// Partial then summed products over the rank's matrix rows.
     w: Vec<f64>,
+}
+
+/// One rank's CG state: the operator and the vectors over the rank's columns.
+struct Solver<'a> {
+    op: Operator<'a>,
     x: Vec<f64>,
     z: Vec<f64>,
     p: Vec<f64>,
@@ -494,7 +500,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-impl Solver<'_> {
+impl Operator<'_> {
     /// Exchange slot of the transpose; row-sum phases use `0..phases`, dot products after.
     fn transpose_slot(&self) -> usize {
         self.layout.phases.len()
@@ -514,14 +520,9 @@ impl Solver<'_> {
         Ok(values)
     }
 
-    /// `out = A · src` over this rank's columns.
-    fn multiply(&mut self, src: Vector, out: Vector) -> tessera::Result<()> {
-        let x = match src {
-            Vector::P => &self.p,
-            Vector::Z => &self.z,
-            _ => unreachable!("products are of p or z"),
-        };
-        self.matrix.multiply(x, &mut self.w);
+    /// `dst = A · src`, both over this rank's columns.
+    fn multiply(&mut self, src: &[f64], dst: &mut [f64]) -> tessera::Result<()> {
+        self.matrix.multiply(src, &mut self.w);
         for (k, phase) in self.layout.phases.iter().enumerate() {
             let send = &self.w[phase.send.clone()];
             let got = self
@@ -533,11 +534,6 @@ impl Solver<'_> {
         }
         let slot = self.transpose_slot();
         let owned = &self.w[self.layout.owned.clone()];
-        let dst = match out {
-            Vector::Q => &mut self.q,
-            Vector::R => &mut self.r,
-            _ => unreachable!("products go to q or r"),
-        };
         if self.layout.transpose == self.me {
             dst.copy_from_slice(owned);
             if self.comm.sync == Sync::Barrier && self.layout.rows > 1 {
@@ -551,17 +547,19 @@ impl Solver<'_> {
         }
         Ok(())
     }
+}
 
+impl Solver<'_> {
     /// Solve `A z = x` approximately by 25 CG iterations; returns ‖x − A z‖.
     fn conj_grad(&mut self) -> tessera::Result<f64> {
         self.q.fill(0.0);
         self.z.fill(0.0);
         self.r.copy_from_slice(&self.x);
         self.p.copy_from_slice(&self.x);
-        let [mut rho] = self.row_sum([dot(&self.r, &self.r)])?;
+        let [mut rho] = self.op.row_sum([dot(&self.r, &self.r)])?;
         for _ in 0..CGITMAX {
-            self.multiply(Vector::P, Vector::Q)?;
-            let [d] = self.row_sum([dot(&self.p, &self.q)])?;
+            self.op.multiply(&self.p, &mut self.q)?;
+            let [d] = self.op.row_sum([dot(&self.p, &self.q)])?;
             let alpha = rho / d;
             let rho0 = rho;
             let mut local = 0.0;
@@ -570,43 +568,36 @@ impl Solver<'_> {
                 *r -= alpha * q;
                 local += *r * *r;
             }
-            [rho] = self.row_sum([local])?;
+            [rho] = self.op.row_sum([local])?;
             let beta = rho / rho0;
             for (p, r) in self.p.iter_mut().zip(&self.r) {
                 *p = r + beta * *p;
             }
         }
         // ‖x − A z‖, with r = A z.
-        self.multiply(Vector::Z, Vector::R)?;
+        self.op.multiply(&self.z, &mut self.r)?;
         let local: f64 = self
             .x
             .iter()
             .zip(&self.r)
             .map(|(x, r)| (x - r) * (x - r))
             .sum();
-        let [sum] = self.row_sum([local])?;
+        let [sum] = self.op.row_sum([local])?;
         Ok(sum.sqrt())
     }
 
     /// One outer iteration: solve, then `zeta = shift + 1/(x·z)` and `x = z/‖z‖`.
     fn step(&mut self, shift: f64) -> tessera::Result<f64> {
         self.conj_grad()?;
-        let [xz, zz] = self.row_sum([dot(&self.x, &self.z), dot(&self.z, &self.z)])?;
+        let [xz, zz] = self
+            .op
+            .row_sum([dot(&self.x, &self.z), dot(&self.z, &self.z)])?;
         let scale = 1.0 / zz.sqrt();
         for (x, z) in self.x.iter_mut().zip(&self.z) {
             *x = scale * z;
         }
         Ok(shift + 1.0 / xz)
     }
-}
-
-/// Names of the solver's vectors, for [`Solver::multiply`].
-#[derive(Clone, Copy)]
-enum Vector {
-    P,
-    Q,
-    R,
-    Z,
 }
 
 /// Run CG at `class`; rank 0 gets the outcome.
@@ -628,14 +619,13 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
     };
     let world = Team::world(ctx)?;
     let (ranks, me) = (world.size(), world.rank());
-    if !ranks.is_power_of_two() {
-        return Err(CoreError::Invalid(format!(
-            "cg runs on a power-of-two number of ranks, not {ranks}"
-        ))
-        .into());
-    }
+    crate::Kernel::Cg
+        .check_ranks(ranks)
+        .map_err(CoreError::Invalid)?;
     let layout = Layout::new(data.na, ranks, me);
-    let (row_team, _) = world.grid(layout.rows, layout.cols)?;
+    let row_team = world
+        .split(Some(layout.row as u32), layout.col as u64)?
+        .expect("every rank is in its process row");
     let matrix = make_matrix(data, &layout);
     let slots = 2 * layout.phases.len() + 1;
     let capacity = data.na.div_ceil(layout.rows);
@@ -653,11 +643,13 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
     };
     let (nrows, ncols) = (layout.row_range.len(), layout.col_range.len());
     let mut solver = Solver {
-        layout,
-        matrix,
-        comm,
-        me,
-        w: vec![0.0; nrows],
+        op: Operator {
+            layout,
+            matrix,
+            comm,
+            me,
+            w: vec![0.0; nrows],
+        },
         x: vec![1.0; ncols],
         z: vec![0.0; ncols],
         p: vec![0.0; ncols],
@@ -673,6 +665,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         zeta = solver.step(data.shift)?;
     }
     let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    let nonzeros = world.allreduce_value(solver.op.matrix.nonzeros() as u64, Op::Sum)?;
     if me != 0 {
         return Ok(None);
     }
@@ -686,7 +679,10 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         time_s: elapsed,
         mops: flops / elapsed / 1e6,
         verified: Some(((zeta - data.zeta) / data.zeta).abs() <= EPSILON),
-        values: BTreeMap::from([("zeta".to_string(), zeta)]),
+        values: BTreeMap::from([
+            ("zeta".to_string(), zeta),
+            ("matrix_nonzeros".to_string(), nonzeros as f64),
+        ]),
         reference: BTreeMap::from([("zeta".to_string(), data.zeta)]),
         size: data.na.to_string(),
         iterations: data.niter as u64,

@@ -170,8 +170,8 @@ fn received(
     // SAFETY: all P senders have signalled (their puts are complete and visible), and
     // nobody writes this buffer again before the next pass's allreduce, which this rank
     // enters only after it has finished with the slice.
-    unsafe { ctx.local_slice(inbox, count) }?
-        .ok_or_else(|| CoreError::Invalid("own segment not mapped".into()).into())
+    let keys = unsafe { ctx.local_slice(inbox, count) }?;
+    Ok(keys.expect("a rank's own segment is always mapped"))
 }
 
 /// Run IS at `class`; rank 0 gets the outcome.
@@ -182,12 +182,9 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         .expect("every class has IS values");
     let world = Team::world(ctx)?;
     let (p, me) = (world.size(), world.rank());
-    if !p.is_power_of_two() {
-        return Err(CoreError::Invalid(format!(
-            "is runs on a power-of-two number of ranks, not {p}"
-        ))
-        .into());
-    }
+    crate::Kernel::Is
+        .check_ranks(p)
+        .map_err(CoreError::Invalid)?;
     let total = 1usize << data.total_keys_log2;
     let max_key = 1usize << data.max_key_log2;
     let buckets = 1usize << data.buckets_log2;

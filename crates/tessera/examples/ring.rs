@@ -16,7 +16,6 @@ fn main() {
         let right = (me + 1) % p;
         let inbox = ctx.alloc_collective::<u64>(p)?;
         let arrived = ctx.semaphore_collective()?;
-        ctx.barrier()?;
         let start = std::time::Instant::now();
         let mut token = vec![0u64; p];
         for lap in 0..laps {

@@ -416,7 +416,6 @@ fn signalling_put(ctx: &Context) -> RankResult {
     let rounds = 20u64;
     let inbox = ctx.alloc_collective::<u64>(n * rounds as usize)?;
     let arrived = ctx.semaphore_collective()?;
-    ctx.barrier()?;
     for round in 0..rounds {
         let data: Vec<u64> = (0..n as u64)
             .map(|i| i + 1000 * round + 1_000_000 * ctx.rank() as u64)

@@ -74,19 +74,7 @@ impl<const N: usize> Point<N> {
     /// assert_eq!(Point([1, 2, 3]).slice::<2>(1), Point([1, 3]));
     /// ```
     pub fn slice<const M: usize>(self, dim: usize) -> Point<M> {
-        assert!(
-            M + 1 == N && dim < N,
-            "slicing a {N}-d point gives {}-d",
-            N.max(1) - 1
-        );
-        let mut out = [0; M];
-        for (o, (_, &c)) in out
-            .iter_mut()
-            .zip(self.0.iter().enumerate().filter(|&(d, _)| d != dim))
-        {
-            *o = c;
-        }
-        Point(out)
+        Point(drop_dim(self.0, dim))
     }
 
     /// Coordinate-wise minimum.
@@ -102,6 +90,26 @@ impl<const N: usize> Point<N> {
     fn zip(self, other: Self, f: impl Fn(i64, i64) -> i64) -> Self {
         Point(std::array::from_fn(|d| f(self.0[d], other.0[d])))
     }
+}
+
+/// `a` without element `dim` (`M` must be `N − 1`): the coordinates of a slice.
+pub(crate) fn drop_dim<T: Copy + Default, const N: usize, const M: usize>(
+    a: [T; N],
+    dim: usize,
+) -> [T; M] {
+    assert!(
+        M + 1 == N && dim < N,
+        "slicing dimension {dim} of a {N}-d object gives {}-d, not {M}-d",
+        N.max(1) - 1
+    );
+    let mut out = [T::default(); M];
+    for (o, (_, &c)) in out
+        .iter_mut()
+        .zip(a.iter().enumerate().filter(|&(d, _)| d != dim))
+    {
+        *o = c;
+    }
+    out
 }
 
 fn assert_permutation<const N: usize>(perm: [usize; N]) {
@@ -510,9 +518,9 @@ fn intersect_1d(a: (i64, i64, i64), b: (i64, i64, i64)) -> Option<(i64, i64, i64
         return None;
     }
     let (s1, s2) = (a.2 as i128, b.2 as i128);
-    let (g, inv, _) = extended_gcd(s1 / gcd(s1, s2), s2 / gcd(s1, s2));
-    debug_assert_eq!(g, 1);
     let g = gcd(s1, s2);
+    // inv·(s1/g) ≡ 1 (mod s2/g): s1/g and s2/g are coprime.
+    let (_, inv, _) = extended_gcd(s1 / g, s2 / g);
     let diff = b.0 as i128 - a.0 as i128;
     if diff % g != 0 {
         return None;

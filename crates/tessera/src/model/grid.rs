@@ -25,7 +25,7 @@
 
 use std::ops::{Index, IndexMut};
 
-use crate::model::domain::{Point, RectDomain};
+use crate::model::domain::{drop_dim, Point, RectDomain};
 
 /// How a view's points map to storage offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,18 +101,11 @@ impl<const N: usize> Layout<N> {
             !d.is_empty() && d.contains(probe),
             "cannot slice {d} at coordinate {at} of dimension {dim}: not in the domain"
         );
-        let mut steps = [0isize; M];
-        for (o, (_, &s)) in steps
-            .iter_mut()
-            .zip(self.steps.iter().enumerate().filter(|&(k, _)| k != dim))
-        {
-            *o = s;
-        }
         Layout {
             domain: d.slice(dim),
             base: self.base.slice(dim),
             stride: self.stride.slice(dim),
-            steps,
+            steps: drop_dim(self.steps, dim),
             offset: (self.offset as isize
                 + ((at - self.base[dim]) / self.stride[dim]) as isize * self.steps[dim])
                 as usize,
