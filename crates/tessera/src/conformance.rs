@@ -18,6 +18,7 @@ use std::rc::Rc;
 use crate::error::{CoreError, Error};
 use crate::{AtomicOp, Context, GlobalPtr, RankResult};
 use crate::{Collective, Op, Team};
+use crate::{GlobalGrid, Grid, HaloGrid, HaloStrategy, Point, RectDomain};
 
 /// One conformance check.
 pub struct Case {
@@ -85,6 +86,14 @@ pub fn cases() -> &'static [Case] {
         Case {
             name: "collectives",
             run: collectives,
+        },
+        Case {
+            name: "grid_copies",
+            run: grid_copies,
+        },
+        Case {
+            name: "ghost_exchange",
+            run: ghost_exchange,
         },
     ]
 }
@@ -274,26 +283,30 @@ fn strided(ctx: &Context) -> RankResult {
         &counts,
     )?;
     ctx.barrier()?;
-    let mut got = vec![0i64; rx * ry * rz];
-    ctx.get(remote, &mut got)?;
-    let from = left(ctx) as i64;
-    for x in 0..rx {
-        for y in 0..ry {
-            for z in 0..rz {
-                let inside = (2..5).contains(&x) && (1..5).contains(&y) && (3..8).contains(&z);
-                let want = if inside {
-                    let (sx, sy, sz) = (x - 2 + 1, y - 1 + 2, z - 3 + 1);
-                    ((sx * ly * lz + sy * lz + sz) as i64) * 10 + from
-                } else {
-                    0
-                };
-                let have = got[x * ry * rz + y * rz + z];
-                ensure(have == want, || {
-                    format!("strided put: ({x},{y},{z}) is {have}, want {want}")
-                })?;
+    // What a rank's box at (2, 1, 3) holds once `writer` put its local array there.
+    let check_box = |got: &[i64], writer: usize, what: &str| -> RankResult {
+        for x in 0..rx {
+            for y in 0..ry {
+                for z in 0..rz {
+                    let inside = (2..5).contains(&x) && (1..5).contains(&y) && (3..8).contains(&z);
+                    let want = if inside {
+                        let (sx, sy, sz) = (x - 2 + 1, y - 1 + 2, z - 3 + 1);
+                        ((sx * ly * lz + sy * lz + sz) as i64) * 10 + writer as i64
+                    } else {
+                        0
+                    };
+                    let have = got[x * ry * rz + y * rz + z];
+                    ensure(have == want, || {
+                        format!("strided {what}: ({x},{y},{z}) is {have}, want {want}")
+                    })?;
+                }
             }
         }
-    }
+        Ok(())
+    };
+    let mut got = vec![0i64; rx * ry * rz];
+    ctx.get(remote, &mut got)?;
+    check_box(&got, left(ctx), "put")?;
     // Get it back with a transposing (non-unit) local stride and compare element-wise.
     let mut back = vec![0i64; 3 * 4 * 5];
     ctx.get_strided(dst, &[rz * ry, rz, 1], &mut back, &[1, 3, 12], &counts)?;
@@ -308,6 +321,21 @@ fn strided(ctx: &Context) -> RankResult {
             }
         }
     }
+    // Third-party copy: the box on the right neighbour (written by us) goes into the left
+    // neighbour's second half, so our own second half receives our right neighbour's data.
+    let half = rx * ry * rz;
+    let box_at = 2 * rz * ry + rz + 3;
+    ctx.barrier()?;
+    ctx.copy_strided(
+        remote.on(left(ctx)).add(half + box_at),
+        &[rz * ry, rz, 1],
+        remote.on(right(ctx)).add(box_at),
+        &[rz * ry, rz, 1],
+        &counts,
+    )?;
+    ctx.barrier()?;
+    ctx.get(remote.add(half), &mut got)?;
+    check_box(&got, right(ctx), "copy")?;
     ctx.barrier()?;
     ctx.free_collective(remote)?;
     Ok(())
@@ -767,6 +795,226 @@ fn collectives(ctx: &Context) -> RankResult {
                         ensure(d == want, || what("prefix"))?;
                     }
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A deterministic stream every rank draws identically (SplitMix64), so that all ranks
+/// agree on random test parameters without communicating.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+
+    fn point(&mut self, lo: i64, hi: i64) -> Point<3> {
+        Point(std::array::from_fn(|_| self.range(lo, hi)))
+    }
+
+    /// A box of 1 to 6 points a side somewhere in [−4, 9]³, strided one time in four.
+    fn rect(&mut self) -> RectDomain<3> {
+        let lo = self.point(-4, 4);
+        let hi = lo + self.point(0, 5);
+        let stride = if self.next() % 4 == 0 {
+            self.point(1, 2)
+        } else {
+            Point::all(1)
+        };
+        RectDomain::strided(lo, hi, stride)
+    }
+}
+
+/// Copies between grids of every kind on every combination of ranks: a global grid on rank
+/// d from a global grid on rank s, issued by any rank i (local or remote on both sides,
+/// including third-party copies), from i's local grid into a global one, and from a global
+/// grid into i's local one, with translations, restrictions and strides. Every rank keeps
+/// the same sequential model of all grids; the issuer checks the destination against it.
+fn grid_copies(ctx: &Context) -> RankResult {
+    let ranks = ctx.ranks();
+    let team = Team::world(ctx)?;
+    let label = |owner: usize, p: Point<3>| {
+        (owner as i64 + 1) * 1_000_000 + 10_000 * p[0] + 100 * p[1] + p[2]
+    };
+    let mut draw = Draw(0x5eed);
+    let domains: Vec<_> = (0..ranks).map(|_| draw.rect().grow(2)).collect();
+    let me = ctx.rank();
+    let global = GlobalGrid::from_fn(ctx, domains[me], |p| label(me, p))?;
+    let refs = global.exchange(&team)?;
+    // The model: every rank's global grid and every rank's local grid.
+    let mut model: Vec<Grid<i64, 3>> = (0..ranks)
+        .map(|r| Grid::from_fn(domains[r], |p| label(r, p)))
+        .collect();
+    let mut locals: Vec<Grid<i64, 3>> = (0..ranks)
+        .map(|r| Grid::from_fn(domains[r].translate(Point::all(1)), |p| -label(r, p)))
+        .collect();
+    ctx.barrier()?;
+    for round in 0..48 {
+        let (issuer, d, s) = (
+            draw.next() as usize % ranks,
+            draw.next() as usize % ranks,
+            draw.next() as usize % ranks,
+        );
+        let (shift, window) = (draw.point(-3, 3), draw.rect().grow(2));
+        let kind = round % 4;
+        let moved_here = if issuer == me {
+            match kind {
+                // global ← global, blocking and nonblocking
+                0 => refs[d]
+                    .restrict(&window)
+                    .copy_from(ctx, &refs[s].translate(shift))?,
+                1 => {
+                    let src = refs[s].translate(shift);
+                    let (n, handle) = refs[d].restrict(&window).copy_from_nb(ctx, &src)?;
+                    handle.wait()?;
+                    n
+                }
+                // global ← the issuer's local grid
+                2 => refs[d]
+                    .restrict(&window)
+                    .copy_from(ctx, &locals[me].view().translate(shift))?,
+                // the issuer's local grid ← global
+                _ => locals[me]
+                    .view_mut()
+                    .restrict(&window)
+                    .copy_from_ref(ctx, &refs[s].translate(shift))?,
+            }
+        } else {
+            0
+        };
+        // Every rank applies the same copy to its model.
+        let expected = match kind {
+            0 | 1 => {
+                let src = model[s].clone();
+                model[d]
+                    .view_mut()
+                    .restrict(&window)
+                    .copy_from(&src.view().translate(shift))
+            }
+            2 => {
+                let src = locals[issuer].view();
+                model[d]
+                    .view_mut()
+                    .restrict(&window)
+                    .copy_from(&src.translate(shift))
+            }
+            _ => locals[issuer]
+                .view_mut()
+                .restrict(&window)
+                .copy_from(&model[s].view().translate(shift)),
+        };
+        ctx.barrier()?;
+        if issuer == me {
+            ensure(moved_here == expected, || {
+                format!("grid copy round {round}: moved {moved_here} elements, want {expected}")
+            })?;
+            let (checked, want) = if kind == 3 {
+                (locals[me].clone(), &locals[me])
+            } else {
+                let mut back = Grid::filled(domains[d], 0i64);
+                back.view_mut().copy_from_ref(ctx, &refs[d])?;
+                (back, &model[d])
+            };
+            ensure(&checked == want, || {
+                let bad = want
+                    .domain()
+                    .iter()
+                    .find(|&p| checked[p] != want[p])
+                    .unwrap();
+                format!(
+                    "grid copy round {round} (kind {kind}, rank {d} from {s}, shift {shift}): at {bad} have {}, want {}",
+                    checked[bad], want[bad]
+                )
+            })?;
+        }
+        ctx.barrier()?;
+    }
+    Ok(())
+}
+
+/// Ghost exchange with every strategy on a periodic 3-D grid with uneven blocks: every
+/// ghost cell holds the value of the point it wraps to, and a 27-point stencil over each
+/// block equals the serial periodic stencil. Run twice per grid (the second exchange must
+/// not mix with the first).
+fn ghost_exchange(ctx: &Context) -> RankResult {
+    let ranks = ctx.ranks();
+    let whole = RectDomain::new(Point([-3, 2, 0]), Point([8, 9, 6]));
+    let extent = Point(whole.shape().map(|n| n as i64));
+    let wrap = |p: Point<3>| {
+        Point(std::array::from_fn(|d| {
+            whole.lo()[d] + (p[d] - whole.lo()[d]).rem_euclid(extent[d])
+        }))
+    };
+    let value = |p: Point<3>, epoch: i64| {
+        (p[0] * 7919 + p[1] * 104_729 + p[2] * 13 + epoch * 1_000_003) % 65_521
+    };
+    // Process grids: all ranks along each dimension in turn, and a balanced one.
+    let mut shapes = vec![[ranks, 1, 1], [1, ranks, 1], [1, 1, ranks]];
+    let balanced = {
+        let mut p = [1usize; 3];
+        let mut left = ranks;
+        let mut d = 0;
+        while left % 2 == 0 {
+            p[d] *= 2;
+            left /= 2;
+            d = (d + 1) % 3;
+        }
+        p[d] *= left;
+        p
+    };
+    shapes.push(balanced);
+    for procs in shapes {
+        if (0..3).any(|d| whole.extent(d) < 2 * procs[d]) {
+            continue;
+        }
+        for strategy in HaloStrategy::ALL {
+            for width in [1i64, 2] {
+                if (0..3).any(|d| whole.extent(d) < width as usize * procs[d]) {
+                    continue;
+                }
+                let mut grid = HaloGrid::<i64, 3>::new(ctx, whole, procs, width, strategy)?;
+                let interior = grid.interior();
+                for epoch in 0..2 {
+                    grid.view_mut()
+                        .restrict(&interior)
+                        .foreach_mut(|p, e| *e = value(p, epoch));
+                    grid.exchange()?;
+                    let view = grid.view();
+                    let mut bad = None;
+                    view.foreach(|p, &e| {
+                        if bad.is_none() && e != value(wrap(p), epoch) {
+                            bad = Some((p, e));
+                        }
+                    });
+                    ensure(bad.is_none(), || {
+                        let (p, e) = bad.unwrap();
+                        format!(
+                            "{strategy} exchange over {procs:?}, width {width}, epoch {epoch}: ghost {p} holds {e}, want {} (the value at {})",
+                            value(wrap(p), epoch),
+                            wrap(p)
+                        )
+                    })?;
+                    let around = RectDomain::new(Point::all(-1), Point::all(1));
+                    for p in interior.iter() {
+                        let ours: i64 = around.iter().map(|o| view[p + o]).sum();
+                        let serial: i64 = around.iter().map(|o| value(wrap(p + o), epoch)).sum();
+                        ensure(ours == serial, || {
+                            format!("{strategy} exchange over {procs:?}: stencil at {p} is {ours}, serial {serial}")
+                        })?;
+                    }
+                }
+                ctx.barrier()?;
             }
         }
     }

@@ -51,7 +51,9 @@ pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
 pub use crate::job::{spmd, ConduitKind, Job, RankResult};
 pub use crate::model::domain::{Domain, Point, RectDomain, Side};
+pub use crate::model::global_grid::{GlobalGrid, GridRef, GridSource};
 pub use crate::model::grid::{Grid, GridView, GridViewMut};
+pub use crate::model::halo::{HaloGrid, HaloStrategy};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
 pub use crate::model::team::{Algorithm, Collective, Team};
 

@@ -27,29 +27,32 @@ use std::ops::{Index, IndexMut};
 
 use crate::model::domain::{drop_dim, Point, RectDomain};
 
-/// How a view's points map to storage offsets.
+/// How a view's points map to storage offsets. `repr(C)` and all 64-bit integers, so that a
+/// [`GridRef`](crate::GridRef) holding one is plain old data and can travel between ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Layout<const N: usize> {
+#[repr(C)]
+pub(crate) struct Layout<const N: usize> {
     /// The points visible through the view.
     domain: RectDomain<N>,
     /// The point stored at `offset`.
     base: Point<N>,
     /// Coordinate distance between neighbouring stored elements, per dimension.
     stride: Point<N>,
-    /// Storage distance between neighbouring stored elements, per dimension.
-    steps: [isize; N],
-    offset: usize,
+    /// Storage distance between neighbouring stored elements, per dimension (positive).
+    steps: [i64; N],
+    /// Storage offset of `base`.
+    offset: i64,
 }
 
 impl<const N: usize> Layout<N> {
     /// Row-major storage for `domain`.
-    fn packed(domain: RectDomain<N>) -> Self {
+    pub(crate) fn packed(domain: RectDomain<N>) -> Self {
         let shape = domain.shape();
-        let mut steps = [0isize; N];
-        let mut step = 1isize;
+        let mut steps = [0i64; N];
+        let mut step = 1i64;
         for d in (0..N).rev() {
             steps[d] = step;
-            step *= shape[d] as isize;
+            step *= shape[d] as i64;
         }
         Layout {
             domain,
@@ -61,12 +64,25 @@ impl<const N: usize> Layout<N> {
     }
 
     /// Storage offset of `p`, which must be in the domain.
-    fn offset_of(&self, p: Point<N>) -> usize {
-        let mut at = self.offset as isize;
+    pub(crate) fn offset_of(&self, p: Point<N>) -> usize {
+        let mut at = self.offset;
         for d in 0..N {
-            at += ((p[d] - self.base[d]) / self.stride[d]) as isize * self.steps[d];
+            at += (p[d] - self.base[d]) / self.stride[d] * self.steps[d];
         }
         at as usize
+    }
+
+    /// The points visible through this layout.
+    pub(crate) fn domain(&self) -> RectDomain<N> {
+        self.domain
+    }
+
+    /// `region` (a subdomain of this layout's domain) as a strided box: the storage offset
+    /// of its first point, the storage stride of each dimension, and the count of each.
+    pub(crate) fn strided(&self, region: &RectDomain<N>) -> (usize, [usize; N], [usize; N]) {
+        let strides =
+            std::array::from_fn(|d| (region.stride()[d] / self.stride[d] * self.steps[d]) as usize);
+        (self.offset_of(region.lo()), strides, region.shape())
     }
 
     fn checked_offset(&self, p: Point<N>) -> usize {
@@ -78,14 +94,14 @@ impl<const N: usize> Layout<N> {
         self.offset_of(p)
     }
 
-    fn restrict(&self, to: &RectDomain<N>) -> Self {
+    pub(crate) fn restrict(&self, to: &RectDomain<N>) -> Self {
         Layout {
             domain: self.domain.intersect(to),
             ..*self
         }
     }
 
-    fn translate(&self, by: Point<N>) -> Self {
+    pub(crate) fn translate(&self, by: Point<N>) -> Self {
         Layout {
             domain: self.domain.translate(by),
             base: self.base + by,
@@ -93,7 +109,7 @@ impl<const N: usize> Layout<N> {
         }
     }
 
-    fn slice<const M: usize>(&self, dim: usize, at: i64) -> Layout<M> {
+    pub(crate) fn slice<const M: usize>(&self, dim: usize, at: i64) -> Layout<M> {
         let d = &self.domain;
         let mut probe = d.lo();
         probe[dim] = at;
@@ -106,16 +122,14 @@ impl<const N: usize> Layout<N> {
             base: self.base.slice(dim),
             stride: self.stride.slice(dim),
             steps: drop_dim(self.steps, dim),
-            offset: (self.offset as isize
-                + ((at - self.base[dim]) / self.stride[dim]) as isize * self.steps[dim])
-                as usize,
+            offset: self.offset + (at - self.base[dim]) / self.stride[dim] * self.steps[dim],
         }
     }
 
     /// Storage distance between neighbours of `within` (a subdomain) along the last
     /// dimension.
     fn run_step(&self, within: &RectDomain<N>) -> isize {
-        (within.stride()[N - 1] / self.stride[N - 1]) as isize * self.steps[N - 1]
+        (within.stride()[N - 1] / self.stride[N - 1] * self.steps[N - 1]) as isize
     }
 }
 
@@ -219,21 +233,15 @@ pub struct GridViewMut<'a, T, const N: usize> {
     layout: Layout<N>,
 }
 
-/// View operations shared by both view types (they only change the index mapping).
-macro_rules! view_methods {
-    ($view:ident) => {
-        impl<'a, T, const N: usize> $view<'a, T, N> {
+/// Index-mapping operations shared by the local views and [`GridRef`](crate::GridRef):
+/// they change which points are visible and how they are numbered, never the storage.
+/// `$storage` is the field that says where the storage is.
+macro_rules! layout_methods {
+    ($view:ident, $storage:ident, [$($life:lifetime)?]) => {
+        impl<$($life,)? T, const N: usize> $view<$($life,)? T, N> {
             /// The points visible through this view.
             pub fn domain(&self) -> RectDomain<N> {
-                self.layout.domain
-            }
-
-            /// The element at `p`, or `None` outside the domain.
-            pub fn get(&self, p: Point<N>) -> Option<&T> {
-                self.layout
-                    .domain
-                    .contains(p)
-                    .then(|| &self.data[self.layout.offset_of(p)])
+                self.layout.domain()
             }
 
             /// Only the points also in `to` (Titanium's restrict).
@@ -254,17 +262,64 @@ macro_rules! view_methods {
 
             /// Without `k` layers on every face.
             pub fn shrink(self, k: i64) -> Self {
-                let to = self.layout.domain.shrink(k);
+                let to = self.layout.domain().shrink(k);
                 self.restrict(&to)
             }
 
             /// The (N−1)-dimensional slice at coordinate `at` of dimension `dim` (`M` must
             /// be `N − 1`).
-            pub fn slice<const M: usize>(self, dim: usize, at: i64) -> $view<'a, T, M> {
+            pub fn slice<const M: usize>(self, dim: usize, at: i64) -> $view<$($life,)? T, M> {
                 $view {
-                    data: self.data,
+                    $storage: self.$storage,
                     layout: self.layout.slice(dim, at),
                 }
+            }
+        }
+    };
+}
+pub(crate) use layout_methods;
+
+layout_methods!(GridView, data, ['a]);
+
+impl<'a, T, const N: usize> GridView<'a, T, N> {
+    pub(crate) fn from_parts(data: &'a [T], layout: Layout<N>) -> Self {
+        GridView { data, layout }
+    }
+
+    pub(crate) fn layout(&self) -> Layout<N> {
+        self.layout
+    }
+
+    pub(crate) fn data(&self) -> &'a [T] {
+        self.data
+    }
+}
+
+impl<'a, T, const N: usize> GridViewMut<'a, T, N> {
+    pub(crate) fn from_parts(data: &'a mut [T], layout: Layout<N>) -> Self {
+        GridViewMut { data, layout }
+    }
+
+    pub(crate) fn layout(&self) -> Layout<N> {
+        self.layout
+    }
+
+    pub(crate) fn data_mut(&mut self) -> &mut [T] {
+        self.data
+    }
+}
+layout_methods!(GridViewMut, data, ['a]);
+
+/// Element access shared by both local view types.
+macro_rules! view_methods {
+    ($view:ident) => {
+        impl<'a, T, const N: usize> $view<'a, T, N> {
+            /// The element at `p`, or `None` outside the domain.
+            pub fn get(&self, p: Point<N>) -> Option<&T> {
+                self.layout
+                    .domain
+                    .contains(p)
+                    .then(|| &self.data[self.layout.offset_of(p)])
             }
 
             /// Call `f` on every point and element, in row-major order (Titanium's

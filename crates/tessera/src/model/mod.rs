@@ -5,6 +5,9 @@
 //! - [`ops`]: reduction operations and the types they apply to;
 //! - [`domain`]: Titanium's domain calculus (points, rectangular and general domains);
 //! - [`grid`]: N-d arrays over rectangular domains, with views that share storage;
+//! - [`global_grid`]: grids in the global address space and one-sided copies of
+//!   intersections between them;
+//! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
 //! - `channel`: point-to-point team messages from signalling puts (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
@@ -12,6 +15,8 @@
 
 mod channel;
 pub mod domain;
+pub mod global_grid;
 pub mod grid;
+pub mod halo;
 pub mod ops;
 pub mod team;
