@@ -5,6 +5,7 @@
 //! tessera run --conduit threads -n 4 -- ./prog            # 4 threads in one process
 //! tessera selftest -n 3                                   # the conduit conformance suite
 //! tessera bench rma -n 2 --json rma.json                  # put/get/AM/barrier figures
+//! tessera bench grid -n 2 --json grid.json                # ghost exchange, grid copy
 //! ```
 
 mod bench;
@@ -152,6 +153,14 @@ enum RankCommand {
         #[arg(long)]
         quick: bool,
     },
+    BenchGrid {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        edge: usize,
+        #[arg(long)]
+        quick: bool,
+    },
     BenchRma {
         #[arg(long)]
         out: PathBuf,
@@ -216,6 +225,9 @@ fn main() -> ExitCode {
                 }
                 RankCommand::BenchColl { out, quick } => {
                     job.run(|ctx| bench::coll::rank_main(ctx, &out, quick))
+                }
+                RankCommand::BenchGrid { out, edge, quick } => {
+                    job.run(|ctx| bench::grid::rank_main(ctx, &out, edge, quick))
                 }
                 RankCommand::BenchRma {
                     out,

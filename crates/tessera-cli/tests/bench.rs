@@ -1,5 +1,6 @@
-//! `tessera bench rma` produces the JSON report in the documented shape (a smoke run with
-//! few iterations: the figures themselves are recorded in docs/PERFORMANCE.md, not tested).
+//! `tessera bench rma`, `coll` and `grid` produce JSON reports in the documented shape (smoke
+//! runs with few iterations: the figures themselves are recorded in docs/PERFORMANCE.md, not
+//! tested).
 
 mod common;
 
@@ -140,4 +141,53 @@ fn bench_coll_json_has_tuned_and_every_algorithm_for_every_operation() {
         .as_object()
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn bench_grid_json_has_every_strategy_and_the_copy_baseline() {
+    let path = std::env::temp_dir().join(format!("tessera-bench-grid-{}.json", std::process::id()));
+    let f = common::run(
+        common::tessera()
+            .args([
+                "bench", "grid", "-n", "3", "--quick", "--edge", "12", "--json",
+            ])
+            .arg(&path),
+        120,
+    );
+    assert!(f.status.success(), "stderr: {}", f.stderr);
+    assert!(
+        f.stdout.contains("x the hand-packed exchange's time"),
+        "{}",
+        f.stdout
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let results = report["results"].as_array().unwrap();
+    let ops: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["metric"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("ghost_6msg", "latency_us"),
+            ("ghost_26msg", "latency_us"),
+            ("ghost_packed", "latency_us"),
+            ("grid_copy", "bandwidth_mbs")
+        ]
+    );
+    // 12³ interior, 14³ with ghosts, 8-byte elements, 3 ranks.
+    assert_eq!(results[0]["bytes"], (14 * 14 * 14 - 12 * 12 * 12) * 8);
+    assert!(results
+        .iter()
+        .all(|r| r["ranks"] == 3 && r["value"].as_f64().unwrap() > 0.0));
+    let copy_bytes = results[3]["bytes"].to_string();
+    assert!(
+        report["baselines"]["memcpy_bandwidth_mbs"][&copy_bytes]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(report["baselines"].get("cacheline_roundtrip_us").is_none());
 }

@@ -13,11 +13,18 @@ fn bad_halo_grids_and_points_are_named() {
             let e = HaloGrid::<f64, 3>::new(ctx, whole, [2, 2, 1], 1, HaloStrategy::Packed)
                 .err()
                 .expect("4 positions for 2 ranks");
-            assert!(e.to_string().contains("has 4 positions but the job has 2 ranks"), "{e}");
+            assert!(
+                e.to_string()
+                    .contains("has 4 positions but the job has 2 ranks"),
+                "{e}"
+            );
             let e = HaloGrid::<f64, 3>::new(ctx, whole, [2, 1, 1], 5, HaloStrategy::Packed)
                 .err()
                 .expect("blocks of 4 with ghosts 5 wide");
-            assert!(e.to_string().contains("too few for 2 blocks of at least 5"), "{e}");
+            assert!(
+                e.to_string().contains("too few for 2 blocks of at least 5"),
+                "{e}"
+            );
             let e = "9msg".parse::<HaloStrategy>().unwrap_err();
             assert!(e.to_string().contains("use 6msg, 26msg or packed"), "{e}");
 

@@ -5,6 +5,7 @@
 //! the parts, prints a table and writes the JSON report.
 
 pub mod coll;
+pub mod grid;
 pub mod rma;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,21 @@ pub enum BenchCommand {
         /// Rank counts at which to measure the barrier (each is a separate job).
         #[arg(long, value_delimiter = ',', default_values_t = vec![2u32, 4, 8])]
         barrier_ranks: Vec<u32>,
+        /// Fewer iterations (a smoke test; figures are noisier).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Ghost exchange of a 3-D block per rank with each strategy (6msg, 26msg, and the
+    /// hand-packed baseline), and one-sided grid copy bandwidth against memcpy.
+    Grid {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Write the JSON report here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Points along each edge of a rank's block.
+        #[arg(long, default_value_t = 128)]
+        edge: usize,
         /// Fewer iterations (a smoke test; figures are noisier).
         #[arg(long)]
         quick: bool,
@@ -65,8 +81,9 @@ pub struct Record {
 pub struct Baselines {
     /// memcpy bandwidth (MB/s, 10^6 bytes per second) per size in bytes.
     pub memcpy_bandwidth_mbs: BTreeMap<String, f64>,
-    /// A cache line from one rank to another and back, in microseconds.
-    pub cacheline_roundtrip_us: f64,
+    /// A cache line from one rank to another and back, in microseconds (`bench rma`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cacheline_roundtrip_us: Option<f64>,
 }
 
 /// What rank 0 of a benchmark job writes.
@@ -157,10 +174,11 @@ fn print_table(report: &Report) {
                 (format!("{:.0} MB/s", r.value), note)
             }
             _ => {
-                let note = format!(
-                    "{:.2}x cache-line round trip",
-                    r.value / report.baselines.cacheline_roundtrip_us
-                );
+                let note = report
+                    .baselines
+                    .cacheline_roundtrip_us
+                    .map(|c| format!("{:.2}x cache-line round trip", r.value / c))
+                    .unwrap_or_default();
                 (format!("{:.4} us", r.value), note)
             }
         };
@@ -169,10 +187,9 @@ fn print_table(report: &Report) {
             r.op, r.bytes, r.ranks, value, note
         );
     }
-    println!(
-        "baseline: cache-line round trip {:.4} us",
-        report.baselines.cacheline_roundtrip_us
-    );
+    if let Some(c) = report.baselines.cacheline_roundtrip_us {
+        println!("baseline: cache-line round trip {c:.4} us");
+    }
 }
 
 pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
@@ -212,6 +229,51 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 baselines,
             };
             print_table(&report);
+            if let Some(path) = json {
+                write_json(&path, &report)?;
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Grid {
+            job,
+            json,
+            edge,
+            quick,
+        } => {
+            if job.ranks < 2 || edge < 2 {
+                return Err(
+                    "bench grid needs at least 2 ranks (-n 2) and --edge of at least 2".into(),
+                );
+            }
+            eprintln!(
+                "bench grid: {} ranks, {} conduit, {edge}^3 points per rank ...",
+                job.ranks, job.conduit
+            );
+            let edge_arg = edge.to_string();
+            let mut extra = vec!["--edge", edge_arg.as_str()];
+            if quick {
+                extra.push("--quick");
+            }
+            let part = run_part(&job, "bench-grid", &extra)?;
+            let baselines = part
+                .baselines
+                .ok_or("the benchmark job reported no baselines")?;
+            let report = Report {
+                system: system(job.conduit.name()),
+                results: part.results,
+                baselines,
+            };
+            print_table(&report);
+            if let Some(packed) = report.results.iter().find(|r| r.op == "ghost_packed") {
+                for r in report.results.iter().filter(|r| r.op.starts_with("ghost_")) {
+                    println!(
+                        "{:<14} {:.2}x the hand-packed exchange's time",
+                        r.op,
+                        r.value / packed.value
+                    );
+                }
+            }
             if let Some(path) = json {
                 write_json(&path, &report)?;
                 println!("wrote {}", path.display());

@@ -178,7 +178,7 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
             }
             Ok(())
         })?;
-        baselines.cacheline_roundtrip_us = t * 1e6;
+        baselines.cacheline_roundtrip_us = Some(t * 1e6);
         // Reset the words for the flag protocol below.
         mine.store(0, Ordering::Release);
     }

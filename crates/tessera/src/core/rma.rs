@@ -146,33 +146,77 @@ impl Shape {
         })
     }
 
-    /// Call `f(offset_a, offset_b)` (in elements) for the start of every run.
+    /// Call `f(offset_a, offset_b)` (in elements) for the start of every run. The
+    /// innermost outer dimension is a tight loop (a face of single elements is thousands of
+    /// runs).
     fn for_each_run(&self, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
         if self.run == 0 {
             return Ok(());
         }
-        let mut index = vec![0usize; self.outer.len()];
+        let Some((&(count, step_a, step_b), rest)) = self.outer.split_last() else {
+            return f(0, 0);
+        };
+        let mut index = vec![0usize; rest.len()];
         loop {
             let (mut oa, mut ob) = (0, 0);
-            for (i, &(_, sa, sb)) in index.iter().zip(&self.outer) {
+            for (i, &(_, sa, sb)) in index.iter().zip(rest) {
                 oa += i * sa;
                 ob += i * sb;
             }
-            f(oa, ob)?;
-            // Odometer over the outer dimensions, fastest last.
-            let mut d = self.outer.len();
+            for _ in 0..count {
+                f(oa, ob)?;
+                oa += step_a;
+                ob += step_b;
+            }
+            // Odometer over the other outer dimensions, fastest last.
+            let mut d = rest.len();
             loop {
                 if d == 0 {
                     return Ok(());
                 }
                 d -= 1;
                 index[d] += 1;
-                if index[d] < self.outer[d].0 {
+                if index[d] < rest[d].0 {
                     break;
                 }
                 index[d] = 0;
             }
         }
+    }
+
+    /// The same shape with sides a and b swapped.
+    fn flipped(&self) -> Shape {
+        Shape {
+            outer: self.outer.iter().map(|&(c, a, b)| (c, b, a)).collect(),
+            run: self.run,
+            span_a: self.span_b,
+            span_b: self.span_a,
+        }
+    }
+
+    /// Copy every run from side b (`src`) to side a (`dst`) by direct loads and stores: a
+    /// single-element run is one typed move, a longer one a `memmove`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `span_a` elements and `src` for reads of `span_b`
+    /// elements, both aligned for `T`, and nothing else may access those elements during
+    /// the call except through other raw copies (the segment-sharing model of the core).
+    unsafe fn copy_runs<T: Pod>(&self, dst: *mut T, src: *const T) {
+        let run = self.run;
+        let _ = self.for_each_run(|oa, ob| {
+            // SAFETY: every run of the shape lies inside its side's span (Shape::new computes
+            // the spans from the same counts and strides), and the caller vouches for the
+            // spans. A single element is read whole before it is written, and ptr::copy
+            // tolerates overlap, so a source inside the destination span is fine too.
+            unsafe {
+                if run == 1 {
+                    dst.add(oa).write(src.add(ob).read());
+                } else {
+                    std::ptr::copy(src.add(ob), dst.add(oa), run);
+                }
+            }
+            Ok(())
+        });
     }
 }
 
@@ -319,6 +363,12 @@ impl Context {
             counts,
             "put reads",
         )?;
+        if let Target::Direct(p) = base {
+            // SAFETY: plan_strided checked the remote span (in bounds, mapped, aligned) and
+            // that the local span fits in `src`.
+            unsafe { shape.copy_runs(p.as_ptr() as *mut T, src.as_ptr()) };
+            return Ok(());
+        }
         let size = std::mem::size_of::<T>();
         shape.for_each_run(|oa, ob| {
             let bytes = bytemuck::cast_slice(&src[ob..ob + shape.run]);
@@ -343,6 +393,16 @@ impl Context {
             counts,
             "get writes",
         )?;
+        if let Target::Direct(p) = base {
+            // SAFETY: as in put_strided, with the sides swapped: `dst` is exclusively
+            // borrowed and holds the local span.
+            unsafe {
+                shape
+                    .flipped()
+                    .copy_runs(dst.as_mut_ptr(), p.as_ptr() as *const T)
+            };
+            return Ok(());
+        }
         let size = std::mem::size_of::<T>();
         shape.for_each_run(|oa, ob| {
             let bytes = bytemuck::cast_slice_mut(&mut dst[ob..ob + shape.run]);
@@ -402,18 +462,11 @@ impl Context {
         }
         let run_bytes = shape.run * size;
         match (to, from) {
-            (Target::Direct(d), Target::Direct(s)) => shape.for_each_run(|oa, ob| {
-                // SAFETY: both spans were checked by target_of (in bounds, mapped, aligned),
-                // and every run lies inside its span; `copy` tolerates overlap.
-                unsafe {
-                    std::ptr::copy(
-                        s.as_ptr().add(ob * size),
-                        d.as_ptr().add(oa * size),
-                        run_bytes,
-                    )
-                };
+            (Target::Direct(d), Target::Direct(s)) => {
+                // SAFETY: both spans were checked by target_of (in bounds, mapped, aligned).
+                unsafe { shape.copy_runs(d.as_ptr() as *mut T, s.as_ptr() as *const T) };
                 Ok(())
-            }),
+            }
             _ => {
                 let mut bounce = vec![0u8; run_bytes];
                 shape.for_each_run(|oa, ob| {
