@@ -174,7 +174,11 @@ fn bench_grid_json_has_every_strategy_and_the_copy_baseline() {
             ("ghost_6msg", "latency_us"),
             ("ghost_26msg", "latency_us"),
             ("ghost_packed", "latency_us"),
-            ("grid_copy", "bandwidth_mbs")
+            ("grid_copy", "bandwidth_mbs"),
+            ("shared_address_phaseless", "latency_us"),
+            ("shared_get_phaseless", "latency_us"),
+            ("shared_address_general", "latency_us"),
+            ("shared_get_general", "latency_us"),
         ]
     );
     // 12³ interior, 14³ with ghosts, 8-byte elements, 3 ranks.

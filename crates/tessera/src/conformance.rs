@@ -16,6 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::error::{CoreError, Error};
+use crate::{Affinity, Distribution, SharedArray};
 use crate::{AtomicOp, Context, GlobalPtr, RankResult};
 use crate::{Collective, Op, Team};
 use crate::{GlobalGrid, Grid, HaloGrid, HaloStrategy, Point, RectDomain};
@@ -94,6 +95,10 @@ pub fn cases() -> &'static [Case] {
         Case {
             name: "ghost_exchange",
             run: ghost_exchange,
+        },
+        Case {
+            name: "shared_arrays",
+            run: shared_arrays,
         },
     ]
 }
@@ -1017,6 +1022,118 @@ fn ghost_exchange(ctx: &Context) -> RankResult {
                 ctx.barrier()?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Shared arrays in every distribution: owner-computes writes through `forall`, element and
+/// range reads and writes against the values written, the local slice in local order, and
+/// a view with another block size reading the same storage.
+fn shared_arrays(ctx: &Context) -> RankResult {
+    let (me, ranks) = (ctx.rank(), ctx.ranks());
+    let team = Team::world(ctx)?;
+    let len = 37;
+    let value = |i: usize, epoch: u64| epoch * 1000 + i as u64 * 7 + 1;
+    for d in [
+        Distribution::Cyclic,
+        Distribution::BlockCyclic(3),
+        Distribution::Blocked,
+        Distribution::Indefinite,
+    ] {
+        let a = SharedArray::<u64>::alloc(ctx, len, d)?;
+        let mut mine = 0u64;
+        a.forall(ctx, 0..len, Affinity::Element, |i| {
+            ensure(a.owner(i) == me, || {
+                format!(
+                    "{d:?}: forall ran element {i} on rank {me}, owner {}",
+                    a.owner(i)
+                )
+            })
+            .map_err(|e| crate::core::invalid(e.to_string()))?;
+            mine += 1;
+            a.put(ctx, i, value(i, 0))
+        })?;
+        let total = team.allreduce_value(mine, Op::Sum)?;
+        ensure(total == len as u64, || {
+            format!("{d:?}: forall ran {total} iterations for {len} elements")
+        })?;
+        let mut by_index = 0;
+        a.forall(ctx, 3..len, Affinity::Index, |i| {
+            ensure(i % ranks == me, || {
+                format!("{d:?}: index forall ran {i} on rank {me}")
+            })
+            .map_err(|e| crate::core::invalid(e.to_string()))?;
+            by_index += 1;
+            Ok(())
+        })?;
+        let total = team.allreduce_value(by_index, Op::Sum)?;
+        ensure(total == len - 3, || {
+            format!("{d:?}: index forall ran {total} iterations")
+        })?;
+        ctx.barrier()?;
+        // Ranges starting and ending anywhere.
+        let mut draw = Draw(me as u64 + 11);
+        for _ in 0..20 {
+            let s = draw.range(0, len as i64) as usize;
+            let e = draw.range(s as i64, len as i64) as usize;
+            let mut got = vec![0u64; e - s];
+            a.get_range(ctx, s, &mut got)?;
+            let want: Vec<u64> = (s..e).map(|i| value(i, 0)).collect();
+            ensure(got == want, || {
+                format!("{d:?}: get_range {s}..{e} gave {got:?}, want {want:?}")
+            })?;
+        }
+        // SAFETY: every write to the array happened before the barrier above; the next
+        // writes come after the barrier below, once this slice is gone.
+        let local = unsafe { a.local(ctx)? }.to_vec();
+        let owned: Vec<u64> = (0..len)
+            .filter(|&i| a.owner(i) == me)
+            .map(|i| value(i, 0))
+            .collect();
+        ensure(local == owned, || {
+            format!("{d:?}: local slice {local:?}, want {owned:?}")
+        })?;
+        // Another block size over the same storage reads what is stored where it points.
+        if d == Distribution::Cyclic {
+            // The longest pairs-of-elements view that fits what every rank reserved.
+            let v = (1..=len)
+                .rev()
+                .find_map(|n| a.with_distribution(n, Distribution::BlockCyclic(2)).ok())
+                .ok_or("no BlockCyclic(2) view fits")?;
+            for j in 0..v.len() {
+                let i = (0..len).find(|&i| a.address(i).ok() == v.address(j).ok());
+                if let Some(i) = i {
+                    let got = v.get(ctx, j)?;
+                    ensure(got == value(i, 0), || {
+                        format!("recast element {j} (= cyclic {i}) is {got}")
+                    })?;
+                }
+            }
+        }
+        ctx.barrier()?;
+        // Each rank overwrites its own share of the index range.
+        let (s, e) = (me * len / ranks, (me + 1) * len / ranks);
+        let fresh: Vec<u64> = (s..e).map(|i| value(i, 1)).collect();
+        a.put_range(ctx, s, &fresh)?;
+        ctx.barrier()?;
+        let mut all = vec![0u64; len];
+        a.get_range(ctx, 0, &mut all)?;
+        for (i, &got) in all.iter().enumerate() {
+            ensure(got == value(i, 1), || {
+                format!(
+                    "{d:?}: after put_range element {i} is {got}, want {}",
+                    value(i, 1)
+                )
+            })?;
+            if i % 5 == me % 5 {
+                let one = a.get(ctx, i)?;
+                ensure(one == got, || {
+                    format!("{d:?}: get({i}) is {one}, get_range said {got}")
+                })?;
+            }
+        }
+        ctx.barrier()?;
+        a.free(ctx)?;
     }
     Ok(())
 }

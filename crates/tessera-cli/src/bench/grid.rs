@@ -6,10 +6,17 @@
 //! dimension, with one ghost layer and periodic boundaries, so at 2 ranks the faces across
 //! the first dimension go to the other rank and the rest wrap around to the rank itself,
 //! as in MG at 2 ranks.
+//!
+//! It also times the address path of shared arrays: every element of a cyclic array found
+//! and read through the phaseless path, against the same layout described as
+//! `BlockCyclic(1)`, which takes the general block arithmetic.
 
 use std::path::Path;
 
-use tessera::{Context, GlobalGrid, HaloGrid, HaloStrategy, Point, RankResult, RectDomain, Team};
+use tessera::{
+    Context, Distribution, GlobalGrid, HaloGrid, HaloStrategy, Point, RankResult, RectDomain,
+    SharedArray, Team,
+};
 
 use super::rma::best_per_iter;
 use super::{Baselines, Part, Record};
@@ -87,9 +94,59 @@ pub fn rank_main(ctx: &Context, out: &Path, edge: usize, quick: bool) -> RankRes
             .memcpy_bandwidth_mbs
             .insert(bytes.to_string(), bytes as f64 / t / 1e6);
         part.baselines = Some(baselines);
+    }
+    ctx.barrier()?;
+    shared_array_paths(ctx, quick, &mut part)?;
+    if ctx.rank() == 0 {
         let text = serde_json::to_string(&part)?;
         std::fs::write(out, text)?;
     }
     ctx.barrier()?;
     Ok(())
+}
+
+/// Per-element address computation and element get, phaseless (`Cyclic`) against general
+/// (`BlockCyclic(1)`), over the same storage, timed on rank 0 while the others wait.
+fn shared_array_paths(ctx: &Context, quick: bool, part: &mut Part) -> RankResult {
+    let len = 1 << 16;
+    let cyclic = SharedArray::<u64>::alloc(ctx, len, Distribution::Cyclic)?;
+    let general = cyclic.with_distribution(len, Distribution::BlockCyclic(1))?;
+    let rounds = if quick { 2 } else { 50 };
+    for (name, a) in [("phaseless", cyclic), ("general", general)] {
+        if ctx.rank() != 0 {
+            break;
+        }
+        let address = per_element(rounds, len, |i| Ok(a.address(i)?.offset()))?;
+        let get = per_element(rounds, len, |i| a.get(ctx, i))?;
+        for (what, t) in [("address", address), ("get", get)] {
+            part.results.push(record(
+                &format!("shared_{what}_{name}"),
+                8,
+                ctx.ranks(),
+                "latency_us",
+                t,
+            ));
+        }
+    }
+    ctx.barrier()?;
+    cyclic.free(ctx)?;
+    Ok(())
+}
+
+/// Microseconds per element of summing `f(i)` over `0..len`, best of the batches (generic,
+/// so `f` is inlined and only the address path is measured).
+fn per_element(
+    rounds: u64,
+    len: usize,
+    f: impl Fn(usize) -> tessera::Result<u64>,
+) -> tessera::Result<f64> {
+    best_per_iter(rounds, |_| {
+        let mut sum = 0u64;
+        for i in 0..len {
+            sum = sum.wrapping_add(f(std::hint::black_box(i))?);
+        }
+        std::hint::black_box(sum);
+        Ok(())
+    })
+    .map(|t| t * 1e6 / len as f64)
 }

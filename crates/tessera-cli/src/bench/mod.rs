@@ -158,7 +158,7 @@ fn write_json(path: &Path, report: &Report) -> Result<(), String> {
 
 fn print_table(report: &Report) {
     println!(
-        "{:<14} {:>9} {:>6} {:>14}  vs baseline",
+        "{:<24} {:>9} {:>6} {:>14}  vs baseline",
         "op", "bytes", "ranks", "value"
     );
     for r in &report.results {
@@ -183,7 +183,7 @@ fn print_table(report: &Report) {
             }
         };
         println!(
-            "{:<14} {:>9} {:>6} {:>14}  {}",
+            "{:<24} {:>9} {:>6} {:>14}  {}",
             r.op, r.bytes, r.ranks, value, note
         );
     }
@@ -268,7 +268,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             if let Some(packed) = report.results.iter().find(|r| r.op == "ghost_packed") {
                 for r in report.results.iter().filter(|r| r.op.starts_with("ghost_")) {
                     println!(
-                        "{:<14} {:.2}x the hand-packed exchange's time",
+                        "{:<24} {:.2}x the hand-packed exchange's time",
                         r.op,
                         r.value / packed.value
                     );

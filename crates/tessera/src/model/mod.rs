@@ -8,6 +8,7 @@
 //! - [`global_grid`]: grids in the global address space and one-sided copies of
 //!   intersections between them;
 //! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
+//! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
 //! - `channel`: point-to-point team messages from signalling puts (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
@@ -19,4 +20,5 @@ pub mod global_grid;
 pub mod grid;
 pub mod halo;
 pub mod ops;
+pub mod shared_array;
 pub mod team;
