@@ -30,7 +30,8 @@
 //!   `threads` in one process). Nothing above it assumes shared memory.
 //! - [`core`]: what programs use: segments and global pointers, put/get, signalling put,
 //!   atomics, active messages and RPC, barriers, locks.
-//! - [`model`]: teams and collectives built on the core.
+//! - [`model`]: teams and collectives, domains and grids, grids in the global address
+//!   space with ghost exchange, and UPC shared arrays, all built on the core.
 //! - [`conformance`]: the checklist every conduit must pass, runnable on any job.
 
 pub mod conduit;
