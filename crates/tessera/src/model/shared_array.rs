@@ -43,7 +43,8 @@
 //!     assert_eq!(all, (100..110).collect::<Vec<_>>());
 //!     assert_eq!(a.owner(5), 2); // block 2 of size 2
 //!     ctx.barrier()?;
-//!     a.free(ctx)
+//!     a.free(ctx)?;
+//!     Ok(())
 //! }).unwrap();
 //! ```
 
