@@ -129,7 +129,7 @@ fn bad_npb_arguments_name_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["npb", "xx"],
-            "unknown kernel \"xx\"; available: ep, is, cg",
+            "unknown kernel \"xx\"; available: ep, is, cg, mg",
         ),
         (
             &["npb", "cg", "--variant", "fast"],
@@ -148,6 +148,11 @@ fn bad_npb_arguments_name_what_is_allowed() {
             "ep has no variant \"fast\"; variants: default",
         ),
         (&["npb", "ft"], "kernel ft is not implemented yet"),
+        (&["npb", "mg", "-n", "16"], "mg runs on 1, 2, 4 or 8 ranks"),
+        (
+            &["npb", "mg", "--variant", "packed"],
+            "mg has no variant \"packed\"; variants: 26msg, 6msg",
+        ),
     ];
     for (args, message) in cases {
         let f = common::run(common::tessera().args(*args), 20);
@@ -163,16 +168,38 @@ fn bad_npb_arguments_name_what_is_allowed() {
 
 #[test]
 fn cg_verifies_over_processes_in_both_variants() {
-    for (variant, class, ranks) in [
-        ("signal", "S", "2"),
-        ("barrier", "S", "4"),
-        ("signal", "S", "8"),
-        ("signal", "W", "2"),
-    ] {
+    verifies_over_processes(
+        "cg",
+        &[
+            ("signal", "S", "2"),
+            ("barrier", "S", "4"),
+            ("signal", "S", "8"),
+            ("signal", "W", "2"),
+        ],
+    );
+}
+
+#[test]
+fn mg_verifies_over_processes_in_both_variants() {
+    verifies_over_processes(
+        "mg",
+        &[
+            ("26msg", "S", "2"),
+            ("6msg", "S", "4"),
+            ("26msg", "S", "8"),
+            ("6msg", "W", "2"),
+        ],
+    );
+}
+
+/// Run `kernel` over processes for each (variant, class, ranks) and expect a verified
+/// report that names the variant and the rank count.
+fn verifies_over_processes(kernel: &str, cases: &[(&str, &str, &str)]) {
+    for &(variant, class, ranks) in cases {
         let f = common::run(
             common::tessera().args([
                 "npb",
-                "cg",
+                kernel,
                 "--class",
                 class,
                 "-n",
@@ -186,7 +213,7 @@ fn cg_verifies_over_processes_in_both_variants() {
         );
         assert!(
             f.status.success(),
-            "CG {class} {variant} at {ranks} ranks: {}\n{}",
+            "{kernel} {class} {variant} at {ranks} ranks: {}\n{}",
             f.stdout,
             f.stderr
         );

@@ -7,7 +7,8 @@
 //!
 //! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs), [`is`] (integer sort
 //! with a one-sided key exchange) and [`cg`] (conjugate gradient on a 2-D process grid
-//! with point-to-point signalling). MG and FT follow.
+//! with point-to-point signalling) and [`mg`] (multigrid with one-sided ghost exchange).
+//! FT follows.
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
@@ -15,6 +16,7 @@
 pub mod cg;
 pub mod ep;
 pub mod is;
+pub mod mg;
 pub mod report;
 pub mod rng;
 
@@ -32,11 +34,13 @@ pub enum Kernel {
     Is,
     /// Conjugate gradient.
     Cg,
+    /// Multigrid.
+    Mg,
 }
 
 impl Kernel {
     /// Every kernel built so far.
-    pub const ALL: [Kernel; 3] = [Kernel::Ep, Kernel::Is, Kernel::Cg];
+    pub const ALL: [Kernel; 4] = [Kernel::Ep, Kernel::Is, Kernel::Cg, Kernel::Mg];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -44,6 +48,7 @@ impl Kernel {
             Kernel::Ep => "ep",
             Kernel::Is => "is",
             Kernel::Cg => "cg",
+            Kernel::Mg => "mg",
         }
     }
 
@@ -53,6 +58,7 @@ impl Kernel {
             Kernel::Ep => &["default"],
             Kernel::Is => &["default"],
             Kernel::Cg => &cg::VARIANTS,
+            Kernel::Mg => &mg::VARIANTS,
         }
     }
 
@@ -68,6 +74,11 @@ impl Kernel {
             Kernel::Cg if ranks.is_power_of_two() => Ok(()),
             Kernel::Cg => Err(format!(
                 "cg runs on a power-of-two number of ranks, not {ranks}"
+            )),
+            // The coarsest level (2³ points) must split over the process grid.
+            Kernel::Mg if ranks.is_power_of_two() && ranks <= 8 => Ok(()),
+            Kernel::Mg => Err(format!(
+                "mg runs on 1, 2, 4 or 8 ranks (a power of two with at most 2 blocks per dimension, so that its coarsest level of 2³ points splits), not {ranks}"
             )),
         }
     }
@@ -86,11 +97,12 @@ impl FromStr for Kernel {
             "ep" => Ok(Kernel::Ep),
             "is" => Ok(Kernel::Is),
             "cg" => Ok(Kernel::Cg),
-            "mg" | "ft" | "lu" | "sp" | "bt" => Err(format!(
-                "kernel {s} is not implemented yet; available: ep, is, cg"
+            "mg" => Ok(Kernel::Mg),
+            "ft" | "lu" | "sp" | "bt" => Err(format!(
+                "kernel {s} is not implemented yet; available: ep, is, cg, mg"
             )),
             _ => Err(format!(
-                "unknown kernel {s:?}; available: ep, is, cg (or `all`)"
+                "unknown kernel {s:?}; available: ep, is, cg, mg (or `all`)"
             )),
         }
     }
@@ -149,5 +161,6 @@ pub fn run(
         Kernel::Ep => ep::run(ctx, class, variant),
         Kernel::Is => is::run(ctx, class, variant),
         Kernel::Cg => cg::run(ctx, class, variant),
+        Kernel::Mg => mg::run(ctx, class, variant),
     }
 }

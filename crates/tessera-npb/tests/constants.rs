@@ -99,3 +99,32 @@ fn cg_values_match_the_shared_npb_data() {
     assert_eq!(common["rcond"].as_f64(), Some(0.1));
     assert_eq!(common["epsilon"].as_f64(), Some(1e-10));
 }
+
+#[test]
+fn mg_values_match_the_shared_npb_data() {
+    let Some(data) = shared_data() else { return };
+    for c in &tessera_npb::mg::CLASSES {
+        let entry = &data["MG"][c.class.to_string()];
+        for axis in ["nx", "ny", "nz"] {
+            assert_eq!(
+                entry[axis].as_u64(),
+                Some(c.n as u64),
+                "MG {} {axis}",
+                c.class
+            );
+        }
+        assert_eq!(
+            entry["nit"].as_u64(),
+            Some(c.nit as u64),
+            "MG {} nit",
+            c.class
+        );
+        assert_eq!(entry["lt"].as_u64(), Some(c.n.trailing_zeros() as u64));
+        assert_eq!(
+            entry["verify_value"].as_f64(),
+            Some(c.rnm2),
+            "MG {} rnm2",
+            c.class
+        );
+    }
+}

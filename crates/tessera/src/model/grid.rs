@@ -307,6 +307,10 @@ impl<'a, T, const N: usize> GridViewMut<'a, T, N> {
     pub(crate) fn data_mut(&mut self) -> &mut [T] {
         self.data
     }
+
+    pub(crate) fn into_data(self) -> &'a mut [T] {
+        self.data
+    }
 }
 layout_methods!(GridViewMut, data, ['a]);
 

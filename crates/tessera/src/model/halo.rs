@@ -448,6 +448,22 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
         unsafe { self.grid.view_mut() }
     }
 
+    /// The block with its ghost layers as one row-major slice over
+    /// `interior().grow(width)`, for loops that index storage directly.
+    pub fn as_slice(&self) -> &[T] {
+        self.view().data()
+    }
+
+    /// The block with its ghost layers as one mutable row-major slice.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.view_mut().into_data()
+    }
+
+    /// Points along each dimension of the storage (interior plus ghost layers).
+    pub fn storage_shape(&self) -> [usize; N] {
+        self.interior.grow(self.geometry.width).shape()
+    }
+
     /// Fill every ghost cell from the neighbours (periodic at the boundary of the whole
     /// domain). Collective over every rank.
     pub fn exchange(&mut self) -> Result<()> {
