@@ -687,6 +687,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         size: data.na.to_string(),
         iterations: data.niter as u64,
         operation: "floating point".into(),
+        profile: BTreeMap::new(),
     }))
 }
 

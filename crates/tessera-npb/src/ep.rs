@@ -137,5 +137,6 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         size: format!("{}", 1u64 << (m + 1)),
         iterations: 0,
         operation: "Random numbers generated".into(),
+        profile: BTreeMap::new(),
     }))
 }

@@ -245,6 +245,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         size: total.to_string(),
         iterations: ITERATIONS as u64,
         operation: "keys ranked".into(),
+        profile: BTreeMap::new(),
     }))
 }
 

@@ -32,6 +32,10 @@ pub struct Outcome {
     pub iterations: u64,
     /// What the Mop/s counts.
     pub operation: String,
+    /// Where the timed region's time went, in seconds averaged over the ranks (for
+    /// kernels that measure it, e.g. `compute_s`, `communication_s`, `wait_s`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile: BTreeMap<String, f64>,
 }
 
 impl fmt::Display for Outcome {
@@ -67,6 +71,9 @@ impl fmt::Display for Outcome {
             "Version",
             &concat!("Tessera ", env!("CARGO_PKG_VERSION")),
         )?;
+        for (name, seconds) in &self.profile {
+            writeln!(f, " {name:<16}= {seconds:>24.4}")?;
+        }
         for (name, value) in &self.values {
             match self.reference.get(name) {
                 Some(r) => writeln!(

@@ -55,6 +55,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
@@ -298,6 +299,29 @@ pub struct HaloGrid<'ctx, T: Pod, const N: usize> {
     arrived: Vec<Semaphore>,
     /// `packed` only: the send buffer.
     buffer: Vec<T>,
+    stats: HaloStats,
+}
+
+/// Where a halo grid's exchanges spent their time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HaloStats {
+    /// Exchanges completed.
+    pub exchanges: u64,
+    /// Wall time inside `exchange`.
+    pub total: Duration,
+    /// Of which waiting: for permission to write, and for the neighbours' data.
+    pub waiting: Duration,
+}
+
+impl std::ops::Add for HaloStats {
+    type Output = HaloStats;
+    fn add(self, o: HaloStats) -> HaloStats {
+        HaloStats {
+            exchanges: self.exchanges + o.exchanges,
+            total: self.total + o.total,
+            waiting: self.waiting + o.waiting,
+        }
+    }
 }
 
 impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
@@ -410,6 +434,7 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
                 Vec::new()
             },
             geometry,
+            stats: HaloStats::default(),
         })
     }
 
@@ -468,10 +493,12 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
     /// domain). Collective over every rank.
     pub fn exchange(&mut self) -> Result<()> {
         let ctx = self.ctx;
+        let start = Instant::now();
         for &(sender, n) in &self.permits {
             self.permission.on(sender).post(ctx, n)?;
         }
         self.permission.wait(ctx, self.sends.len() as u64)?;
+        let mut waited = start.elapsed();
         for (phase, arrived) in self.arrived.iter().enumerate() {
             for send in self.sends.iter().filter(|s| s.phase == phase) {
                 match send.slot {
@@ -489,13 +516,23 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
                 arrived.on(send.target).post(ctx, 1)?;
             }
             let incoming = self.receives.iter().filter(|r| r.phase == phase);
+            let before = Instant::now();
             arrived.wait(ctx, incoming.clone().count() as u64)?;
+            waited += before.elapsed();
             for receive in incoming {
                 if let Some((slot, into)) = &receive.unpack {
                     into.copy_from(ctx, slot)?;
                 }
             }
         }
+        self.stats.exchanges += 1;
+        self.stats.waiting += waited;
+        self.stats.total += start.elapsed();
         Ok(())
+    }
+
+    /// Time spent in [`HaloGrid::exchange`] so far.
+    pub fn stats(&self) -> HaloStats {
+        self.stats
     }
 }
