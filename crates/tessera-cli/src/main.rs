@@ -104,8 +104,9 @@ enum Command {
     /// Run NAS Parallel Benchmark kernels (they start their own ranks), verified against
     /// the official values.
     Npb {
-        /// Kernel: ep, is, cg, or `all` for every kernel built so far. Variants: cg has
-        /// `signal` (default) and `barrier`.
+        /// Kernel: ep, is, cg, mg, ft, or `all` for every kernel built so far. Variants:
+        /// cg has `signal` (default) and `barrier`; mg `26msg` (default) and `6msg`; ft
+        /// `slabs` (default) and `packed`.
         kernel: String,
         /// Problem class: S, W, A or B.
         #[arg(long, default_value = "S")]

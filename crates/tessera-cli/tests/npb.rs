@@ -129,7 +129,7 @@ fn bad_npb_arguments_name_what_is_allowed() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["npb", "xx"],
-            "unknown kernel \"xx\"; available: ep, is, cg, mg",
+            "unknown kernel \"xx\"; available: ep, is, cg, mg, ft",
         ),
         (
             &["npb", "cg", "--variant", "fast"],
@@ -147,7 +147,15 @@ fn bad_npb_arguments_name_what_is_allowed() {
             &["npb", "ep", "--variant", "fast"],
             "ep has no variant \"fast\"; variants: default",
         ),
-        (&["npb", "ft"], "kernel ft is not implemented yet"),
+        (&["npb", "lu"], "kernel lu is not implemented yet"),
+        (
+            &["npb", "ft", "--variant", "pencils"],
+            "ft has no variant \"pencils\"; variants: slabs, packed",
+        ),
+        (
+            &["npb", "ft", "-n", "3"],
+            "ft runs on a power-of-two number of ranks",
+        ),
         (&["npb", "mg", "-n", "16"], "mg runs on 1, 2, 4 or 8 ranks"),
         (
             &["npb", "mg", "--variant", "packed"],
@@ -188,6 +196,19 @@ fn mg_verifies_over_processes_in_both_variants() {
             ("6msg", "S", "4"),
             ("26msg", "S", "8"),
             ("6msg", "W", "2"),
+        ],
+    );
+}
+
+#[test]
+fn ft_verifies_over_processes_in_both_variants() {
+    verifies_over_processes(
+        "ft",
+        &[
+            ("slabs", "S", "2"),
+            ("packed", "S", "4"),
+            ("slabs", "S", "8"),
+            ("packed", "W", "2"),
         ],
     );
 }

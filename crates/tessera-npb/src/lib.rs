@@ -8,13 +8,14 @@
 //! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs), [`is`] (integer sort
 //! with a one-sided key exchange) and [`cg`] (conjugate gradient on a 2-D process grid
 //! with point-to-point signalling) and [`mg`] (multigrid with one-sided ghost exchange).
-//! FT follows.
+//! [`ft`] (3-D FFT with transposes written straight into place).
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
 pub mod cg;
 pub mod ep;
+pub mod ft;
 pub mod is;
 pub mod mg;
 pub mod report;
@@ -36,11 +37,13 @@ pub enum Kernel {
     Cg,
     /// Multigrid.
     Mg,
+    /// 3-D FFT PDE solver.
+    Ft,
 }
 
 impl Kernel {
     /// Every kernel built so far.
-    pub const ALL: [Kernel; 4] = [Kernel::Ep, Kernel::Is, Kernel::Cg, Kernel::Mg];
+    pub const ALL: [Kernel; 5] = [Kernel::Ep, Kernel::Is, Kernel::Cg, Kernel::Mg, Kernel::Ft];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -49,6 +52,7 @@ impl Kernel {
             Kernel::Is => "is",
             Kernel::Cg => "cg",
             Kernel::Mg => "mg",
+            Kernel::Ft => "ft",
         }
     }
 
@@ -59,6 +63,7 @@ impl Kernel {
             Kernel::Is => &["default"],
             Kernel::Cg => &cg::VARIANTS,
             Kernel::Mg => &mg::VARIANTS,
+            Kernel::Ft => &ft::VARIANTS,
         }
     }
 
@@ -77,6 +82,11 @@ impl Kernel {
             )),
             // The coarsest level (2³ points) must split over the process grid.
             Kernel::Mg if ranks.is_power_of_two() && ranks <= 8 => Ok(()),
+            // Slabs: every rank needs whole z-planes and whole y-planes (W has 32 z-planes).
+            Kernel::Ft if ranks.is_power_of_two() && ranks <= 32 => Ok(()),
+            Kernel::Ft => Err(format!(
+                "ft runs on a power-of-two number of ranks up to 32 (each rank holds whole planes), not {ranks}"
+            )),
             Kernel::Mg => Err(format!(
                 "mg runs on 1, 2, 4 or 8 ranks (a power of two with at most 2 blocks per dimension, so that its coarsest level of 2³ points splits), not {ranks}"
             )),
@@ -98,11 +108,12 @@ impl FromStr for Kernel {
             "is" => Ok(Kernel::Is),
             "cg" => Ok(Kernel::Cg),
             "mg" => Ok(Kernel::Mg),
-            "ft" | "lu" | "sp" | "bt" => Err(format!(
-                "kernel {s} is not implemented yet; available: ep, is, cg, mg"
+            "ft" => Ok(Kernel::Ft),
+            "lu" | "sp" | "bt" => Err(format!(
+                "kernel {s} is not implemented yet; available: ep, is, cg, mg, ft"
             )),
             _ => Err(format!(
-                "unknown kernel {s:?}; available: ep, is, cg, mg (or `all`)"
+                "unknown kernel {s:?}; available: ep, is, cg, mg, ft (or `all`)"
             )),
         }
     }
@@ -162,5 +173,6 @@ pub fn run(
         Kernel::Is => is::run(ctx, class, variant),
         Kernel::Cg => cg::run(ctx, class, variant),
         Kernel::Mg => mg::run(ctx, class, variant),
+        Kernel::Ft => ft::run(ctx, class, variant),
     }
 }

@@ -128,3 +128,22 @@ fn mg_values_match_the_shared_npb_data() {
         );
     }
 }
+
+#[test]
+fn ft_values_match_the_shared_npb_data() {
+    let Some(data) = shared_data() else { return };
+    for c in &tessera_npb::ft::CLASSES {
+        let entry = &data["FT"][c.class.to_string()];
+        assert_eq!(entry["nx"].as_u64(), Some(c.nx as u64), "FT {} nx", c.class);
+        assert_eq!(entry["ny"].as_u64(), Some(c.ny as u64), "FT {} ny", c.class);
+        assert_eq!(entry["nz"].as_u64(), Some(c.nz as u64), "FT {} nz", c.class);
+        let sums: Vec<(f64, f64)> = entry["checksums"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["re"].as_f64().unwrap(), s["im"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(sums, c.checksums, "FT {} checksums", c.class);
+        assert_eq!(entry["niter"].as_u64(), Some(c.checksums.len() as u64));
+    }
+}

@@ -90,3 +90,23 @@ fn mg_class_w_verifies_at_2_ranks() {
     let o = run_kernel(Kernel::Mg, Class::W, 2);
     assert_eq!(o.verified, Some(true), "MG W at 2 ranks:\n{o}");
 }
+
+#[test]
+fn ft_class_s_verifies_at_1_2_4_and_8_ranks_in_both_variants() {
+    for variant in Kernel::Ft.variants() {
+        for ranks in [1, 2, 4, 8] {
+            let o = run_variant(Kernel::Ft, Class::S, ranks, variant);
+            assert_eq!(
+                o.verified,
+                Some(true),
+                "FT S {variant} at {ranks} ranks:\n{o}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ft_class_w_verifies_at_4_ranks() {
+    let o = run_kernel(Kernel::Ft, Class::W, 4);
+    assert_eq!(o.verified, Some(true), "FT W at 4 ranks:\n{o}");
+}

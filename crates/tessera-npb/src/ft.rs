@@ -1,0 +1,576 @@
+//! FT: a 3-D FFT PDE solver (NPB's spectral method for ∂u/∂t = α∇²u).
+//!
+//! The grid is split into slabs: in the *space layout* a rank owns whole z-planes,
+//! `[z][y][x]` with x contiguous; in the *frequency layout* it owns whole y-planes,
+//! `[y][x][z]` with z contiguous. A forward transform does the x and y FFTs in space
+//! layout, moves every element to the frequency layout (the transpose), and does the z
+//! FFTs there; the inverse goes back the same way. The transpose writes each element
+//! straight into its place in the owner's array in the global address space, so no rank
+//! ever unpacks what it receives:
+//!
+//! - `--variant slabs` (the default): as soon as a plane's FFTs are done, its piece for
+//!   every owner goes out with one strided put, while the next plane is computed;
+//! - `--variant packed`: all planes first, then one contiguous buffer per owner, put whole
+//!   into the owner's receive area and unpacked there (the reference's bulk all-to-all).
+//!
+//! Each transpose starts with a barrier (every owner is done with its target array) and
+//! ends with a semaphore: a sender posts every owner once after its last put, and an
+//! owner waits for one post per sender.
+//!
+//! The evolution multiplies by `exp(−4απ²(i² + j² + k²))` (folded wave numbers), which
+//! factors into one table per dimension instead of the reference's full 3-D array.
+//! 1-D FFTs are rustfft's, planned once per length; NPB's forward transform uses the
+//! positive exponent, which is rustfft's `Inverse` (both unnormalised).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use num_complex::Complex;
+use rustfft::{Fft, FftDirection, FftPlanner};
+use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
+
+use crate::rng::{mul_mod, pow_mod, vranlc, A};
+use crate::{Class, Outcome};
+
+type C = Complex<f64>;
+
+/// The problem of one class.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassData {
+    pub class: Class,
+    pub nx: usize,
+    pub ny: usize,
+    pub nz: usize,
+    /// The official checksum after each iteration (real, imaginary).
+    pub checksums: &'static [(f64, f64)],
+}
+
+/// Official values (NPB 3.4).
+pub const CLASSES: [ClassData; 4] = [
+    ClassData {
+        class: Class::S,
+        nx: 64,
+        ny: 64,
+        nz: 64,
+        checksums: &[
+            (5.546087004964e+02, 4.845363331978e+02),
+            (5.546385409189e+02, 4.865304269511e+02),
+            (5.546148406171e+02, 4.883910722336e+02),
+            (5.545423607415e+02, 4.901273169046e+02),
+            (5.544255039624e+02, 4.917475857993e+02),
+            (5.542683411902e+02, 4.932597244941e+02),
+        ],
+    },
+    ClassData {
+        class: Class::W,
+        nx: 128,
+        ny: 128,
+        nz: 32,
+        checksums: &[
+            (5.673612178944e+02, 5.293246849175e+02),
+            (5.631436885271e+02, 5.282149986629e+02),
+            (5.594024089970e+02, 5.270996558037e+02),
+            (5.560698047020e+02, 5.260027904925e+02),
+            (5.530898991250e+02, 5.249400845633e+02),
+            (5.504159734538e+02, 5.239212247086e+02),
+        ],
+    },
+    ClassData {
+        class: Class::A,
+        nx: 256,
+        ny: 256,
+        nz: 128,
+        checksums: &[
+            (5.046735008193e+02, 5.114047905510e+02),
+            (5.059412319734e+02, 5.098809666433e+02),
+            (5.069376896287e+02, 5.098144042213e+02),
+            (5.077892868474e+02, 5.101336130759e+02),
+            (5.085233095391e+02, 5.104914655194e+02),
+            (5.091487099959e+02, 5.107917842803e+02),
+        ],
+    },
+    ClassData {
+        class: Class::B,
+        nx: 512,
+        ny: 256,
+        nz: 256,
+        checksums: &[
+            (5.177643571579e+02, 5.077803458597e+02),
+            (5.154521291263e+02, 5.088249431599e+02),
+            (5.146409228649e+02, 5.096208912659e+02),
+            (5.142378756213e+02, 5.101023387619e+02),
+            (5.139626667737e+02, 5.103976610617e+02),
+            (5.137423460082e+02, 5.105948019802e+02),
+            (5.135547056878e+02, 5.107404165783e+02),
+            (5.133910925466e+02, 5.108576573661e+02),
+            (5.132470705390e+02, 5.109577278523e+02),
+            (5.131197729984e+02, 5.110460304483e+02),
+            (5.130070319283e+02, 5.111252433800e+02),
+            (5.129070537032e+02, 5.111968077718e+02),
+            (5.128182883502e+02, 5.112616233064e+02),
+            (5.127393733383e+02, 5.113203605551e+02),
+            (5.126691062020e+02, 5.113735928093e+02),
+            (5.126064276004e+02, 5.114218460548e+02),
+            (5.125504076570e+02, 5.114656139760e+02),
+            (5.125002331720e+02, 5.115053595966e+02),
+            (5.124551951846e+02, 5.115415130407e+02),
+            (5.124146770029e+02, 5.115744692211e+02),
+        ],
+    },
+];
+
+/// Relative tolerance of the verification (on the complex modulus).
+const EPSILON: f64 = 1e-12;
+const SEED: u64 = 314_159_265;
+const ALPHA: f64 = 1e-6;
+
+/// Variants: how the transposes move data (the first is the default).
+pub const VARIANTS: [&str; 2] = ["slabs", "packed"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transpose {
+    Slabs,
+    Packed,
+}
+
+/// The four FFT plans.
+struct Plans {
+    x: Arc<dyn Fft<f64>>,
+    y: Arc<dyn Fft<f64>>,
+    z: Arc<dyn Fft<f64>>,
+}
+
+impl Plans {
+    /// NPB's forward (`+1`) is rustfft's inverse direction, and vice versa.
+    fn new(planner: &mut FftPlanner<f64>, n: [usize; 3], npb_forward: bool) -> Plans {
+        let direction = if npb_forward {
+            FftDirection::Inverse
+        } else {
+            FftDirection::Forward
+        };
+        Plans {
+            x: planner.plan_fft(n[0], direction),
+            y: planner.plan_fft(n[1], direction),
+            z: planner.plan_fft(n[2], direction),
+        }
+    }
+}
+
+/// One rank's state.
+struct Solver<'c> {
+    ctx: &'c Context,
+    team: Team<'c>,
+    transpose: Transpose,
+    n: [usize; 3],
+    ranks: usize,
+    me: usize,
+    /// z-planes per rank (space layout) and y-planes per rank (frequency layout).
+    zlen: usize,
+    ylen: usize,
+    /// Space-layout arrays, `[z][y][x]`, one per rank at the same offset.
+    space: GlobalPtr<C>,
+    /// Frequency-layout arrays, `[y][x][z]`; after the forward transform this is u0.
+    freq: GlobalPtr<C>,
+    /// `packed` only: receive areas, one block per sender.
+    inbox: Option<GlobalPtr<C>>,
+    arrived: Semaphore,
+    /// u1 in frequency layout (private).
+    work: Vec<C>,
+    forward: Plans,
+    inverse: Plans,
+    scratch: Vec<C>,
+    columns: Vec<C>,
+    pack: Vec<C>,
+    /// exp(−4απ²k²) for the folded wave numbers of each dimension.
+    decay: [Vec<f64>; 3],
+}
+
+/// Columns gathered per batch of y-FFTs.
+const COLUMN_BATCH: usize = 16;
+
+impl<'c> Solver<'c> {
+    fn new(ctx: &'c Context, data: &ClassData, transpose: Transpose) -> tessera::Result<Self> {
+        let (ranks, me) = (ctx.ranks(), ctx.rank());
+        let n = [data.nx, data.ny, data.nz];
+        let (zlen, ylen) = (data.nz / ranks, data.ny / ranks);
+        let local = zlen * data.ny * data.nx;
+        let space = ctx.alloc_collective::<C>(local)?;
+        let freq = ctx.alloc_collective::<C>(local)?;
+        let inbox = match transpose {
+            Transpose::Packed => Some(ctx.alloc_collective::<C>(local)?),
+            Transpose::Slabs => None,
+        };
+        let mut planner = FftPlanner::new();
+        let forward = Plans::new(&mut planner, n, true);
+        let inverse = Plans::new(&mut planner, n, false);
+        let scratch_len = [&forward, &inverse]
+            .iter()
+            .flat_map(|p| [&p.x, &p.y, &p.z])
+            .map(|f| f.get_inplace_scratch_len())
+            .max()
+            .unwrap_or(0);
+        let decay = n.map(|len| {
+            (0..len)
+                .map(|i| {
+                    let k = ((i + len / 2) % len) as f64 - (len / 2) as f64;
+                    (-4.0 * ALPHA * std::f64::consts::PI.powi(2) * k * k).exp()
+                })
+                .collect()
+        });
+        Ok(Solver {
+            ctx,
+            team: Team::world(ctx)?,
+            transpose,
+            n,
+            ranks,
+            me,
+            zlen,
+            ylen,
+            space,
+            freq,
+            inbox,
+            arrived: ctx.semaphore_collective()?,
+            work: vec![C::default(); local],
+            forward,
+            inverse,
+            scratch: vec![C::default(); scratch_len],
+            columns: vec![C::default(); COLUMN_BATCH * data.ny],
+            pack: match transpose {
+                Transpose::Packed => vec![C::default(); local],
+                Transpose::Slabs => Vec::new(),
+            },
+            decay,
+        })
+    }
+
+    fn local_len(&self) -> usize {
+        self.zlen * self.n[1] * self.n[0]
+    }
+
+    /// This rank's space-layout array.
+    ///
+    /// # Safety
+    /// No other rank may write it while the slice lives: callers hold it only between the
+    /// end of a transpose into it (all senders have posted) and the barrier that starts
+    /// the next one.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn space_mut(&self) -> tessera::Result<&'c mut [C]> {
+        // SAFETY: the caller's contract above.
+        Ok(
+            unsafe { self.ctx.local_slice_mut(self.space, self.local_len())? }
+                .expect("a rank's own segment is always mapped"),
+        )
+    }
+
+    /// This rank's frequency-layout array (u0).
+    ///
+    /// # Safety
+    /// As for `space_mut`: only the forward transpose writes it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn freq_mut(&self) -> tessera::Result<&'c mut [C]> {
+        // SAFETY: the caller's contract above.
+        Ok(
+            unsafe { self.ctx.local_slice_mut(self.freq, self.local_len())? }
+                .expect("a rank's own segment is always mapped"),
+        )
+    }
+
+    /// NPB's initial conditions: the random sequence in x-fastest order, two numbers per
+    /// element, each z-plane starting at its own offset.
+    fn initial_conditions(&mut self) -> tessera::Result<()> {
+        let [nx, ny, _] = self.n;
+        let z0 = self.me * self.zlen;
+        // SAFETY: called before the forward transpose; no rank writes space arrays until
+        // the inverse transpose, which starts with a barrier this rank reaches later.
+        let space = unsafe { self.space_mut()? };
+        let plane = nx * ny;
+        let mut randoms = vec![0.0; 2 * plane];
+        for (zl, out) in space.chunks_exact_mut(plane).enumerate() {
+            let mut x = mul_mod(pow_mod(A, (2 * plane * (z0 + zl)) as u64), SEED);
+            vranlc(&mut x, A, &mut randoms);
+            for (e, pair) in out.iter_mut().zip(randoms.chunks_exact(2)) {
+                *e = C::new(pair[0], pair[1]);
+            }
+        }
+        Ok(())
+    }
+
+    /// The x and y FFTs of one space-layout plane.
+    fn fft_plane_xy(&mut self, plans_forward: bool, plane: &mut [C]) {
+        let [nx, ny, _] = self.n;
+        let plans = if plans_forward {
+            &self.forward
+        } else {
+            &self.inverse
+        };
+        plans.x.process_with_scratch(plane, &mut self.scratch);
+        for x0 in (0..nx).step_by(COLUMN_BATCH) {
+            let width = COLUMN_BATCH.min(nx - x0);
+            let cols = &mut self.columns[..width * ny];
+            for y in 0..ny {
+                for b in 0..width {
+                    cols[b * ny + y] = plane[y * nx + x0 + b];
+                }
+            }
+            plans.y.process_with_scratch(cols, &mut self.scratch);
+            for y in 0..ny {
+                for b in 0..width {
+                    plane[y * nx + x0 + b] = cols[b * ny + y];
+                }
+            }
+        }
+    }
+
+    /// Forward 3-D FFT: space array → frequency array (u0).
+    fn forward_fft(&mut self) -> tessera::Result<()> {
+        let [nx, ny, nz] = self.n;
+        let (zlen, ylen, ranks) = (self.zlen, self.ylen, self.ranks);
+        let z0 = self.me * zlen;
+        let plane = nx * ny;
+        self.team.barrier()?;
+        // SAFETY: between the forward transpose's start and the inverse transpose, only
+        // this rank touches its space array.
+        let space = unsafe { self.space_mut()? };
+        for zl in 0..zlen {
+            let p = &mut space[zl * plane..(zl + 1) * plane];
+            self.fft_plane_xy(true, p);
+            if self.transpose == Transpose::Slabs {
+                // Element (z, y, x) goes to freq[y − y0][x][z] on the owner of y.
+                for d in 0..ranks {
+                    self.ctx.put_strided(
+                        self.freq.on(d).add(z0 + zl),
+                        &[nx * nz, nz],
+                        &p[d * ylen * nx..],
+                        &[nx, 1],
+                        &[ylen, nx],
+                    )?;
+                }
+            }
+        }
+        if let Some(inbox) = self.inbox {
+            // Block for owner d, ordered [y][x][z] as it lands there.
+            for d in 0..ranks {
+                let block = &mut self.pack[..ylen * nx * zlen];
+                for yl in 0..ylen {
+                    for x in 0..nx {
+                        for zl in 0..zlen {
+                            block[(yl * nx + x) * zlen + zl] =
+                                space[zl * plane + (d * ylen + yl) * nx + x];
+                        }
+                    }
+                }
+                self.ctx
+                    .put(inbox.on(d).add(self.me * block.len()), block)?;
+            }
+        }
+        self.finish_transpose()?;
+        // SAFETY: the transpose into our frequency array is complete; nothing writes it
+        // again.
+        let freq = unsafe { self.freq_mut()? };
+        if let Some(inbox) = self.inbox {
+            let block = ylen * nx * zlen;
+            for s in 0..ranks {
+                self.ctx.get_strided(
+                    inbox.add(s * block),
+                    &[nx * zlen, zlen, 1],
+                    &mut freq[s * zlen..],
+                    &[nx * nz, nz, 1],
+                    &[ylen, nx, zlen],
+                )?;
+            }
+        }
+        self.forward.z.process_with_scratch(freq, &mut self.scratch);
+        Ok(())
+    }
+
+    /// Every sender posts every owner once; wait for all of them.
+    fn finish_transpose(&self) -> tessera::Result<()> {
+        for d in 0..self.ranks {
+            self.arrived.on(d).post(self.ctx, 1)?;
+        }
+        self.arrived.wait(self.ctx, self.ranks as u64)
+    }
+
+    /// u0 ← u0·decay, work ← u0 (NPB's `evolve`, in frequency layout).
+    fn evolve(&mut self) -> tessera::Result<()> {
+        let [nx, _, nz] = self.n;
+        let y0 = self.me * self.ylen;
+        // SAFETY: see forward_fft; the frequency array is only ours after the transpose.
+        let freq = unsafe { self.freq_mut()? };
+        let [dx, dy, dz] = &self.decay;
+        for (yl, (u0, u1)) in freq
+            .chunks_exact_mut(nx * nz)
+            .zip(self.work.chunks_exact_mut(nx * nz))
+            .enumerate()
+        {
+            let fy = dy[y0 + yl];
+            for (x, (u0, u1)) in u0
+                .chunks_exact_mut(nz)
+                .zip(u1.chunks_exact_mut(nz))
+                .enumerate()
+            {
+                let fxy = fy * dx[x];
+                for ((a, b), &fz) in u0.iter_mut().zip(u1.iter_mut()).zip(dz) {
+                    *a *= fxy * fz;
+                    *b = *a;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Inverse 3-D FFT of `work` (frequency layout) into the space arrays.
+    fn inverse_fft(&mut self) -> tessera::Result<()> {
+        let [nx, ny, nz] = self.n;
+        let (zlen, ylen, ranks) = (self.zlen, self.ylen, self.ranks);
+        let y0 = self.me * ylen;
+        self.team.barrier()?;
+        let yplane = nx * nz;
+        for yl in 0..ylen {
+            let p = &mut self.work[yl * yplane..(yl + 1) * yplane];
+            self.inverse.z.process_with_scratch(p, &mut self.scratch);
+            if self.transpose == Transpose::Slabs {
+                // Element (y, x, z) goes to space[z − z0][y][x] on the owner of z.
+                for d in 0..ranks {
+                    self.ctx.put_strided(
+                        self.space.on(d).add((y0 + yl) * nx),
+                        &[1, ny * nx],
+                        &p[d * zlen..],
+                        &[nz, 1],
+                        &[nx, zlen],
+                    )?;
+                }
+            }
+        }
+        if let Some(inbox) = self.inbox {
+            // Block for owner d, ordered [z][y][x] as it lands there.
+            for d in 0..ranks {
+                let block = &mut self.pack[..zlen * ylen * nx];
+                for zl in 0..zlen {
+                    for yl in 0..ylen {
+                        for x in 0..nx {
+                            block[(zl * ylen + yl) * nx + x] =
+                                self.work[(yl * nx + x) * nz + d * zlen + zl];
+                        }
+                    }
+                }
+                self.ctx
+                    .put(inbox.on(d).add(self.me * block.len()), block)?;
+            }
+        }
+        self.finish_transpose()?;
+        // SAFETY: every sender has posted; no rank writes our space array again before the
+        // next transpose's barrier, which we reach after this slice is gone.
+        let space = unsafe { self.space_mut()? };
+        if let Some(inbox) = self.inbox {
+            let block = zlen * ylen * nx;
+            for s in 0..ranks {
+                self.ctx.get_strided(
+                    inbox.add(s * block),
+                    &[ylen * nx, nx, 1],
+                    &mut space[s * ylen * nx..],
+                    &[ny * nx, nx, 1],
+                    &[zlen, ylen, nx],
+                )?;
+            }
+        }
+        for plane in space.chunks_exact_mut(nx * ny) {
+            self.fft_plane_xy(false, plane);
+        }
+        Ok(())
+    }
+
+    /// NPB's checksum: 1024 points spread over the grid, summed over the ranks, divided
+    /// by the number of points.
+    fn checksum(&self) -> tessera::Result<C> {
+        let [nx, ny, nz] = self.n;
+        let z0 = self.me * self.zlen;
+        // SAFETY: read between the inverse transpose's end and the next barrier.
+        let space = unsafe { self.space_mut()? };
+        let mut sum = C::default();
+        for j in 1..=1024 {
+            let (x, y, z) = (j % nx, (3 * j) % ny, (5 * j) % nz);
+            if (z0..z0 + self.zlen).contains(&z) {
+                sum += space[((z - z0) * ny + y) * nx + x];
+            }
+        }
+        let re = self.team.allreduce_value(sum.re, Op::Sum)?;
+        let im = self.team.allreduce_value(sum.im, Op::Sum)?;
+        Ok(C::new(re, im) / (nx * ny * nz) as f64)
+    }
+}
+
+/// Run FT at `class`; rank 0 gets the outcome.
+pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+    let data = CLASSES
+        .iter()
+        .find(|c| c.class == class)
+        .expect("every class has FT values");
+    let transpose = match variant {
+        "slabs" => Transpose::Slabs,
+        "packed" => Transpose::Packed,
+        _ => {
+            return Err(CoreError::Invalid(format!(
+                "ft has no variant {variant:?}; variants: {}",
+                VARIANTS.join(", ")
+            ))
+            .into())
+        }
+    };
+    crate::Kernel::Ft
+        .check_ranks(ctx.ranks())
+        .map_err(CoreError::Invalid)?;
+    let mut solver = Solver::new(ctx, data, transpose)?;
+    // Untimed pass, as the reference does: initial conditions and one forward FFT.
+    solver.initial_conditions()?;
+    solver.forward_fft()?;
+    solver.team.barrier()?;
+
+    let start = Instant::now();
+    solver.initial_conditions()?;
+    solver.forward_fft()?;
+    let mut sums = Vec::new();
+    for _ in data.checksums {
+        solver.evolve()?;
+        solver.inverse_fft()?;
+        sums.push(solver.checksum()?);
+    }
+    let elapsed = solver
+        .team
+        .allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    if ctx.rank() != 0 {
+        return Ok(None);
+    }
+    let verified = sums.iter().zip(data.checksums).all(|(s, &(re, im))| {
+        let reference = C::new(re, im);
+        (s - reference).norm() / reference.norm() <= EPSILON
+    });
+    let points = (data.nx * data.ny * data.nz) as f64;
+    let niter = data.checksums.len() as f64;
+    let ops =
+        points * (14.8157 + 7.19641 * points.ln() + (5.23518 + 7.21113 * points.ln()) * niter);
+    let last = sums.last().copied().unwrap_or_default();
+    let (re, im) = data.checksums[data.checksums.len() - 1];
+    Ok(Some(Outcome {
+        kernel: "FT".into(),
+        class: class.to_string(),
+        ranks: ctx.ranks(),
+        variant: variant.into(),
+        time_s: elapsed,
+        mops: ops / elapsed / 1e6,
+        verified: Some(verified),
+        values: BTreeMap::from([
+            ("checksum_re".to_string(), last.re),
+            ("checksum_im".to_string(), last.im),
+        ]),
+        reference: BTreeMap::from([
+            ("checksum_re".to_string(), re),
+            ("checksum_im".to_string(), im),
+        ]),
+        size: format!("{}x{}x{}", data.nx, data.ny, data.nz),
+        iterations: data.checksums.len() as u64,
+        operation: "floating point".into(),
+        profile: BTreeMap::new(),
+    }))
+}
