@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use multiversion::multiversion;
 use tessera::{Context, CoreError, HaloGrid, HaloStats, HaloStrategy, Op, RectDomain, Team};
 
 use crate::rng::{pow_mod, vranlc, A};
@@ -134,6 +135,7 @@ fn cross_sums(src: &[f64], s: Shape, i0: usize, i1: usize, faces: &mut [f64], ed
 }
 
 /// `r = v − A u` on the interior; `v = None` means `v` is `r` itself (in place).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, u1: &mut [f64], u2: &mut [f64]) {
     let [m0, m1, m2] = s.m;
     let a = RESIDUAL;
@@ -167,6 +169,7 @@ fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, u1: &mut [f64], 
 }
 
 /// `u += S r` on the interior (the smoother).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn psinv(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &mut [f64]) {
     let [m0, m1, m2] = s.m;
     for i0 in 1..m0 - 1 {
@@ -186,6 +189,7 @@ fn psinv(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &m
 }
 
 /// Restrict the fine residual `r` onto the coarse level's interior `s`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y1: &mut [f64]) {
     let [c0, c1, c2] = coarse.m;
     let m2 = fine.m[2];
@@ -209,6 +213,7 @@ fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y
 }
 
 /// Add the trilinear interpolation of the coarse `z` to the fine `u`, ghosts included.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn interp(z: &[f64], coarse: Shape, u: &mut [f64], fine: Shape, bufs: &mut [Vec<f64>; 3]) {
     let [c0, c1, c2] = coarse.m;
     let [z1, z2, z3] = bufs;
@@ -246,6 +251,7 @@ fn interp(z: &[f64], coarse: Shape, u: &mut [f64], fine: Shape, bufs: &mut [Vec<
 
 /// Sum of squares and largest magnitude over the interior (eight partial sums, so the
 /// loop vectorises).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn norm_parts(r: &[f64], s: Shape) -> (f64, f64) {
     let [m0, m1, m2] = s.m;
     let (mut sums, mut maxes) = ([0.0f64; 8], [0.0f64; 8]);
