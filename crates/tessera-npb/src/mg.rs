@@ -20,6 +20,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Instant;
 
 use multiversion::multiversion;
@@ -134,12 +135,21 @@ fn cross_sums(src: &[f64], s: Shape, i0: usize, i1: usize, faces: &mut [f64], ed
     }
 }
 
-/// `r = v − A u` on the interior; `v = None` means `v` is `r` itself (in place).
+/// `r = v − A u` on the interior planes `planes`; `v = None` means `v` is `r` itself (in
+/// place).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
-fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, u1: &mut [f64], u2: &mut [f64]) {
-    let [m0, m1, m2] = s.m;
+fn resid(
+    u: &[f64],
+    v: Option<&[f64]>,
+    r: &mut [f64],
+    s: Shape,
+    planes: Range<usize>,
+    u1: &mut [f64],
+    u2: &mut [f64],
+) {
+    let [_, m1, m2] = s.m;
     let a = RESIDUAL;
-    for i0 in 1..m0 - 1 {
+    for i0 in planes {
         for i1 in 1..m1 - 1 {
             cross_sums(u, s, i0, i1, u1, u2);
             let (u1, u2) = (&u1[..m2], &u2[..m2]);
@@ -212,41 +222,75 @@ fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y
     }
 }
 
-/// Add the trilinear interpolation of the coarse `z` to the fine `u`, ghosts included.
+/// Add the trilinear interpolation of the coarse `z` to the fine `u`, ghosts included,
+/// for the coarse planes `planes` (each writes fine planes `2i` and `2i + 1`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
-fn interp(z: &[f64], coarse: Shape, u: &mut [f64], fine: Shape, bufs: &mut [Vec<f64>; 3]) {
-    let [c0, c1, c2] = coarse.m;
+fn interp(
+    z: &[f64],
+    coarse: Shape,
+    u: &mut [f64],
+    fine: Shape,
+    planes: Range<usize>,
+    bufs: &mut [Vec<f64>; 3],
+) {
+    let [_, c1, c2] = coarse.m;
     let [z1, z2, z3] = bufs;
-    for i0 in 0..c0 - 1 {
+    let (z1, z2, z3) = (&mut z1[..c2], &mut z2[..c2], &mut z3[..c2]);
+    let pairs = c2 - 1;
+    for i0 in planes {
         for i1 in 0..c1 - 1 {
-            let (c, yp) = (coarse.row(i0, i1), coarse.row(i0, i1 + 1));
-            let (zp, zpyp) = (coarse.row(i0 + 1, i1), coarse.row(i0 + 1, i1 + 1));
-            for i2 in 0..c2 {
-                z1[i2] = z[yp + i2] + z[c + i2];
-                z2[i2] = z[zp + i2] + z[c + i2];
-                z3[i2] = z[zpyp + i2] + z[zp + i2] + z1[i2];
+            let zc = row(z, coarse, i0, i1);
+            let (yp, zp, zpyp) = (
+                row(z, coarse, i0, i1 + 1),
+                row(z, coarse, i0 + 1, i1),
+                row(z, coarse, i0 + 1, i1 + 1),
+            );
+            for i in 0..c2 {
+                z1[i] = yp[i] + zc[i];
+                z2[i] = zp[i] + zc[i];
+                z3[i] = zpyp[i] + zp[i] + z1[i];
             }
-            let zc = &z[c..c + c2];
-            let f = |a: usize, b: usize| fine.row(2 * i0 + a, 2 * i1 + b);
-            let (o00, o01, o10, o11) = (f(0, 0), f(0, 1), f(1, 0), f(1, 1));
-            for i2 in 0..c2 - 1 {
-                u[o00 + 2 * i2] += zc[i2];
-                u[o00 + 2 * i2 + 1] += 0.5 * (zc[i2 + 1] + zc[i2]);
-            }
-            for i2 in 0..c2 - 1 {
-                u[o01 + 2 * i2] += 0.5 * z1[i2];
-                u[o01 + 2 * i2 + 1] += 0.25 * (z1[i2] + z1[i2 + 1]);
-            }
-            for i2 in 0..c2 - 1 {
-                u[o10 + 2 * i2] += 0.5 * z2[i2];
-                u[o10 + 2 * i2 + 1] += 0.25 * (z2[i2] + z2[i2 + 1]);
-            }
-            for i2 in 0..c2 - 1 {
-                u[o11 + 2 * i2] += 0.25 * z3[i2];
-                u[o11 + 2 * i2 + 1] += 0.125 * (z3[i2] + z3[i2 + 1]);
-            }
+            // Fine rows (2·i0 + a, 2·i1 + b): point pairs 2·i, 2·i + 1 from coarse i, i + 1.
+            let mut add = |a: usize, b: usize, w: f64, src: &[f64]| {
+                let start = fine.row(2 * i0 + a, 2 * i1 + b);
+                let out = &mut u[start..start + 2 * pairs];
+                for i in 0..pairs {
+                    out[2 * i] += w * src[i];
+                    out[2 * i + 1] += 0.5 * w * (src[i] + src[i + 1]);
+                }
+            };
+            add(0, 0, 1.0, zc);
+            add(0, 1, 0.5, z1);
+            add(1, 0, 0.5, z2);
+            add(1, 1, 0.25, z3);
         }
     }
+}
+
+/// Interpolate the coarse correction into `u` and take the residual `r = v − A u`, one
+/// sweep: the residual of fine plane p runs as soon as the interpolation has written
+/// planes up to p + 1, while they are still in cache. (`interp` computes the ghost planes
+/// itself, so nothing else is needed in between.)
+fn interp_resid(
+    z: &[f64],
+    coarse: Shape,
+    u: &mut [f64],
+    v: Option<&[f64]>,
+    r: &mut [f64],
+    fine: Shape,
+    bufs: &mut [Vec<f64>; 3],
+) {
+    let last = fine.m[0] - 1;
+    let mut next = 1;
+    for i0 in 0..coarse.m[0] - 1 {
+        interp(z, coarse, u, fine, i0..i0 + 1, bufs);
+        let ready = (2 * i0 + 1).min(last);
+        let [b0, b1, _] = bufs;
+        resid(u, v, r, fine, next..ready, b0, b1);
+        next = ready;
+    }
+    let [b0, b1, _] = bufs;
+    resid(u, v, r, fine, next..last, b0, b1);
 }
 
 /// Sum of squares and largest magnitude over the interior (eight partial sums, so the
@@ -401,11 +445,13 @@ impl<'c> Multigrid<'c> {
     fn resid_top(&mut self) -> tessera::Result<()> {
         let [u1, u2, _] = &mut self.bufs;
         let top = self.levels.last_mut().expect("at least one level");
+        let planes = 1..top.shape.m[0] - 1;
         resid(
             top.u.as_slice(),
             Some(self.v.as_slice()),
             top.r.as_mut_slice(),
             top.shape,
+            planes,
             u1,
             u2,
         );
@@ -461,23 +507,17 @@ impl<'c> Multigrid<'c> {
                 fine.u.as_mut_slice().fill(0.0);
             }
             let mut z = [std::mem::take(b0), std::mem::take(b1), std::mem::take(b2)];
-            interp(
+            let v = if top { Some(self.v.as_slice()) } else { None };
+            interp_resid(
                 coarse.u.as_slice(),
                 coarse.shape,
                 fine.u.as_mut_slice(),
+                v,
+                fine.r.as_mut_slice(),
                 fine.shape,
                 &mut z,
             );
             [*b0, *b1, *b2] = z;
-            let v = if top { Some(self.v.as_slice()) } else { None };
-            resid(
-                fine.u.as_slice(),
-                v,
-                fine.r.as_mut_slice(),
-                fine.shape,
-                b0,
-                b1,
-            );
             fine.r.exchange()?;
             psinv(
                 fine.r.as_slice(),
