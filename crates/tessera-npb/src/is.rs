@@ -52,6 +52,46 @@ pub struct ClassData {
     pub test_ranks: [[u64; TESTS]; ITERATIONS],
 }
 
+/// `histogram[v − lo]` = how many of `keys` are ≤ v, for every v in `range` (every key must
+/// lie in it).
+///
+/// It counts in bytes first: the counters then take a quarter of the space (1 MiB per rank
+/// at class B, inside L2) and the random increments hit the cache. A count above 255
+/// wraps, which the total exposes (the byte counts then add up to less than the number of
+/// keys); only then does it count again in 32 bits.
+pub fn cumulative_counts(
+    keys: &[i32],
+    range: std::ops::Range<usize>,
+    narrow: &mut Vec<u8>,
+    histogram: &mut Vec<u32>,
+) {
+    let lo = range.start;
+    narrow.clear();
+    narrow.resize(range.len(), 0);
+    for &k in keys {
+        let c = &mut narrow[k as usize - lo];
+        *c = c.wrapping_add(1);
+    }
+    // Every entry is overwritten below: resize without clearing.
+    histogram.resize(range.len(), 0);
+    let mut running = 0u32;
+    for (h, &n) in histogram.iter_mut().zip(narrow.iter()) {
+        running += u32::from(n);
+        *h = running;
+    }
+    if running as usize != keys.len() {
+        histogram.fill(0);
+        for &k in keys {
+            histogram[k as usize - lo] += 1;
+        }
+        let mut running = 0;
+        for h in histogram.iter_mut() {
+            running += *h;
+            *h = running;
+        }
+    }
+}
+
 /// Official parameters and verification values (NPB 3.4).
 pub const CLASSES: [ClassData; 4] = [
     ClassData {
@@ -435,35 +475,7 @@ impl State<'_> {
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
         let received = received(self.ctx, self.inbox, mine as usize)?;
-        // Count in bytes first: the counters then take a quarter of the space (1 MiB at
-        // class B, inside L2) and the random increments hit the cache. A count above 255
-        // wraps, which the total exposes (the byte counts then add up to less than the
-        // keys received); only then count again in 32 bits.
-        self.narrow.clear();
-        self.narrow.resize(hi - lo, 0);
-        let narrow = &mut self.narrow[..];
-        for &k in received {
-            let c = &mut narrow[k as usize - lo];
-            *c = c.wrapping_add(1);
-        }
-        // Every entry is overwritten below: resize without clearing.
-        self.histogram.resize(hi - lo, 0);
-        let mut running = 0u32;
-        for (h, &n) in self.histogram.iter_mut().zip(&self.narrow) {
-            running += u32::from(n);
-            *h = running; // keys ≤ lo + index on this rank
-        }
-        if running as u64 != mine {
-            self.histogram.fill(0);
-            for &k in received {
-                self.histogram[k as usize - lo] += 1;
-            }
-            let mut running = 0;
-            for h in self.histogram.iter_mut() {
-                running += *h;
-                *h = running;
-            }
-        }
+        cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         // Partial verification by the rank that owns each test key's value.
         for i in 0..TESTS {
             let k = totals[self.buckets + i] as usize;
@@ -517,5 +529,33 @@ impl State<'_> {
         let boundary = sorted.first().is_none_or(|&k| previous_max <= k as i64);
         let total: u64 = self.world.allreduce_value(count as u64, Op::Sum)?;
         Ok(ordered && boundary && total as usize == self.keys.len() * self.world.size())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cumulative_counts;
+
+    /// The same counts the plain way.
+    fn plain(keys: &[i32], lo: usize, hi: usize) -> Vec<u32> {
+        (lo..hi)
+            .map(|v| keys.iter().filter(|&&k| k as usize <= v).count() as u32)
+            .collect()
+    }
+
+    #[test]
+    fn byte_counts_agree_and_a_wrap_falls_back_to_32_bits() {
+        let (mut narrow, mut histogram) = (Vec::new(), Vec::new());
+        // Few repeats: the byte pass alone.
+        let keys: Vec<i32> = (0..2000i32).map(|i| 100 + i * 7919 % 300).collect();
+        cumulative_counts(&keys, 100..400, &mut narrow, &mut histogram);
+        assert_eq!(histogram, plain(&keys, 100, 400));
+        // One value 300 times and another 256 times (a byte count of exactly 0): both wrap.
+        let mut keys: Vec<i32> = vec![5; 300];
+        keys.extend(std::iter::repeat_n(7, 256));
+        keys.extend([3, 9, 9]);
+        cumulative_counts(&keys, 3..10, &mut narrow, &mut histogram);
+        assert_eq!(histogram, plain(&keys, 3, 10));
+        assert_eq!(histogram.last(), Some(&(keys.len() as u32)));
     }
 }
