@@ -106,7 +106,7 @@ enum Command {
     Npb {
         /// Kernel: ep, is, cg, mg, ft, or `all` for every kernel built so far. Variants:
         /// cg has `signal` (default) and `barrier`; mg `26msg` (default) and `6msg`; ft
-        /// `slabs` (default) and `packed`.
+        /// `slabs` (default), `packed` and `pencils`.
         kernel: String,
         /// Problem class: S, W, A or B.
         #[arg(long, default_value = "S")]

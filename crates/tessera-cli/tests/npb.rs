@@ -149,8 +149,8 @@ fn bad_npb_arguments_name_what_is_allowed() {
         ),
         (&["npb", "lu"], "kernel lu is not implemented yet"),
         (
-            &["npb", "ft", "--variant", "pencils"],
-            "ft has no variant \"pencils\"; variants: slabs, packed",
+            &["npb", "ft", "--variant", "rows"],
+            "ft has no variant \"rows\"; variants: slabs, packed, pencils",
         ),
         (
             &["npb", "ft", "-n", "3"],
@@ -209,6 +209,7 @@ fn ft_verifies_over_processes_in_both_variants() {
             ("packed", "S", "4"),
             ("slabs", "S", "8"),
             ("packed", "W", "2"),
+            ("pencils", "S", "4"),
         ],
     );
 }

@@ -12,6 +12,8 @@
 //!   every owner goes out with one strided put, while the next plane is computed;
 //! - `--variant packed`: all planes first, then one contiguous buffer per owner, put whole
 //!   into the owner's receive area and unpacked there (the reference's bulk all-to-all).
+//! - `--variant pencils`: every row goes out as soon as it is ready (a y-row once its
+//!   plane is transformed, a z-row right after its own FFT), one small strided put each.
 //!
 //! Each transpose starts with a barrier (every owner is done with its target array) and
 //! ends with a semaphore: a sender posts every owner once after its last put, and an
@@ -126,12 +128,13 @@ const SEED: u64 = 314_159_265;
 const ALPHA: f64 = 1e-6;
 
 /// Variants: how the transposes move data (the first is the default).
-pub const VARIANTS: [&str; 2] = ["slabs", "packed"];
+pub const VARIANTS: [&str; 3] = ["slabs", "packed", "pencils"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transpose {
     Slabs,
     Packed,
+    Pencils,
 }
 
 /// The four FFT plans.
@@ -207,7 +210,7 @@ impl<'c> Solver<'c> {
         let freq = ctx.alloc_collective::<C>(local)?;
         let inbox = match transpose {
             Transpose::Packed => Some(ctx.alloc_collective::<C>(local)?),
-            Transpose::Slabs => None,
+            Transpose::Slabs | Transpose::Pencils => None,
         };
         let mut planner = FftPlanner::new();
         let forward = Plans::new(&mut planner, n, true);
@@ -246,7 +249,7 @@ impl<'c> Solver<'c> {
             columns: vec![C::default(); COLUMN_BATCH * data.ny],
             pack: match transpose {
                 Transpose::Packed => vec![C::default(); local],
-                Transpose::Slabs => Vec::new(),
+                Transpose::Slabs | Transpose::Pencils => Vec::new(),
             },
             decay,
             comm: Duration::ZERO,
@@ -347,6 +350,21 @@ impl<'c> Solver<'c> {
         let batch = PLANE_BATCH.min(zlen);
         for zl in 0..zlen {
             self.fft_plane_xy(true, &mut space[zl * plane..(zl + 1) * plane]);
+            if self.transpose == Transpose::Pencils {
+                // Every row (y) to its owner as soon as the plane is done: x lands nz apart.
+                let t = Instant::now();
+                for y in 0..ny {
+                    let d = y / ylen;
+                    self.ctx.put_strided(
+                        self.freq.on(d).add((y - d * ylen) * nx * nz + z0 + zl),
+                        &[nz],
+                        &space[zl * plane + y * nx..],
+                        &[1],
+                        &[nx],
+                    )?;
+                }
+                self.comm += t.elapsed();
+            }
             if self.transpose == Transpose::Slabs && ((zl + 1) % batch == 0 || zl + 1 == zlen) {
                 // Element (z, y, x) goes to freq[y − y0][x][z] on the owner of y, a batch
                 // of planes at a time so that each write fills a run of z.
@@ -454,6 +472,25 @@ impl<'c> Solver<'c> {
         let yplane = nx * nz;
         for yl in 0..ylen {
             let p = &mut self.work[yl * yplane..(yl + 1) * yplane];
+            if self.transpose == Transpose::Pencils {
+                // Each z-row to the owners of its pieces as soon as its FFT is done.
+                for x in 0..nx {
+                    let row = &mut p[x * nz..(x + 1) * nz];
+                    self.inverse.z.process_with_scratch(row, &mut self.scratch);
+                    let t = Instant::now();
+                    for d in 0..ranks {
+                        self.ctx.put_strided(
+                            self.space.on(d).add((y0 + yl) * nx + x),
+                            &[ny * nx],
+                            &row[d * zlen..],
+                            &[1],
+                            &[zlen],
+                        )?;
+                    }
+                    self.comm += t.elapsed();
+                }
+                continue;
+            }
             self.inverse.z.process_with_scratch(p, &mut self.scratch);
             if self.transpose == Transpose::Slabs {
                 // Element (y, x, z) goes to space[z − z0][y][x] on the owner of z, x
@@ -544,6 +581,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
     let transpose = match variant {
         "slabs" => Transpose::Slabs,
         "packed" => Transpose::Packed,
+        "pencils" => Transpose::Pencils,
         _ => {
             return Err(CoreError::Invalid(format!(
                 "ft has no variant {variant:?}; variants: {}",
