@@ -6,11 +6,13 @@
 //! tessera selftest -n 3                                   # the conduit conformance suite
 //! tessera bench rma -n 2 --json rma.json                  # put/get/AM/barrier figures
 //! tessera bench grid -n 2 --json grid.json                # ghost exchange, grid copy
+//! tessera tune -n 4                                       # collective tuning table
 //! ```
 
 mod bench;
 mod npb;
 mod selftest;
+mod tune;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -120,6 +122,18 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Measure every collective algorithm per operation, message size and team size, and
+    /// write the tuning table collectives then follow (default: ~/.config/tessera/tuning.json).
+    Tune {
+        #[command(flatten)]
+        job: JobArgs,
+        /// Write the table here instead of the default location.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// Three message sizes and few iterations (a smoke test).
+        #[arg(long)]
+        quick: bool,
+    },
     /// Micro-benchmarks.
     Bench {
         #[command(subcommand)]
@@ -149,6 +163,12 @@ enum RankCommand {
         case: Option<String>,
     },
     BenchColl {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        quick: bool,
+    },
+    Tune {
         #[arg(long)]
         out: PathBuf,
         #[arg(long)]
@@ -206,6 +226,7 @@ fn main() -> ExitCode {
             json,
         } => npb::drive(&kernel, &class, &job, variant.as_deref(), json.as_deref()),
         Command::Bench { what } => bench::drive(what),
+        Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),
         Command::Rank { what } => {
             let job = match tessera::Job::from_env() {
                 Ok(job) => job,
@@ -226,6 +247,9 @@ fn main() -> ExitCode {
                 }
                 RankCommand::BenchColl { out, quick } => {
                     job.run(|ctx| bench::coll::rank_main(ctx, &out, quick))
+                }
+                RankCommand::Tune { out, quick } => {
+                    job.run(|ctx| tune::rank_main(ctx, &out, quick))
                 }
                 RankCommand::BenchGrid { out, edge, quick } => {
                     job.run(|ctx| bench::grid::rank_main(ctx, &out, edge, quick))

@@ -315,7 +315,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         return Err(fail(format!("{label}: broadcast_value")));
     }
     let r = team.reduce_value(0, me as u32 + 1, Op::Prod)?;
-    if (me == 0) != r.is_some() || r.is_some_and(|v| v != (1..=n as u32).product()) {
+    if (me == 0) != r.is_some() || r.is_some_and(|v| v != (1..=n as u32).product::<u32>()) {
         return Err(fail(format!("{label}: reduce_value {r:?}")));
     }
     if team.scan_value(1u64, Op::Sum)? != me as u64 + 1

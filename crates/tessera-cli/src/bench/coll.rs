@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use tessera::{Collective, Context, Op, RankResult, Team};
 
-use super::rma::best_per_iter;
+use super::rma::{best_per_iter, record};
 use super::{Baselines, Part, Record, Report};
 
-const SIZES: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, 1 << 20];
-const QUICK_SIZES: [usize; 3] = [8, 4096, 262_144];
+pub(crate) const SIZES: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, 1 << 20];
+pub(crate) const QUICK_SIZES: [usize; 3] = [8, 4096, 262_144];
 
-fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
+pub(crate) fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
     let per = (4_000_000 / (bytes + 2048)).clamp(3, 5000) as u64;
     let per = per / (ranks as u64 / 2).max(1);
     if quick {
@@ -26,7 +26,7 @@ fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
 }
 
 /// Run one collective of `bytes` bytes with `team`.
-fn run_once(
+pub(crate) fn run_once(
     team: &Team,
     op: Collective,
     buf: &mut [u64],
@@ -64,6 +64,29 @@ fn run_once(
     }
 }
 
+/// Seconds per call of `op` on `team` (every member calls it), best of three batches of
+/// `iters` started together.
+pub(crate) fn time_collective(
+    team: &Team,
+    op: Collective,
+    iters: u64,
+    buf: &mut [u64],
+    big: &mut [u64],
+    out: &mut [u64],
+) -> tessera::Result<f64> {
+    team.barrier()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        team.barrier()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            run_once(team, op, buf, big, out)?;
+        }
+        best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
+    }
+    Ok(best)
+}
+
 pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
@@ -91,23 +114,10 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
             }
             let iters = iterations(bytes, n, quick);
             for (name, team) in &choices {
-                world.barrier()?;
-                let mut best = f64::INFINITY;
-                for _ in 0..3 {
-                    ctx.barrier()?;
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        run_once(team, op, &mut buf[..len], &mut big, &mut out)?;
-                    }
-                    best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
-                }
+                let best = time_collective(team, op, iters, &mut buf[..len], &mut big, &mut out)?;
                 part.results.push(Record {
-                    op: op.name().into(),
                     algorithm: Some(name.clone()),
-                    bytes: bytes as u64,
-                    ranks: n as u64,
-                    metric: "latency_us".into(),
-                    value: best * 1e6,
+                    ..record(op.name(), bytes, n, "latency_us", best * 1e6)
                 });
             }
             // The single-address forms put straight into the destinations.
@@ -127,12 +137,8 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                     best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
                 }
                 part.results.push(Record {
-                    op: op.name().into(),
                     algorithm: Some("single_address".into()),
-                    bytes: bytes as u64,
-                    ranks: n as u64,
-                    metric: "latency_us".into(),
-                    value: best * 1e6,
+                    ..record(op.name(), bytes, n, "latency_us", best * 1e6)
                 });
             }
         }

@@ -18,19 +18,8 @@ use tessera::{
     SharedArray, Team,
 };
 
-use super::rma::best_per_iter;
-use super::{Baselines, Part, Record};
-
-fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: f64) -> Record {
-    Record {
-        op: op.into(),
-        algorithm: None,
-        bytes: bytes as u64,
-        ranks: ranks as u64,
-        metric: metric.into(),
-        value,
-    }
-}
+use super::rma::{best_per_iter, record};
+use super::{Baselines, Part};
 
 pub fn rank_main(ctx: &Context, out: &Path, edge: usize, quick: bool) -> RankResult {
     let ranks = ctx.ranks();

@@ -109,7 +109,7 @@ pub struct Report {
     pub baselines: Baselines,
 }
 
-fn system(conduit: &str) -> System {
+pub(crate) fn system(conduit: &str) -> System {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -128,7 +128,7 @@ fn system(conduit: &str) -> System {
     }
 }
 
-fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
+pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
     let file = std::env::temp_dir().join(format!(
         "tessera-bench-{}-{}.json",
         std::process::id(),

@@ -45,7 +45,7 @@ pub(crate) fn best_per_iter(
     Ok(best)
 }
 
-fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: f64) -> Record {
+pub(crate) fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: f64) -> Record {
     Record {
         op: op.into(),
         algorithm: None,

@@ -3,6 +3,7 @@
 //! - [`team`]: teams (world, split, process grids) and collective operations with several
 //!   algorithms each;
 //! - [`ops`]: reduction operations and the types they apply to;
+//! - [`tuning`]: tuning tables (measured algorithm choices) from `tessera tune`;
 //! - [`domain`]: Titanium's domain calculus (points, rectangular and general domains);
 //! - [`grid`]: N-d arrays over rectangular domains, with views that share storage;
 //! - [`global_grid`]: grids in the global address space and one-sided copies of
@@ -22,3 +23,4 @@ pub mod halo;
 pub mod ops;
 pub mod shared_array;
 pub mod team;
+pub mod tuning;

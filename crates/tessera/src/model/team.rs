@@ -31,6 +31,7 @@ use bytemuck::Pod;
 
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
+use super::tuning::{self, TuningTable};
 use crate::error::CoreError;
 use crate::{Context, GlobalPtr, Result};
 
@@ -201,7 +202,7 @@ fn forced_from_env() -> Result<HashMap<Collective, Algorithm>> {
     Ok(forced)
 }
 
-fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
+pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
     let supported = op.algorithms();
     let ok = supported.contains(&alg)
         || matches!(alg, Algorithm::Knomial(_))
@@ -239,6 +240,8 @@ pub struct Team<'a> {
     me: usize,
     channel: Rc<Channel>,
     forced: Rc<RefCell<HashMap<Collective, Algorithm>>>,
+    /// The tuning table in force, if any (see [`crate::model::tuning`]).
+    tuning: Option<&'static TuningTable>,
 }
 
 impl<'a> Team<'a> {
@@ -265,6 +268,7 @@ impl<'a> Team<'a> {
             me,
             channel: Rc::new(Channel::new(me, areas, DEFAULT_CHUNK)),
             forced: Rc::new(RefCell::new(forced_from_env()?)),
+            tuning: tuning::in_force()?,
         })
     }
 
@@ -371,7 +375,9 @@ impl<'a> Team<'a> {
         if let Some(&alg) = self.forced.borrow().get(&op) {
             return alg;
         }
-        default_algorithm(op, self.size(), bytes)
+        self.tuning
+            .and_then(|t| t.lookup(op, self.size(), bytes))
+            .unwrap_or_else(|| default_algorithm(op, self.size(), bytes))
     }
 
     // ----- message helpers ------------------------------------------------------------
@@ -1299,8 +1305,8 @@ impl<'a> Team<'a> {
     }
 }
 
-/// The algorithm the model picks when none is forced (until the autotuner's table
-/// exists). The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
+/// The algorithm the model picks when none is forced and no tuning table covers the
+/// operation. The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
 /// (docs/PERFORMANCE.md). Moving every block directly (flat) wins for gather, scatter and
 /// exchange, because a shared-memory "message" costs about one cache-line round trip
 /// however many are in flight. Trees and rings win where data would otherwise cross

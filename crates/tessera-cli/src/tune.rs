@@ -1,0 +1,222 @@
+//! `tessera tune`: measure every collective algorithm (and tree radix) for every operation
+//! over message sizes from 8 B to 1 MiB and team sizes from 2 to N, and write the tuning
+//! table the runtime then follows (`tessera::model::tuning`).
+//!
+//! One job per team size (powers of two up to N, and N itself); rank 0 of each shows a
+//! progress bar and writes its measurements, and the driver turns the fastest algorithm
+//! per (operation, team size, message size) into size rules.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tessera::model::team::default_algorithm;
+use tessera::model::tuning::{self, Entry, Rule, TuningTable};
+use tessera::{Algorithm, Collective, Context, RankResult, Team};
+
+use crate::bench::coll::{iterations, time_collective, QUICK_SIZES, SIZES};
+use crate::bench::rma::record;
+use crate::bench::{run_part, Part, Record};
+use crate::JobArgs;
+
+/// The candidates for `op`: its algorithms, with the k-nomial tree at several radices.
+fn candidates(op: Collective) -> Vec<Algorithm> {
+    op.algorithms()
+        .iter()
+        .flat_map(|&a| match a {
+            Algorithm::Knomial(_) => vec![
+                Algorithm::Knomial(3),
+                Algorithm::Knomial(4),
+                Algorithm::Knomial(8),
+            ],
+            a => vec![a],
+        })
+        .collect()
+}
+
+fn sizes_for(op: Collective, quick: bool) -> &'static [usize] {
+    match op {
+        Collective::Barrier => &[0],
+        _ if quick => &QUICK_SIZES,
+        _ => &SIZES,
+    }
+}
+
+/// The body of each tuning job.
+pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
+    let world = Team::world(ctx)?;
+    let n = world.size();
+    let max_len = SIZES.iter().max().copied().unwrap_or(8) / 8;
+    let mut buf = vec![1u64; max_len];
+    let mut big = vec![1u64; 2 * max_len * n];
+    let mut out = vec![0u64; max_len];
+    let total: usize = Collective::ALL
+        .iter()
+        .map(|&op| candidates(op).len() * sizes_for(op, quick).len())
+        .sum();
+    let bar = if ctx.rank() == 0 {
+        ProgressBar::new(total as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("tune: {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{n} ranks"));
+    let mut part = Part::default();
+    for op in Collective::ALL {
+        for &bytes in sizes_for(op, quick) {
+            let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
+            for alg in candidates(op) {
+                bar.set_message(format!("{} {bytes} B {alg}", op.name()));
+                let team = world.with_algorithm(op, alg)?;
+                let iters = iterations(bytes, n, quick);
+                let best = time_collective(&team, op, iters, &mut buf[..len], &mut big, &mut out)?;
+                part.results.push(Record {
+                    algorithm: Some(alg.to_string()),
+                    ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+                });
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if ctx.rank() == 0 {
+        std::fs::write(out_file, serde_json::to_string(&part)?)?;
+    }
+    Ok(())
+}
+
+/// How much faster than the model's choice another algorithm must measure to replace it:
+/// differences below this are noise on a shared machine, and following them would only
+/// make the rules flap between equivalent algorithms.
+const MARGIN: f64 = 1.03;
+
+/// Size rules from measurements: at each measured size the model's choice unless another
+/// algorithm beat it by more than [`MARGIN`], neighbours with the same winner merged, each
+/// boundary halfway (geometrically) between two sizes.
+pub fn table_from(results: &[Record], machine: String) -> TuningTable {
+    // (op, team size) → bytes → algorithm → latency
+    let mut by_key: BTreeMap<(String, u64), BTreeMap<u64, BTreeMap<String, f64>>> = BTreeMap::new();
+    for r in results {
+        let Some(alg) = &r.algorithm else { continue };
+        by_key
+            .entry((r.op.clone(), r.ranks))
+            .or_default()
+            .entry(r.bytes)
+            .or_default()
+            .insert(alg.clone(), r.value);
+    }
+    let mut entries = Vec::new();
+    for ((op, team_size), measured) in by_key {
+        let collective = Collective::ALL.into_iter().find(|c| c.name() == op);
+        let sizes: Vec<(u64, String)> = measured
+            .into_iter()
+            .map(|(bytes, times)| {
+                let (best, fastest) = times
+                    .iter()
+                    .min_by(|a, b| a.1.total_cmp(b.1))
+                    .map(|(a, &t)| (t, a.clone()))
+                    .unwrap_or((f64::INFINITY, String::new()));
+                let model = collective
+                    .map(|c| default_algorithm(c, team_size as usize, bytes as usize).to_string());
+                let choice = match model {
+                    Some(m) if times.get(&m).is_some_and(|&t| t <= best * MARGIN) => m,
+                    _ => fastest,
+                };
+                (bytes, choice)
+            })
+            .collect();
+        let mut rules: Vec<Rule> = Vec::new();
+        for (i, (bytes, alg)) in sizes.iter().enumerate() {
+            let bound = sizes
+                .get(i + 1)
+                .map(|(next, _)| ((*bytes.max(&1) as f64) * (*next as f64)).sqrt() as u64);
+            match rules.last_mut() {
+                Some(last) if &last.algorithm == alg => last.up_to_bytes = bound,
+                _ => rules.push(Rule {
+                    up_to_bytes: bound,
+                    algorithm: alg.clone(),
+                }),
+            }
+        }
+        entries.push(Entry {
+            op,
+            team_size: team_size as usize,
+            rules,
+        });
+    }
+    TuningTable { machine, entries }
+}
+
+/// `tessera tune -n N [-o FILE] [--quick]`.
+pub fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result<ExitCode, String> {
+    if job.ranks < 2 {
+        return Err("tune needs at least 2 ranks (-n 2 or more)".into());
+    }
+    let path: PathBuf = match output {
+        Some(p) => p.to_path_buf(),
+        None => tuning::default_path().ok_or(
+            "no default location for the tuning table (neither XDG_CONFIG_HOME nor HOME is set); give one with -o FILE",
+        )?,
+    };
+    let started = Instant::now();
+    let mut team_sizes: Vec<u32> = (1..)
+        .map(|k| 1u32 << k)
+        .take_while(|&s| s <= job.ranks)
+        .collect();
+    if team_sizes.last() != Some(&job.ranks) {
+        team_sizes.push(job.ranks);
+    }
+    let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
+    let mut results = Vec::new();
+    for &ranks in &team_sizes {
+        let sub = JobArgs {
+            ranks,
+            ..job.clone()
+        };
+        results.extend(run_part(&sub, "tune", quick_flag)?.results);
+    }
+    let system = crate::bench::system(job.conduit.name());
+    let table = table_from(
+        &results,
+        format!(
+            "{}, {} cores, {} conduit",
+            system.cpu, system.cores, system.conduit
+        ),
+    );
+    table
+        .check()
+        .map_err(|e| format!("the measured table is inconsistent: {e}"))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&table).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
+    for e in &table.entries {
+        let rules: Vec<String> = e
+            .rules
+            .iter()
+            .map(|r| match r.up_to_bytes {
+                Some(b) => format!("≤{b} B {}", r.algorithm),
+                None => format!("then {}", r.algorithm),
+            })
+            .collect();
+        println!(
+            "{:<10} team of {:<3} {}",
+            e.op,
+            e.team_size,
+            rules.join(", ")
+        );
+    }
+    println!(
+        "wrote {} in {:.0} s; collectives now follow it (TESSERA_TUNING=FILE picks another, TESSERA_TUNING=none none)",
+        path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}

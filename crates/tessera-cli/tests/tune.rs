@@ -1,0 +1,105 @@
+//! `tessera tune` writes a tuning table that covers every operation at every team size it
+//! measured, that the runtime loads and follows; a broken table is refused with its name.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use tessera::model::tuning::TuningTable;
+use tessera::{Algorithm, Collective};
+
+#[test]
+fn tune_writes_a_table_that_jobs_follow() {
+    let dir = std::env::temp_dir().join(format!("tessera-tune-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("nested").join("tuning.json");
+    let f = common::run(
+        common::tessera()
+            .args(["tune", "-n", "3", "--quick", "-o"])
+            .arg(&path),
+        120,
+    );
+    assert!(f.status.success(), "stderr: {}", f.stderr);
+    assert!(
+        f.stdout.contains("collectives now follow it"),
+        "{}",
+        f.stdout
+    );
+    let table = TuningTable::load(&path).expect("the table loads");
+    let covered: BTreeSet<(String, usize)> = table
+        .entries
+        .iter()
+        .map(|e| (e.op.clone(), e.team_size))
+        .collect();
+    for op in Collective::ALL {
+        for size in [2, 3] {
+            assert!(
+                covered.contains(&(op.name().to_string(), size)),
+                "{op:?} at {size}"
+            );
+            // Every size gets an answer, and it is one of the operation's algorithms
+            // (or a k-nomial radix of one).
+            for bytes in [0, 8, 5000, 1 << 20] {
+                let alg = table.lookup(op, size, bytes).expect("covered");
+                let family = |a: Algorithm| match a {
+                    Algorithm::Knomial(_) => Algorithm::Knomial(0),
+                    a => a,
+                };
+                assert!(
+                    op.algorithms().iter().any(|&a| family(a) == family(alg)),
+                    "{op:?}: {alg}"
+                );
+            }
+        }
+    }
+    // A job with the table in force runs collectives correctly (checked against
+    // sequential results by the conformance case).
+    let f = common::run(
+        common::tessera().env("TESSERA_TUNING", &path).args([
+            "selftest",
+            "-n",
+            "3",
+            "--case",
+            "collectives",
+            "--timeout",
+            "60",
+        ]),
+        90,
+    );
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    // A broken table is refused, naming it.
+    std::fs::write(&path, "{\"entries\": [{\"op\": \"gather\"").unwrap();
+    let f = common::run(
+        common::tessera().env("TESSERA_TUNING", &path).args([
+            "selftest",
+            "-n",
+            "2",
+            "--case",
+            "collectives",
+            "--timeout",
+            "60",
+        ]),
+        90,
+    );
+    assert!(!f.status.success());
+    assert!(
+        f.stderr.contains("tuning.json") && f.stderr.contains("rerun `tessera tune`"),
+        "{}",
+        f.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tune_needs_two_ranks() {
+    let f = common::run(
+        common::tessera().args(["tune", "-n", "1", "-o", "/dev/null"]),
+        20,
+    );
+    assert_eq!(f.status.code(), Some(2));
+    assert!(
+        f.stderr.contains("tune needs at least 2 ranks"),
+        "{}",
+        f.stderr
+    );
+}
