@@ -293,6 +293,39 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         if got != want {
             return Err(fail(format!("{label}: exchange_to of {len}")));
         }
+        // gather_to the root, scatter_to everyone, allgather_to everyone.
+        let mine: Vec<u64> = (0..len).map(|i| input_u64(w(me), i, 97)).collect();
+        let everyone: Vec<u64> = (0..n)
+            .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, 97)))
+            .collect();
+        team.barrier()?;
+        team.gather_to(root, &mine, buf.on(w(root)))?;
+        if me == root {
+            let mut got = vec![0u64; n * len];
+            ctx.get(buf, &mut got)?;
+            if got != everyone {
+                return Err(fail(format!("{label}: gather_to of {len}")));
+            }
+        }
+        team.barrier()?;
+        let src = if me == root {
+            everyone.clone()
+        } else {
+            Vec::new()
+        };
+        team.scatter_to(root, &src, &team.symmetric(buf), len)?;
+        let mut got = vec![0u64; len];
+        ctx.get(buf, &mut got)?;
+        if got[..] != everyone[me * len..(me + 1) * len] {
+            return Err(fail(format!("{label}: scatter_to of {len}")));
+        }
+        team.barrier()?;
+        team.allgather_to(&mine, &team.symmetric(buf))?;
+        let mut got = vec![0u64; n * len];
+        ctx.get(buf, &mut got)?;
+        if got != everyone {
+            return Err(fail(format!("{label}: allgather_to of {len}")));
+        }
         team.barrier()?; // nobody frees (and reuses) a buffer others may still read
         ctx.free_collective(buf)?;
     }

@@ -121,7 +121,14 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                 });
             }
             // The single-address forms put straight into the destinations.
-            if matches!(op, Collective::Broadcast | Collective::Exchange) {
+            if matches!(
+                op,
+                Collective::Broadcast
+                    | Collective::Exchange
+                    | Collective::Gather
+                    | Collective::Scatter
+                    | Collective::Allgather
+            ) {
                 let mut best = f64::INFINITY;
                 for _ in 0..3 {
                     ctx.barrier()?;
@@ -131,6 +138,11 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                             Collective::Broadcast => {
                                 world.broadcast_to(0, &buf[..len], &dsts, len)?
                             }
+                            Collective::Gather => world.gather_to(0, &buf[..len], dsts[0])?,
+                            Collective::Scatter => {
+                                world.scatter_to(0, &big[..n * len], &dsts, len)?
+                            }
+                            Collective::Allgather => world.allgather_to(&buf[..len], &dsts)?,
                             _ => world.exchange_to(&big[..n * len], &dsts)?,
                         }
                     }

@@ -1112,15 +1112,21 @@ impl<'a> Team<'a> {
                 self.size(),
             ));
         }
-        for (i, d) in dsts.iter().enumerate() {
-            if d.rank() != self.members[i] {
-                return Err(CoreError::Invalid(format!(
-                    "{what}: destination {i} lives on rank {} but team member {i} is rank {}",
-                    d.rank(),
-                    self.members[i]
-                ))
-                .into());
-            }
+        for (i, &d) in dsts.iter().enumerate() {
+            self.check_destination(what, i, d)?;
+        }
+        Ok(())
+    }
+
+    /// Destination `d` must live on team member `i`.
+    fn check_destination<T>(&self, what: &str, i: usize, d: GlobalPtr<T>) -> Result<()> {
+        if d.rank() != self.members[i] {
+            return Err(CoreError::Invalid(format!(
+                "{what}: destination {i} lives on rank {} but team member {i} is rank {}",
+                d.rank(),
+                self.members[i]
+            ))
+            .into());
         }
         Ok(())
     }
@@ -1199,6 +1205,80 @@ impl<'a> Team<'a> {
             let j = (me + s) % n;
             self.ctx
                 .put(dsts[j].add(me * b), &src[j * b..(j + 1) * b])?;
+        }
+        self.signal_all_and_wait((0..n).filter(|&i| i != me), (0..n).filter(|&i| i != me))
+    }
+
+    /// Single-address gather: every member puts its `src` straight into the root's
+    /// destination `dst` at block position (its team rank × `src.len()`). Every member
+    /// passes the same `dst`, on the root, and the same `src.len()`. Entry is synchronised;
+    /// the root returns once every block has landed, the others once theirs is sent.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let buf = ctx.alloc_collective::<u32>(3)?;
+    ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
+    ///     if ctx.rank() == 0 {
+    ///         let mut got = [0u32; 3];
+    ///         ctx.get(buf, &mut got)?;
+    ///         assert_eq!(got, [10, 11, 12]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn gather_to<T: Pod>(&self, root: usize, src: &[T], dst: GlobalPtr<T>) -> Result<()> {
+        self.check_root(root)?;
+        self.check_destination("gather_to", root, dst)?;
+        self.barrier()?;
+        self.ctx.put(dst.add(self.me * src.len()), src)?;
+        if self.me == root {
+            self.signal_all_and_wait(std::iter::empty(), (0..self.size()).filter(|&i| i != root))
+        } else {
+            self.signal_all_and_wait(std::iter::once(root), std::iter::empty())
+        }
+    }
+
+    /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
+    /// elements) straight into member `i`'s destination `dsts[i]`. Every member passes the
+    /// same `dsts` and block length `len`; `src` is read on the root only. Entry is
+    /// synchronised; every member returns once its block has landed.
+    pub fn scatter_to<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_destinations("scatter_to", dsts)?;
+        let n = self.size();
+        if self.me == root && src.len() != n * len {
+            return Err(length_error("scatter_to", "src", src.len(), n * len));
+        }
+        self.barrier()?;
+        if self.me == root {
+            for (i, d) in dsts.iter().enumerate() {
+                self.ctx.put(*d, &src[i * len..(i + 1) * len])?;
+            }
+            self.signal_all_and_wait((0..n).filter(|&i| i != root), std::iter::empty())
+        } else {
+            self.signal_all_and_wait(std::iter::empty(), std::iter::once(root))
+        }
+    }
+
+    /// Single-address allgather: every member puts its `src` straight into every member's
+    /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
+    /// synchronised; each member returns once every block of its own destination arrived.
+    pub fn allgather_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
+        self.check_destinations("allgather_to", dsts)?;
+        self.barrier()?;
+        let (n, me) = (self.size(), self.me);
+        // Start with the next member so that members do not all write to the same one.
+        for s in 0..n {
+            let j = (me + s) % n;
+            self.ctx.put(dsts[j].add(me * src.len()), src)?;
         }
         self.signal_all_and_wait((0..n).filter(|&i| i != me), (0..n).filter(|&i| i != me))
     }
