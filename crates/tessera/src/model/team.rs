@@ -242,6 +242,45 @@ pub struct Team<'a> {
     forced: Rc<RefCell<HashMap<Collective, Algorithm>>>,
     /// The tuning table in force, if any (see [`crate::model::tuning`]).
     tuning: Option<&'static TuningTable>,
+    /// Synchronisation of the single-address forms.
+    sync: DataSync,
+}
+
+/// How much a single-address collective (`broadcast_to`, `scatter_to`, `gather_to`,
+/// `allgather_to`, `exchange_to`) synchronises, on entry and on exit (UPC's
+/// `UPC_IN_*SYNC` / `UPC_OUT_*SYNC`). A *source* is a member that puts into this member's
+/// destination; a *target* is a member whose destination this member puts into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// Entry: data may be written into any destination as soon as any member has entered,
+    /// so every destination must be ready (and not in use) before anyone enters. Exit: a
+    /// member returns once its own puts are issued; its destination may not hold the data
+    /// yet, so read it only after a later synchronisation (a barrier).
+    No,
+    /// Entry: a destination is written only after its owner has entered (each member
+    /// tells its sources). Exit: a member returns once its own destination holds all its
+    /// data and its own puts are done.
+    My,
+    /// Entry: nothing is written until every member has entered (a barrier). Exit: as
+    /// `My`, then a barrier, so every destination is complete when anyone returns.
+    All,
+}
+
+/// Entry and exit synchronisation of the single-address forms; the default is
+/// `{ input: All, output: My }`. Set with [`Team::with_sync`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataSync {
+    pub input: SyncMode,
+    pub output: SyncMode,
+}
+
+impl Default for DataSync {
+    fn default() -> Self {
+        DataSync {
+            input: SyncMode::All,
+            output: SyncMode::My,
+        }
+    }
 }
 
 impl<'a> Team<'a> {
@@ -269,6 +308,7 @@ impl<'a> Team<'a> {
             channel: Rc::new(Channel::new(me, areas, DEFAULT_CHUNK)),
             forced: Rc::new(RefCell::new(forced_from_env()?)),
             tuning: tuning::in_force()?,
+            sync: DataSync::default(),
         })
     }
 
@@ -307,6 +347,33 @@ impl<'a> Team<'a> {
             forced: Rc::new(RefCell::new(forced)),
             ..self.clone()
         })
+    }
+
+    /// This team with the single-address forms synchronising as `input` on entry and
+    /// `output` on exit (see [`SyncMode`]). The copy shares the team's channel, so it must
+    /// be used in the same collective order.
+    ///
+    /// ```
+    /// use tessera::{Job, SyncMode, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let buf = ctx.alloc_collective::<u64>(2)?;
+    ///     // Destinations are ready (nothing else uses buf): no entry barrier; read after
+    ///     // our own barrier.
+    ///     let loose = world.with_sync(SyncMode::No, SyncMode::No);
+    ///     loose.allgather_to(&[ctx.rank() as u64], &world.symmetric(buf))?;
+    ///     world.barrier()?;
+    ///     let mut got = [9u64; 2];
+    ///     ctx.get(buf, &mut got)?;
+    ///     assert_eq!(got, [0, 1]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn with_sync(&self, input: SyncMode, output: SyncMode) -> Team<'a> {
+        Team {
+            sync: DataSync { input, output },
+            ..self.clone()
+        }
     }
 
     /// Split into sub-teams: members passing the same `colour` form a team, ordered by
@@ -1131,15 +1198,36 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
-    /// Wait for one empty message from every other member (their data has landed).
-    fn signal_all_and_wait(
+    /// The synchronisation around a single-address form's puts (`put`), by `self.sync`:
+    /// `targets` are the members this one puts into, `sources` those that put into it.
+    /// Entry `My` and exit `My` are one empty channel message per pair ("entered",
+    /// "landed"), in opposite directions, each consumed within the call.
+    fn deliver(
         &self,
-        targets: impl Iterator<Item = usize>,
-        sources: impl Iterator<Item = usize>,
+        targets: impl Iterator<Item = usize> + Clone,
+        sources: impl Iterator<Item = usize> + Clone,
+        put: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let mut sends: Vec<Outgoing> = targets.map(|t| Outgoing::new(t, &[])).collect();
-        let mut recvs: Vec<Incoming> = sources.map(|s| Incoming::new(s, &mut [])).collect();
-        self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+        let exchange = |to: &mut dyn Iterator<Item = usize>,
+                        from: &mut dyn Iterator<Item = usize>| {
+            let mut sends: Vec<Outgoing> = to.map(|t| Outgoing::new(t, &[])).collect();
+            let mut recvs: Vec<Incoming> = from.map(|s| Incoming::new(s, &mut [])).collect();
+            self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+        };
+        match self.sync.input {
+            SyncMode::All => self.barrier()?,
+            SyncMode::My => exchange(&mut sources.clone(), &mut targets.clone())?,
+            SyncMode::No => {}
+        }
+        put()?;
+        match self.sync.output {
+            SyncMode::No => Ok(()),
+            SyncMode::My => exchange(&mut targets.clone(), &mut sources.clone()),
+            SyncMode::All => {
+                exchange(&mut targets.clone(), &mut sources.clone())?;
+                self.barrier()
+            }
+        }
     }
 
     /// Single-address broadcast: `root` puts `src` straight into every member's
@@ -1172,16 +1260,19 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != len {
             return Err(length_error("broadcast_to", "src", src.len(), len));
         }
-        self.barrier()?;
-        let n = self.size();
-        if self.me == root {
-            for d in dsts {
-                self.ctx.put(*d, src)?;
-            }
-            self.signal_all_and_wait((0..n).filter(|&i| i != root), std::iter::empty())
-        } else {
-            self.signal_all_and_wait(std::iter::empty(), std::iter::once(root))
-        }
+        let (n, me) = (self.size(), self.me);
+        self.deliver(
+            (0..n).filter(|&i| me == root && i != root),
+            std::iter::once(root).filter(|_| me != root),
+            || {
+                if me == root {
+                    for d in dsts {
+                        self.ctx.put(*d, src)?;
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
@@ -1198,15 +1289,17 @@ impl<'a> Team<'a> {
             .into());
         }
         let b = src.len() / n;
-        self.barrier()?;
         let me = self.me;
-        // Start with the next member so that members do not all write to the same one.
-        for s in 0..n {
-            let j = (me + s) % n;
-            self.ctx
-                .put(dsts[j].add(me * b), &src[j * b..(j + 1) * b])?;
-        }
-        self.signal_all_and_wait((0..n).filter(|&i| i != me), (0..n).filter(|&i| i != me))
+        let others = (0..n).filter(move |&i| i != me);
+        self.deliver(others.clone(), others, || {
+            // Start with the next member so that members do not all write to the same one.
+            for s in 0..n {
+                let j = (me + s) % n;
+                self.ctx
+                    .put(dsts[j].add(me * b), &src[j * b..(j + 1) * b])?;
+            }
+            Ok(())
+        })
     }
 
     /// Single-address gather: every member puts its `src` straight into the root's
@@ -1231,13 +1324,12 @@ impl<'a> Team<'a> {
     pub fn gather_to<T: Pod>(&self, root: usize, src: &[T], dst: GlobalPtr<T>) -> Result<()> {
         self.check_root(root)?;
         self.check_destination("gather_to", root, dst)?;
-        self.barrier()?;
-        self.ctx.put(dst.add(self.me * src.len()), src)?;
-        if self.me == root {
-            self.signal_all_and_wait(std::iter::empty(), (0..self.size()).filter(|&i| i != root))
-        } else {
-            self.signal_all_and_wait(std::iter::once(root), std::iter::empty())
-        }
+        let (n, me) = (self.size(), self.me);
+        self.deliver(
+            std::iter::once(root).filter(|_| me != root),
+            (0..n).filter(|&i| me == root && i != root),
+            || self.ctx.put(dst.add(me * src.len()), src),
+        )
     }
 
     /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
@@ -1257,15 +1349,19 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * len {
             return Err(length_error("scatter_to", "src", src.len(), n * len));
         }
-        self.barrier()?;
-        if self.me == root {
-            for (i, d) in dsts.iter().enumerate() {
-                self.ctx.put(*d, &src[i * len..(i + 1) * len])?;
-            }
-            self.signal_all_and_wait((0..n).filter(|&i| i != root), std::iter::empty())
-        } else {
-            self.signal_all_and_wait(std::iter::empty(), std::iter::once(root))
-        }
+        let me = self.me;
+        self.deliver(
+            (0..n).filter(|&i| me == root && i != root),
+            std::iter::once(root).filter(|_| me != root),
+            || {
+                if me == root {
+                    for (i, d) in dsts.iter().enumerate() {
+                        self.ctx.put(*d, &src[i * len..(i + 1) * len])?;
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Single-address allgather: every member puts its `src` straight into every member's
@@ -1273,14 +1369,16 @@ impl<'a> Team<'a> {
     /// synchronised; each member returns once every block of its own destination arrived.
     pub fn allgather_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
         self.check_destinations("allgather_to", dsts)?;
-        self.barrier()?;
         let (n, me) = (self.size(), self.me);
-        // Start with the next member so that members do not all write to the same one.
-        for s in 0..n {
-            let j = (me + s) % n;
-            self.ctx.put(dsts[j].add(me * src.len()), src)?;
-        }
-        self.signal_all_and_wait((0..n).filter(|&i| i != me), (0..n).filter(|&i| i != me))
+        let others = (0..n).filter(move |&i| i != me);
+        self.deliver(others.clone(), others, || {
+            // Start with the next member so that members do not all write to the same one.
+            for s in 0..n {
+                let j = (me + s) % n;
+                self.ctx.put(dsts[j].add(me * src.len()), src)?;
+            }
+            Ok(())
+        })
     }
 
     // ----- scans ------------------------------------------------------------------------
