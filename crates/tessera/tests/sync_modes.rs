@@ -78,8 +78,8 @@ fn loose_modes_let_a_member_finish_before_the_others_enter() {
                 world.barrier()?;
                 assert_eq!(ctx.get_value(buf)?, 42, "in {input:?}");
                 world.barrier()?; // read before the next write
-                // Root first, with no entry synchronisation at all: it writes and leaves
-                // before the receiver enters.
+                                  // Root first, with no entry synchronisation at all: it writes and leaves
+                                  // before the receiver enters.
                 if input == SyncMode::No {
                     if me == 0 {
                         loose.broadcast_to(0, &[43u64], &world.symmetric(buf), 1)?;
@@ -95,4 +95,83 @@ fn loose_modes_let_a_member_finish_before_the_others_enter() {
             })
             .unwrap_or_else(|e| panic!("in {input:?}: {e}"));
     }
+}
+
+/// Nonblocking single-address forms: several in flight on one team, waited in another
+/// order than issued, with computation between; the team's other collectives refuse to
+/// start meanwhile; modes the nonblocking forms cannot honour are refused.
+#[test]
+fn nonblocking_forms_overlap_and_complete_in_any_order() {
+    Job::threads(3)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = Team::world(ctx)?;
+            let (n, me) = (world.size(), world.rank());
+            let loose = world.with_sync(SyncMode::No, SyncMode::My);
+            let len = 1000;
+            let buf = ctx.alloc_collective::<u64>(4 * n * len)?;
+            let part = |k: usize| -> Vec<tessera::GlobalPtr<u64>> {
+                world.symmetric(buf.add(k * n * len))
+            };
+            for round in 0..5u64 {
+                world.barrier()?; // every destination is free before anyone enters
+                let mine: Vec<u64> = (0..len as u64)
+                    .map(|i| round * 1_000_000 + 1000 * me as u64 + i)
+                    .collect();
+                let everyone: Vec<u64> = (0..n as u64)
+                    .flat_map(|m| (0..len as u64).map(move |i| round * 1_000_000 + 1000 * m + i))
+                    .collect();
+                let mut handles = vec![
+                    loose.allgather_to_nb(&mine, &part(0))?,
+                    loose.exchange_to_nb(&everyone, &part(1))?,
+                    loose.gather_to_nb(1, &mine, part(2)[1])?,
+                ];
+                let src = if me == 0 {
+                    // A late root: the others' handles must not complete before its data
+                    // has landed.
+                    std::thread::sleep(Duration::from_millis(20));
+                    everyone.clone()
+                } else {
+                    Vec::new()
+                };
+                handles.push(loose.scatter_to_nb(0, &src, &part(3), len)?);
+                // The team's other collectives wait their turn.
+                let e = world.allreduce_value(1u64, tessera::Op::Sum).unwrap_err();
+                assert!(
+                    e.to_string()
+                        .contains("nonblocking collective(s) still in flight"),
+                    "{e}"
+                );
+                let mut spin = 0u64;
+                while !handles[0].test()? {
+                    spin = spin.wrapping_add(1); // computation overlapping the exchange
+                }
+                for h in handles.into_iter().rev() {
+                    h.wait()?;
+                }
+                let mut got = vec![0u64; n * len];
+                ctx.get(buf, &mut got)?;
+                assert_eq!(got, everyone, "allgather_to_nb, round {round}");
+                ctx.get(buf.add(n * len), &mut got)?;
+                // Every sender's block for us is our own values.
+                let want: Vec<u64> = mine.iter().copied().cycle().take(n * len).collect();
+                assert_eq!(got, want, "exchange_to_nb, round {round}");
+                if me == 1 {
+                    ctx.get(buf.add(2 * n * len), &mut got)?;
+                    assert_eq!(got, everyone, "gather_to_nb, round {round}");
+                }
+                let mut mine_back = vec![0u64; len];
+                ctx.get(buf.add(3 * n * len), &mut mine_back)?;
+                assert_eq!(mine_back, mine, "scatter_to_nb, round {round}");
+                world.barrier()?; // others may still read what we hold
+            }
+            let e = world
+                .broadcast_to_nb(0, &[1u64], &part(0), 1)
+                .err()
+                .expect("entry All");
+            assert!(e.to_string().contains("need entry SyncMode::No"), "{e}");
+            Ok(())
+        })
+        .unwrap();
 }

@@ -21,7 +21,7 @@
 //! This module must never assume that a member's area is mapped: everything goes through
 //! global pointers.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use crate::{Context, GlobalPtr, Result};
 
@@ -49,6 +49,9 @@ pub(crate) struct Channel {
     /// Messages sent to / received from each member so far.
     sent: RefCell<Vec<u64>>,
     received: RefCell<Vec<u64>>,
+    /// Nonblocking collectives in flight: their messages share the pair streams, so a
+    /// blocking transfer must not start meanwhile.
+    nonblocking: Cell<usize>,
 }
 
 impl Channel {
@@ -60,6 +63,7 @@ impl Channel {
             chunk,
             sent: RefCell::new(vec![0; size]),
             received: RefCell::new(vec![0; size]),
+            nonblocking: Cell::new(0),
         }
     }
 
@@ -114,6 +118,13 @@ impl Channel {
         sends: &mut [Outgoing<'_>],
         recvs: &mut [Incoming<'_>],
     ) -> Result<()> {
+        if self.nonblocking.get() > 0 {
+            return Err(crate::error::CoreError::Invalid(format!(
+                "{} nonblocking collective(s) still in flight on this team: wait for their handles before starting another kind of collective on it",
+                self.nonblocking.get()
+            ))
+            .into());
+        }
         debug_assert!(sends
             .iter()
             .enumerate()
@@ -158,7 +169,15 @@ impl Channel {
     }
 
     /// Send one chunk if the slot is free; `false` when it is still in use.
-    fn try_send_chunk(&self, ctx: &Context, to: usize, chunk: &[u8]) -> Result<bool> {
+    pub(crate) fn begin_nonblocking(&self) {
+        self.nonblocking.set(self.nonblocking.get() + 1);
+    }
+
+    pub(crate) fn end_nonblocking(&self) {
+        self.nonblocking.set(self.nonblocking.get() - 1);
+    }
+
+    pub(crate) fn try_send_chunk(&self, ctx: &Context, to: usize, chunk: &[u8]) -> Result<bool> {
         let seq = self.sent.borrow()[to];
         if seq >= 2 && ctx.atomic_load(self.ack(self.me, to))? + 2 <= seq {
             return Ok(false);
@@ -172,7 +191,12 @@ impl Channel {
     }
 
     /// Receive one chunk into `out` if it has arrived; its length, or `None`.
-    fn try_recv_chunk(&self, ctx: &Context, from: usize, out: &mut [u8]) -> Result<Option<usize>> {
+    pub(crate) fn try_recv_chunk(
+        &self,
+        ctx: &Context,
+        from: usize,
+        out: &mut [u8],
+    ) -> Result<Option<usize>> {
         let seq = self.received.borrow()[from];
         let slot = self.slot(self.me, from, seq % 2);
         if ctx.atomic_load(slot.cast::<u64>())? != seq + 1 {

@@ -244,6 +244,93 @@ pub struct Team<'a> {
     tuning: Option<&'static TuningTable>,
     /// Synchronisation of the single-address forms.
     sync: DataSync,
+    /// Counters of the nonblocking single-address forms in flight.
+    nb: Rc<RefCell<NonblockingState>>,
+}
+
+/// Per member: "landed" messages still to send to it, expected from it, received from it.
+/// Messages between a pair arrive in order and all look alike, so counts are enough: the
+/// k-th expected message from a source is the k-th one it sent.
+#[derive(Clone, Debug, Default)]
+struct NonblockingState {
+    unsent: Vec<u64>,
+    expected: Vec<u64>,
+    received: Vec<u64>,
+}
+
+/// A nonblocking single-address collective in progress (see [`Team::broadcast_to_nb`]).
+/// Several may be in flight on one team; while any is, the team's other collectives
+/// refuse to start (their messages would mix). Dropping a handle waits for it.
+///
+/// ```
+/// use tessera::{Job, SyncMode, Team};
+/// Job::threads(2).segment(8 << 20).run(|ctx| {
+///     let world = Team::world(ctx)?;
+///     let loose = world.with_sync(SyncMode::No, SyncMode::My);
+///     let buf = ctx.alloc_collective::<u64>(4)?;
+///     let dsts = world.symmetric(buf);
+///     // Two broadcasts in flight at once, into different halves.
+///     let a = loose.broadcast_to_nb(0, &[1, 2], &dsts, 2)?;
+///     let b = loose.broadcast_to_nb(1, &[3, 4], &[dsts[0].add(2), dsts[1].add(2)], 2)?;
+///     // ... compute ...
+///     b.wait()?;
+///     a.wait()?;
+///     let mut got = [0u64; 4];
+///     ctx.get(buf, &mut got)?;
+///     assert_eq!(got, [1, 2, 3, 4]);
+///     world.barrier()?;
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[must_use = "a nonblocking collective is only known complete once its handle is waited on"]
+pub struct CollHandle<'a> {
+    team: Team<'a>,
+    /// (source, count): complete once that many "landed" messages came from each source.
+    need: Vec<(usize, u64)>,
+    open: bool,
+}
+
+impl CollHandle<'_> {
+    /// Whether the operation is complete (this member's destination holds its data and
+    /// its own messages are sent), advancing every nonblocking collective of the team once.
+    pub fn test(&mut self) -> Result<bool> {
+        if !self.open {
+            return Ok(true);
+        }
+        self.team.progress_nonblocking()?;
+        let st = self.team.nb.borrow();
+        let done = self.need.iter().all(|&(s, k)| st.received[s] >= k)
+            && st.unsent.iter().all(|&u| u == 0);
+        drop(st);
+        if done {
+            self.open = false;
+            self.team.channel.end_nonblocking();
+        }
+        Ok(done)
+    }
+
+    /// Block until the operation is complete.
+    pub fn wait(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.test()? {
+            return Ok(());
+        }
+        let ctx = self.team.ctx;
+        ctx.wait_until(
+            "a nonblocking collective",
+            || self.test(),
+            || "a team member has not issued the same nonblocking collective".into(),
+        )
+    }
+}
+
+impl Drop for CollHandle<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
 }
 
 /// How much a single-address collective (`broadcast_to`, `scatter_to`, `gather_to`,
@@ -301,6 +388,7 @@ impl<'a> Team<'a> {
         me: usize,
         areas: Vec<GlobalPtr<u8>>,
     ) -> Result<Team<'a>> {
+        let size = members.len();
         Ok(Team {
             ctx,
             members: Rc::new(members),
@@ -309,6 +397,11 @@ impl<'a> Team<'a> {
             forced: Rc::new(RefCell::new(forced_from_env()?)),
             tuning: tuning::in_force()?,
             sync: DataSync::default(),
+            nb: Rc::new(RefCell::new(NonblockingState {
+                unsent: vec![0; size],
+                expected: vec![0; size],
+                received: vec![0; size],
+            })),
         })
     }
 
@@ -1230,6 +1323,64 @@ impl<'a> Team<'a> {
         }
     }
 
+    /// A single-address form: blocking (`deliver`), or nonblocking (puts now, "landed"
+    /// messages counted by a handle).
+    fn run_single(
+        &self,
+        nb: bool,
+        targets: impl Iterator<Item = usize> + Clone,
+        sources: impl Iterator<Item = usize> + Clone,
+        put: impl FnOnce() -> Result<()>,
+    ) -> Result<Option<CollHandle<'a>>> {
+        if !nb {
+            return self.deliver(targets, sources, put).map(|()| None);
+        }
+        if self.sync.input != SyncMode::No || self.sync.output == SyncMode::All {
+            return Err(CoreError::Invalid(format!(
+                "nonblocking single-address collectives need entry SyncMode::No and exit No or My (this team has {:?}/{:?}); use Team::with_sync(SyncMode::No, SyncMode::My) and make sure the destinations are ready before anyone enters",
+                self.sync.input, self.sync.output
+            ))
+            .into());
+        }
+        put()?;
+        let mut need = Vec::new();
+        if self.sync.output == SyncMode::My {
+            let mut nb_state = self.nb.borrow_mut();
+            for t in targets {
+                nb_state.unsent[t] += 1;
+            }
+            for s in sources {
+                nb_state.expected[s] += 1;
+                need.push((s, nb_state.expected[s]));
+            }
+        }
+        self.channel.begin_nonblocking();
+        let mut handle = CollHandle {
+            team: self.clone(),
+            need,
+            open: true,
+        };
+        handle.test()?;
+        Ok(Some(handle))
+    }
+
+    /// Advance every nonblocking collective of this team without waiting: send the
+    /// "landed" messages that fit, count the ones that arrived.
+    fn progress_nonblocking(&self) -> Result<()> {
+        let mut st = self.nb.borrow_mut();
+        for t in 0..self.size() {
+            while st.unsent[t] > 0 && self.channel.try_send_chunk(self.ctx, t, &[])? {
+                st.unsent[t] -= 1;
+            }
+            while st.received[t] < st.expected[t]
+                && self.channel.try_recv_chunk(self.ctx, t, &mut [])?.is_some()
+            {
+                st.received[t] += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Single-address broadcast: `root` puts `src` straight into every member's
     /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
     /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. Entry is
@@ -1255,13 +1406,40 @@ impl<'a> Team<'a> {
         dsts: &[GlobalPtr<T>],
         len: usize,
     ) -> Result<()> {
+        self.broadcast_to_op(false, root, src, dsts, len).map(drop)
+    }
+
+    /// Nonblocking [`Team::broadcast_to`]: the puts are issued before it returns; the
+    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
+    /// `No` or `My` (see [`Team::with_sync`]).
+    pub fn broadcast_to_nb<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<CollHandle<'a>> {
+        Ok(self
+            .broadcast_to_op(true, root, src, dsts, len)?
+            .expect("a nonblocking call returns a handle"))
+    }
+
+    fn broadcast_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<Option<CollHandle<'a>>> {
         self.check_root(root)?;
         self.check_destinations("broadcast_to", dsts)?;
         if self.me == root && src.len() != len {
             return Err(length_error("broadcast_to", "src", src.len(), len));
         }
         let (n, me) = (self.size(), self.me);
-        self.deliver(
+        self.run_single(
+            nb,
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -1279,6 +1457,28 @@ impl<'a> Team<'a> {
     /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
     /// synchronised; each member returns once every block of its own destination arrived.
     pub fn exchange_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
+        self.exchange_to_op(false, src, dsts).map(drop)
+    }
+
+    /// Nonblocking [`Team::exchange_to`]: the puts are issued before it returns; the
+    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
+    /// `No` or `My` (see [`Team::with_sync`]).
+    pub fn exchange_to_nb<T: Pod>(
+        &self,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<CollHandle<'a>> {
+        Ok(self
+            .exchange_to_op(true, src, dsts)?
+            .expect("a nonblocking call returns a handle"))
+    }
+
+    fn exchange_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("exchange_to", dsts)?;
         let n = self.size();
         if src.len() % n != 0 {
@@ -1291,7 +1491,7 @@ impl<'a> Team<'a> {
         let b = src.len() / n;
         let me = self.me;
         let others = (0..n).filter(move |&i| i != me);
-        self.deliver(others.clone(), others, || {
+        self.run_single(nb, others.clone(), others, || {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
@@ -1322,10 +1522,35 @@ impl<'a> Team<'a> {
     /// }).unwrap();
     /// ```
     pub fn gather_to<T: Pod>(&self, root: usize, src: &[T], dst: GlobalPtr<T>) -> Result<()> {
+        self.gather_to_op(false, root, src, dst).map(drop)
+    }
+
+    /// Nonblocking [`Team::gather_to`]: the puts are issued before it returns; the
+    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
+    /// `No` or `My` (see [`Team::with_sync`]).
+    pub fn gather_to_nb<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dst: GlobalPtr<T>,
+    ) -> Result<CollHandle<'a>> {
+        Ok(self
+            .gather_to_op(true, root, src, dst)?
+            .expect("a nonblocking call returns a handle"))
+    }
+
+    fn gather_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dst: GlobalPtr<T>,
+    ) -> Result<Option<CollHandle<'a>>> {
         self.check_root(root)?;
         self.check_destination("gather_to", root, dst)?;
         let (n, me) = (self.size(), self.me);
-        self.deliver(
+        self.run_single(
+            nb,
             std::iter::once(root).filter(|_| me != root),
             (0..n).filter(|&i| me == root && i != root),
             || self.ctx.put(dst.add(me * src.len()), src),
@@ -1343,6 +1568,32 @@ impl<'a> Team<'a> {
         dsts: &[GlobalPtr<T>],
         len: usize,
     ) -> Result<()> {
+        self.scatter_to_op(false, root, src, dsts, len).map(drop)
+    }
+
+    /// Nonblocking [`Team::scatter_to`]: the puts are issued before it returns; the
+    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
+    /// `No` or `My` (see [`Team::with_sync`]).
+    pub fn scatter_to_nb<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<CollHandle<'a>> {
+        Ok(self
+            .scatter_to_op(true, root, src, dsts, len)?
+            .expect("a nonblocking call returns a handle"))
+    }
+
+    fn scatter_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<Option<CollHandle<'a>>> {
         self.check_root(root)?;
         self.check_destinations("scatter_to", dsts)?;
         let n = self.size();
@@ -1350,7 +1601,8 @@ impl<'a> Team<'a> {
             return Err(length_error("scatter_to", "src", src.len(), n * len));
         }
         let me = self.me;
-        self.deliver(
+        self.run_single(
+            nb,
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -1368,10 +1620,32 @@ impl<'a> Team<'a> {
     /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
     /// synchronised; each member returns once every block of its own destination arrived.
     pub fn allgather_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
+        self.allgather_to_op(false, src, dsts).map(drop)
+    }
+
+    /// Nonblocking [`Team::allgather_to`]: the puts are issued before it returns; the
+    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
+    /// `No` or `My` (see [`Team::with_sync`]).
+    pub fn allgather_to_nb<T: Pod>(
+        &self,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<CollHandle<'a>> {
+        Ok(self
+            .allgather_to_op(true, src, dsts)?
+            .expect("a nonblocking call returns a handle"))
+    }
+
+    fn allgather_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("allgather_to", dsts)?;
         let (n, me) = (self.size(), self.me);
         let others = (0..n).filter(move |&i| i != me);
-        self.deliver(others.clone(), others, || {
+        self.run_single(nb, others.clone(), others, || {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
