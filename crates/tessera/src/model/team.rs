@@ -35,6 +35,26 @@ use super::tuning::{self, TuningTable};
 use crate::error::CoreError;
 use crate::{Context, GlobalPtr, Result};
 
+/// The blocking single-address form `$name` and its nonblocking twin `$nb`, both thin
+/// wrappers of `$op(nb, ...)`, which holds the operation's one implementation.
+macro_rules! single_address_pair {
+    ($(#[$doc:meta])* $name:ident, $nb:ident, $op:ident, ($($arg:ident: $ty:ty),*)) => {
+        $(#[$doc])*
+        pub fn $name<T: Pod>(&self, $($arg: $ty),*) -> Result<()> {
+            self.$op(false, $($arg),*).map(drop)
+        }
+
+        #[doc = concat!("Nonblocking [`Team::", stringify!($name), "`]: the puts are issued before it")]
+        /// returns and the handle completes the exit synchronisation. Needs entry
+        /// [`SyncMode::No`] and exit `No` or `My` (see [`Team::with_sync`]).
+        pub fn $nb<T: Pod>(&self, $($arg: $ty),*) -> Result<CollHandle<'a>> {
+            Ok(self
+                .$op(true, $($arg),*)?
+                .expect("a nonblocking call returns a handle"))
+        }
+    };
+}
+
 /// The collective operations, for choosing algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
@@ -1381,47 +1401,26 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
-    /// Single-address broadcast: `root` puts `src` straight into every member's
-    /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
-    /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. Entry is
-    /// synchronised (no member's destination is written before it has entered) and every
-    /// member returns once its own destination holds the data.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let buf = ctx.alloc_collective::<u32>(4)?;
-    ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
-    ///     let mut got = [0u32; 4];
-    ///     ctx.get(buf, &mut got)?;
-    ///     assert_eq!(got, [7, 8, 9, 10]);
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn broadcast_to<T: Pod>(
-        &self,
-        root: usize,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-        len: usize,
-    ) -> Result<()> {
-        self.broadcast_to_op(false, root, src, dsts, len).map(drop)
-    }
-
-    /// Nonblocking [`Team::broadcast_to`]: the puts are issued before it returns; the
-    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
-    /// `No` or `My` (see [`Team::with_sync`]).
-    pub fn broadcast_to_nb<T: Pod>(
-        &self,
-        root: usize,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-        len: usize,
-    ) -> Result<CollHandle<'a>> {
-        Ok(self
-            .broadcast_to_op(true, root, src, dsts, len)?
-            .expect("a nonblocking call returns a handle"))
+    single_address_pair! {
+        /// Single-address broadcast: `root` puts `src` straight into every member's
+        /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
+        /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. Entry is
+        /// synchronised (no member's destination is written before it has entered) and every
+        /// member returns once its own destination holds the data.
+        ///
+        /// ```
+        /// use tessera::{Job, Team};
+        /// Job::threads(3).segment(8 << 20).run(|ctx| {
+        ///     let world = Team::world(ctx)?;
+        ///     let buf = ctx.alloc_collective::<u32>(4)?;
+        ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
+        ///     let mut got = [0u32; 4];
+        ///     ctx.get(buf, &mut got)?;
+        ///     assert_eq!(got, [7, 8, 9, 10]);
+        ///     Ok(())
+        /// }).unwrap();
+        /// ```
+        broadcast_to, broadcast_to_nb, broadcast_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
     }
 
     fn broadcast_to_op<T: Pod>(
@@ -1453,24 +1452,11 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
-    /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
-    /// synchronised; each member returns once every block of its own destination arrived.
-    pub fn exchange_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
-        self.exchange_to_op(false, src, dsts).map(drop)
-    }
-
-    /// Nonblocking [`Team::exchange_to`]: the puts are issued before it returns; the
-    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
-    /// `No` or `My` (see [`Team::with_sync`]).
-    pub fn exchange_to_nb<T: Pod>(
-        &self,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-    ) -> Result<CollHandle<'a>> {
-        Ok(self
-            .exchange_to_op(true, src, dsts)?
-            .expect("a nonblocking call returns a handle"))
+    single_address_pair! {
+        /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
+        /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
+        /// synchronised; each member returns once every block of its own destination arrived.
+        exchange_to, exchange_to_nb, exchange_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
     }
 
     fn exchange_to_op<T: Pod>(
@@ -1502,41 +1488,27 @@ impl<'a> Team<'a> {
         })
     }
 
-    /// Single-address gather: every member puts its `src` straight into the root's
-    /// destination `dst` at block position (its team rank × `src.len()`). Every member
-    /// passes the same `dst`, on the root, and the same `src.len()`. Entry is synchronised;
-    /// the root returns once every block has landed, the others once theirs is sent.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let buf = ctx.alloc_collective::<u32>(3)?;
-    ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
-    ///     if ctx.rank() == 0 {
-    ///         let mut got = [0u32; 3];
-    ///         ctx.get(buf, &mut got)?;
-    ///         assert_eq!(got, [10, 11, 12]);
-    ///     }
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn gather_to<T: Pod>(&self, root: usize, src: &[T], dst: GlobalPtr<T>) -> Result<()> {
-        self.gather_to_op(false, root, src, dst).map(drop)
-    }
-
-    /// Nonblocking [`Team::gather_to`]: the puts are issued before it returns; the
-    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
-    /// `No` or `My` (see [`Team::with_sync`]).
-    pub fn gather_to_nb<T: Pod>(
-        &self,
-        root: usize,
-        src: &[T],
-        dst: GlobalPtr<T>,
-    ) -> Result<CollHandle<'a>> {
-        Ok(self
-            .gather_to_op(true, root, src, dst)?
-            .expect("a nonblocking call returns a handle"))
+    single_address_pair! {
+        /// Single-address gather: every member puts its `src` straight into the root's
+        /// destination `dst` at block position (its team rank × `src.len()`). Every member
+        /// passes the same `dst`, on the root, and the same `src.len()`. Entry is synchronised;
+        /// the root returns once every block has landed, the others once theirs is sent.
+        ///
+        /// ```
+        /// use tessera::{Job, Team};
+        /// Job::threads(3).segment(8 << 20).run(|ctx| {
+        ///     let world = Team::world(ctx)?;
+        ///     let buf = ctx.alloc_collective::<u32>(3)?;
+        ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
+        ///     if ctx.rank() == 0 {
+        ///         let mut got = [0u32; 3];
+        ///         ctx.get(buf, &mut got)?;
+        ///         assert_eq!(got, [10, 11, 12]);
+        ///     }
+        ///     Ok(())
+        /// }).unwrap();
+        /// ```
+        gather_to, gather_to_nb, gather_to_op, (root: usize, src: &[T], dst: GlobalPtr<T>)
     }
 
     fn gather_to_op<T: Pod>(
@@ -1557,33 +1529,12 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
-    /// elements) straight into member `i`'s destination `dsts[i]`. Every member passes the
-    /// same `dsts` and block length `len`; `src` is read on the root only. Entry is
-    /// synchronised; every member returns once its block has landed.
-    pub fn scatter_to<T: Pod>(
-        &self,
-        root: usize,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-        len: usize,
-    ) -> Result<()> {
-        self.scatter_to_op(false, root, src, dsts, len).map(drop)
-    }
-
-    /// Nonblocking [`Team::scatter_to`]: the puts are issued before it returns; the
-    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
-    /// `No` or `My` (see [`Team::with_sync`]).
-    pub fn scatter_to_nb<T: Pod>(
-        &self,
-        root: usize,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-        len: usize,
-    ) -> Result<CollHandle<'a>> {
-        Ok(self
-            .scatter_to_op(true, root, src, dsts, len)?
-            .expect("a nonblocking call returns a handle"))
+    single_address_pair! {
+        /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
+        /// elements) straight into member `i`'s destination `dsts[i]`. Every member passes the
+        /// same `dsts` and block length `len`; `src` is read on the root only. Entry is
+        /// synchronised; every member returns once its block has landed.
+        scatter_to, scatter_to_nb, scatter_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
     }
 
     fn scatter_to_op<T: Pod>(
@@ -1616,24 +1567,11 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Single-address allgather: every member puts its `src` straight into every member's
-    /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
-    /// synchronised; each member returns once every block of its own destination arrived.
-    pub fn allgather_to<T: Pod>(&self, src: &[T], dsts: &[GlobalPtr<T>]) -> Result<()> {
-        self.allgather_to_op(false, src, dsts).map(drop)
-    }
-
-    /// Nonblocking [`Team::allgather_to`]: the puts are issued before it returns; the
-    /// handle completes the exit synchronisation. Needs entry [`SyncMode::No`] and exit
-    /// `No` or `My` (see [`Team::with_sync`]).
-    pub fn allgather_to_nb<T: Pod>(
-        &self,
-        src: &[T],
-        dsts: &[GlobalPtr<T>],
-    ) -> Result<CollHandle<'a>> {
-        Ok(self
-            .allgather_to_op(true, src, dsts)?
-            .expect("a nonblocking call returns a handle"))
+    single_address_pair! {
+        /// Single-address allgather: every member puts its `src` straight into every member's
+        /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
+        /// synchronised; each member returns once every block of its own destination arrived.
+        allgather_to, allgather_to_nb, allgather_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
     }
 
     fn allgather_to_op<T: Pod>(
