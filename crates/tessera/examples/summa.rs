@@ -6,14 +6,17 @@
 //! broadcasts it down each process column. Every rank then multiplies the two panels into
 //! its C block. The result is checked against a serial multiply of the same matrices.
 //!
+//! The broadcasts are nonblocking and prefetch: panels k+1 are already on their way while
+//! panels k are multiplied (seed 004 §6.1). Panels live in the global address space,
+//! double-buffered; the single-address broadcast puts each one straight into every
+//! member's buffer. A row and a column barrier before each prefetch make sure nobody
+//! still multiplies from the buffer being refilled.
+//!
 //! ```text
 //! cargo run --release -- run -n 4 -- target/release/examples/summa 240
 //! ```
-//!
-//! (The next step is nonblocking broadcasts that fetch panel k+1 while panel k is
-//! multiplied; see issue 3.)
 
-use tessera::{Op, Team};
+use tessera::{CollHandle, GlobalPtr, Op, SyncMode, Team};
 
 fn a(r: usize, c: usize) -> f64 {
     ((r * 7 + c * 3) % 11) as f64 - 5.0
@@ -60,26 +63,60 @@ fn main() {
             .collect();
         let mut c_block = vec![0.0; mb * nb];
         let w = gcd(mb, nb); // panel width: divides both block sizes
-        let mut a_panel = vec![0.0; mb * w];
-        let mut b_panel = vec![0.0; w * nb];
-        for k in (0..n).step_by(w) {
+        // Two panel buffers each for A and B in every rank's segment.
+        let a_bufs = ctx.alloc_collective::<f64>(2 * mb * w)?;
+        let b_bufs = ctx.alloc_collective::<f64>(2 * w * nb)?;
+        let (row_nb, col_nb) = (
+            row.with_sync(SyncMode::No, SyncMode::My),
+            col.with_sync(SyncMode::No, SyncMode::My),
+        );
+        let mut scratch_a = vec![0.0; mb * w];
+        // Start the broadcasts of panel `k` into buffer `slot`.
+        let mut fetch = |k: usize, slot: usize| -> tessera::Result<[CollHandle; 2]> {
             // A panel: columns k..k+w, owned by process column k / nb.
             let owner_col = k / nb;
             if j == owner_col {
                 let c0 = k - owner_col * nb;
                 for r in 0..mb {
-                    a_panel[r * w..(r + 1) * w]
+                    scratch_a[r * w..(r + 1) * w]
                         .copy_from_slice(&a_block[r * nb + c0..r * nb + c0 + w]);
                 }
             }
-            row.broadcast(owner_col, &mut a_panel)?;
+            let a_dsts: Vec<GlobalPtr<f64>> = row.symmetric(a_bufs.add(slot * mb * w));
+            let ha = row_nb.broadcast_to_nb(owner_col, &scratch_a, &a_dsts, mb * w)?;
             // B panel: rows k..k+w, owned by process row k / mb.
             let owner_row = k / mb;
-            if i == owner_row {
-                let r0 = k - owner_row * mb;
-                b_panel.copy_from_slice(&b_block[r0 * nb..(r0 + w) * nb]);
+            let r0 = k.saturating_sub(owner_row * mb);
+            let b_src = if i == owner_row {
+                &b_block[r0 * nb..(r0 + w) * nb]
+            } else {
+                &[][..]
+            };
+            let b_dsts: Vec<GlobalPtr<f64>> = col.symmetric(b_bufs.add(slot * w * nb));
+            let hb = col_nb.broadcast_to_nb(owner_row, b_src, &b_dsts, w * nb)?;
+            Ok([ha, hb])
+        };
+        let panels: Vec<usize> = (0..n).step_by(w).collect();
+        row.barrier()?;
+        col.barrier()?;
+        let mut pending = Some(fetch(panels[0], 0)?);
+        for (t, _) in panels.iter().enumerate() {
+            let slot = t % 2;
+            for h in pending.take().expect("panel t was fetched") {
+                h.wait()?;
             }
-            col.broadcast(owner_row, &mut b_panel)?;
+            if let Some(&next) = panels.get(t + 1) {
+                // Everyone is done with panel t − 1, whose buffers panel t + 1 refills.
+                row.barrier()?;
+                col.barrier()?;
+                pending = Some(fetch(next, 1 - slot)?);
+            }
+            // SAFETY: nothing writes these buffers until the barriers before the fetch of
+            // panel t + 2, which this rank reaches only after the slices are gone.
+            let a_panel = unsafe { ctx.local_slice(a_bufs.add(slot * mb * w), mb * w)? }
+                .expect("own segment");
+            let b_panel = unsafe { ctx.local_slice(b_bufs.add(slot * w * nb), w * nb)? }
+                .expect("own segment");
             for r in 0..mb {
                 for t in 0..w {
                     let x = a_panel[r * w + t];
