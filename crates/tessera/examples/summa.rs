@@ -53,8 +53,9 @@ fn main() {
         }
         let (row, col) = world.grid(pr, pc)?;
         let (i, j) = (world.rank() / pc, world.rank() % pc);
-        let (mb, nb) = (n / pr, n / pc); // C block: mb × nb
-                                         // A block (i, j): rows i·mb.., columns j·nb..; B block (i, j): rows i·mb.., columns j·nb..
+        // C block: mb × nb.
+        let (mb, nb) = (n / pr, n / pc);
+        // A block (i, j): rows i·mb.., columns j·nb..; B block (i, j): rows i·mb.., columns j·nb..
         let a_block: Vec<f64> = (0..mb * nb)
             .map(|x| a(i * mb + x / nb, j * nb + x % nb))
             .collect();
@@ -62,7 +63,8 @@ fn main() {
             .map(|x| b(i * mb + x / nb, j * nb + x % nb))
             .collect();
         let mut c_block = vec![0.0; mb * nb];
-        let w = gcd(mb, nb); // panel width: divides both block sizes
+        // Panel width: divides both block sizes.
+        let w = gcd(mb, nb);
         // Two panel buffers each for A and B in every rank's segment.
         let a_bufs = ctx.alloc_collective::<f64>(2 * mb * w)?;
         let b_bufs = ctx.alloc_collective::<f64>(2 * w * nb)?;
