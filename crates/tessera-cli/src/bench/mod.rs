@@ -109,6 +109,28 @@ pub struct Report {
     pub baselines: Baselines,
 }
 
+impl Report {
+    /// The report of one benchmark job.
+    fn from_part(part: Part, job: &JobArgs) -> Result<Report, String> {
+        Ok(Report {
+            system: system(job.conduit.name()),
+            results: part.results,
+            baselines: part
+                .baselines
+                .ok_or("the benchmark job reported no baselines")?,
+        })
+    }
+
+    /// Write the JSON report if asked to, and say so.
+    fn write_json(&self, path: Option<&Path>) -> Result<ExitCode, String> {
+        if let Some(path) = path {
+            write_json(path, self)?;
+            println!("wrote {}", path.display());
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
 pub(crate) fn system(conduit: &str) -> System {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -229,11 +251,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 baselines,
             };
             print_table(&report);
-            if let Some(path) = json {
-                write_json(&path, &report)?;
-                println!("wrote {}", path.display());
-            }
-            Ok(ExitCode::SUCCESS)
+            report.write_json(json.as_deref())
         }
         BenchCommand::Grid {
             job,
@@ -256,14 +274,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 extra.push("--quick");
             }
             let part = run_part(&job, "bench-grid", &extra)?;
-            let baselines = part
-                .baselines
-                .ok_or("the benchmark job reported no baselines")?;
-            let report = Report {
-                system: system(job.conduit.name()),
-                results: part.results,
-                baselines,
-            };
+            let report = Report::from_part(part, &job)?;
             print_table(&report);
             if let Some(packed) = report.results.iter().find(|r| r.op == "ghost_packed") {
                 for r in report.results.iter().filter(|r| r.op.starts_with("ghost_")) {
@@ -274,11 +285,7 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                     );
                 }
             }
-            if let Some(path) = json {
-                write_json(&path, &report)?;
-                println!("wrote {}", path.display());
-            }
-            Ok(ExitCode::SUCCESS)
+            report.write_json(json.as_deref())
         }
         BenchCommand::Coll { job, json, quick } => {
             eprintln!(
@@ -287,20 +294,9 @@ pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             );
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
             let part = run_part(&job, "bench-coll", quick_flag)?;
-            let baselines = part
-                .baselines
-                .ok_or("the benchmark job reported no baselines")?;
-            let report = Report {
-                system: system(job.conduit.name()),
-                results: part.results,
-                baselines,
-            };
+            let report = Report::from_part(part, &job)?;
             coll::print_table(&report);
-            if let Some(path) = json {
-                write_json(&path, &report)?;
-                println!("wrote {}", path.display());
-            }
-            Ok(ExitCode::SUCCESS)
+            report.write_json(json.as_deref())
         }
     }
 }

@@ -1436,6 +1436,17 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != len {
             return Err(length_error("broadcast_to", "src", src.len(), len));
         }
+        self.root_puts(nb, root, dsts, |_| src)
+    }
+
+    /// The root puts `block(i)` into every member `i`'s destination; the others receive.
+    fn root_puts<'s, T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        dsts: &[GlobalPtr<T>],
+        block: impl Fn(usize) -> &'s [T],
+    ) -> Result<Option<CollHandle<'a>>> {
         let (n, me) = (self.size(), self.me);
         self.run_single(
             nb,
@@ -1443,8 +1454,8 @@ impl<'a> Team<'a> {
             std::iter::once(root).filter(|_| me != root),
             || {
                 if me == root {
-                    for d in dsts {
-                        self.ctx.put(*d, src)?;
+                    for (i, d) in dsts.iter().enumerate() {
+                        self.ctx.put(*d, block(i))?;
                     }
                 }
                 Ok(())
@@ -1551,20 +1562,7 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * len {
             return Err(length_error("scatter_to", "src", src.len(), n * len));
         }
-        let me = self.me;
-        self.run_single(
-            nb,
-            (0..n).filter(|&i| me == root && i != root),
-            std::iter::once(root).filter(|_| me != root),
-            || {
-                if me == root {
-                    for (i, d) in dsts.iter().enumerate() {
-                        self.ctx.put(*d, &src[i * len..(i + 1) * len])?;
-                    }
-                }
-                Ok(())
-            },
-        )
+        self.root_puts(nb, root, dsts, |i| &src[i * len..(i + 1) * len])
     }
 
     single_address_pair! {
