@@ -279,8 +279,11 @@ struct NonblockingState {
 }
 
 /// A nonblocking single-address collective in progress (see [`Team::broadcast_to_nb`]).
-/// Several may be in flight on one team; while any is, the team's other collectives
-/// refuse to start (their messages would mix). Dropping a handle waits for it.
+/// Several may be in flight on one team. Wait for all of them, on every member, before
+/// the team's next blocking collective: their messages share the team's streams. A
+/// member that starts one with its own handles still open gets an error instead (a
+/// member that has already waited cannot tell, so the rule is the program's).
+/// Dropping a handle waits for it.
 ///
 /// ```
 /// use tessera::{Job, SyncMode, Team};
