@@ -16,14 +16,29 @@ fn plan(
     job: &JobArgs,
     variant: Option<&str>,
 ) -> Result<(Vec<Kernel>, Class), String> {
+    let ranks = job.ranks as usize;
     let kernels = if kernel.eq_ignore_ascii_case("all") {
-        Kernel::ALL.to_vec()
+        // Every kernel that runs at this rank count; say which ones cannot.
+        let (runnable, skipped): (Vec<Kernel>, Vec<Kernel>) = Kernel::ALL
+            .into_iter()
+            .partition(|k| k.check_ranks(ranks).is_ok());
+        for k in skipped {
+            eprintln!(
+                "npb: skipping {}: {}",
+                k.name().to_uppercase(),
+                k.check_ranks(ranks).unwrap_err()
+            );
+        }
+        if runnable.is_empty() {
+            return Err(format!("no kernel runs on {ranks} ranks"));
+        }
+        runnable
     } else {
         vec![kernel.parse::<Kernel>()?]
     };
     let class = class.parse::<Class>()?;
     for k in &kernels {
-        k.check_ranks(job.ranks as usize)?;
+        k.check_ranks(ranks)?;
         if let Some(v) = variant {
             if !k.variants().contains(&v) {
                 return Err(format!(

@@ -248,3 +248,22 @@ fn verifies_over_processes(kernel: &str, cases: &[(&str, &str, &str)]) {
         }
     }
 }
+
+#[test]
+fn npb_all_skips_kernels_that_cannot_run_at_the_rank_count() {
+    let f = common::run(
+        common::tessera().args(["npb", "all", "--class", "S", "-n", "3", "--timeout", "60"]),
+        90,
+    );
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    for k in ["IS", "CG", "MG", "FT"] {
+        assert!(
+            f.stderr.contains(&format!("npb: skipping {k}:")),
+            "{k}: {}",
+            f.stderr
+        );
+    }
+    assert!(f.stdout.contains("EP Benchmark Completed"), "{}", f.stdout);
+    assert!(f.stdout.contains("Verification    =               SUCCESSFUL"));
+    assert!(!f.stdout.contains("MG Benchmark"), "{}", f.stdout);
+}
