@@ -264,6 +264,8 @@ fn npb_all_skips_kernels_that_cannot_run_at_the_rank_count() {
         );
     }
     assert!(f.stdout.contains("EP Benchmark Completed"), "{}", f.stdout);
-    assert!(f.stdout.contains("Verification    =               SUCCESSFUL"));
+    assert!(f
+        .stdout
+        .contains("Verification    =               SUCCESSFUL"));
     assert!(!f.stdout.contains("MG Benchmark"), "{}", f.stdout);
 }

@@ -26,7 +26,10 @@ fn empty_and_tiny_arrays_and_bad_indices() {
                 })?;
                 assert_eq!(ran, 0);
                 let e = empty.get(ctx, 0).unwrap_err();
-                assert!(e.to_string().contains("outside the array's 0 elements"), "{e}");
+                assert!(
+                    e.to_string().contains("outside the array's 0 elements"),
+                    "{e}"
+                );
                 // Two elements with blocks of four: everything on rank 0 but Cyclic.
                 let tiny = SharedArray::<u32>::alloc(ctx, 2, d)?;
                 if ctx.rank() == 0 {
