@@ -261,30 +261,18 @@ impl<'c> Solver<'c> {
         self.zlen * self.n[1] * self.n[0]
     }
 
-    /// This rank's space-layout array.
+    /// This rank's part of a collectively allocated array (`self.space` or `self.freq`).
     ///
     /// # Safety
-    /// No other rank may write it while the slice lives: callers hold it only between the
-    /// end of a transpose into it (all senders have posted) and the barrier that starts
-    /// the next one.
+    /// No other rank may write it while the slice lives. The space array is written only
+    /// by the inverse transpose and the frequency array only by the forward one; callers
+    /// hold a slice only between the end of a transpose into it (all senders have posted)
+    /// and the barrier that starts the next one.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn space_mut(&self) -> tessera::Result<&'c mut [C]> {
-        // SAFETY: the caller's contract above.
+    unsafe fn own_mut(&self, array: GlobalPtr<C>) -> tessera::Result<&'c mut [C]> {
+        // SAFETY: the caller's contract above; local_slice_mut checks bounds and mapping.
         Ok(
-            unsafe { self.ctx.local_slice_mut(self.space, self.local_len())? }
-                .expect("a rank's own segment is always mapped"),
-        )
-    }
-
-    /// This rank's frequency-layout array (u0).
-    ///
-    /// # Safety
-    /// As for `space_mut`: only the forward transpose writes it.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn freq_mut(&self) -> tessera::Result<&'c mut [C]> {
-        // SAFETY: the caller's contract above.
-        Ok(
-            unsafe { self.ctx.local_slice_mut(self.freq, self.local_len())? }
+            unsafe { self.ctx.local_slice_mut(array, self.local_len())? }
                 .expect("a rank's own segment is always mapped"),
         )
     }
@@ -296,7 +284,7 @@ impl<'c> Solver<'c> {
         let z0 = self.me * self.zlen;
         // SAFETY: called before the forward transpose; no rank writes space arrays until
         // the inverse transpose, which starts with a barrier this rank reaches later.
-        let space = unsafe { self.space_mut()? };
+        let space = unsafe { self.own_mut(self.space)? };
         let plane = nx * ny;
         let mut randoms = vec![0.0; 2 * plane];
         for (zl, out) in space.chunks_exact_mut(plane).enumerate() {
@@ -346,7 +334,7 @@ impl<'c> Solver<'c> {
         self.wait += t.elapsed();
         // SAFETY: between the forward transpose's start and the inverse transpose, only
         // this rank touches its space array.
-        let space = unsafe { self.space_mut()? };
+        let space = unsafe { self.own_mut(self.space)? };
         let batch = PLANE_BATCH.min(zlen);
         for zl in 0..zlen {
             self.fft_plane_xy(true, &mut space[zl * plane..(zl + 1) * plane]);
@@ -406,7 +394,7 @@ impl<'c> Solver<'c> {
         self.wait += t.elapsed();
         // SAFETY: the transpose into our frequency array is complete; nothing writes it
         // again.
-        let freq = unsafe { self.freq_mut()? };
+        let freq = unsafe { self.own_mut(self.freq)? };
         let t = Instant::now();
         if let Some(inbox) = self.inbox {
             let block = ylen * nx * zlen;
@@ -437,8 +425,8 @@ impl<'c> Solver<'c> {
     fn evolve(&mut self) -> tessera::Result<()> {
         let [nx, _, nz] = self.n;
         let y0 = self.me * self.ylen;
-        // SAFETY: see forward_fft; the frequency array is only ours after the transpose.
-        let freq = unsafe { self.freq_mut()? };
+        // SAFETY: see own_mut; the frequency array is only ours after the transpose.
+        let freq = unsafe { self.own_mut(self.freq)? };
         let [dx, dy, dz] = &self.decay;
         for (yl, (u0, u1)) in freq
             .chunks_exact_mut(nx * nz)
@@ -531,7 +519,7 @@ impl<'c> Solver<'c> {
         self.wait += t.elapsed();
         // SAFETY: every sender has posted; no rank writes our space array again before the
         // next transpose's barrier, which we reach after this slice is gone.
-        let space = unsafe { self.space_mut()? };
+        let space = unsafe { self.own_mut(self.space)? };
         let t = Instant::now();
         if let Some(inbox) = self.inbox {
             let block = zlen * ylen * nx;
@@ -558,7 +546,7 @@ impl<'c> Solver<'c> {
         let [nx, ny, nz] = self.n;
         let z0 = self.me * self.zlen;
         // SAFETY: read between the inverse transpose's end and the next barrier.
-        let space = unsafe { self.space_mut()? };
+        let space = unsafe { self.own_mut(self.space)? };
         let mut sum = C::default();
         for j in 1..=1024 {
             let (x, y, z) = (j % nx, (3 * j) % ny, (5 * j) % nz);

@@ -1407,9 +1407,10 @@ impl<'a> Team<'a> {
     single_address_pair! {
         /// Single-address broadcast: `root` puts `src` straight into every member's
         /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
-        /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. Entry is
-        /// synchronised (no member's destination is written before it has entered) and every
-        /// member returns once its own destination holds the data.
+        /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. By
+        /// default (see [`Team::with_sync`]) entry is synchronised (no member's destination
+        /// is written before it has entered) and every member returns once its own
+        /// destination holds the data.
         ///
         /// ```
         /// use tessera::{Job, Team};
@@ -1489,14 +1490,25 @@ impl<'a> Team<'a> {
             .into());
         }
         let b = src.len() / n;
-        let me = self.me;
+        self.all_put(nb, dsts, b, |j| &src[j * b..(j + 1) * b])
+    }
+
+    /// Every member puts `block(j)` into member `j`'s destination at block position (its
+    /// team rank × `len`).
+    fn all_put<'s, T: Pod>(
+        &self,
+        nb: bool,
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+        block: impl Fn(usize) -> &'s [T],
+    ) -> Result<Option<CollHandle<'a>>> {
+        let (n, me) = (self.size(), self.me);
         let others = (0..n).filter(move |&i| i != me);
         self.run_single(nb, others.clone(), others, || {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
-                self.ctx
-                    .put(dsts[j].add(me * b), &src[j * b..(j + 1) * b])?;
+                self.ctx.put(dsts[j].add(me * len), block(j))?;
             }
             Ok(())
         })
@@ -1582,16 +1594,7 @@ impl<'a> Team<'a> {
         dsts: &[GlobalPtr<T>],
     ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("allgather_to", dsts)?;
-        let (n, me) = (self.size(), self.me);
-        let others = (0..n).filter(move |&i| i != me);
-        self.run_single(nb, others.clone(), others, || {
-            // Start with the next member so that members do not all write to the same one.
-            for s in 0..n {
-                let j = (me + s) % n;
-                self.ctx.put(dsts[j].add(me * src.len()), src)?;
-            }
-            Ok(())
-        })
+        self.all_put(nb, dsts, src.len(), |_| src)
     }
 
     // ----- scans ------------------------------------------------------------------------
