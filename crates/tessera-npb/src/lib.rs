@@ -60,7 +60,7 @@ impl Kernel {
     pub fn variants(self) -> &'static [&'static str] {
         match self {
             Kernel::Ep => &["default"],
-            Kernel::Is => &["default"],
+            Kernel::Is => &is::VARIANTS,
             Kernel::Cg => &cg::VARIANTS,
             Kernel::Mg => &mg::VARIANTS,
             Kernel::Ft => &ft::VARIANTS,

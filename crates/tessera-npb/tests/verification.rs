@@ -28,6 +28,21 @@ fn run_variant(kernel: Kernel, class: Class, ranks: usize, variant: &str) -> Out
     o
 }
 
+/// Class S verifies in every variant of `kernel` at 1, 2, 4 and 8 ranks.
+fn class_s_verifies_in_every_variant(kernel: Kernel) {
+    for variant in kernel.variants() {
+        for ranks in [1, 2, 4, 8] {
+            let o = run_variant(kernel, Class::S, ranks, variant);
+            assert_eq!(
+                o.verified,
+                Some(true),
+                "{kernel:?} S {variant} at {ranks} ranks:\n{o}"
+            );
+            assert_eq!(o.variant, *variant);
+        }
+    }
+}
+
 #[test]
 fn ep_class_s_verifies_at_1_2_3_and_4_ranks() {
     for ranks in [1, 2, 3, 4] {
@@ -43,26 +58,13 @@ fn ep_class_s_verifies_at_1_2_3_and_4_ranks() {
 }
 
 #[test]
-fn is_class_s_verifies_at_1_2_4_and_8_ranks() {
-    for ranks in [1, 2, 4, 8] {
-        let o = run_kernel(Kernel::Is, Class::S, ranks);
-        assert_eq!(o.verified, Some(true), "IS S at {ranks} ranks:\n{o}");
-    }
+fn is_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
+    class_s_verifies_in_every_variant(Kernel::Is);
 }
 
 #[test]
-fn cg_class_s_verifies_at_1_2_4_and_8_ranks_in_both_variants() {
-    for variant in Kernel::Cg.variants() {
-        for ranks in [1, 2, 4, 8] {
-            let o = run_variant(Kernel::Cg, Class::S, ranks, variant);
-            assert_eq!(
-                o.verified,
-                Some(true),
-                "CG S {variant} at {ranks} ranks:\n{o}"
-            );
-            assert_eq!(o.variant, *variant);
-        }
-    }
+fn cg_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
+    class_s_verifies_in_every_variant(Kernel::Cg);
 }
 
 #[test]
@@ -72,17 +74,8 @@ fn cg_class_w_verifies_at_4_ranks() {
 }
 
 #[test]
-fn mg_class_s_verifies_at_1_2_4_and_8_ranks_in_both_variants() {
-    for variant in Kernel::Mg.variants() {
-        for ranks in [1, 2, 4, 8] {
-            let o = run_variant(Kernel::Mg, Class::S, ranks, variant);
-            assert_eq!(
-                o.verified,
-                Some(true),
-                "MG S {variant} at {ranks} ranks:\n{o}"
-            );
-        }
-    }
+fn mg_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
+    class_s_verifies_in_every_variant(Kernel::Mg);
 }
 
 #[test]
@@ -92,17 +85,8 @@ fn mg_class_w_verifies_at_2_ranks() {
 }
 
 #[test]
-fn ft_class_s_verifies_at_1_2_4_and_8_ranks_in_both_variants() {
-    for variant in Kernel::Ft.variants() {
-        for ranks in [1, 2, 4, 8] {
-            let o = run_variant(Kernel::Ft, Class::S, ranks, variant);
-            assert_eq!(
-                o.verified,
-                Some(true),
-                "FT S {variant} at {ranks} ranks:\n{o}"
-            );
-        }
-    }
+fn ft_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
+    class_s_verifies_in_every_variant(Kernel::Ft);
 }
 
 #[test]
