@@ -5,8 +5,16 @@
 mod common;
 
 fn selftest(ranks: u32, conduit: &str) {
+    selftest_with(ranks, conduit, false);
+}
+
+fn selftest_with(ranks: u32, conduit: &str, hide_peers: bool) {
+    let mut command = common::tessera();
+    if hide_peers {
+        command.env("TESSERA_HIDE_PEERS", "1");
+    }
     let f = common::run(
-        common::tessera().args([
+        command.args([
             "selftest",
             "-n",
             &ranks.to_string(),
@@ -58,6 +66,13 @@ fn smp_4_ranks() {
 #[test]
 fn smp_8_ranks() {
     selftest(8, "smp");
+}
+
+/// Every peer treated as unmapped (as on another host): data through the conduit's
+/// transfer calls, atomics by active-message round trips.
+#[test]
+fn smp_3_ranks_with_hidden_peers() {
+    selftest_with(3, "smp", true);
 }
 
 #[test]

@@ -302,6 +302,10 @@ pub(crate) struct ShmConduit {
     /// Producer-side cached `head` of our ring in each destination, per class.
     head_cache: Vec<[Cell<u64>; 2]>,
     abort: Option<Arc<AbortFlag>>,
+    /// Report every peer's segment as unmapped and move data through
+    /// [`Conduit::put_bytes`]/[`Conduit::get_bytes`], as a conduit across hosts would (a
+    /// testing aid: it drives the core's paths for unmapped peers on one machine).
+    hide_peers: bool,
     _mappings: Arc<dyn KeepAlive>,
 }
 
@@ -327,7 +331,23 @@ impl ShmConduit {
             regions,
             head_cache,
             abort,
+            hide_peers: false,
             _mappings: mappings,
+        }
+    }
+
+    /// Treat every peer as unmapped (see the field `hide_peers`).
+    pub(crate) fn hide_peers(mut self, hide: bool) -> Self {
+        self.hide_peers = hide;
+        self
+    }
+
+    /// `rank`'s segment through its mapping, whether or not peers are hidden.
+    fn mapped_segment(&self, rank: usize) -> NonNull<u8> {
+        // SAFETY: segment_offset < region_len, inside the live mapping of a valid rank
+        // (callers pass ranks the core checked).
+        unsafe {
+            NonNull::new_unchecked(self.regions[rank].as_ptr().add(self.layout.segment_offset))
         }
     }
 
@@ -351,9 +371,34 @@ impl Conduit for ShmConduit {
         self.layout.segment_len
     }
     fn segment_base(&self, rank: usize) -> Option<NonNull<u8>> {
-        let region = self.regions.get(rank)?;
-        // SAFETY: segment_offset < region_len, inside the live mapping.
-        Some(unsafe { NonNull::new_unchecked(region.as_ptr().add(self.layout.segment_offset)) })
+        if rank >= self.regions.len() || (self.hide_peers && rank != self.rank) {
+            return None;
+        }
+        Some(self.mapped_segment(rank))
+    }
+    fn put_bytes(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
+        // SAFETY: the core checked that [offset, offset + len) lies inside rank's segment;
+        // the copy is a plain store like a direct put (ordering comes from later atomics
+        // and active messages, which release).
+        unsafe {
+            std::ptr::copy(
+                src.as_ptr(),
+                self.mapped_segment(rank).as_ptr().add(offset),
+                src.len(),
+            )
+        };
+        Ok(())
+    }
+    fn get_bytes(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), ConduitError> {
+        // SAFETY: as in put_bytes.
+        unsafe {
+            std::ptr::copy(
+                self.mapped_segment(rank).as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Ok(())
     }
     fn am_max_frame(&self) -> usize {
         self.layout.max_frame()

@@ -4,13 +4,27 @@
 //! address from any rank. Read-modify-write operations are `AcqRel`, loads `Acquire`,
 //! stores `Release`, so atomics also order the caller's puts (see the memory model in
 //! [`crate::core`]). Targets must be naturally aligned and inside a segment.
+//!
+//! On a mapped peer an operation is a CPU atomic instruction on its segment. On an
+//! unmapped peer (another host) it is an active-message round trip: the owner applies the
+//! same CPU atomic to its own segment in a handler and replies with the old value. All
+//! atomics on a word are then CPU atomics executed on the owner's host, so they stay atomic
+//! with respect to each other whichever way they arrive. The caller waits for the reply,
+//! so an operation has taken effect when it returns, as on a mapped peer.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use bytemuck::Pod;
 
+use super::am::AmHandlerId;
 use super::{Context, GlobalPtr, Target};
+use crate::error::CoreError;
 use crate::Result;
+
+const REQUEST: &str = "tessera.atomic.request";
+const REPLY: &str = "tessera.atomic.reply";
 
 /// A read-modify-write operation for [`Context::atomic_fetch`] and
 /// [`Context::atomic_apply`].
@@ -41,6 +55,9 @@ mod sealed {
 /// Integer types with remote atomics: `i32`, `i64`, `u32`, `u64`.
 pub trait AtomicInt: Pod + PartialEq + sealed::Sealed {
     #[doc(hidden)]
+    /// Type tag on the wire (remote atomics).
+    const TAG: u64;
+    #[doc(hidden)]
     /// # Safety
     /// `p` must be a valid, aligned, mapped address of a `Self` that lives as long as the call.
     unsafe fn rmw(p: *mut Self, op: AtomicOp<Self>) -> Self;
@@ -59,9 +76,10 @@ pub trait AtomicInt: Pod + PartialEq + sealed::Sealed {
 }
 
 macro_rules! atomic_int {
-    ($t:ty, $atomic:ty) => {
+    ($t:ty, $atomic:ty, $tag:expr) => {
         impl sealed::Sealed for $t {}
         impl AtomicInt for $t {
+            const TAG: u64 = $tag;
             unsafe fn rmw(p: *mut Self, op: AtomicOp<Self>) -> Self {
                 // SAFETY: the caller guarantees p is valid and aligned; the atomic type has
                 // the same size and alignment as the integer.
@@ -96,10 +114,132 @@ macro_rules! atomic_int {
         }
     };
 }
-atomic_int!(i32, AtomicI32);
-atomic_int!(i64, AtomicI64);
-atomic_int!(u32, AtomicU32);
-atomic_int!(u64, AtomicU64);
+atomic_int!(i32, AtomicI32, 0);
+atomic_int!(i64, AtomicI64, 1);
+atomic_int!(u32, AtomicU32, 2);
+atomic_int!(u64, AtomicU64, 3);
+
+/// One atomic operation as it travels to an unmapped owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Remote<T> {
+    Rmw(AtomicOp<T>),
+    Cas(T, T),
+    Load,
+    Store(T),
+}
+
+/// An integer of 4 or 8 bytes widened to a `u64` word (little end first) and back.
+fn widen<T: Pod>(v: T) -> u64 {
+    let mut word = [0u8; 8];
+    word[..std::mem::size_of::<T>()].copy_from_slice(bytemuck::bytes_of(&v));
+    u64::from_le_bytes(word)
+}
+
+fn narrow<T: Pod>(word: u64) -> T {
+    bytemuck::pod_read_unaligned(&word.to_le_bytes()[..std::mem::size_of::<T>()])
+}
+
+impl<T: AtomicInt> Remote<T> {
+    /// `[code, a, b]`: codes 0–7 are the [`AtomicOp`]s in declaration order, then CAS, load
+    /// and store.
+    fn encode(self) -> [u64; 3] {
+        let rmw = |code, v| [code, widen(v), 0];
+        match self {
+            Remote::Rmw(AtomicOp::Add(v)) => rmw(0, v),
+            Remote::Rmw(AtomicOp::Sub(v)) => rmw(1, v),
+            Remote::Rmw(AtomicOp::And(v)) => rmw(2, v),
+            Remote::Rmw(AtomicOp::Or(v)) => rmw(3, v),
+            Remote::Rmw(AtomicOp::Xor(v)) => rmw(4, v),
+            Remote::Rmw(AtomicOp::Min(v)) => rmw(5, v),
+            Remote::Rmw(AtomicOp::Max(v)) => rmw(6, v),
+            Remote::Rmw(AtomicOp::Swap(v)) => rmw(7, v),
+            Remote::Cas(current, new) => [8, widen(current), widen(new)],
+            Remote::Load => [9, 0, 0],
+            Remote::Store(v) => [10, widen(v), 0],
+        }
+    }
+
+    fn decode([code, a, b]: [u64; 3]) -> Option<Self> {
+        let v = narrow::<T>(a);
+        Some(match code {
+            0 => Remote::Rmw(AtomicOp::Add(v)),
+            1 => Remote::Rmw(AtomicOp::Sub(v)),
+            2 => Remote::Rmw(AtomicOp::And(v)),
+            3 => Remote::Rmw(AtomicOp::Or(v)),
+            4 => Remote::Rmw(AtomicOp::Xor(v)),
+            5 => Remote::Rmw(AtomicOp::Min(v)),
+            6 => Remote::Rmw(AtomicOp::Max(v)),
+            7 => Remote::Rmw(AtomicOp::Swap(v)),
+            8 => Remote::Cas(v, narrow::<T>(b)),
+            9 => Remote::Load,
+            10 => Remote::Store(v),
+            _ => return None,
+        })
+    }
+
+    /// Apply to a mapped word; returns the value it had before (a store returns the
+    /// value stored, which nobody reads).
+    ///
+    /// # Safety
+    /// As for [`AtomicInt::rmw`].
+    unsafe fn apply(self, p: *mut T) -> T {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match self {
+                Remote::Rmw(op) => T::rmw(p, op),
+                Remote::Cas(current, new) => T::cas(p, current, new),
+                Remote::Load => T::load(p),
+                Remote::Store(v) => {
+                    T::store(p, v);
+                    v
+                }
+            }
+        }
+    }
+}
+
+/// Per-rank state of remote atomics: replies not yet collected, by ticket.
+#[derive(Default)]
+pub(crate) struct RemoteAtomics {
+    next_ticket: Cell<u64>,
+    replies: RefCell<HashMap<u64, u64>>,
+}
+
+/// Apply the operation in a request to this rank's own segment.
+fn apply_here<T: AtomicInt>(ctx: &Context, offset: u64, op: [u64; 3]) -> Result<u64> {
+    let op = Remote::<T>::decode(op)
+        .ok_or_else(|| CoreError::Invalid(format!("unknown remote atomic operation {}", op[0])))?;
+    let p = ctx.atomic_target(GlobalPtr::<T>::new(ctx.rank(), offset))?;
+    // SAFETY: atomic_target checked that p is mapped (our own segment), in bounds and aligned.
+    Ok(widen(unsafe { op.apply(p) }))
+}
+
+/// Register the handlers that serve and answer remote atomics. Runs first in start-up, so
+/// that no peer's request can find its handler missing.
+pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
+    ctx.am_register(REQUEST, |ctx, msg| {
+        let &[offset, tag, code, a, b, ticket] = msg.args() else {
+            return Err(CoreError::Invalid("malformed remote atomic request".into()).into());
+        };
+        let op = [code, a, b];
+        let old = match tag {
+            0 => apply_here::<i32>(ctx, offset, op),
+            1 => apply_here::<i64>(ctx, offset, op),
+            2 => apply_here::<u32>(ctx, offset, op),
+            3 => apply_here::<u64>(ctx, offset, op),
+            _ => Err(CoreError::Invalid(format!("unknown remote atomic type {tag}")).into()),
+        }?;
+        ctx.am_reply_short(msg, AmHandlerId::of(REPLY), &[ticket, old])
+    })?;
+    ctx.am_register(REPLY, |ctx, msg| {
+        let &[ticket, old] = msg.args() else {
+            return Err(CoreError::Invalid("malformed remote atomic reply".into()).into());
+        };
+        ctx.remote_atomics.replies.borrow_mut().insert(ticket, old);
+        Ok(())
+    })?;
+    Ok(())
+}
 
 impl Context {
     fn atomic_target<T: AtomicInt>(&self, ptr: GlobalPtr<T>) -> Result<*mut T> {
@@ -113,6 +253,35 @@ impl Context {
         }
     }
 
+    /// Apply `op` at `ptr`, on a mapped word directly or by a round trip to its owner.
+    fn atomic_any<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
+        let size = std::mem::size_of::<T>();
+        let (rank, offset) = match self.target(ptr, size, size)? {
+            // SAFETY: target checked that p is mapped, in bounds and aligned.
+            Target::Direct(p) => return Ok(unsafe { op.apply(p.as_ptr() as *mut T) }),
+            Target::Remote { rank, offset } => (rank, offset as u64),
+        };
+        if self.in_handler.get() > 0 {
+            return Err(CoreError::InHandler("an atomic on an unmapped peer").into());
+        }
+        let state = &self.remote_atomics;
+        let ticket = state.next_ticket.get();
+        state.next_ticket.set(ticket + 1);
+        let [code, a, b] = op.encode();
+        self.am_request_short(
+            rank,
+            AmHandlerId::of(REQUEST),
+            &[offset, T::TAG, code, a, b, ticket],
+        )?;
+        self.wait_until(
+            "a remote atomic",
+            || Ok(state.replies.borrow().contains_key(&ticket)),
+            || format!("rank {rank} has not answered an atomic on offset {offset}"),
+        )?;
+        let old = state.replies.borrow_mut().remove(&ticket).expect("present");
+        Ok(narrow(old))
+    }
+
     /// Apply `op` to the integer at `ptr` and return the value it had before.
     ///
     /// ```no_run
@@ -122,9 +291,7 @@ impl Context {
     /// # Ok(()) }
     /// ```
     pub fn atomic_fetch<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: AtomicOp<T>) -> Result<T> {
-        let p = self.atomic_target(ptr)?;
-        // SAFETY: atomic_target checked that p is mapped, in bounds and aligned.
-        Ok(unsafe { T::rmw(p, op) })
+        self.atomic_any(ptr, Remote::Rmw(op))
     }
 
     /// Apply `op` to the integer at `ptr` without fetching the old value.
@@ -140,23 +307,16 @@ impl Context {
         current: T,
         new: T,
     ) -> Result<T> {
-        let p = self.atomic_target(ptr)?;
-        // SAFETY: checked as above.
-        Ok(unsafe { T::cas(p, current, new) })
+        self.atomic_any(ptr, Remote::Cas(current, new))
     }
 
     /// Atomically read the integer at `ptr` (acquire).
     pub fn atomic_load<T: AtomicInt>(&self, ptr: GlobalPtr<T>) -> Result<T> {
-        let p = self.atomic_target(ptr)?;
-        // SAFETY: checked as above.
-        Ok(unsafe { T::load(p) })
+        self.atomic_any(ptr, Remote::Load)
     }
 
     /// Atomically write the integer at `ptr` (release).
     pub fn atomic_store<T: AtomicInt>(&self, ptr: GlobalPtr<T>, value: T) -> Result<()> {
-        let p = self.atomic_target(ptr)?;
-        // SAFETY: checked as above.
-        unsafe { T::store(p, value) };
-        Ok(())
+        self.atomic_any(ptr, Remote::Store(value)).map(|_| ())
     }
 }

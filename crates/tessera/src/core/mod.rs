@@ -92,6 +92,7 @@ pub struct Context {
     am: am::AmState,
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
+    remote_atomics: atomic::RemoteAtomics,
 }
 
 impl Context {
@@ -115,7 +116,9 @@ impl Context {
             am: am::AmState::default(),
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
+            remote_atomics: atomic::RemoteAtomics::default(),
         };
+        atomic::register_handlers(&ctx)?;
         ctx.barrier = barrier::BarrierState::new(&ctx)?;
         rpc::register_handlers(&ctx)?;
         ctx.barrier()?;

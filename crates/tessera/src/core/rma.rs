@@ -324,9 +324,18 @@ impl Context {
                 unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), count * std::mem::size_of::<T>()) };
                 Ok(())
             }
-            _ => Err(self
+            (Target::Remote { rank, offset }, Target::Direct(d)) => {
+                // SAFETY: target_of checked that the destination range of count elements is
+                // mapped and in bounds (our own segment); the source is not mapped here, so
+                // nothing else in this process aliases the slice during the copy.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(d.as_ptr(), count * std::mem::size_of::<T>())
+                };
+                Ok(self.conduit().get_bytes(rank, offset, dst)?)
+            }
+            (_, Target::Remote { .. }) => Err(self
                 .conduit()
-                .unsupported("get_nbi from an unmapped peer")
+                .unsupported("get_nbi into an unmapped segment")
                 .into()),
         }
     }

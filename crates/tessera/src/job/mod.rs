@@ -15,6 +15,7 @@
 //! | `TESSERA_WAIT_TIMEOUT` | watchdog: seconds a blocking wait may take before it fails naming who is missing |
 //! | `TESSERA_BOOT_TIMEOUT` | seconds to wait for all ranks to attach at start-up (default 60) |
 //! | `TESSERA_CHECK` | `1` for checked mode (collective calls verified across ranks) |
+//! | `TESSERA_HIDE_PEERS` | `1`: treat every peer as unmapped, as on another host, so data moves through the conduit's put/get and atomics through active messages (a testing aid) |
 //!
 //! This layer must never do communication itself; it builds conduits and contexts and
 //! reports how ranks ended.
@@ -110,6 +111,7 @@ pub struct Job {
     segment: usize,
     am_queue: Option<usize>,
     options: Options,
+    hide_peers: bool,
     launched: Option<Launched>,
 }
 
@@ -122,6 +124,7 @@ impl Job {
             segment: DEFAULT_SEGMENT,
             am_queue: None,
             options: Options::default(),
+            hide_peers: false,
             launched: None,
         }
     }
@@ -149,6 +152,7 @@ impl Job {
         job.options.wait_timeout = env_parse::<f64>("TESSERA_WAIT_TIMEOUT", "seconds, e.g. 30")?
             .map(Duration::from_secs_f64);
         job.options.checked = env_var("TESSERA_CHECK").is_some_and(|v| v != "0");
+        job.hide_peers = env_var("TESSERA_HIDE_PEERS").is_some_and(|v| v != "0");
         let ranks = env_parse::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
         let conduit = match env_var("TESSERA_CONDUIT") {
             Some(v) => v.parse::<ConduitKind>().map_err(|why| JobError::BadEnv {
@@ -222,6 +226,25 @@ impl Job {
         self
     }
 
+    /// Treat every peer as unmapped, as if it ran on another host: puts and gets to peers
+    /// go through the conduit's transfer calls and atomics through active messages. A
+    /// testing aid for the paths a multi-host conduit takes (also `TESSERA_HIDE_PEERS=1`).
+    ///
+    /// ```
+    /// use tessera::Job;
+    /// Job::threads(2).segment(1 << 20).hide_peers(true).run(|ctx| {
+    ///     let cell = ctx.alloc_collective::<u64>(1)?;
+    ///     ctx.put_value(cell.on(1 - ctx.rank()), 7)?;
+    ///     ctx.barrier()?;
+    ///     assert_eq!(ctx.get_value(cell)?, 7);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn hide_peers(mut self, hide: bool) -> Job {
+        self.hide_peers = hide;
+        self
+    }
+
     /// Number of ranks.
     pub fn ranks(&self) -> usize {
         self.ranks
@@ -251,7 +274,8 @@ impl Job {
         }
         match (&self.launched, self.conduit) {
             (Some(launched), ConduitKind::Smp) => {
-                let conduit = smp::attach(&launched.job_id, launched.rank, self.layout(), launched.boot_timeout)?;
+                let conduit = smp::attach(&launched.job_id, launched.rank, self.layout(), launched.boot_timeout)?
+                    .hide_peers(self.hide_peers);
                 run_rank(Box::new(conduit), self.options.clone(), &body)
                     .map_err(|why| JobError::RankFailed { rank: launched.rank, why })
             }
@@ -277,7 +301,7 @@ impl Job {
                     .stack_size(16 << 20)
                     .spawn_scoped(scope, move || {
                         let _alive = crate::core::RankThread::enter();
-                        let conduit = job.conduit(rank);
+                        let conduit = job.conduit(rank).hide_peers(self.hide_peers);
                         if let Err(why) = run_rank(Box::new(conduit), options, body) {
                             job.abort.raise(rank, &why);
                         }
