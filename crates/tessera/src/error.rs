@@ -72,6 +72,14 @@ pub enum ConduitError {
         /// Largest frame.
         max: usize,
     },
+    /// An MPI call failed (mpi conduit).
+    #[error("{call} failed with MPI error code {code}")]
+    Mpi {
+        /// The MPI function.
+        call: &'static str,
+        /// Its return code.
+        code: i32,
+    },
     /// Peers disagree on the shape of the job.
     #[error("rank {rank} disagrees on {what}: {detail}")]
     Mismatch {

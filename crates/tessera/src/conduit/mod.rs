@@ -10,6 +10,8 @@
 //! - [`smp`]: one process per rank; every rank's segment is a POSIX shared-memory object
 //!   mapped by every rank, so a put to a peer is a `memcpy` plus memory ordering.
 //! - [`threads`]: ranks as threads of one process over anonymous memory (tests, debugging).
+//! - `mpi` (cargo feature `mpi`): ranks started by `mpirun`; shared memory within a host,
+//!   MPI one-sided windows and two-sided active messages between hosts.
 //!
 //! Both share [`shm`]: the region layout and the bounded active-message rings.
 //!
@@ -22,6 +24,8 @@ use std::str::FromStr;
 
 use crate::error::ConduitError;
 
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
 pub mod shm;
 pub mod smp;
 pub mod threads;
@@ -39,6 +43,8 @@ pub enum ConduitKind {
     Smp,
     /// Threads of one process.
     Threads,
+    /// Processes started by `mpirun` (needs the `mpi` cargo feature).
+    Mpi,
 }
 
 impl ConduitKind {
@@ -47,6 +53,7 @@ impl ConduitKind {
         match self {
             ConduitKind::Smp => "smp",
             ConduitKind::Threads => "threads",
+            ConduitKind::Mpi => "mpi",
         }
     }
 }
@@ -63,10 +70,12 @@ impl FromStr for ConduitKind {
         match s {
             "smp" => Ok(ConduitKind::Smp),
             "threads" => Ok(ConduitKind::Threads),
-            "mpi" => {
-                Err("the mpi conduit is not built into this Tessera yet; use smp or threads".into())
-            }
-            other => Err(format!("unknown conduit {other:?}: use smp or threads")),
+            "mpi" if cfg!(feature = "mpi") => Ok(ConduitKind::Mpi),
+            "mpi" => Err(
+                "this Tessera was built without MPI; rebuild with `cargo build --release --features mpi` (needs an MPI library such as Open MPI), or use smp or threads"
+                    .into(),
+            ),
+            other => Err(format!("unknown conduit {other:?}: use smp, threads or mpi")),
         }
     }
 }
@@ -128,6 +137,12 @@ pub trait Conduit {
     fn check_alive(&self) -> Result<(), ConduitError>;
     /// Tell the rest of the job that this rank failed and the job must end.
     fn abort(&self, reason: &str);
+    /// The job's final barrier has passed on this rank: teardown may now be collective.
+    fn job_done(&self) {}
+    /// Ranks running on this rank's host (for the wait policy).
+    fn host_ranks(&self) -> usize {
+        self.ranks()
+    }
 
     /// The error for an operation this conduit lacks.
     fn unsupported(&self, what: &'static str) -> ConduitError {

@@ -336,6 +336,13 @@ impl ShmConduit {
         }
     }
 
+    /// The same conduit reporting another kind (the mpi conduit's host-local part).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn with_kind(mut self, kind: ConduitKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// Treat every peer as unmapped (see the field `hide_peers`).
     pub(crate) fn hide_peers(mut self, hide: bool) -> Self {
         self.hide_peers = hide;

@@ -419,7 +419,9 @@ impl Context {
     /// still reach its segment.
     pub(crate) fn finish(&self) -> Result<()> {
         self.sync_nbi()?;
-        self.barrier()
+        self.barrier()?;
+        self.conduit.job_done();
+        Ok(())
     }
 }
 
@@ -451,7 +453,7 @@ impl Context {
     fn spins_per_yield(&self) -> u32 {
         let busy = match self.conduit.kind() {
             ConduitKind::Threads => RANK_THREADS.load(Ordering::Relaxed).max(self.ranks),
-            ConduitKind::Smp => self.ranks,
+            ConduitKind::Smp | ConduitKind::Mpi => self.conduit.host_ranks(),
         };
         if busy <= self.cores {
             4096

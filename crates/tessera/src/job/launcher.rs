@@ -2,6 +2,11 @@
 //!
 //! - `smp`: one process per rank, each told its rank through the environment contract.
 //! - `threads`: one process that runs every rank as a thread.
+//! - `mpi`: one `mpirun` (`TESSERA_MPIRUN`, default `mpirun`) that starts the ranks; with
+//!   Open MPI it adds `--oversubscribe` (more ranks than cores is normal here),
+//!   `--allow-run-as-root` when run as root, and `-x` for every Tessera variable so that
+//!   ranks on other hosts see them too. `TESSERA_MPIRUN_ARGS` adds arguments (a host
+//!   file, for instance).
 //!
 //! When any rank exits non-zero or is killed, the launcher sends SIGTERM to the others,
 //! SIGKILL after one second, and reports which rank failed and how. SIGINT, SIGTERM and
@@ -178,10 +183,52 @@ struct Rank {
     status: Option<ExitStatus>,
 }
 
+/// The command that starts `spec`'s program: the program itself, or `mpirun` running it.
+fn program_command(spec: &Launch) -> Command {
+    if spec.conduit != ConduitKind::Mpi {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args);
+        return cmd;
+    }
+    let mpirun = std::env::var_os("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
+    let open_mpi = Command::new(&mpirun)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Open MPI"));
+    let mut cmd = Command::new(&mpirun);
+    cmd.arg("-np").arg(spec.ranks.to_string());
+    if open_mpi {
+        cmd.arg("--oversubscribe");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.arg("--allow-run-as-root");
+        }
+        let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into()];
+        if spec.segment.is_some() {
+            vars.push("TESSERA_SEGMENT".into());
+        }
+        vars.extend(spec.env.iter().map(|(k, _)| k.clone()));
+        vars.extend(
+            std::env::vars_os()
+                .map(|(k, _)| k)
+                .filter(|k| k.to_string_lossy().starts_with("TESSERA_")),
+        );
+        vars.sort();
+        vars.dedup();
+        for var in vars {
+            cmd.arg("-x").arg(var);
+        }
+    }
+    if let Ok(extra) = std::env::var("TESSERA_MPIRUN_ARGS") {
+        cmd.args(extra.split_whitespace());
+    }
+    cmd.arg(&spec.program).args(&spec.args);
+    cmd
+}
+
 fn spawn_rank(spec: &Launch, job_id: &str, rank: Option<usize>) -> Result<Child, JobError> {
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .env("TESSERA_CONDUIT", spec.conduit.name())
+    let mut cmd = program_command(spec);
+    cmd.env("TESSERA_CONDUIT", spec.conduit.name())
         .env("TESSERA_RANKS", spec.ranks.to_string())
         .env("TESSERA_JOB_ID", job_id)
         .envs(spec.env.iter().map(|(k, v)| (k, v)));
@@ -238,7 +285,7 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     let job_id = new_job_id();
     let processes: Vec<Option<usize>> = match spec.conduit {
         ConduitKind::Smp => (0..spec.ranks).map(Some).collect(),
-        ConduitKind::Threads => vec![None],
+        ConduitKind::Threads | ConduitKind::Mpi => vec![None],
     };
     let mut ranks: Vec<Rank> = Vec::with_capacity(processes.len());
     let mut forwarders = Vec::new();

@@ -6,7 +6,8 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `TESSERA_CONDUIT` | `smp` (one process per rank) or `threads` (one process, `TESSERA_RANKS` threads) |
+//! | `TESSERA_CONDUIT` | `smp` (one process per rank), `threads` (one process, `TESSERA_RANKS` threads) or `mpi` (processes started by mpirun; the default when built with the `mpi` feature and started by mpirun) |
+//! | `TESSERA_MPI_BYPASS` | `0`: on the mpi conduit, reach ranks of the same host through MPI too, not shared memory |
 //! | `TESSERA_RANKS` | number of ranks in the job |
 //! | `TESSERA_RANK` | this process's rank (`smp` only) |
 //! | `TESSERA_JOB_ID` | unique job id; names the shared-memory objects (`smp` only) |
@@ -28,6 +29,17 @@ use std::time::Duration;
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 pub use crate::conduit::ConduitKind;
 use crate::conduit::{smp, threads};
+
+#[cfg(feature = "mpi")]
+use crate::conduit::mpi::{launcher_ranks, started_by_mpirun};
+#[cfg(not(feature = "mpi"))]
+fn started_by_mpirun() -> bool {
+    false
+}
+#[cfg(not(feature = "mpi"))]
+fn launcher_ranks() -> Option<usize> {
+    None
+}
 use crate::core::{Context, Options};
 use crate::error::JobError;
 
@@ -112,6 +124,8 @@ pub struct Job {
     am_queue: Option<usize>,
     options: Options,
     hide_peers: bool,
+    /// mpi conduit: ranks of one host through shared memory.
+    mpi_bypass: bool,
     launched: Option<Launched>,
 }
 
@@ -125,6 +139,7 @@ impl Job {
             am_queue: None,
             options: Options::default(),
             hide_peers: false,
+            mpi_bypass: true,
             launched: None,
         }
     }
@@ -160,9 +175,15 @@ impl Job {
                 value: v,
                 why,
             })?,
+            None if started_by_mpirun() => ConduitKind::Mpi,
             None if ranks.is_some() => ConduitKind::Smp,
             None => ConduitKind::Threads,
         };
+        if conduit == ConduitKind::Mpi {
+            // MPI decides the ranks; the launcher's count is only a hint for the layout.
+            job.ranks = launcher_ranks().unwrap_or(1);
+            job.mpi_bypass = env_var("TESSERA_MPI_BYPASS").is_none_or(|v| v != "0");
+        }
         job.conduit = conduit;
         if let Some(ranks) = ranks {
             if ranks == 0 {
@@ -283,7 +304,36 @@ impl Job {
                 "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
             )),
             (_, ConduitKind::Threads) => self.run_threads(&body),
+            (_, ConduitKind::Mpi) => self.run_mpi(&body),
         }
+    }
+
+    #[cfg(feature = "mpi")]
+    fn run_mpi<F>(&self, body: &F) -> Result<(), JobError>
+    where
+        F: Fn(&Context) -> RankResult + Sync,
+    {
+        let bypass = self.mpi_bypass && !self.hide_peers;
+        let boot = env_parse::<f64>("TESSERA_BOOT_TIMEOUT", "seconds")?.unwrap_or(60.0);
+        let conduit = crate::conduit::mpi::MpiConduit::start(
+            self.segment,
+            self.am_queue,
+            bypass,
+            Duration::from_secs_f64(boot),
+        )?;
+        let rank = crate::conduit::Conduit::rank(&conduit);
+        run_rank(Box::new(conduit), self.options.clone(), body)
+            .map_err(|why| JobError::RankFailed { rank, why })
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn run_mpi<F>(&self, _body: &F) -> Result<(), JobError>
+    where
+        F: Fn(&Context) -> RankResult + Sync,
+    {
+        Err(JobError::Usage(
+            "this Tessera was built without MPI; rebuild with `--features mpi`".into(),
+        ))
     }
 
     fn run_threads<F>(&self, body: &F) -> Result<(), JobError>
@@ -335,8 +385,14 @@ where
 {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
         let ctx = Context::new(conduit, options).map_err(|e| format!("start-up: {e}"))?;
-        body(&ctx).map_err(|e| e.to_string())?;
-        ctx.finish().map_err(|e| e.to_string())
+        let outcome = body(&ctx)
+            .map_err(|e| e.to_string())
+            .and_then(|()| ctx.finish().map_err(|e| e.to_string()));
+        if let Err(why) = &outcome {
+            // End the job now, naming the reason (the mpi conduit aborts every rank here).
+            ctx.conduit().abort(why);
+        }
+        outcome
     }));
     match outcome {
         Ok(result) => result,

@@ -1,0 +1,140 @@
+//! Active-message frames between hosts over two-sided MPI, with bounded buffering.
+//!
+//! Frames travel on a private duplicate of the world communicator, tag 0 for requests and
+//! tag 1 for replies; MPI keeps messages with the same source, tag and communicator in
+//! order, which gives the per-source order the core relies on.
+//!
+//! Flow control by credits: a sender may have at most [`CREDITS`] frames of one class
+//! outstanding to one destination; the receiver counts the frames it delivers and, every
+//! `CREDITS / 2`, returns that many credits in a small message (tag 2). A sender without
+//! credits reports the queue full (`Ok(false)`) and the core makes progress and retries,
+//! as it does for a full shared-memory ring, so the memory MPI spends on frames a
+//! receiver has not taken yet stays bounded.
+//!
+//! This module must never call a handler while it holds internal state borrowed:
+//! handlers may send (replies) and poll (reply class) re-entrantly.
+
+use std::cell::RefCell;
+
+use mpi::point_to_point::{MatchedReceiveVec, Source};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::Communicator;
+
+use super::raw::Send;
+use crate::conduit::AmClass;
+use crate::error::ConduitError;
+
+/// Frames of one class that may be outstanding from one sender to one receiver.
+pub(crate) const CREDITS: u32 = 32;
+const CREDIT_TAG: i32 = 2;
+
+fn tag(class: AmClass) -> i32 {
+    class as i32
+}
+
+pub(crate) struct Messenger {
+    comm: SimpleCommunicator,
+    /// Credits left per (destination, class).
+    credits: RefCell<Vec<[u32; 2]>>,
+    /// Frames delivered per (source, class) since credits were last returned.
+    delivered: RefCell<Vec<[u32; 2]>>,
+    /// Sends still in flight (their buffers live until MPI is done).
+    in_flight: RefCell<Vec<Send>>,
+}
+
+impl Messenger {
+    /// Over `comm` (a private duplicate of the world communicator).
+    pub(crate) fn new(comm: SimpleCommunicator) -> Messenger {
+        let ranks = comm.size() as usize;
+        Messenger {
+            comm,
+            credits: RefCell::new(vec![[CREDITS; 2]; ranks]),
+            delivered: RefCell::new(vec![[0; 2]; ranks]),
+            in_flight: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn start(&self, dest: usize, tag: i32, buffer: Vec<u8>) -> Result<(), ConduitError> {
+        let send = Send::start(&self.comm, dest, tag, buffer)?;
+        let mut in_flight = self.in_flight.borrow_mut();
+        in_flight.push(send);
+        // Drop the sends that have completed.
+        let mut i = 0;
+        while i < in_flight.len() {
+            if in_flight[i].done()? {
+                in_flight.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Take every credit message that has arrived.
+    fn absorb_credits(&self) {
+        while let Some((message, status)) = self
+            .comm
+            .any_process()
+            .immediate_matched_probe_with_tag(CREDIT_TAG)
+        {
+            let source = status.source_rank() as usize;
+            let (returned, _status): (Vec<u32>, _) = (message, status).matched_receive_vec();
+            if let [class, count] = returned[..] {
+                self.credits.borrow_mut()[source][class as usize & 1] += count;
+            }
+        }
+    }
+
+    /// Send one frame, or `Ok(false)` when `dest` has no credit left for `class`.
+    pub(crate) fn try_send(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError> {
+        if self.credits.borrow()[dest][class as usize] == 0 {
+            self.absorb_credits();
+            if self.credits.borrow()[dest][class as usize] == 0 {
+                return Ok(false);
+            }
+        }
+        self.credits.borrow_mut()[dest][class as usize] -= 1;
+        self.start(dest, tag(class), parts.concat())?;
+        Ok(true)
+    }
+
+    /// Deliver every frame of `class` that has arrived; returns how many.
+    pub(crate) fn poll(
+        &self,
+        class: AmClass,
+        deliver: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize, ConduitError> {
+        self.absorb_credits();
+        let mut count = 0;
+        while let Some((message, status)) = self
+            .comm
+            .any_process()
+            .immediate_matched_probe_with_tag(tag(class))
+        {
+            let source = status.source_rank() as usize;
+            let (frame, _status): (Vec<u8>, _) = (message, status).matched_receive_vec();
+            let due = {
+                let mut delivered = self.delivered.borrow_mut();
+                let d = &mut delivered[source][class as usize];
+                *d += 1;
+                if *d >= CREDITS / 2 {
+                    std::mem::replace(d, 0)
+                } else {
+                    0
+                }
+            };
+            if due > 0 {
+                let credit: Vec<u8> = bytemuck::cast_slice(&[class as u32, due]).to_vec();
+                self.start(source, CREDIT_TAG, credit)?;
+            }
+            deliver(source, &frame);
+            count += 1;
+        }
+        Ok(count)
+    }
+}

@@ -1,0 +1,275 @@
+//! The `mpi` conduit: ranks started by `mpirun` (or `srun`), hierarchical.
+//!
+//! - **Within a host**, ranks reach each other exactly as on `smp`, through the same code
+//!   ([`super::smp::attach`]): every rank's region (header, active-message rings, segment)
+//!   is a POSIX shared-memory object mapped by every process of the host, so puts and gets
+//!   are loads and stores and active messages go through the rings. The objects are named
+//!   after a job id that rank 0 makes and broadcasts, and after the host group's first
+//!   rank. (Not `MPI_Win_allocate_shared`: MPI does not promise zero-filled memory, and
+//!   clearing a 2 GiB segment per rank at start-up took seconds; kernel shared memory is
+//!   zero-filled and reserved page by page on first touch.)
+//! - **Between hosts**, data moves through one MPI window over every rank's segment,
+//!   locked for passive-target access for the whole job: a put is `MPI_Put` then
+//!   `MPI_Win_flush` (complete at the target on return), a get `MPI_Get` then flush.
+//!   Active messages are two-sided messages on a private communicator with credit-based
+//!   flow control ([`messenger`]). Atomics on another host's memory are active-message
+//!   round trips served by the owner (see [`crate::core`]), so every atomic on a word is a
+//!   CPU atomic on the owner's host.
+//!
+//! Co-location is MPI's own answer: the ranks `MPI_Comm_split_type` puts in one
+//! shared-memory communicator share a host. `TESSERA_MPI_BYPASS=0` (or
+//! `TESSERA_HIDE_PEERS=1`) makes every rank its own group, so that all traffic between
+//! ranks goes through MPI even on one host (for testing and for comparison).
+//!
+//! Failure: a rank whose body fails or panics calls `MPI_Abort`, which ends every rank;
+//! mpirun reports the rank. The conduit never frees its windows on a failure path (freeing
+//! is collective and would wait for ranks that will never arrive).
+//!
+//! Progress: an operation on another host's memory is served by MPI. With Open MPI over
+//! TCP a window's target makes progress only inside MPI calls, which Tessera's waits make
+//! (every wait polls active messages); a rank computing for a long time without waiting
+//! delays others' operations on its memory until it next waits.
+//!
+//! This module must never touch global pointers, allocation or collectives: it moves
+//! bytes and frames, like every conduit.
+
+mod messenger;
+mod raw;
+
+use std::cell::Cell;
+use std::ptr::NonNull;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mpi::environment::Universe;
+use mpi::topology::{Color, SimpleCommunicator};
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use mpi::Threading;
+
+use super::shm::{default_ring_capacity, RegionLayout, ShmConduit};
+use super::{smp, AmClass, Conduit, ConduitKind};
+use crate::error::{ConduitError, JobError};
+use messenger::Messenger;
+use raw::Window;
+
+/// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx,
+/// Slurm's PMI), judged by the variables those launchers set.
+pub(crate) fn started_by_mpirun() -> bool {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
+}
+
+/// Ranks in the job according to the launcher's variables, if it set them.
+pub(crate) fn launcher_ranks() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// The conduit of one rank.
+pub(crate) struct MpiConduit {
+    rank: usize,
+    ranks: usize,
+    /// World rank → rank in this host's group, `None` for ranks on other hosts.
+    node_rank: Vec<Option<usize>>,
+    /// Host-group rank → world rank.
+    world_rank: Vec<usize>,
+    /// Dropped first: the window exposes memory that `local` owns.
+    window: Window,
+    messenger: Messenger,
+    /// This host's ranks, over the shared regions (ranks numbered within the group).
+    local: ShmConduit,
+    /// Whether some rank runs on another host (else MPI carries no frames at all).
+    remote: bool,
+    /// Set once the job's final barrier has passed: only then may windows be freed.
+    done: Cell<bool>,
+    world: SimpleCommunicator,
+    _node: SimpleCommunicator,
+    /// Last: dropping it finalises MPI, after everything above is freed.
+    _universe: Universe,
+}
+
+fn mpi_error(e: ConduitError) -> JobError {
+    JobError::Usage(format!("starting the mpi conduit: {e}"))
+}
+
+impl MpiConduit {
+    /// Initialise MPI and build the conduit: collective over every rank of the job.
+    /// `bypass`: reach ranks of the same host through shared memory.
+    pub(crate) fn start(
+        segment: usize,
+        am_queue: Option<usize>,
+        bypass: bool,
+        boot_timeout: Duration,
+    ) -> Result<MpiConduit, JobError> {
+        let (universe, _level) = mpi::initialize_with_threading(Threading::Funneled)
+            .ok_or_else(|| JobError::Usage("MPI is already initialised in this process".into()))?;
+        let world = universe.world();
+        let rank = world.rank() as usize;
+        let ranks = world.size() as usize;
+        let node = if bypass {
+            world.split_shared(rank as i32)
+        } else {
+            world
+                .split_by_color(Color::with_value(rank as i32))
+                .expect("every rank has a colour")
+        };
+        let node_size = node.size() as usize;
+        let mut world_of_node = vec![0u64; node_size];
+        node.all_gather_into(&(rank as u64), &mut world_of_node[..]);
+        let mut segments = vec![0u64; ranks];
+        world.all_gather_into(&(segment as u64), &mut segments[..]);
+        if let Some(peer) = segments.iter().position(|&s| s != segment as u64) {
+            return Err(JobError::Usage(format!(
+                "{}",
+                ConduitError::Mismatch {
+                    rank: peer,
+                    what: "the segment size",
+                    detail: format!(
+                        "{} bytes there, {segment} here; give every rank the same TESSERA_SEGMENT",
+                        segments[peer]
+                    ),
+                }
+            )));
+        }
+        let queue = am_queue.unwrap_or_else(|| default_ring_capacity(node_size));
+        let layout = RegionLayout::new(node_size, segment, queue);
+        // A job id for the shared-memory names: rank 0's, broadcast.
+        let mut id = [0u8; 32];
+        if rank == 0 {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let text = format!("mpi{:x}x{:x}", std::process::id(), nanos & 0xffff_ffff_ffff);
+            id[..text.len()].copy_from_slice(text.as_bytes());
+        }
+        world.process_at_rank(0).broadcast_into(&mut id[..]);
+        let id: String = id
+            .iter()
+            .take_while(|&&b| b != 0)
+            .map(|&b| b as char)
+            .collect();
+        let me = node.rank() as usize;
+        let local = smp::attach(
+            &format!("{id}-{}", world_of_node[0]),
+            me,
+            layout,
+            boot_timeout,
+        )?
+        .with_kind(ConduitKind::Mpi);
+        let own_segment = local.segment_base(me).expect("own region is mapped");
+        // SAFETY: the segment lives in `local`'s regions, which outlive the window: the
+        // struct declares `window` before `local`, so it is dropped (freed) first.
+        let window = unsafe { Window::create(&world, own_segment, layout.segment_len) }
+            .map_err(mpi_error)?;
+        let messenger = Messenger::new(world.duplicate());
+        let mut node_rank = vec![None; ranks];
+        let world_rank: Vec<usize> = world_of_node.iter().map(|&r| r as usize).collect();
+        for (n, &w) in world_rank.iter().enumerate() {
+            node_rank[w] = Some(n);
+        }
+        let remote = world_rank.len() < ranks;
+        Ok(MpiConduit {
+            rank,
+            ranks,
+            node_rank,
+            world_rank,
+            window,
+            messenger,
+            local,
+            remote,
+            done: Cell::new(false),
+            world,
+            _node: node,
+            _universe: universe,
+        })
+    }
+}
+
+impl Conduit for MpiConduit {
+    fn kind(&self) -> ConduitKind {
+        ConduitKind::Mpi
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn ranks(&self) -> usize {
+        self.ranks
+    }
+    fn segment_len(&self) -> usize {
+        self.local.segment_len()
+    }
+    fn segment_base(&self, rank: usize) -> Option<NonNull<u8>> {
+        self.local.segment_base((*self.node_rank.get(rank)?)?)
+    }
+    fn put_bytes(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
+        self.window.put(rank, offset, src)
+    }
+    fn get_bytes(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), ConduitError> {
+        self.window.get(rank, offset, dst)
+    }
+    fn am_max_frame(&self) -> usize {
+        self.local.am_max_frame()
+    }
+    fn am_try_send(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError> {
+        if let Some(n) = self.node_rank[dest] {
+            return self.local.am_try_send(n, class, parts);
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.am_max_frame() {
+            return Err(ConduitError::FrameTooLarge {
+                len,
+                max: self.am_max_frame(),
+            });
+        }
+        self.messenger.try_send(dest, class, parts)
+    }
+    fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
+        let world_rank = &self.world_rank;
+        let mut delivered = self
+            .local
+            .am_poll(class, &mut |n, frame| deliver(world_rank[n], frame));
+        if !self.remote {
+            return delivered;
+        }
+        match self.messenger.poll(class, deliver) {
+            Ok(n) => delivered += n,
+            Err(e) => self.abort(&e.to_string()),
+        }
+        delivered
+    }
+    fn check_alive(&self) -> Result<(), ConduitError> {
+        // A failed rank calls MPI_Abort, which ends this process too.
+        Ok(())
+    }
+    fn abort(&self, reason: &str) {
+        eprintln!("tessera: rank {} failed: {reason}", self.rank);
+        use mpi::traits::Communicator as _;
+        self.world.abort(1);
+    }
+    fn job_done(&self) {
+        self.done.set(true);
+    }
+    fn host_ranks(&self) -> usize {
+        self.world_rank.len()
+    }
+}
+
+impl Drop for MpiConduit {
+    fn drop(&mut self) {
+        if !self.done.get() {
+            // Freeing windows is collective; after a failure the others may never come.
+            self.abort("the rank ended before the job's final barrier");
+        }
+    }
+}
