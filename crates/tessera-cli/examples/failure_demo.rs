@@ -90,8 +90,9 @@ fn main() {
         }
         if me == 0 {
             println!(
-                "failure_demo: {round} barriers on {} ranks, no failure",
-                ctx.ranks()
+                "failure_demo: {round} barriers on {} ranks of the {} conduit, no failure",
+                ctx.ranks(),
+                ctx.conduit_kind()
             );
         }
         Ok(())

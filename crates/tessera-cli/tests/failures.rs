@@ -204,7 +204,7 @@ fn successful_jobs_and_labels() {
     assert!(f.status.success(), "stderr: {}", f.stderr);
     assert_eq!(
         f.stdout.trim(),
-        "[0] failure_demo: 50 barriers on 2 ranks, no failure"
+        "[0] failure_demo: 50 barriers on 2 ranks of the smp conduit, no failure"
     );
 }
 

@@ -329,7 +329,13 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                 if !status.success() && teardown.is_none() {
                     failure = Some((
                         Some(r.rank),
-                        format!("rank {} {}", r.rank, describe(status)),
+                        match spec.conduit {
+                            ConduitKind::Smp => format!("rank {} {}", r.rank, describe(status)),
+                            ConduitKind::Threads => {
+                                format!("the ranks' process {}", describe(status))
+                            }
+                            ConduitKind::Mpi => format!("mpirun {}", describe(status)),
+                        },
                     ));
                     code = exit_code(status);
                     teardown = Some(Instant::now());
