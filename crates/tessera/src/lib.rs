@@ -40,6 +40,8 @@ pub mod core;
 pub mod error;
 pub mod job;
 pub mod model;
+#[cfg(feature = "mpi")]
+pub use crate::conduit::mpi::reference as mpi_reference;
 mod protocol;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};

@@ -74,6 +74,9 @@ pub struct Record {
     /// `latency_us` or `bandwidth_mbs`.
     pub metric: String,
     pub value: f64,
+    /// mpi conduit, between two ranks: `same_host` or `cross_host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<String>,
 }
 
 /// Baselines measured in the same run.

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tessera::{Context, GlobalPtr, RankResult};
+use tessera::{ConduitKind, Context, GlobalPtr, RankResult};
 
 use super::{Baselines, Part, Record};
 
@@ -32,8 +32,35 @@ const BATCHES: usize = 5;
 /// Seconds per iteration of `f`, best of `BATCHES` batches of `iters`.
 pub(crate) fn best_per_iter(
     iters: u64,
+    f: impl FnMut(u64) -> tessera::Result<()>,
+) -> tessera::Result<f64> {
+    batches(iters, f)
+}
+
+/// Longest a batch of one-sided operations should take: slow transports (MPI between
+/// hosts) get fewer iterations.
+const BATCH_BUDGET_S: f64 = 0.25;
+
+/// [`best_per_iter`] for operations only this rank takes part in (one-sided transfers):
+/// fewer iterations when one call, timed first, shows a batch would exceed
+/// [`BATCH_BUDGET_S`]. Never for collectives or exchanges, where every rank must run the
+/// same count.
+pub(crate) fn best_per_iter_alone(
+    iters: u64,
     mut f: impl FnMut(u64) -> tessera::Result<()>,
 ) -> tessera::Result<f64> {
+    let start = Instant::now();
+    f(0)?;
+    let once = start.elapsed().as_secs_f64();
+    let iters = if once * iters as f64 > BATCH_BUDGET_S {
+        ((BATCH_BUDGET_S / once) as u64).max(5)
+    } else {
+        iters
+    };
+    batches(iters, f)
+}
+
+fn batches(iters: u64, mut f: impl FnMut(u64) -> tessera::Result<()>) -> tessera::Result<f64> {
     let mut best = f64::INFINITY;
     for _ in 0..BATCHES {
         let start = Instant::now();
@@ -53,6 +80,7 @@ pub(crate) fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: 
         ranks: ranks as u64,
         metric: metric.into(),
         value,
+        pair: None,
     }
 }
 
@@ -81,6 +109,10 @@ pub fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bool) -> 
     let mut part = Part::default();
     if !barrier_only {
         point_to_point(ctx, scale, &mut part)?;
+        #[cfg(feature = "mpi")]
+        if ctx.conduit_kind() == ConduitKind::Mpi {
+            mpi_comparisons(ctx, scale, &mut part)?;
+        }
     }
     // Barrier latency at this job's rank count.
     let n = ((40_000 / ctx.ranks().pow(2)) as f64 * scale).max(50.0) as u64;
@@ -95,11 +127,41 @@ pub fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bool) -> 
     Ok(())
 }
 
+/// Scale and sizes for a pair of ranks on different hosts (MPI over a network, with round
+/// trips of tens of microseconds or more): a fiftieth of the rounds and five sizes, so the
+/// run takes seconds rather than an hour; on one host, unchanged.
+fn across_hosts(cross: bool, scale: f64) -> (f64, &'static [usize]) {
+    const CROSS_SIZES: [usize; 5] = [8, 4096, 65536, 1 << 20, 4 << 20];
+    if cross {
+        (scale / 50.0, &CROSS_SIZES)
+    } else {
+        (scale, &SIZES)
+    }
+}
+
+/// On the mpi conduit, whether ranks 0 and 1 share a host (`same_host`: shared memory)
+/// or not (`cross_host`); `None` on other conduits.
+fn pair(ctx: &Context, buffer: GlobalPtr<u8>) -> Option<String> {
+    (ctx.conduit_kind() == ConduitKind::Mpi && ctx.ranks() > 1).then(|| {
+        if ctx.is_addressable(buffer.on(1)) {
+            "same_host".to_string()
+        } else {
+            "cross_host".to_string()
+        }
+    })
+}
+
 fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let p = ctx.ranks();
     let me = ctx.rank();
     let max = *SIZES.iter().max().unwrap();
     let buffer = ctx.alloc_collective::<u8>(max)?;
+    let pair = pair(ctx, buffer);
+    // The raw cache-line baselines spin on a word without making progress, so they need
+    // the peer mapped (on another host, its stores are active messages we must serve).
+    let mapped = p > 1 && ctx.is_addressable(buffer.on(1 - me.min(1)));
+    let (scale, sizes) = across_hosts(p > 1 && !mapped, scale);
+    let first = part.results.len();
     let words = ctx.alloc_collective::<u64>(16)?; // [0] ping, [8] pong: separate cache lines
     let sem = ctx.semaphore_collective()?;
     let pongs = Rc::new(Cell::new(0u64));
@@ -117,12 +179,12 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let mut baselines = Baselines::default();
     if me == 0 {
         let dst = buffer.on(1);
-        let t = best_per_iter((2_000_000.0 * scale) as u64 + 1000, |i| {
+        let t = best_per_iter_alone((2_000_000.0 * scale) as u64 + 1000, |i| {
             ctx.put_value(dst.cast::<u64>(), i)
         })?;
         part.results
             .push(record("put", 8, p, "latency_us", t * 1e6));
-        let t = best_per_iter((2_000_000.0 * scale) as u64 + 1000, |_| {
+        let t = best_per_iter_alone((2_000_000.0 * scale) as u64 + 1000, |_| {
             ctx.get_value(dst.cast::<u64>()).map(|_| ())
         })?;
         part.results
@@ -130,23 +192,23 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
 
         let src: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut sink = vec![0u8; max];
-        for size in SIZES {
+        for &size in sizes {
             let iters = iters_for(size, scale);
             let mb = |t: f64| size as f64 / t / 1e6;
-            let t = best_per_iter(iters, |_| ctx.put(dst, &src[..size]))?;
+            let t = best_per_iter_alone(iters, |_| ctx.put(dst, &src[..size]))?;
             part.results
                 .push(record("put", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter(iters, |_| ctx.get(dst, &mut sink[..size]))?;
+            let t = best_per_iter_alone(iters, |_| ctx.get(dst, &mut sink[..size]))?;
             part.results
                 .push(record("get", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter(iters, |_| ctx.put_nb(dst, &src[..size])?.wait())?;
+            let t = best_per_iter_alone(iters, |_| ctx.put_nb(dst, &src[..size])?.wait())?;
             part.results
                 .push(record("put_nb", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter(iters, |_| ctx.get_nb(dst, &mut sink[..size])?.wait())?;
+            let t = best_per_iter_alone(iters, |_| ctx.get_nb(dst, &mut sink[..size])?.wait())?;
             part.results
                 .push(record("get_nb", size, p, "bandwidth_mbs", mb(t)));
             let mut private = vec![0u8; size];
-            let t = best_per_iter(iters, |_| {
+            let t = best_per_iter_alone(iters, |_| {
                 let to = std::hint::black_box(private.as_mut_slice());
                 to.copy_from_slice(std::hint::black_box(&src[..size]));
                 Ok(())
@@ -160,7 +222,7 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
 
     // Ping-pongs between ranks 0 and 1; the others wait in the barrier.
     let rounds = (40_000.0 * scale) as u64 + 200;
-    if me < 2 {
+    if me < 2 && mapped {
         let other = 1 - me;
         // Cache-line round trip: raw atomics on words in each rank's own segment.
         let mine = local_word(ctx, words.add(8 * me))?;
@@ -200,28 +262,30 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
         part.results
             .push(record("put_signal", 8, p, "latency_us", t * 1e6 / 2.0));
 
-        let mine = local_word(ctx, words.add(8 * me))?;
-        let flag_there = words.on(other).add(8 * other);
-        let mut seq = 0u64;
-        let t = best_per_iter(rounds, |_| {
-            seq += 1;
-            if me == 0 {
-                ctx.put(inbox, &data)?;
-                ctx.atomic_store(flag_there, seq)?;
-                spin_until(mine, seq);
-            } else {
-                spin_until(mine, seq);
-                ctx.put(inbox, &data)?;
-                ctx.atomic_store(flag_there, seq)?;
-            }
-            Ok(())
-        })?;
-        part.results
-            .push(record("put_then_flag", 8, p, "latency_us", t * 1e6 / 2.0));
+        if mapped {
+            let mine = local_word(ctx, words.add(8 * me))?;
+            let flag_there = words.on(other).add(8 * other);
+            let mut seq = 0u64;
+            let t = best_per_iter(rounds, |_| {
+                seq += 1;
+                if me == 0 {
+                    ctx.put(inbox, &data)?;
+                    ctx.atomic_store(flag_there, seq)?;
+                    spin_until(mine, seq);
+                } else {
+                    spin_until(mine, seq);
+                    ctx.put(inbox, &data)?;
+                    ctx.atomic_store(flag_there, seq)?;
+                }
+                Ok(())
+            })?;
+            part.results
+                .push(record("put_then_flag", 8, p, "latency_us", t * 1e6 / 2.0));
+        }
     }
     ctx.barrier()?;
     if me == 0 {
-        let t = best_per_iter(rounds, |i| {
+        let t = best_per_iter_alone(rounds, |i| {
             let want = pongs.get() + 1;
             ctx.am_request_short(1, ping, &[i])?;
             while pongs.get() < want {
@@ -236,7 +300,84 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     if me == 0 {
         part.baselines = Some(baselines);
     }
+    for r in &mut part.results[first..] {
+        r.pair.clone_from(&pair);
+    }
     ctx.free_collective(words)?;
     ctx.free_collective(buffer)?;
+    Ok(())
+}
+
+/// The same operations done directly with MPI, in the same job (mpi conduit): put and get
+/// with `MPI_Put`/`MPI_Get` + flush on a plain window, an `MPI_Send`/`MPI_Recv` ping-pong
+/// (round trip, like `am_roundtrip`), `MPI_Barrier` and an 8-byte `MPI_Allreduce` (beside
+/// Tessera's 8-byte allreduce).
+#[cfg(feature = "mpi")]
+fn mpi_comparisons(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
+    use tessera::mpi_reference::{self as raw, RawWindow};
+    let p = ctx.ranks();
+    let me = ctx.rank();
+    let max = *SIZES.iter().max().unwrap();
+    let probe = ctx.alloc_collective::<u8>(1)?;
+    let pair = pair(ctx, probe);
+    let cross = p > 1 && !ctx.is_addressable(probe.on(1 - me.min(1)));
+    ctx.free_collective(probe)?;
+    let (scale, sizes) = across_hosts(cross, scale);
+    let first = part.results.len();
+    let window = RawWindow::new(ctx, max)?;
+    raw::barrier(ctx)?;
+    if me == 0 && p > 1 {
+        let mut word = [0u8; 8];
+        let n = (200_000.0 * scale) as u64 + 1000;
+        let t = best_per_iter_alone(n, |_| window.put(1, 0, &word))?;
+        part.results
+            .push(record("mpi_put", 8, p, "latency_us", t * 1e6));
+        let t = best_per_iter_alone(n, |_| window.get(1, 0, &mut word))?;
+        part.results
+            .push(record("mpi_get", 8, p, "latency_us", t * 1e6));
+        let src: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut sink = vec![0u8; max];
+        for &size in sizes {
+            let iters = iters_for(size, scale);
+            let mb = |t: f64| size as f64 / t / 1e6;
+            let t = best_per_iter_alone(iters, |_| window.put(1, 0, &src[..size]))?;
+            part.results
+                .push(record("mpi_put", size, p, "bandwidth_mbs", mb(t)));
+            let t = best_per_iter_alone(iters, |_| window.get(1, 0, &mut sink[..size]))?;
+            part.results
+                .push(record("mpi_get", size, p, "bandwidth_mbs", mb(t)));
+        }
+    }
+    raw::barrier(ctx)?;
+    let rounds = (40_000.0 * scale) as u64 + 200;
+    if me < 2 && p > 1 {
+        let mut best = f64::INFINITY;
+        for _ in 0..BATCHES {
+            best = best.min(raw::pingpong(ctx, 1 - me, rounds)?.as_secs_f64());
+        }
+        if me == 0 {
+            part.results
+                .push(record("mpi_pingpong", 8, p, "latency_us", best * 1e6));
+        }
+    }
+    for r in &mut part.results[first..] {
+        r.pair.clone_from(&pair);
+    }
+    raw::barrier(ctx)?;
+    let n = ((40_000 / p.pow(2)) as f64 * scale).max(50.0) as u64;
+    let t = best_per_iter(n, |_| raw::barrier(ctx))?;
+    part.results
+        .push(record("mpi_barrier", 0, p, "latency_us", t * 1e6));
+    let t = best_per_iter(n, |i| raw::allreduce_sum(ctx, i).map(|_| ()))?;
+    part.results
+        .push(record("mpi_allreduce", 8, p, "latency_us", t * 1e6));
+    let world = tessera::Team::world(ctx)?;
+    ctx.barrier()?;
+    let t = best_per_iter(n, |i| {
+        world.allreduce_value(i, tessera::Op::Sum).map(|_| ())
+    })?;
+    part.results
+        .push(record("allreduce", 8, p, "latency_us", t * 1e6));
+    drop(window);
     Ok(())
 }

@@ -25,7 +25,7 @@ use std::str::FromStr;
 use crate::error::ConduitError;
 
 #[cfg(feature = "mpi")]
-pub(crate) mod mpi;
+pub mod mpi;
 pub mod shm;
 pub mod smp;
 pub mod threads;

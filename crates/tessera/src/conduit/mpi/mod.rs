@@ -35,6 +35,7 @@
 
 mod messenger;
 mod raw;
+pub mod reference;
 
 use std::cell::Cell;
 use std::ptr::NonNull;
