@@ -1,7 +1,7 @@
 //! The `mpi` conduit: ranks started by `mpirun` (or `srun`), hierarchical.
 //!
 //! - **Within a host**, ranks reach each other exactly as on `smp`, through the same code
-//!   ([`super::smp::attach`]): every rank's region (header, active-message rings, segment)
+//!   (`smp::attach`): every rank's region (header, active-message rings, segment)
 //!   is a POSIX shared-memory object mapped by every process of the host, so puts and gets
 //!   are loads and stores and active messages go through the rings. The objects are named
 //!   after a job id that rank 0 makes and broadcasts, and after the host group's first
@@ -12,7 +12,7 @@
 //!   locked for passive-target access for the whole job: a put is `MPI_Put` then
 //!   `MPI_Win_flush` (complete at the target on return), a get `MPI_Get` then flush.
 //!   Active messages are two-sided messages on a private communicator with credit-based
-//!   flow control ([`messenger`]). Atomics on another host's memory are active-message
+//!   flow control (module `messenger`). Atomics on another host's memory are active-message
 //!   round trips served by the owner (see [`crate::core`]), so every atomic on a word is a
 //!   CPU atomic on the owner's host.
 //!
