@@ -214,7 +214,12 @@ fn bad_command_lines_get_clear_errors() {
         (&["run", "-n", "0", "--", "true"], "0 is not in 1..=4096"),
         (
             &["run", "--conduit", "tcp", "-n", "2", "--", "true"],
-            "unknown conduit \"tcp\": use smp or threads",
+            "unknown conduit \"tcp\": use smp, threads or mpi",
+        ),
+        #[cfg(not(feature = "mpi"))]
+        (
+            &["run", "--conduit", "mpi", "-n", "2", "--", "true"],
+            "built without MPI; rebuild with `cargo build --release --features mpi`",
         ),
         (
             &["run", "--segment", "lots", "-n", "2", "--", "true"],
