@@ -490,6 +490,33 @@ fn signalling_put(ctx: &Context) -> RankResult {
         "put_signal_nb data missing".into()
     })?;
     ctx.barrier()?;
+    // A barrier orders signals: every post and signalling put issued before it has been
+    // applied when it completes, so the owner finds them without waiting.
+    let p = ctx.ranks() as u64;
+    for peer in 0..ctx.ranks() {
+        ctx.put_signal(
+            inbox.on(peer).add(ctx.rank()),
+            &[7 + ctx.rank() as u64],
+            arrived.on(peer),
+        )?;
+        arrived.on(peer).post(ctx, 2)?;
+    }
+    ctx.barrier()?;
+    ensure(arrived.try_wait(ctx, 3 * p)?, || {
+        format!(
+            "after a barrier, {} of the {} posts sent before it have arrived",
+            arrived.value(ctx).unwrap_or(0),
+            3 * p
+        )
+    })?;
+    let mut got = vec![0u64; ctx.ranks()];
+    ctx.get(inbox, &mut got)?;
+    for (peer, &have) in got.iter().enumerate() {
+        ensure(have == 7 + peer as u64, || {
+            format!("signalling put from rank {peer} before a barrier: found {have}")
+        })?;
+    }
+    ctx.barrier()?;
     Ok(())
 }
 

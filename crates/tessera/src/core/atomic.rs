@@ -11,6 +11,13 @@
 //! atomics on a word are then CPU atomics executed on the owner's host, so they stay atomic
 //! with respect to each other whichever way they arrive. The caller waits for the reply,
 //! so an operation has taken effect when it returns, as on a mapped peer.
+//!
+//! *Signals* ([`Context::signal`]: semaphore posts, the signalling put, the barrier's
+//! round signals) are the exception: on an unmapped owner they travel as one active
+//! message carrying the data (when it fits) and the flag update, which the owner applies
+//! in that order, and the sender does not wait. The owner acknowledges each one; the
+//! sender counts them and [`Context::complete_signals`] waits until all are in. Barriers and
+//! `sync_nbi` call it first, so a barrier still orders everything issued before it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -25,6 +32,8 @@ use crate::Result;
 
 const REQUEST: &str = "tessera.atomic.request";
 const REPLY: &str = "tessera.atomic.reply";
+const SIGNAL: &str = "tessera.signal";
+const SIGNALLED: &str = "tessera.signalled";
 
 /// A read-modify-write operation for [`Context::atomic_fetch`] and
 /// [`Context::atomic_apply`].
@@ -121,7 +130,7 @@ atomic_int!(u64, AtomicU64, 3);
 
 /// One atomic operation as it travels to an unmapped owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Remote<T> {
+pub(crate) enum Remote<T> {
     Rmw(AtomicOp<T>),
     Cas(T, T),
     Load,
@@ -203,6 +212,8 @@ impl<T: AtomicInt> Remote<T> {
 pub(crate) struct RemoteAtomics {
     next_ticket: Cell<u64>,
     replies: RefCell<HashMap<u64, u64>>,
+    /// Signals sent to unmapped owners and not yet acknowledged.
+    unacknowledged: Cell<u64>,
 }
 
 /// Apply the operation in a request to this rank's own segment.
@@ -238,6 +249,24 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
         ctx.remote_atomics.replies.borrow_mut().insert(ticket, old);
         Ok(())
     })?;
+    ctx.am_register(SIGNAL, |ctx, msg| {
+        let &[flag, code, a, b, data_offset] = msg.args() else {
+            return Err(CoreError::Invalid("malformed signal".into()).into());
+        };
+        let data = msg.payload();
+        if !data.is_empty() {
+            let target =
+                ctx.target(GlobalPtr::<u8>::new(ctx.rank(), data_offset), data.len(), 1)?;
+            ctx.store_bytes(target, data)?;
+        }
+        apply_here::<u64>(ctx, flag, [code, a, b])?;
+        ctx.am_reply_short(msg, AmHandlerId::of(SIGNALLED), &[])
+    })?;
+    ctx.am_register(SIGNALLED, |ctx, _msg| {
+        let pending = &ctx.remote_atomics.unacknowledged;
+        pending.set(pending.get().saturating_sub(1));
+        Ok(())
+    })?;
     Ok(())
 }
 
@@ -251,6 +280,69 @@ impl Context {
                 .unsupported("atomics on an unmapped peer")
                 .into()),
         }
+    }
+
+    /// Write `data` (if any) and then apply `op` to `flag`, with release semantics: whoever
+    /// acquires `flag` and sees the update also sees the data. On a mapped owner, a store
+    /// and a CPU atomic. On an unmapped owner, one active message that the owner applies
+    /// in order (the data rides along when it fits one message and lives on the flag's
+    /// rank; otherwise it is put first, complete at the target), without waiting; see
+    /// [`Context::complete_signals`].
+    pub(crate) fn signal(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        op: Remote<u64>,
+    ) -> Result<()> {
+        let (rank, offset) = match self.target(flag, 8, 8)? {
+            Target::Direct(p) => {
+                if let Some((dst, bytes)) = data {
+                    self.put(dst, bytes)?;
+                }
+                // SAFETY: target checked that p is a mapped, aligned, in-bounds u64.
+                unsafe { op.apply(p.as_ptr() as *mut u64) };
+                return Ok(());
+            }
+            Target::Remote { rank, offset } => (rank, offset as u64),
+        };
+        if self.in_handler.get() > 0 {
+            return Err(CoreError::InHandler("a signal to an unmapped peer").into());
+        }
+        let (payload, data_offset): (&[u8], u64) = match data {
+            Some((dst, bytes)) if dst.rank() == rank && bytes.len() <= self.am_max_medium(5) => {
+                // Checked here, so that the owner's handler cannot fail on it.
+                self.target(dst, bytes.len(), 1)?;
+                (bytes, dst.offset())
+            }
+            Some((dst, bytes)) => {
+                self.put(dst, bytes)?;
+                (&[], 0)
+            }
+            None => (&[], 0),
+        };
+        let [code, a, b] = op.encode();
+        self.am_request_medium(
+            rank,
+            AmHandlerId::of(SIGNAL),
+            &[offset, code, a, b, data_offset],
+            payload,
+        )?;
+        let pending = &self.remote_atomics.unacknowledged;
+        pending.set(pending.get() + 1);
+        Ok(())
+    }
+
+    /// Wait until every signal this rank sent to an unmapped owner has been applied there.
+    pub(crate) fn complete_signals(&self) -> Result<()> {
+        let pending = &self.remote_atomics.unacknowledged;
+        if pending.get() == 0 {
+            return Ok(());
+        }
+        self.wait_until(
+            "acknowledgements of signals",
+            || Ok(pending.get() == 0),
+            || format!("{} signals are not acknowledged", pending.get()),
+        )
     }
 
     /// Apply `op` at `ptr`, on a mapped word directly or by a round trip to its owner.

@@ -20,6 +20,7 @@ use std::cell::Cell;
 
 use bytemuck::{Pod, Zeroable};
 
+use super::atomic::Remote;
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
 use crate::Result;
@@ -130,6 +131,8 @@ impl Context {
             )
             .into());
         }
+        // Everything signalled before the barrier is applied before it completes anywhere.
+        self.complete_signals()?;
         let epoch = b.epoch.get() + 1;
         let parity = (epoch % 2) as usize;
         let area = b.area();
@@ -163,8 +166,12 @@ impl Context {
         let partner = (self.rank() + (1 << round)) % self.ranks();
         let slot = slot_ptr(b.area().on(partner), (epoch % 2) as usize, round);
         let (lo, hi) = b.combined.get();
-        self.put(field::<u64>(slot.cast(), 8), &[lo, hi])?;
-        self.atomic_store(slot.cast::<u64>(), epoch)
+        let labels = [lo, hi];
+        self.signal(
+            Some((field::<u8>(slot.cast(), 8), bytemuck::cast_slice(&labels))),
+            slot.cast::<u64>(),
+            Remote::Store(epoch),
+        )
     }
 
     /// Advance as far as arrived signals allow; true when the barrier is complete.

@@ -342,7 +342,7 @@ impl Context {
 
     /// Complete every implicit (`*_nbi`) operation this rank has started.
     pub fn sync_nbi(&self) -> Result<()> {
-        Ok(())
+        self.complete_signals()
     }
 
     /// Strided put: for every index `i` of the N-d box `counts` (slowest dimension first),

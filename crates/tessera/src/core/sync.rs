@@ -14,6 +14,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use super::atomic::Remote;
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
 use crate::protocol;
@@ -57,7 +58,7 @@ impl Semaphore {
 
     /// Add `n` to the counter (release: the caller's earlier puts are visible to the waiter).
     pub fn post(&self, ctx: &Context, n: u64) -> Result<()> {
-        ctx.atomic_apply(self.counter, AtomicOp::Add(n))
+        ctx.signal(None, self.counter, Remote::Rmw(AtomicOp::Add(n)))
     }
 
     /// Owner only: take `n` if at least `n` posts are available; never blocks.
@@ -208,8 +209,13 @@ impl Context {
     /// Signalling put: copy `src` to `dst`, then post `sem` once, so that `sem.wait(n)` on
     /// the target returns only when the data of `n` such puts is visible there.
     pub fn put_signal<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T], sem: Semaphore) -> Result<()> {
-        self.put(dst, src)?;
-        sem.post(self, 1)
+        // Checked as a typed transfer (alignment of T), then sent as bytes.
+        self.target(dst, std::mem::size_of_val(src), std::mem::align_of::<T>())?;
+        self.signal(
+            Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
+            sem.counter,
+            Remote::Rmw(AtomicOp::Add(1)),
+        )
     }
 
     /// Nonblocking signalling put: the signal is posted after the data lands; the handle
@@ -220,8 +226,7 @@ impl Context {
         src: &'a [T],
         sem: Semaphore,
     ) -> Result<Handle<'a>> {
-        self.put_nb(dst, src)?.wait()?;
-        sem.post(self, 1)?;
+        self.put_signal(dst, src, sem)?;
         Ok(Handle::completed(self))
     }
 }
