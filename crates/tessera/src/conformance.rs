@@ -261,6 +261,32 @@ fn nonblocking(ctx: &Context) -> RankResult {
     ctx.get(inbox.add(2 * n), &mut got)?;
     ensure(got == data, || "put_nbi/get_nbi data differs".into())?;
     ctx.barrier()?;
+    // Several transfers in flight at once, finished out of order: two gets from the right
+    // neighbour's first two blocks (both hold our `data`), then two puts into its third.
+    let there = inbox.on(right(ctx));
+    let (mut first, mut second) = (vec![0u32; n], vec![0u32; n / 2]);
+    {
+        let mut a = ctx.get_nb(there, &mut first)?;
+        let b = ctx.get_nb(there.add(n + n / 2), &mut second)?;
+        b.wait()?;
+        while !a.test()? {}
+    }
+    ensure(first == data && second[..] == data[n / 2..], || {
+        "gets in flight together brought the wrong data".into()
+    })?;
+    ctx.barrier()?;
+    {
+        let a = ctx.put_nb(there.add(2 * n), &data[..n / 2])?;
+        let b = ctx.put_nb(there.add(2 * n + n / 2), &data[n / 2..])?;
+        b.wait()?;
+        a.wait()?;
+    }
+    ctx.barrier()?;
+    ctx.get(inbox.add(2 * n), &mut got)?;
+    ensure(got == expect, || {
+        "puts in flight together left the wrong data".into()
+    })?;
+    ctx.barrier()?;
     ctx.free_collective(inbox)?;
     Ok(())
 }

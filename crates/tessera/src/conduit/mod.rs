@@ -90,6 +90,16 @@ pub enum AmClass {
     Reply = 1,
 }
 
+/// A read done at once, as [`Conduit::get_bytes_start`] reports it: `len` bytes from `get`.
+pub(crate) fn read_now(
+    len: usize,
+    get: impl FnOnce(&mut [u8]) -> Result<(), ConduitError>,
+) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
+    let mut bytes = vec![0u8; len];
+    get(&mut bytes)?;
+    Ok((None, Some(bytes)))
+}
+
 /// The boundary every conduit implements.
 ///
 /// Offsets are byte offsets into a rank's *segment* (the part of its memory that the
@@ -115,6 +125,42 @@ pub trait Conduit {
     /// Read `dst.len()` bytes from `rank`'s segment at `offset` (peers without a mapping).
     fn get_bytes(&self, _rank: usize, _offset: usize, _dst: &mut [u8]) -> Result<(), ConduitError> {
         Err(self.unsupported("get from an unmapped peer"))
+    }
+
+    /// Start writing `src` to an unmapped peer's segment, from the conduit's own copy of
+    /// it (so the caller's buffer is free at once). Returns a transfer to finish with
+    /// [`Conduit::transfer_done`], or `None` when the write is already complete at the
+    /// target (the default: a blocking [`Conduit::put_bytes`]).
+    fn put_bytes_start(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<Option<u64>, ConduitError> {
+        self.put_bytes(rank, offset, src).map(|()| None)
+    }
+    /// Start reading `len` bytes of an unmapped peer's segment into the conduit's own
+    /// buffer; [`Conduit::transfer_done`] copies them out. `Some(bytes)` in the second
+    /// place when the read is already complete (the default: a blocking
+    /// [`Conduit::get_bytes`]).
+    fn get_bytes_start(
+        &self,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
+        read_now(len, |bytes| self.get_bytes(rank, offset, bytes))
+    }
+    /// Whether a started transfer is done: a put complete at its target, a get's bytes
+    /// copied into `landing`. With `wait`, block until it is. Once it reports done, the id
+    /// is forgotten; a transfer never finished is completed and dropped with the conduit.
+    fn transfer_done(
+        &self,
+        _transfer: u64,
+        _wait: bool,
+        _landing: &mut [u8],
+    ) -> Result<bool, ConduitError> {
+        Ok(true)
     }
 
     /// Largest active-message frame (bytes of payload) this conduit carries.

@@ -12,11 +12,11 @@
 //! with respect to each other whichever way they arrive. The caller waits for the reply,
 //! so an operation has taken effect when it returns, as on a mapped peer.
 //!
-//! *Signals* ([`Context::signal`]: semaphore posts, the signalling put, the barrier's
+//! *Signals* (`Context::signal`: semaphore posts, the signalling put, the barrier's
 //! round signals) are the exception: on an unmapped owner they travel as one active
 //! message carrying the data (when it fits) and the flag update, which the owner applies
 //! in that order, and the sender does not wait. The owner acknowledges each one; the
-//! sender counts them and [`Context::complete_signals`] waits until all are in. Barriers and
+//! sender counts them and `Context::complete_signals` waits until all are in. Barriers and
 //! `sync_nbi` call it first, so a barrier still orders everything issued before it.
 
 use std::cell::{Cell, RefCell};

@@ -39,6 +39,10 @@ use crate::Result;
 pub struct Handle<'a> {
     ctx: &'a Context,
     complete: bool,
+    /// The conduit's transfer still in flight (unmapped peers).
+    transfer: Option<u64>,
+    /// Where a get's bytes land when its transfer completes.
+    landing: Option<&'a mut [u8]>,
     _buffer: PhantomData<&'a mut [u8]>,
 }
 
@@ -47,6 +51,20 @@ impl<'a> Handle<'a> {
         Handle {
             ctx,
             complete: true,
+            transfer: None,
+            landing: None,
+            _buffer: PhantomData,
+        }
+    }
+
+    /// A handle on the conduit's transfer `transfer` (complete already when `None`); a
+    /// get's bytes land in `landing`.
+    fn pending(ctx: &'a Context, transfer: Option<u64>, landing: Option<&'a mut [u8]>) -> Self {
+        Handle {
+            ctx,
+            complete: transfer.is_none(),
+            transfer,
+            landing,
             _buffer: PhantomData,
         }
     }
@@ -60,13 +78,24 @@ impl<'a> Handle<'a> {
     pub fn test(&mut self) -> Result<bool> {
         if !self.complete {
             self.ctx.poll()?;
+            if let Some(id) = self.transfer {
+                let landing = self.landing.as_deref_mut().unwrap_or_default();
+                if self.ctx.conduit().transfer_done(id, false, landing)? {
+                    self.transfer = None;
+                    self.complete = true;
+                }
+            }
         }
         Ok(self.complete)
     }
 
     fn finish(&mut self) -> Result<()> {
-        // Every transfer on the conduits built so far completes before its handle exists;
-        // a conduit with truly asynchronous transfers completes them here.
+        // Transfers to mapped peers complete before their handle exists; a conduit's
+        // transfer to an unmapped peer completes here.
+        if let Some(id) = self.transfer.take() {
+            let landing = self.landing.as_deref_mut().unwrap_or_default();
+            self.ctx.conduit().transfer_done(id, true, landing)?;
+        }
         self.complete = true;
         Ok(())
     }
@@ -284,14 +313,38 @@ impl Context {
 
     /// Start a put; `src` stays borrowed until the handle completes.
     pub fn put_nb<'a, T: Pod>(&'a self, dst: GlobalPtr<T>, src: &'a [T]) -> Result<Handle<'a>> {
-        self.put(dst, src)?;
-        Ok(Handle::completed(self))
+        match self.target_of(dst, src.len())? {
+            Target::Remote { rank, offset } => {
+                let transfer =
+                    self.conduit()
+                        .put_bytes_start(rank, offset, bytemuck::cast_slice(src))?;
+                Ok(Handle::pending(self, transfer, None))
+            }
+            direct => {
+                self.store_bytes(direct, bytemuck::cast_slice(src))?;
+                Ok(Handle::completed(self))
+            }
+        }
     }
 
     /// Start a get; `dst` stays borrowed until the handle completes.
     pub fn get_nb<'a, T: Pod>(&'a self, src: GlobalPtr<T>, dst: &'a mut [T]) -> Result<Handle<'a>> {
-        self.get(src, dst)?;
-        Ok(Handle::completed(self))
+        match self.target_of(src, dst.len())? {
+            Target::Remote { rank, offset } => {
+                let landing: &'a mut [u8] = bytemuck::cast_slice_mut(dst);
+                let (transfer, arrived) =
+                    self.conduit()
+                        .get_bytes_start(rank, offset, landing.len())?;
+                if let Some(bytes) = arrived {
+                    landing.copy_from_slice(&bytes);
+                }
+                Ok(Handle::pending(self, transfer, Some(landing)))
+            }
+            direct => {
+                self.load_bytes(direct, bytemuck::cast_slice_mut(dst))?;
+                Ok(Handle::completed(self))
+            }
+        }
     }
 
     /// Start a put completed by the next [`Context::sync_nbi`]. `src` may be reused as

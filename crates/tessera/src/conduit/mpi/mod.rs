@@ -37,7 +37,8 @@ mod messenger;
 mod raw;
 pub mod reference;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,7 +51,7 @@ use super::shm::{default_ring_capacity, RegionLayout, ShmConduit};
 use super::{smp, AmClass, Conduit, ConduitKind};
 use crate::error::{ConduitError, JobError};
 use messenger::Messenger;
-use raw::Window;
+use raw::{Transfer, Window};
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx,
 /// Slurm's PMI), judged by the variables those launchers set.
@@ -80,7 +81,10 @@ pub(crate) struct MpiConduit {
     node_rank: Vec<Option<usize>>,
     /// Host-group rank → world rank.
     world_rank: Vec<usize>,
-    /// Dropped first: the window exposes memory that `local` owns.
+    /// Request-based transfers in flight, by id (dropped, so completed, before the window).
+    transfers: RefCell<HashMap<u64, Transfer>>,
+    next_transfer: Cell<u64>,
+    /// Dropped early: the window exposes memory that `local` owns.
     window: Window,
     messenger: Messenger,
     /// This host's ranks, over the shared regions (ranks numbered within the group).
@@ -176,6 +180,8 @@ impl MpiConduit {
         }
         let remote = world_rank.len() < ranks;
         Ok(MpiConduit {
+            transfers: RefCell::new(HashMap::new()),
+            next_transfer: Cell::new(0),
             rank,
             ranks,
             node_rank,
@@ -213,6 +219,47 @@ impl Conduit for MpiConduit {
     }
     fn get_bytes(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), ConduitError> {
         self.window.get(rank, offset, dst)
+    }
+    fn put_bytes_start(
+        &self,
+        rank: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<Option<u64>, ConduitError> {
+        match self.window.start_put(rank, offset, src.to_vec())? {
+            Some(transfer) => Ok(Some(self.track(transfer))),
+            None => self.window.put(rank, offset, src).map(|()| None),
+        }
+    }
+    fn get_bytes_start(
+        &self,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
+        match self.window.start_get(rank, offset, len)? {
+            Some(transfer) => Ok((Some(self.track(transfer)), None)),
+            None => super::read_now(len, |bytes| self.window.get(rank, offset, bytes)),
+        }
+    }
+    fn transfer_done(
+        &self,
+        transfer: u64,
+        wait: bool,
+        landing: &mut [u8],
+    ) -> Result<bool, ConduitError> {
+        let mut transfers = self.transfers.borrow_mut();
+        let Some(t) = transfers.get_mut(&transfer) else {
+            return Ok(true);
+        };
+        if !self.window.finish(t, wait)? {
+            return Ok(false);
+        }
+        if !t.is_put() {
+            landing.copy_from_slice(t.bytes());
+        }
+        transfers.remove(&transfer);
+        Ok(true)
     }
     fn am_max_frame(&self) -> usize {
         self.local.am_max_frame()
@@ -263,6 +310,15 @@ impl Conduit for MpiConduit {
     }
     fn host_ranks(&self) -> usize {
         self.world_rank.len()
+    }
+}
+
+impl MpiConduit {
+    fn track(&self, transfer: Transfer) -> u64 {
+        let id = self.next_transfer.get();
+        self.next_transfer.set(id + 1);
+        self.transfers.borrow_mut().insert(id, transfer);
+        id
     }
 }
 

@@ -121,6 +121,94 @@ impl Window {
         self.flush(rank)
     }
 
+    /// Start `MPI_Rput` of `data` (which the returned transfer owns) to `rank` at `offset`.
+    /// `None` when `data` is too long for one call (the caller then puts blocking).
+    pub(crate) fn start_put(
+        &self,
+        rank: usize,
+        offset: usize,
+        data: Vec<u8>,
+    ) -> Result<Option<Transfer>, ConduitError> {
+        if data.len() > MAX_COUNT {
+            return Ok(None);
+        }
+        // SAFETY: reading an MPI handle constant initialised by MPI_Init.
+        let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: the window is live and locked; `data`'s heap buffer moves into the
+        // returned Transfer, which keeps it until MPI reports the request complete (its
+        // Drop waits); the core checked the target range.
+        check("MPI_Rput", unsafe {
+            ffi::MPI_Rput(
+                data.as_ptr() as *const c_void,
+                data.len() as c_int,
+                ffi::RSMPI_UINT8_T,
+                rank as c_int,
+                offset as ffi::MPI_Aint,
+                data.len() as c_int,
+                ffi::RSMPI_UINT8_T,
+                self.win,
+                &mut request,
+            )
+        })?;
+        Ok(Some(Transfer {
+            op: OwnedRequest {
+                request,
+                buffer: data,
+            },
+            rank,
+            put: true,
+        }))
+    }
+
+    /// Start `MPI_Rget` of `len` bytes from `rank` at `offset` into a buffer the returned
+    /// transfer owns; `None` when `len` is too long for one call.
+    pub(crate) fn start_get(
+        &self,
+        rank: usize,
+        offset: usize,
+        len: usize,
+    ) -> Result<Option<Transfer>, ConduitError> {
+        if len > MAX_COUNT {
+            return Ok(None);
+        }
+        let mut buffer = vec![0u8; len];
+        // SAFETY: reading an MPI handle constant initialised by MPI_Init.
+        let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: as in start_put; MPI writes `buffer` until the request completes, and
+        // nobody reads it before (Transfer::buffer is read only after `finish` says done).
+        check("MPI_Rget", unsafe {
+            ffi::MPI_Rget(
+                buffer.as_mut_ptr() as *mut c_void,
+                len as c_int,
+                ffi::RSMPI_UINT8_T,
+                rank as c_int,
+                offset as ffi::MPI_Aint,
+                len as c_int,
+                ffi::RSMPI_UINT8_T,
+                self.win,
+                &mut request,
+            )
+        })?;
+        Ok(Some(Transfer {
+            op: OwnedRequest { request, buffer },
+            rank,
+            put: false,
+        }))
+    }
+
+    /// Whether `transfer` is done, waiting for it with `wait`. A get is done when its
+    /// request completes; a put also needs `MPI_Win_flush` (request completion is only
+    /// local), which it does then.
+    pub(crate) fn finish(&self, transfer: &mut Transfer, wait: bool) -> Result<bool, ConduitError> {
+        if !transfer.op.test_or_wait(wait)? {
+            return Ok(false);
+        }
+        if transfer.put {
+            self.flush(transfer.rank)?;
+        }
+        Ok(true)
+    }
+
     fn flush(&self, rank: usize) -> Result<(), ConduitError> {
         // SAFETY: the window is live and locked for all ranks.
         check("MPI_Win_flush", unsafe {
@@ -140,11 +228,61 @@ impl Drop for Window {
     }
 }
 
-/// A nonblocking send that owns its buffer until MPI is done with it.
-pub(crate) struct Send {
+/// An MPI request and the buffer it reads or writes, kept together until MPI is done.
+pub(crate) struct OwnedRequest {
     request: ffi::MPI_Request,
-    _buffer: Vec<u8>,
+    buffer: Vec<u8>,
 }
+
+impl OwnedRequest {
+    /// Whether the request has completed; with `wait`, block until it has.
+    pub(crate) fn test_or_wait(&mut self, wait: bool) -> Result<bool, ConduitError> {
+        if wait {
+            // SAFETY: the request is live or already null (then MPI_Wait returns at once).
+            check("MPI_Wait", unsafe {
+                ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE)
+            })?;
+            return Ok(true);
+        }
+        let mut flag: c_int = 0;
+        // SAFETY: as above; MPI_Test nulls the request when it completes, and testing a
+        // null request is allowed.
+        check("MPI_Test", unsafe {
+            ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        })?;
+        Ok(flag != 0)
+    }
+}
+
+impl Drop for OwnedRequest {
+    fn drop(&mut self) {
+        // MPI must be done with the buffer before it goes.
+        // SAFETY: as in test_or_wait.
+        unsafe { ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE) };
+    }
+}
+
+/// A request-based one-sided transfer (`MPI_Rput`/`MPI_Rget`) on a buffer it owns.
+pub(crate) struct Transfer {
+    op: OwnedRequest,
+    rank: usize,
+    put: bool,
+}
+
+impl Transfer {
+    /// The bytes a finished get brought.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.op.buffer
+    }
+
+    /// Whether this is a put.
+    pub(crate) fn is_put(&self) -> bool {
+        self.put
+    }
+}
+
+/// A nonblocking send (`MPI_Isend`) of a buffer it owns.
+pub(crate) struct Send(OwnedRequest);
 
 impl Send {
     /// Start sending `buffer` to `dest` with `tag` on `comm`.
@@ -157,7 +295,7 @@ impl Send {
         // SAFETY: reading an MPI handle constant initialised by MPI_Init.
         let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the buffer's heap storage does not move when the Vec moves into the
-        // returned Send, which keeps it until `done` reports completion (or drop waits).
+        // returned Send, which keeps it until MPI reports completion (its Drop waits).
         check("MPI_Isend", unsafe {
             ffi::MPI_Isend(
                 buffer.as_ptr() as *const c_void,
@@ -169,28 +307,11 @@ impl Send {
                 &mut request,
             )
         })?;
-        Ok(Send {
-            request,
-            _buffer: buffer,
-        })
+        Ok(Send(OwnedRequest { request, buffer }))
     }
 
     /// Whether the send has completed (the buffer may then be dropped).
     pub(crate) fn done(&mut self) -> Result<bool, ConduitError> {
-        let mut flag: c_int = 0;
-        // SAFETY: the request is live until it completes; MPI_Test sets it to
-        // MPI_REQUEST_NULL on completion, and testing a null request is allowed.
-        check("MPI_Test", unsafe {
-            ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-        })?;
-        Ok(flag != 0)
-    }
-}
-
-impl Drop for Send {
-    fn drop(&mut self) {
-        // A send still in flight must finish before its buffer goes.
-        // SAFETY: as in `done`; MPI_Wait on a completed (null) request returns at once.
-        unsafe { ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE) };
+        self.0.test_or_wait(false)
     }
 }
