@@ -287,6 +287,28 @@ fn nonblocking(ctx: &Context) -> RankResult {
         "puts in flight together left the wrong data".into()
     })?;
     ctx.barrier()?;
+    // Implicit transfers: four put_nbi (issued last quarter first, from a buffer reused at
+    // once) and a get_nbi, all completed by one sync_nbi.
+    let mut quarter = vec![0u32; n / 4];
+    for q in (0..4).rev() {
+        for (i, x) in quarter.iter_mut().enumerate() {
+            *x = !data[q * n / 4 + i];
+        }
+        ctx.put_nbi(there.add(2 * n + q * n / 4), &quarter)?;
+    }
+    quarter.fill(0);
+    ctx.get_nbi(there, inbox.add(n), n)?;
+    ctx.sync_nbi()?;
+    ctx.barrier()?;
+    ctx.get(inbox.add(2 * n), &mut got)?;
+    ensure(got.iter().zip(&expect).all(|(g, e)| *g == !*e), || {
+        "put_nbi quarters completed by one sync_nbi left the wrong data".into()
+    })?;
+    ctx.get(inbox.add(n), &mut got)?;
+    ensure(got == data, || {
+        "get_nbi beside put_nbi brought the wrong data".into()
+    })?;
+    ctx.barrier()?;
     ctx.free_collective(inbox)?;
     Ok(())
 }

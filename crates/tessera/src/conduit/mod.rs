@@ -163,6 +163,34 @@ pub trait Conduit {
         Ok(true)
     }
 
+    /// Start writing `src` (copied, so the caller's buffer is free at once) to an unmapped
+    /// peer, complete by the next [`Conduit::sync_nbi`] (default: complete at once).
+    fn put_bytes_nbi(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
+        self.put_bytes(rank, offset, src)
+    }
+    /// Start reading `len` bytes of an unmapped peer's segment straight into `dst`, complete
+    /// by the next [`Conduit::sync_nbi`] (default: complete at once).
+    ///
+    /// # Safety
+    /// `dst` must point to `len` bytes of this rank's own segment that nothing reads or
+    /// writes until the next `sync_nbi` returns.
+    unsafe fn get_bytes_nbi(
+        &self,
+        rank: usize,
+        offset: usize,
+        dst: NonNull<u8>,
+        len: usize,
+    ) -> Result<(), ConduitError> {
+        // SAFETY: the caller guarantees `dst` is `len` bytes of our own mapped segment that
+        // nobody touches meanwhile.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_ptr(), len) };
+        self.get_bytes(rank, offset, dst)
+    }
+    /// Complete every `*_nbi` transfer started on this conduit.
+    fn sync_nbi(&self) -> Result<(), ConduitError> {
+        Ok(())
+    }
+
     /// Largest active-message frame (bytes of payload) this conduit carries.
     fn am_max_frame(&self) -> usize;
     /// Try to queue one frame, the concatenation of `parts`, to `dest`. Returns `Ok(false)`

@@ -308,6 +308,7 @@ impl Context {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler("a signal to an unmapped peer").into());
         }
+        self.complete_implicit()?;
         let (payload, data_offset): (&[u8], u64) = match data {
             Some((dst, bytes)) if dst.rank() == rank && bytes.len() <= self.am_max_medium(5) => {
                 // Checked here, so that the owner's handler cannot fail on it.
@@ -334,6 +335,7 @@ impl Context {
 
     /// Wait until every signal this rank sent to an unmapped owner has been applied there.
     pub(crate) fn complete_signals(&self) -> Result<()> {
+        self.complete_implicit()?;
         let pending = &self.remote_atomics.unacknowledged;
         if pending.get() == 0 {
             return Ok(());
@@ -356,6 +358,7 @@ impl Context {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler("an atomic on an unmapped peer").into());
         }
+        self.complete_implicit()?;
         let state = &self.remote_atomics;
         let ticket = state.next_ticket.get();
         state.next_ticket.set(ticket + 1);

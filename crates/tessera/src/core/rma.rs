@@ -257,7 +257,10 @@ impl Context {
             // destination is mapped and in bounds; `copy` tolerates overlap (the source may
             // itself live in a segment).
             Target::Direct(p) => unsafe { std::ptr::copy(src.as_ptr(), p.as_ptr(), src.len()) },
-            Target::Remote { rank, offset } => self.conduit().put_bytes(rank, offset, src)?,
+            Target::Remote { rank, offset } => {
+                self.complete_implicit()?;
+                self.conduit().put_bytes(rank, offset, src)?
+            }
         }
         Ok(())
     }
@@ -267,7 +270,10 @@ impl Context {
         match target {
             // SAFETY: as in store_bytes, for dst.len() bytes.
             Target::Direct(p) => unsafe { std::ptr::copy(p.as_ptr(), dst.as_mut_ptr(), dst.len()) },
-            Target::Remote { rank, offset } => self.conduit().get_bytes(rank, offset, dst)?,
+            Target::Remote { rank, offset } => {
+                self.complete_implicit()?;
+                self.conduit().get_bytes(rank, offset, dst)?
+            }
         }
         Ok(())
     }
@@ -350,7 +356,14 @@ impl Context {
     /// Start a put completed by the next [`Context::sync_nbi`]. `src` may be reused as
     /// soon as this returns.
     pub fn put_nbi<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
-        self.put(dst, src)
+        match self.target_of(dst, src.len())? {
+            Target::Remote { rank, offset } => {
+                Ok(self
+                    .conduit()
+                    .put_bytes_nbi(rank, offset, bytemuck::cast_slice(src))?)
+            }
+            direct => self.store_bytes(direct, bytemuck::cast_slice(src)),
+        }
     }
 
     /// Start a get of `count` elements from `src` into `dst`, which must be in this rank's
@@ -379,12 +392,12 @@ impl Context {
             }
             (Target::Remote { rank, offset }, Target::Direct(d)) => {
                 // SAFETY: target_of checked that the destination range of count elements is
-                // mapped and in bounds (our own segment); the source is not mapped here, so
-                // nothing else in this process aliases the slice during the copy.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(d.as_ptr(), count * std::mem::size_of::<T>())
-                };
-                Ok(self.conduit().get_bytes(rank, offset, dst)?)
+                // mapped and in bounds (our own segment); the API makes its contents
+                // undefined until sync_nbi, which completes the transfer.
+                Ok(unsafe {
+                    self.conduit()
+                        .get_bytes_nbi(rank, offset, d, count * std::mem::size_of::<T>())
+                }?)
             }
             (_, Target::Remote { .. }) => Err(self
                 .conduit()
@@ -396,6 +409,13 @@ impl Context {
     /// Complete every implicit (`*_nbi`) operation this rank has started.
     pub fn sync_nbi(&self) -> Result<()> {
         self.complete_signals()
+    }
+
+    /// Complete the conduit's implicit transfers: every ordering operation (signals,
+    /// remote atomics, blocking transfers to unmapped peers, barriers) does this first, so
+    /// they order `*_nbi` transfers started before them.
+    pub(crate) fn complete_implicit(&self) -> Result<()> {
+        Ok(self.conduit().sync_nbi()?)
     }
 
     /// Strided put: for every index `i` of the N-d box `counts` (slowest dimension first),

@@ -83,10 +83,15 @@ pub(crate) struct MpiConduit {
     world_rank: Vec<usize>,
     /// Request-based transfers in flight, by id (dropped, so completed, before the window).
     transfers: RefCell<HashMap<u64, Transfer>>,
+
     next_transfer: Cell<u64>,
     /// Dropped early: the window exposes memory that `local` owns.
     window: Window,
     messenger: Messenger,
+    /// Copies of the data of `put_nbi`s not yet flushed, and whether any `*_nbi` is
+    /// (after `window`: freeing the window completes what they feed).
+    deferred: RefCell<Vec<Vec<u8>>>,
+    deferred_any: Cell<bool>,
     /// This host's ranks, over the shared regions (ranks numbered within the group).
     local: ShmConduit,
     /// Whether some rank runs on another host (else MPI carries no frames at all).
@@ -181,6 +186,8 @@ impl MpiConduit {
         let remote = world_rank.len() < ranks;
         Ok(MpiConduit {
             transfers: RefCell::new(HashMap::new()),
+            deferred: RefCell::new(Vec::new()),
+            deferred_any: Cell::new(false),
             next_transfer: Cell::new(0),
             rank,
             ranks,
@@ -241,6 +248,35 @@ impl Conduit for MpiConduit {
             Some(transfer) => Ok((Some(self.track(transfer)), None)),
             None => super::read_now(len, |bytes| self.window.get(rank, offset, bytes)),
         }
+    }
+    fn put_bytes_nbi(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
+        let copy = src.to_vec();
+        // SAFETY: the copy's heap buffer stays in `deferred` (moving the Vec does not move
+        // it) until sync_nbi has flushed the window.
+        unsafe { self.window.put_deferred(rank, offset, &copy) }?;
+        self.deferred.borrow_mut().push(copy);
+        self.deferred_any.set(true);
+        Ok(())
+    }
+    unsafe fn get_bytes_nbi(
+        &self,
+        rank: usize,
+        offset: usize,
+        dst: NonNull<u8>,
+        len: usize,
+    ) -> Result<(), ConduitError> {
+        // SAFETY: forwarded from the caller, who keeps `dst` untouched until sync_nbi, which
+        // flushes the window.
+        unsafe { self.window.get_deferred(rank, offset, dst, len) }?;
+        self.deferred_any.set(true);
+        Ok(())
+    }
+    fn sync_nbi(&self) -> Result<(), ConduitError> {
+        if self.deferred_any.replace(false) {
+            self.window.flush_all()?;
+            self.deferred.borrow_mut().clear();
+        }
+        Ok(())
     }
     fn transfer_done(
         &self,

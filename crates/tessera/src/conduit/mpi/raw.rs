@@ -74,24 +74,8 @@ impl Window {
     /// Write `src` at `offset` of `rank`'s segment and wait until it is complete there
     /// (`MPI_Put`, then `MPI_Win_flush`).
     pub(crate) fn put(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
-        for (i, chunk) in src.chunks(MAX_COUNT).enumerate() {
-            let at = offset + i * MAX_COUNT;
-            // SAFETY: the window is live and locked; `chunk` stays borrowed until the
-            // flush below completes the operation; the core checked that the range lies
-            // in the target's segment.
-            check("MPI_Put", unsafe {
-                ffi::MPI_Put(
-                    chunk.as_ptr() as *const c_void,
-                    chunk.len() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    rank as c_int,
-                    at as ffi::MPI_Aint,
-                    chunk.len() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    self.win,
-                )
-            })?;
-        }
+        // SAFETY: `src` stays borrowed until the flush below completes the put.
+        unsafe { self.put_deferred(rank, offset, src) }?;
         self.flush(rank)
     }
 
@@ -102,22 +86,11 @@ impl Window {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<(), ConduitError> {
-        for (i, chunk) in dst.chunks_mut(MAX_COUNT).enumerate() {
-            let at = offset + i * MAX_COUNT;
-            // SAFETY: as in put; `chunk` is written by MPI until the flush.
-            check("MPI_Get", unsafe {
-                ffi::MPI_Get(
-                    chunk.as_mut_ptr() as *mut c_void,
-                    chunk.len() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    rank as c_int,
-                    at as ffi::MPI_Aint,
-                    chunk.len() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    self.win,
-                )
-            })?;
-        }
+        let len = dst.len();
+        let at = NonNull::from(dst).cast::<u8>();
+        // SAFETY: `dst` stays mutably borrowed, so untouched by anyone else, until the flush
+        // below completes the get.
+        unsafe { self.get_deferred(rank, offset, at, len) }?;
         self.flush(rank)
     }
 
@@ -207,6 +180,78 @@ impl Window {
             self.flush(transfer.rank)?;
         }
         Ok(true)
+    }
+
+    /// `MPI_Put` of `data` without completing it: complete at the next
+    /// [`Window::flush_all`].
+    ///
+    /// # Safety
+    /// `data` must stay valid and unmodified until the next `flush_all` returns.
+    pub(crate) unsafe fn put_deferred(
+        &self,
+        rank: usize,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ConduitError> {
+        for (i, chunk) in data.chunks(MAX_COUNT).enumerate() {
+            // SAFETY: the window is live and locked; the caller keeps `data` until the
+            // flush; the core checked the target range.
+            check("MPI_Put", unsafe {
+                ffi::MPI_Put(
+                    chunk.as_ptr() as *const c_void,
+                    chunk.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    rank as c_int,
+                    (offset + i * MAX_COUNT) as ffi::MPI_Aint,
+                    chunk.len() as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    self.win,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Get` into `dst` without completing it: complete at the next `flush_all`.
+    ///
+    /// # Safety
+    /// `dst` must point to `len` writable bytes that nothing reads or writes until the next
+    /// `flush_all` returns.
+    pub(crate) unsafe fn get_deferred(
+        &self,
+        rank: usize,
+        offset: usize,
+        dst: NonNull<u8>,
+        len: usize,
+    ) -> Result<(), ConduitError> {
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(MAX_COUNT);
+            // SAFETY: the window is live and locked; the caller guarantees the destination
+            // until the flush; the core checked the source range.
+            check("MPI_Get", unsafe {
+                ffi::MPI_Get(
+                    dst.as_ptr().add(done) as *mut c_void,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    rank as c_int,
+                    (offset + done) as ffi::MPI_Aint,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    self.win,
+                )
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Complete every operation this rank started on the window (`MPI_Win_flush_all`).
+    pub(crate) fn flush_all(&self) -> Result<(), ConduitError> {
+        // SAFETY: the window is live and locked for all ranks.
+        check("MPI_Win_flush_all", unsafe {
+            ffi::MPI_Win_flush_all(self.win)
+        })
     }
 
     fn flush(&self, rank: usize) -> Result<(), ConduitError> {
