@@ -265,9 +265,10 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
     }
     // Single-address forms: data put straight into symmetric destinations.
     let ctx = team.context();
-    for len in [1usize, 5000] {
+    // 20 003 elements (156 KiB): a large odd length, from a root in the middle.
+    for len in [1usize, 5000, 20_003] {
         let buf = ctx.alloc_collective::<u64>(n * len)?;
-        let root = n - 1;
+        let root = if len > 5000 { n / 2 } else { n - 1 };
         let src: Vec<u64> = if me == root {
             (0..len).map(|i| input_u64(w(root), i, 99)).collect()
         } else {
