@@ -139,11 +139,17 @@ fn across_hosts(cross: bool, scale: f64) -> (f64, &'static [usize]) {
     }
 }
 
+/// Whether this rank's partner in the point-to-point tests (rank 1 for rank 0, else rank 0)
+/// is mapped here.
+fn peer_mapped(ctx: &Context) -> bool {
+    ctx.is_addressable(GlobalPtr::<u8>::new(1 - ctx.rank().min(1), 0))
+}
+
 /// On the mpi conduit, whether ranks 0 and 1 share a host (`same_host`: shared memory)
 /// or not (`cross_host`); `None` on other conduits.
-fn pair(ctx: &Context, buffer: GlobalPtr<u8>) -> Option<String> {
+fn pair(ctx: &Context) -> Option<String> {
     (ctx.conduit_kind() == ConduitKind::Mpi && ctx.ranks() > 1).then(|| {
-        if ctx.is_addressable(buffer.on(1)) {
+        if ctx.is_addressable(GlobalPtr::<u8>::new(1, 0)) {
             "same_host".to_string()
         } else {
             "cross_host".to_string()
@@ -156,10 +162,10 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let me = ctx.rank();
     let max = *SIZES.iter().max().unwrap();
     let buffer = ctx.alloc_collective::<u8>(max)?;
-    let pair = pair(ctx, buffer);
+    let pair = pair(ctx);
     // The raw cache-line baselines spin on a word without making progress, so they need
     // the peer mapped (on another host, its stores are active messages we must serve).
-    let mapped = p > 1 && ctx.is_addressable(buffer.on(1 - me.min(1)));
+    let mapped = p > 1 && peer_mapped(ctx);
     let (scale, sizes) = across_hosts(p > 1 && !mapped, scale);
     let first = part.results.len();
     let words = ctx.alloc_collective::<u64>(16)?; // [0] ping, [8] pong: separate cache lines
@@ -318,10 +324,8 @@ fn mpi_comparisons(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let p = ctx.ranks();
     let me = ctx.rank();
     let max = *SIZES.iter().max().unwrap();
-    let probe = ctx.alloc_collective::<u8>(1)?;
-    let pair = pair(ctx, probe);
-    let cross = p > 1 && !ctx.is_addressable(probe.on(1 - me.min(1)));
-    ctx.free_collective(probe)?;
+    let pair = pair(ctx);
+    let cross = p > 1 && !peer_mapped(ctx);
     let (scale, sizes) = across_hosts(cross, scale);
     let first = part.results.len();
     let window = RawWindow::new(ctx, max)?;

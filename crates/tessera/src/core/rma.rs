@@ -17,8 +17,6 @@
 //! lock, no system call, no allocation, no message): that is what makes same-node puts as
 //! fast as memcpy. On an unmapped peer it goes through the conduit.
 
-use std::marker::PhantomData;
-
 use bytemuck::Pod;
 
 use super::{invalid, Context, GlobalPtr, Target};
@@ -41,9 +39,9 @@ pub struct Handle<'a> {
     complete: bool,
     /// The conduit's transfer still in flight (unmapped peers).
     transfer: Option<u64>,
-    /// Where a get's bytes land when its transfer completes.
+    /// Where a get's bytes land when its transfer completes (also what ties the handle to
+    /// the borrowed buffer's lifetime).
     landing: Option<&'a mut [u8]>,
-    _buffer: PhantomData<&'a mut [u8]>,
 }
 
 impl<'a> Handle<'a> {
@@ -53,7 +51,6 @@ impl<'a> Handle<'a> {
             complete: true,
             transfer: None,
             landing: None,
-            _buffer: PhantomData,
         }
     }
 
@@ -65,7 +62,6 @@ impl<'a> Handle<'a> {
             complete: transfer.is_none(),
             transfer,
             landing,
-            _buffer: PhantomData,
         }
     }
 
