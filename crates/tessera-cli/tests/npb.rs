@@ -156,7 +156,10 @@ fn bad_npb_arguments_name_what_is_allowed() {
             &["npb", "ft", "-n", "3"],
             "ft runs on a power-of-two number of ranks",
         ),
-        (&["npb", "mg", "-n", "16"], "mg runs on 1, 2, 4 or 8 ranks"),
+        (
+            &["npb", "mg", "-n", "12"],
+            "mg runs on a power-of-two number of ranks up to 1024, not 12",
+        ),
         (
             &["npb", "mg", "--variant", "packed"],
             "mg has no variant \"packed\"; variants: 26msg, 6msg",

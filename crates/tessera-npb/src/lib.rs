@@ -80,15 +80,16 @@ impl Kernel {
             Kernel::Cg => Err(format!(
                 "cg runs on a power-of-two number of ranks, not {ranks}"
             )),
-            // The coarsest level (2³ points) must split over the process grid.
-            Kernel::Mg if ranks.is_power_of_two() && ranks <= 8 => Ok(()),
+            // Coarse levels are gathered; the finest (S: 32³) needs two points per rank and
+            // dimension, which 1024 ranks (16 × 8 × 8) still have.
+            Kernel::Mg if ranks.is_power_of_two() && ranks <= 1024 => Ok(()),
             // Slabs: every rank needs whole z-planes and whole y-planes (W has 32 z-planes).
             Kernel::Ft if ranks.is_power_of_two() && ranks <= 32 => Ok(()),
             Kernel::Ft => Err(format!(
                 "ft runs on a power-of-two number of ranks up to 32 (each rank holds whole planes), not {ranks}"
             )),
             Kernel::Mg => Err(format!(
-                "mg runs on 1, 2, 4 or 8 ranks (a power of two with at most 2 blocks per dimension, so that its coarsest level of 2³ points splits), not {ranks}"
+                "mg runs on a power-of-two number of ranks up to 1024, not {ranks}"
             )),
         }
     }

@@ -13,6 +13,14 @@
 //! finer level's ghost layer from the coarser level's ghosts; that gives exactly the values
 //! an exchange would bring (the same operands in the same order), so it needs none.
 //!
+//! Coarse levels are *gathered* (seed 000 §3.1.6): once a rank's block of a level would be
+//! thinner than [`GATHER_BELOW`] points along some dimension, every rank holds the whole
+//! level and works on it redundantly, so those levels need no ghost exchange at all. The
+//! finest gathered level is where the two meet: going down, each rank restricts into its
+//! own block of it and one allgather assembles the whole level; going up, each rank cuts
+//! its block (with ghosts) out of the whole level and interpolates from that. This is also
+//! what lets MG run on more ranks than the coarsest levels have points.
+//!
 //! Coordinates: point `[z, y, x]` (x fastest) is the reference's `(i1, i2, i3) = (x, y, z)`.
 
 // Stencils read neighbours i − 1, i, i + 1 of several rows at once: index loops say that
@@ -21,7 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use multiversion::multiversion;
 use tessera::{Context, CoreError, HaloGrid, HaloStats, HaloStrategy, Op, RectDomain, Team};
@@ -86,6 +94,11 @@ fn smoother(class: Class) -> [f64; 4] {
     }
 }
 
+/// A level whose blocks would be thinner than this many points along some dimension is
+/// gathered: every rank holds all of it (see the module documentation). Measured at 2, 4
+/// and 8 ranks in docs/PERFORMANCE.md.
+pub const GATHER_BELOW: usize = 2;
+
 /// NPB's process grid: double the slowest dimension first, then the next.
 pub fn process_grid(ranks: usize) -> [usize; 3] {
     let mut procs = [1; 3];
@@ -104,6 +117,18 @@ struct Shape {
 }
 
 impl Shape {
+    /// Storage of `interior` points along each dimension plus one ghost layer each side.
+    fn with_interior(interior: [usize; 3]) -> Shape {
+        Shape {
+            m: interior.map(|e| e + 2),
+        }
+    }
+
+    /// Points in the storage.
+    fn len(&self) -> usize {
+        self.m.iter().product()
+    }
+
     /// Start of row `(i0, i1)`.
     #[inline(always)]
     fn row(&self, i0: usize, i1: usize) -> usize {
@@ -322,11 +347,147 @@ fn norm_parts(r: &[f64], s: Shape) -> (f64, f64) {
     (sums.iter().sum(), maxes.iter().fold(0.0, |a, &b| a.max(b)))
 }
 
+/// Fill the ghost layer of a whole periodic level from its own interior: x, then y, then
+/// z, each copy carrying the ghosts the previous ones filled, so edges and corners come
+/// out as a 26-message exchange would leave them.
+fn fill_periodic(data: &mut [f64], s: Shape) {
+    let [m0, m1, m2] = s.m;
+    for row in data.chunks_exact_mut(m2) {
+        row[0] = row[m2 - 2];
+        row[m2 - 1] = row[1];
+    }
+    for i0 in 0..m0 {
+        let (first, last) = (s.row(i0, 1), s.row(i0, m1 - 2));
+        data.copy_within(last..last + m2, s.row(i0, 0));
+        data.copy_within(first..first + m2, s.row(i0, m1 - 1));
+    }
+    let plane = m1 * m2;
+    data.copy_within((m0 - 2) * plane..(m0 - 1) * plane, 0);
+    data.copy_within(plane..2 * plane, (m0 - 1) * plane);
+}
+
+/// Copy the box of `src` (shape `from`) that starts at `at` and has `to`'s shape into `dst`.
+fn copy_box(src: &[f64], from: Shape, at: [usize; 3], dst: &mut [f64], to: Shape) {
+    let [t0, t1, t2] = to.m;
+    for i0 in 0..t0 {
+        for i1 in 0..t1 {
+            let s = from.row(at[0] + i0, at[1] + i1) + at[2];
+            let d = to.row(i0, i1);
+            dst[d..d + t2].copy_from_slice(&src[s..s + t2]);
+        }
+    }
+}
+
+/// The storage of one grid of a level: this rank's block, or (gathered) the whole level.
+enum LevelGrid<'c> {
+    Block(Box<HaloGrid<'c, f64, 3>>),
+    Whole(Vec<f64>),
+}
+
+impl LevelGrid<'_> {
+    fn as_slice(&self) -> &[f64] {
+        match self {
+            LevelGrid::Block(g) => g.as_slice(),
+            LevelGrid::Whole(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f64] {
+        match self {
+            LevelGrid::Block(g) => g.as_mut_slice(),
+            LevelGrid::Whole(v) => v,
+        }
+    }
+
+    /// Fill the ghost layer: from the neighbours for a block, locally for a whole level.
+    fn exchange(&mut self, shape: Shape) -> tessera::Result<()> {
+        match self {
+            LevelGrid::Block(g) => g.exchange(),
+            LevelGrid::Whole(v) => {
+                fill_periodic(v, shape);
+                Ok(())
+            }
+        }
+    }
+
+    fn stats(&self) -> HaloStats {
+        match self {
+            LevelGrid::Block(g) => g.stats(),
+            LevelGrid::Whole(_) => HaloStats::default(),
+        }
+    }
+}
+
+/// How the finest gathered level meets the distributed level above it.
+struct Seam {
+    /// This rank's block of the gathered level, with its ghost layer.
+    shape: Shape,
+    /// Where the block's storage starts in the whole level's storage.
+    at: [usize; 3],
+    /// Every rank's `at`, in rank order.
+    all_at: Vec<[usize; 3]>,
+    /// The block's storage (restriction goes in here, interpolation reads from here).
+    block: Vec<f64>,
+    /// Every rank's packed block interior, as the allgather delivers them.
+    gathered: Vec<f64>,
+}
+
+impl Seam {
+    /// The seam of a rank whose block interior starts at `at` (whole-level coordinates)
+    /// and has `extent` points. Collective.
+    fn new(team: &Team<'_>, at: [usize; 3], extent: [usize; 3]) -> tessera::Result<Seam> {
+        let mine = at.map(|a| a as u64);
+        let mut all = vec![0u64; 3 * team.size()];
+        team.allgather(&mine, &mut all)?;
+        let interior: usize = extent.iter().product();
+        Ok(Seam {
+            shape: Shape::with_interior(extent),
+            at,
+            all_at: all
+                .chunks_exact(3)
+                .map(|c| [0, 1, 2].map(|d| c[d] as usize))
+                .collect(),
+            block: vec![0.0; Shape::with_interior(extent).len()],
+            gathered: vec![0.0; interior * team.size()],
+        })
+    }
+
+    /// Assemble the whole level in `whole` (ghosts included) from every rank's block.
+    /// Collective.
+    fn gather(&mut self, team: &Team<'_>, whole: &mut [f64], shape: Shape) -> tessera::Result<()> {
+        let inner = Shape {
+            m: self.shape.m.map(|m| m - 2),
+        };
+        let mut mine = vec![0.0; inner.len()];
+        copy_box(&self.block, self.shape, [1; 3], &mut mine, inner);
+        team.allgather(&mine, &mut self.gathered)?;
+        for (packed, at) in self.gathered.chunks_exact(inner.len()).zip(&self.all_at) {
+            let [t0, t1, t2] = inner.m;
+            for i0 in 0..t0 {
+                for i1 in 0..t1 {
+                    let d = shape.row(at[0] + 1 + i0, at[1] + 1 + i1) + at[2] + 1;
+                    let s = inner.row(i0, i1);
+                    whole[d..d + t2].copy_from_slice(&packed[s..s + t2]);
+                }
+            }
+        }
+        fill_periodic(whole, shape);
+        Ok(())
+    }
+
+    /// Cut our block, with its ghost layer, out of the whole level.
+    fn scatter(&mut self, whole: &[f64], shape: Shape) {
+        copy_box(whole, shape, self.at, &mut self.block, self.shape);
+    }
+}
+
 /// One level of the hierarchy.
 struct Level<'c> {
-    u: HaloGrid<'c, f64, 3>,
-    r: HaloGrid<'c, f64, 3>,
+    u: LevelGrid<'c>,
+    r: LevelGrid<'c>,
     shape: Shape,
+    /// The finest gathered level only.
+    seam: Option<Seam>,
 }
 
 /// The solver's state on one rank.
@@ -339,41 +500,85 @@ struct Multigrid<'c> {
     n: usize,
     /// Row buffers (the reference's u1/u2, r1/r2, x1/y1, z1/z2/z3).
     bufs: [Vec<f64>; 3],
+    /// Time spent assembling the finest gathered level.
+    gathering: Duration,
 }
 
 impl<'c> Multigrid<'c> {
-    fn new(ctx: &'c Context, data: &ClassData, strategy: HaloStrategy) -> tessera::Result<Self> {
+    fn new(
+        ctx: &'c Context,
+        data: &ClassData,
+        strategy: HaloStrategy,
+        gather_below: usize,
+    ) -> tessera::Result<Self> {
         let procs = process_grid(ctx.ranks());
         let lt = data.n.trailing_zeros() as usize;
+        let team = Team::world(ctx)?;
+        // Levels 1..=gathered are whole on every rank; the top level never is.
+        let gathered = (1..lt)
+            .rev()
+            .find(|&k| procs.iter().any(|&p| (1 << k) < p * gather_below))
+            .unwrap_or(0);
         let mut levels = Vec::new();
         for k in 1..=lt {
             let whole = RectDomain::with_shape([1 << k; 3]);
-            let u = HaloGrid::new(ctx, whole, procs, 1, strategy)?;
-            let r = HaloGrid::new(ctx, whole, procs, 1, strategy)?;
-            let shape = Shape {
-                m: u.storage_shape(),
+            let level = if k <= gathered {
+                let shape = Shape::with_interior(whole.shape());
+                Level {
+                    u: LevelGrid::Whole(vec![0.0; shape.len()]),
+                    r: LevelGrid::Whole(vec![0.0; shape.len()]),
+                    shape,
+                    seam: None,
+                }
+            } else {
+                let u = HaloGrid::new(ctx, whole, procs, 1, strategy)?;
+                let r = HaloGrid::new(ctx, whole, procs, 1, strategy)?;
+                let shape = Shape {
+                    m: u.storage_shape(),
+                };
+                Level {
+                    u: LevelGrid::Block(Box::new(u)),
+                    r: LevelGrid::Block(Box::new(r)),
+                    shape,
+                    seam: None,
+                }
             };
-            levels.push(Level { u, r, shape });
+            levels.push(level);
+        }
+        if gathered > 0 {
+            // Our block of the finest gathered level is half our block of the level above.
+            let LevelGrid::Block(finer) = &levels[gathered].u else {
+                unreachable!("the level above the gathered ones is distributed")
+            };
+            let interior = finer.interior();
+            let at = [0, 1, 2].map(|d| interior.lo()[d] as usize / 2);
+            let extent = [0, 1, 2].map(|d| interior.extent(d) / 2);
+            levels[gathered - 1].seam = Some(Seam::new(&team, at, extent)?);
         }
         let whole = RectDomain::with_shape([data.n; 3]);
         let v = HaloGrid::new(ctx, whole, procs, 1, strategy)?;
         let longest = data.n + 2;
         Ok(Multigrid {
-            team: Team::world(ctx)?,
+            team,
             levels,
             v,
             smoother: smoother(data.class),
             n: data.n,
             bufs: std::array::from_fn(|_| vec![0.0; longest]),
+            gathering: Duration::ZERO,
         })
     }
 
-    /// Exchange time of every grid so far.
+    /// Exchange time of every grid so far, the gathers included.
     fn exchange_stats(&self) -> HaloStats {
+        let gathers = HaloStats {
+            total: self.gathering,
+            ..HaloStats::default()
+        };
         self.levels
             .iter()
             .flat_map(|l| [l.u.stats(), l.r.stats()])
-            .fold(self.v.stats(), |a, b| a + b)
+            .fold(self.v.stats() + gathers, |a, b| a + b)
     }
 
     fn top(&mut self) -> &mut Level<'c> {
@@ -455,7 +660,7 @@ impl<'c> Multigrid<'c> {
             u1,
             u2,
         );
-        top.r.exchange()
+        top.r.exchange(top.shape)
     }
 
     /// The L2 norm of the top-level residual (NPB's rnm2) and its largest magnitude.
@@ -476,15 +681,32 @@ impl<'c> Multigrid<'c> {
         for k in (1..lt).rev() {
             let (coarse, fine) = self.levels.split_at_mut(k);
             let (coarse, fine) = (&mut coarse[k - 1], &fine[0]);
-            rprj3(
-                fine.r.as_slice(),
-                fine.shape,
-                coarse.r.as_mut_slice(),
-                coarse.shape,
-                b0,
-                b1,
-            );
-            coarse.r.exchange()?;
+            match &mut coarse.seam {
+                None => {
+                    rprj3(
+                        fine.r.as_slice(),
+                        fine.shape,
+                        coarse.r.as_mut_slice(),
+                        coarse.shape,
+                        b0,
+                        b1,
+                    );
+                    coarse.r.exchange(coarse.shape)?;
+                }
+                Some(seam) => {
+                    rprj3(
+                        fine.r.as_slice(),
+                        fine.shape,
+                        &mut seam.block,
+                        seam.shape,
+                        b0,
+                        b1,
+                    );
+                    let start = Instant::now();
+                    seam.gather(&self.team, coarse.r.as_mut_slice(), coarse.shape)?;
+                    self.gathering += start.elapsed();
+                }
+            }
         }
         // Bottom: smooth from zero.
         let bottom = &mut self.levels[0];
@@ -497,28 +719,36 @@ impl<'c> Multigrid<'c> {
             b0,
             b1,
         );
-        bottom.u.exchange()?;
+        bottom.u.exchange(bottom.shape)?;
         // Up: interpolate, take the residual, smooth.
         for k in 1..lt {
             let (coarse, fine) = self.levels.split_at_mut(k);
-            let (coarse, fine) = (&coarse[k - 1], &mut fine[0]);
+            let (coarse, fine) = (&mut coarse[k - 1], &mut fine[0]);
             let top = k == lt - 1;
             if !top {
                 fine.u.as_mut_slice().fill(0.0);
             }
-            let mut z = [std::mem::take(b0), std::mem::take(b1), std::mem::take(b2)];
+            // Interpolate from our block of the coarse level.
+            let (z, z_shape) = match &mut coarse.seam {
+                None => (coarse.u.as_slice(), coarse.shape),
+                Some(seam) => {
+                    seam.scatter(coarse.u.as_slice(), coarse.shape);
+                    (&seam.block[..], seam.shape)
+                }
+            };
+            let mut bufs = [std::mem::take(b0), std::mem::take(b1), std::mem::take(b2)];
             let v = if top { Some(self.v.as_slice()) } else { None };
             interp_resid(
-                coarse.u.as_slice(),
-                coarse.shape,
+                z,
+                z_shape,
                 fine.u.as_mut_slice(),
                 v,
                 fine.r.as_mut_slice(),
                 fine.shape,
-                &mut z,
+                &mut bufs,
             );
-            [*b0, *b1, *b2] = z;
-            fine.r.exchange()?;
+            [*b0, *b1, *b2] = bufs;
+            fine.r.exchange(fine.shape)?;
             psinv(
                 fine.r.as_slice(),
                 fine.u.as_mut_slice(),
@@ -527,7 +757,7 @@ impl<'c> Multigrid<'c> {
                 b0,
                 b1,
             );
-            fine.u.exchange()?;
+            fine.u.exchange(fine.shape)?;
         }
         Ok(())
     }
@@ -548,6 +778,35 @@ fn keep(kept: &mut Vec<(f64, u64)>, limit: usize, item: (f64, u64), better: fn(f
 
 /// Run MG at `class`; rank 0 gets the outcome.
 pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+    run_gathering(ctx, class, variant, GATHER_BELOW)
+}
+
+/// [`run`], gathering every level whose blocks would be thinner than `gather_below`
+/// points (at least 2) along some dimension, for experiments and tests.
+///
+/// ```no_run
+/// # fn main() -> tessera::Result<()> {
+/// tessera::Job::threads(4).run(|ctx| {
+///     // Every level below the finest is gathered onto every rank.
+///     let outcome = tessera_npb::mg::run_gathering(ctx, tessera_npb::Class::S, "26msg", 64)?;
+///     assert!(outcome.map_or(true, |o| o.verified == Some(true)));
+///     Ok(())
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn run_gathering(
+    ctx: &Context,
+    class: Class,
+    variant: &str,
+    gather_below: usize,
+) -> tessera::Result<Option<Outcome>> {
+    if gather_below < 2 {
+        return Err(CoreError::Invalid(format!(
+            "mg: gather_below must be at least 2 (the finest gathered level needs a point per rank), not {gather_below}"
+        ))
+        .into());
+    }
     let data = CLASSES
         .iter()
         .find(|c| c.class == class)
@@ -565,7 +824,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
     crate::Kernel::Mg
         .check_ranks(ctx.ranks())
         .map_err(CoreError::Invalid)?;
-    let mut mg = Multigrid::new(ctx, data, strategy)?;
+    let mut mg = Multigrid::new(ctx, data, strategy, gather_below)?;
     // Untimed: set up, one V-cycle, set up again (as the reference does).
     mg.zran3()?;
     mg.resid_top()?;

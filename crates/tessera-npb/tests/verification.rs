@@ -78,6 +78,60 @@ fn mg_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
     class_s_verifies_in_every_variant(Kernel::Mg);
 }
 
+/// Run MG class S on `ranks` threads, gathering levels thinner than `gather_below`.
+fn mg_gathering(ranks: usize, gather_below: usize) -> Outcome {
+    let outcome = Mutex::new(None);
+    Job::threads(ranks)
+        .segment(64 << 20)
+        .wait_timeout(Duration::from_secs(300))
+        .run(|ctx| {
+            let o = tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", gather_below)?;
+            if let Some(o) = o {
+                *outcome.lock().unwrap() = Some(o);
+            }
+            Ok(())
+        })
+        .unwrap();
+    outcome.into_inner().unwrap().expect("rank 0 reports")
+}
+
+#[test]
+fn mg_gathers_coarse_levels_at_every_seam() {
+    // 32³: gathering below 4, 8, 16 and 32 points puts the seam (the finest gathered level)
+    // at every level from 2³ to 16³, where the decomposed and the whole levels meet.
+    for ranks in [2, 4, 8] {
+        for gather_below in [4, 8, 16, 32] {
+            let o = mg_gathering(ranks, gather_below);
+            assert_eq!(
+                o.verified,
+                Some(true),
+                "MG S at {ranks} ranks gathering below {gather_below}:\n{o}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mg_class_s_verifies_beyond_the_coarsest_level_at_16_and_64_ranks() {
+    // Here the 2³ (and at 64 ranks the 4³) levels cannot be split over the 4 × 2 × 2 and
+    // 4 × 4 × 4 process grids, so they are gathered.
+    for ranks in [16, 64] {
+        let o = run_kernel(Kernel::Mg, Class::S, ranks);
+        assert_eq!(o.verified, Some(true), "MG S at {ranks} ranks:\n{o}");
+    }
+}
+
+#[test]
+fn mg_refuses_a_gather_threshold_below_two() {
+    let err = Job::threads(1)
+        .run(|ctx| Ok(tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", 1).map(|_| ())?))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("gather_below must be at least 2"),
+        "{err}"
+    );
+}
+
 #[test]
 fn mg_class_w_verifies_at_2_ranks() {
     let o = run_kernel(Kernel::Mg, Class::W, 2);
