@@ -38,15 +38,7 @@ fn plan(
     };
     let class = class.parse::<Class>()?;
     for k in &kernels {
-        k.check_ranks(ranks)?;
-        if let Some(v) = variant {
-            if !k.variants().contains(&v) {
-                return Err(format!(
-                    "{k} has no variant {v:?}; variants: {}",
-                    k.variants().join(", ")
-                ));
-            }
-        }
+        k.check_run(class, variant.unwrap_or(k.variants()[0]), ranks)?;
     }
     Ok((kernels, class))
 }

@@ -150,7 +150,11 @@ fn bad_npb_arguments_name_what_is_allowed() {
         (&["npb", "lu"], "kernel lu is not implemented yet"),
         (
             &["npb", "ft", "--variant", "rows"],
-            "ft has no variant \"rows\"; variants: slabs, packed, pencils",
+            "ft has no variant \"rows\"; variants: slabs, packed, pencils, 2d",
+        ),
+        (
+            &["npb", "ft", "--class", "W", "-n", "64", "--variant", "packed"],
+            "ft --variant packed holds whole planes, so class W runs on at most 32 ranks that way; use --variant slabs or 2d for 64 ranks",
         ),
         (
             &["npb", "ft", "-n", "3"],

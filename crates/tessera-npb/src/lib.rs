@@ -67,6 +67,29 @@ impl Kernel {
         }
     }
 
+    /// Whether the kernel runs `variant` at `class` on `ranks`, as a one-line error saying
+    /// what is allowed if not: [`Kernel::check_ranks`], the variant's name, and limits
+    /// that depend on the class (FT's slabs hold whole planes).
+    ///
+    /// ```
+    /// use tessera_npb::{Class, Kernel};
+    /// assert!(Kernel::Ft.check_run(Class::W, "slabs", 64).is_ok()); // pencils beyond 32
+    /// assert!(Kernel::Ft.check_run(Class::W, "packed", 64).is_err());
+    /// ```
+    pub fn check_run(self, class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+        self.check_ranks(ranks)?;
+        if !self.variants().contains(&variant) {
+            return Err(format!(
+                "{self} has no variant {variant:?}; variants: {}",
+                self.variants().join(", ")
+            ));
+        }
+        match self {
+            Kernel::Ft => ft::check_run(class, variant, ranks),
+            _ => Ok(()),
+        }
+    }
+
     /// Which rank counts the kernel runs on, as an error message if `ranks` is not one.
     pub fn check_ranks(self, ranks: usize) -> Result<(), String> {
         match self {
@@ -83,10 +106,10 @@ impl Kernel {
             // Coarse levels are gathered; the finest (S: 32³) needs two points per rank and
             // dimension, which 1024 ranks (16 × 8 × 8) still have.
             Kernel::Mg if ranks.is_power_of_two() && ranks <= 1024 => Ok(()),
-            // Slabs: every rank needs whole z-planes and whole y-planes (W has 32 z-planes).
-            Kernel::Ft if ranks.is_power_of_two() && ranks <= 32 => Ok(()),
+            // Slabs up to min(nz, ny) ranks, pencils beyond (S holds 4096 of them).
+            Kernel::Ft if ranks.is_power_of_two() && ranks <= 1024 => Ok(()),
             Kernel::Ft => Err(format!(
-                "ft runs on a power-of-two number of ranks up to 32 (each rank holds whole planes), not {ranks}"
+                "ft runs on a power-of-two number of ranks up to 1024, not {ranks}"
             )),
             Kernel::Mg => Err(format!(
                 "mg runs on a power-of-two number of ranks up to 1024, not {ranks}"

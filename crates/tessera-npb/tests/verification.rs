@@ -78,6 +78,17 @@ fn mg_class_s_verifies_at_1_2_4_and_8_ranks_in_every_variant() {
     class_s_verifies_in_every_variant(Kernel::Mg);
 }
 
+#[test]
+fn ft_turns_to_pencils_beyond_the_slabs_and_verifies() {
+    // S has 64 planes: 128 ranks cannot hold slabs, so `slabs` runs the 2-D
+    // decomposition (a 16 × 8 process grid) and says so; W has 32 z-planes.
+    for (class, ranks) in [(Class::S, 128), (Class::W, 64)] {
+        let o = run_kernel(Kernel::Ft, class, ranks);
+        assert_eq!(o.variant, "2d", "FT {class} at {ranks} ranks");
+        assert_eq!(o.verified, Some(true), "FT {class} at {ranks} ranks:\n{o}");
+    }
+}
+
 /// Run MG class S on `ranks` threads, gathering levels thinner than `gather_below`.
 fn mg_gathering(ranks: usize, gather_below: usize) -> Outcome {
     let outcome = Mutex::new(None);

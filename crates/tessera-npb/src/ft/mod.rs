@@ -19,6 +19,11 @@
 //! ends with a semaphore: a sender posts every owner once after its last put, and an
 //! owner waits for one post per sender.
 //!
+//! Slabs hold whole planes, so they stop at `min(nz, ny)` ranks. Beyond that, and on any
+//! rank count with `--variant 2d`, the grid is split into pencils over a 2-D process grid
+//! (module `grid2d`): two transposes per 3-D FFT, each within one row or column of the process
+//! grid.
+//!
 //! The evolution multiplies by `exp(−4απ²(i² + j² + k²))` (folded wave numbers), which
 //! factors into one table per dimension instead of the reference's full 3-D array.
 //! 1-D FFTs are rustfft's, planned once per length; NPB's forward transform uses the
@@ -34,6 +39,8 @@ use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
 
 use crate::rng::{mul_mod, pow_mod, vranlc, A};
 use crate::{Class, Outcome};
+
+mod grid2d;
 
 type C = Complex<f64>;
 
@@ -127,14 +134,95 @@ const EPSILON: f64 = 1e-12;
 const SEED: u64 = 314_159_265;
 const ALPHA: f64 = 1e-6;
 
-/// Variants: how the transposes move data (the first is the default).
-pub const VARIANTS: [&str; 3] = ["slabs", "packed", "pencils"];
+/// Variants: how the transposes move data (the first is the default), and `2d`, the pencil
+/// decomposition over a 2-D process grid (which `slabs` also becomes on more ranks than
+/// the slabs allow).
+pub const VARIANTS: [&str; 4] = ["slabs", "packed", "pencils", "2d"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transpose {
     Slabs,
     Packed,
     Pencils,
+}
+
+/// exp(−4απ²k²) for the folded wave numbers k of each dimension of `n`.
+fn decay_tables(n: [usize; 3]) -> [Vec<f64>; 3] {
+    n.map(|len| {
+        (0..len)
+            .map(|i| {
+                let k = ((i + len / 2) % len) as f64 - (len / 2) as f64;
+                (-4.0 * ALPHA * std::f64::consts::PI.powi(2) * k * k).exp()
+            })
+            .collect()
+    })
+}
+
+/// The largest in-place scratch any of `plans` needs.
+fn scratch_len(plans: &[&Plans]) -> usize {
+    plans
+        .iter()
+        .flat_map(|p| [&p.x, &p.y, &p.z])
+        .map(|f| f.get_inplace_scratch_len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Element `(x, y, z)` of NPB's initial conditions is the pair of random numbers at
+/// position `2·(x + nx·(y + ny·z))`: fill `row` with the `row.len()` elements from `(0, y,
+/// z)` on.
+fn initial_row(n: [usize; 3], y: usize, z: usize, randoms: &mut [f64], row: &mut [C]) {
+    let first = 2 * (n[0] * (y + n[1] * z)) as u64;
+    let mut x = mul_mod(pow_mod(A, first), SEED);
+    let randoms = &mut randoms[..2 * row.len()];
+    vranlc(&mut x, A, randoms);
+    for (e, pair) in row.iter_mut().zip(randoms.chunks_exact(2)) {
+        *e = C::new(pair[0], pair[1]);
+    }
+}
+
+/// The checksum's points: `(x, y, z)` of point `j` in 1..=1024.
+fn checksum_points(n: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+    (1..=1024).map(move |j| [j % n[0], (3 * j) % n[1], (5 * j) % n[2]])
+}
+
+/// A rank's slice of a collectively allocated array.
+///
+/// # Safety
+/// No other rank may write `array`'s first `len` elements on this rank while the slice
+/// lives (each solver says when that holds).
+#[allow(clippy::mut_from_ref)]
+unsafe fn own_mut(ctx: &Context, array: GlobalPtr<C>, len: usize) -> tessera::Result<&mut [C]> {
+    // SAFETY: the caller's contract above; local_slice_mut checks bounds and mapping.
+    Ok(unsafe { ctx.local_slice_mut(array, len)? }.expect("a rank's own segment is always mapped"))
+}
+
+/// `(comm, wait)`, zeroing both if `reset`.
+fn read_timers(comm: &mut Duration, wait: &mut Duration, reset: bool) -> (Duration, Duration) {
+    let times = (*comm, *wait);
+    if reset {
+        (*comm, *wait) = (Duration::ZERO, Duration::ZERO);
+    }
+    times
+}
+
+/// What the timed loop asks of a decomposition.
+trait Steps {
+    /// NPB's initial conditions in the space layout.
+    fn initial_conditions(&mut self) -> tessera::Result<()>;
+    /// Forward 3-D FFT: space layout → u0 in the frequency layout.
+    fn forward_fft(&mut self) -> tessera::Result<()>;
+    /// u0 ← u0·decay, u1 ← u0.
+    fn evolve(&mut self) -> tessera::Result<()>;
+    /// Inverse 3-D FFT of u1 into the space layout.
+    fn inverse_fft(&mut self) -> tessera::Result<()>;
+    /// NPB's checksum of the space layout, on every rank.
+    fn checksum(&self) -> tessera::Result<C>;
+    /// The world team.
+    fn team(&self) -> &Team<'_>;
+    /// Time in the transposes' data movement and in their synchronisation, since the
+    /// last reset.
+    fn comm_wait(&mut self, reset: bool) -> (Duration, Duration);
 }
 
 /// The four FFT plans.
@@ -215,20 +303,8 @@ impl<'c> Solver<'c> {
         let mut planner = FftPlanner::new();
         let forward = Plans::new(&mut planner, n, true);
         let inverse = Plans::new(&mut planner, n, false);
-        let scratch_len = [&forward, &inverse]
-            .iter()
-            .flat_map(|p| [&p.x, &p.y, &p.z])
-            .map(|f| f.get_inplace_scratch_len())
-            .max()
-            .unwrap_or(0);
-        let decay = n.map(|len| {
-            (0..len)
-                .map(|i| {
-                    let k = ((i + len / 2) % len) as f64 - (len / 2) as f64;
-                    (-4.0 * ALPHA * std::f64::consts::PI.powi(2) * k * k).exp()
-                })
-                .collect()
-        });
+        let scratch_len = scratch_len(&[&forward, &inverse]);
+        let decay = decay_tables(n);
         Ok(Solver {
             ctx,
             team: Team::world(ctx)?,
@@ -270,31 +346,8 @@ impl<'c> Solver<'c> {
     /// and the barrier that starts the next one.
     #[allow(clippy::mut_from_ref)]
     unsafe fn own_mut(&self, array: GlobalPtr<C>) -> tessera::Result<&'c mut [C]> {
-        // SAFETY: the caller's contract above; local_slice_mut checks bounds and mapping.
-        Ok(
-            unsafe { self.ctx.local_slice_mut(array, self.local_len())? }
-                .expect("a rank's own segment is always mapped"),
-        )
-    }
-
-    /// NPB's initial conditions: the random sequence in x-fastest order, two numbers per
-    /// element, each z-plane starting at its own offset.
-    fn initial_conditions(&mut self) -> tessera::Result<()> {
-        let [nx, ny, _] = self.n;
-        let z0 = self.me * self.zlen;
-        // SAFETY: called before the forward transpose; no rank writes space arrays until
-        // the inverse transpose, which starts with a barrier this rank reaches later.
-        let space = unsafe { self.own_mut(self.space)? };
-        let plane = nx * ny;
-        let mut randoms = vec![0.0; 2 * plane];
-        for (zl, out) in space.chunks_exact_mut(plane).enumerate() {
-            let mut x = mul_mod(pow_mod(A, (2 * plane * (z0 + zl)) as u64), SEED);
-            vranlc(&mut x, A, &mut randoms);
-            for (e, pair) in out.iter_mut().zip(randoms.chunks_exact(2)) {
-                *e = C::new(pair[0], pair[1]);
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's contract above.
+        unsafe { own_mut(self.ctx, array, self.local_len()) }
     }
 
     /// The x and y FFTs of one space-layout plane.
@@ -321,6 +374,32 @@ impl<'c> Solver<'c> {
                 }
             }
         }
+    }
+
+    /// Every sender posts every owner once; wait for all of them.
+    fn finish_transpose(&self) -> tessera::Result<()> {
+        for d in 0..self.ranks {
+            self.arrived.on(d).post(self.ctx, 1)?;
+        }
+        self.arrived.wait(self.ctx, self.ranks as u64)
+    }
+}
+
+impl Steps for Solver<'_> {
+    /// NPB's initial conditions: the random sequence in x-fastest order, two numbers per
+    /// element, each z-plane starting at its own offset.
+    fn initial_conditions(&mut self) -> tessera::Result<()> {
+        let [nx, ny, _] = self.n;
+        let z0 = self.me * self.zlen;
+        // SAFETY: called before the forward transpose; no rank writes space arrays until
+        // the inverse transpose, which starts with a barrier this rank reaches later.
+        let space = unsafe { self.own_mut(self.space)? };
+        let mut randoms = vec![0.0; 2 * nx * ny];
+        for (zl, plane) in space.chunks_exact_mut(nx * ny).enumerate() {
+            // A whole plane is one run of the sequence.
+            initial_row(self.n, 0, z0 + zl, &mut randoms, plane);
+        }
+        Ok(())
     }
 
     /// Forward 3-D FFT: space array → frequency array (u0).
@@ -411,14 +490,6 @@ impl<'c> Solver<'c> {
         self.comm += t.elapsed();
         self.forward.z.process_with_scratch(freq, &mut self.scratch);
         Ok(())
-    }
-
-    /// Every sender posts every owner once; wait for all of them.
-    fn finish_transpose(&self) -> tessera::Result<()> {
-        for d in 0..self.ranks {
-            self.arrived.on(d).post(self.ctx, 1)?;
-        }
-        self.arrived.wait(self.ctx, self.ranks as u64)
     }
 
     /// u0 ← u0·decay, work ← u0 (NPB's `evolve`, in frequency layout).
@@ -543,20 +614,59 @@ impl<'c> Solver<'c> {
     /// NPB's checksum: 1024 points spread over the grid, summed over the ranks, divided
     /// by the number of points.
     fn checksum(&self) -> tessera::Result<C> {
-        let [nx, ny, nz] = self.n;
+        let [nx, ny, _] = self.n;
         let z0 = self.me * self.zlen;
         // SAFETY: read between the inverse transpose's end and the next barrier.
         let space = unsafe { self.own_mut(self.space)? };
         let mut sum = C::default();
-        for j in 1..=1024 {
-            let (x, y, z) = (j % nx, (3 * j) % ny, (5 * j) % nz);
+        for [x, y, z] in checksum_points(self.n) {
             if (z0..z0 + self.zlen).contains(&z) {
                 sum += space[((z - z0) * ny + y) * nx + x];
             }
         }
-        let re = self.team.allreduce_value(sum.re, Op::Sum)?;
-        let im = self.team.allreduce_value(sum.im, Op::Sum)?;
-        Ok(C::new(re, im) / (nx * ny * nz) as f64)
+        total_checksum(&self.team, sum, self.n)
+    }
+
+    fn team(&self) -> &Team<'_> {
+        &self.team
+    }
+
+    fn comm_wait(&mut self, reset: bool) -> (Duration, Duration) {
+        read_timers(&mut self.comm, &mut self.wait, reset)
+    }
+}
+
+/// The checksum from every rank's partial sum `mine`.
+fn total_checksum(team: &Team<'_>, mine: C, n: [usize; 3]) -> tessera::Result<C> {
+    let re = team.allreduce_value(mine.re, Op::Sum)?;
+    let im = team.allreduce_value(mine.im, Op::Sum)?;
+    Ok(C::new(re, im) / n.iter().product::<usize>() as f64)
+}
+
+/// Whether FT runs `variant` (one of [`VARIANTS`]) at `class` on `ranks` (a power of two):
+/// slabs hold whole z- and y-planes, so `packed` and `pencils` stop at `min(nz, ny)` ranks,
+/// where `slabs` turns into `2d`; `2d` needs a process grid that fits.
+pub fn check_run(class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+    let data = CLASSES
+        .iter()
+        .find(|c| c.class == class)
+        .expect("every class has FT values");
+    let slab_limit = data.nz.min(data.ny);
+    let n = [data.nx, data.ny, data.nz];
+    match variant {
+        "packed" | "pencils" if ranks > slab_limit => Err(format!(
+            "ft --variant {variant} holds whole planes, so class {class} runs on at most {slab_limit} ranks that way; use --variant slabs or 2d for {ranks} ranks"
+        )),
+        "slabs" | "2d" if ranks > slab_limit || variant == "2d" => {
+            match grid2d::process_grid(ranks, n) {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "ft class {class} ({}x{}x{}) does not split into pencils over {ranks} ranks; use fewer ranks",
+                    n[0], n[1], n[2]
+                )),
+            }
+        }
+        _ => Ok(()),
     }
 }
 
@@ -566,28 +676,28 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         .iter()
         .find(|c| c.class == class)
         .expect("every class has FT values");
-    let transpose = match variant {
-        "slabs" => Transpose::Slabs,
-        "packed" => Transpose::Packed,
-        "pencils" => Transpose::Pencils,
-        _ => {
-            return Err(CoreError::Invalid(format!(
-                "ft has no variant {variant:?}; variants: {}",
-                VARIANTS.join(", ")
-            ))
-            .into())
-        }
-    };
     crate::Kernel::Ft
-        .check_ranks(ctx.ranks())
+        .check_run(class, variant, ctx.ranks())
         .map_err(CoreError::Invalid)?;
-    let mut solver = Solver::new(ctx, data, transpose)?;
+    let slabs_fit = ctx.ranks() <= data.nz.min(data.ny);
+    let (mut solver, ran): (Box<dyn Steps + '_>, &str) = match variant {
+        "slabs" if slabs_fit => (Box::new(Solver::new(ctx, data, Transpose::Slabs)?), variant),
+        "packed" => (
+            Box::new(Solver::new(ctx, data, Transpose::Packed)?),
+            variant,
+        ),
+        "pencils" => (
+            Box::new(Solver::new(ctx, data, Transpose::Pencils)?),
+            variant,
+        ),
+        _ => (Box::new(grid2d::Solver::new(ctx, data)?), "2d"),
+    };
     // Untimed pass, as the reference does: initial conditions and one forward FFT.
     solver.initial_conditions()?;
     solver.forward_fft()?;
-    solver.team.barrier()?;
+    solver.team().barrier()?;
 
-    (solver.comm, solver.wait) = (Duration::ZERO, Duration::ZERO);
+    solver.comm_wait(true);
     let start = Instant::now();
     solver.initial_conditions()?;
     solver.forward_fft()?;
@@ -598,15 +708,16 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         sums.push(solver.checksum()?);
     }
     let mine = start.elapsed().as_secs_f64();
-    let elapsed = solver.team.allreduce_value(mine, Op::Max)?;
-    let (comm, wait) = (solver.comm.as_secs_f64(), solver.wait.as_secs_f64());
+    let elapsed = solver.team().allreduce_value(mine, Op::Max)?;
+    let (comm, wait) = solver.comm_wait(false);
+    let (comm, wait) = (comm.as_secs_f64(), wait.as_secs_f64());
     let mut profile = BTreeMap::new();
     for (name, seconds) in [
         ("compute_s", mine - comm - wait),
         ("communication_s", comm),
         ("wait_s", wait),
     ] {
-        let mean = solver.team.allreduce_value(seconds, Op::Sum)? / ctx.ranks() as f64;
+        let mean = solver.team().allreduce_value(seconds, Op::Sum)? / ctx.ranks() as f64;
         profile.insert(name.to_string(), mean);
     }
     if ctx.rank() != 0 {
@@ -626,7 +737,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         kernel: "FT".into(),
         class: class.to_string(),
         ranks: ctx.ranks(),
-        variant: variant.into(),
+        variant: ran.into(),
         time_s: elapsed,
         mops: ops / elapsed / 1e6,
         verified: Some(verified),
