@@ -366,14 +366,19 @@ fn fill_periodic(data: &mut [f64], s: Shape) {
     data.copy_within(plane..2 * plane, (m0 - 1) * plane);
 }
 
-/// Copy the box of `src` (shape `from`) that starts at `at` and has `to`'s shape into `dst`.
-fn copy_box(src: &[f64], from: Shape, at: [usize; 3], dst: &mut [f64], to: Shape) {
-    let [t0, t1, t2] = to.m;
-    for i0 in 0..t0 {
-        for i1 in 0..t1 {
-            let s = from.row(at[0] + i0, at[1] + i1) + at[2];
-            let d = to.row(i0, i1);
-            dst[d..d + t2].copy_from_slice(&src[s..s + t2]);
+/// Copy the `extent` box at `src_at` in `src` (shape `from`) to `dst_at` in `dst` (shape
+/// `to`), one row at a time.
+fn copy_box(
+    (src, from, src_at): (&[f64], Shape, [usize; 3]),
+    (dst, to, dst_at): (&mut [f64], Shape, [usize; 3]),
+    extent: [usize; 3],
+) {
+    let [e0, e1, e2] = extent;
+    for i0 in 0..e0 {
+        for i1 in 0..e1 {
+            let s = from.row(src_at[0] + i0, src_at[1] + i1) + src_at[2];
+            let d = to.row(dst_at[0] + i0, dst_at[1] + i1) + dst_at[2];
+            dst[d..d + e2].copy_from_slice(&src[s..s + e2]);
         }
     }
 }
@@ -428,6 +433,8 @@ struct Seam {
     all_at: Vec<[usize; 3]>,
     /// The block's storage (restriction goes in here, interpolation reads from here).
     block: Vec<f64>,
+    /// The block's interior, packed for the allgather.
+    packed: Vec<f64>,
     /// Every rank's packed block interior, as the allgather delivers them.
     gathered: Vec<f64>,
 }
@@ -439,15 +446,17 @@ impl Seam {
         let mine = at.map(|a| a as u64);
         let mut all = vec![0u64; 3 * team.size()];
         team.allgather(&mine, &mut all)?;
+        let shape = Shape::with_interior(extent);
         let interior: usize = extent.iter().product();
         Ok(Seam {
-            shape: Shape::with_interior(extent),
+            shape,
             at,
             all_at: all
                 .chunks_exact(3)
                 .map(|c| [0, 1, 2].map(|d| c[d] as usize))
                 .collect(),
-            block: vec![0.0; Shape::with_interior(extent).len()],
+            block: vec![0.0; shape.len()],
+            packed: vec![0.0; interior],
             gathered: vec![0.0; interior * team.size()],
         })
     }
@@ -455,21 +464,17 @@ impl Seam {
     /// Assemble the whole level in `whole` (ghosts included) from every rank's block.
     /// Collective.
     fn gather(&mut self, team: &Team<'_>, whole: &mut [f64], shape: Shape) -> tessera::Result<()> {
-        let inner = Shape {
-            m: self.shape.m.map(|m| m - 2),
-        };
-        let mut mine = vec![0.0; inner.len()];
-        copy_box(&self.block, self.shape, [1; 3], &mut mine, inner);
-        team.allgather(&mine, &mut self.gathered)?;
+        let extent = self.shape.m.map(|m| m - 2);
+        let inner = Shape { m: extent };
+        copy_box(
+            (&self.block, self.shape, [1; 3]),
+            (&mut self.packed, inner, [0; 3]),
+            extent,
+        );
+        team.allgather(&self.packed, &mut self.gathered)?;
         for (packed, at) in self.gathered.chunks_exact(inner.len()).zip(&self.all_at) {
-            let [t0, t1, t2] = inner.m;
-            for i0 in 0..t0 {
-                for i1 in 0..t1 {
-                    let d = shape.row(at[0] + 1 + i0, at[1] + 1 + i1) + at[2] + 1;
-                    let s = inner.row(i0, i1);
-                    whole[d..d + t2].copy_from_slice(&packed[s..s + t2]);
-                }
-            }
+            let interior_at = at.map(|a| a + 1);
+            copy_box((packed, inner, [0; 3]), (whole, shape, interior_at), extent);
         }
         fill_periodic(whole, shape);
         Ok(())
@@ -477,7 +482,12 @@ impl Seam {
 
     /// Cut our block, with its ghost layer, out of the whole level.
     fn scatter(&mut self, whole: &[f64], shape: Shape) {
-        copy_box(whole, shape, self.at, &mut self.block, self.shape);
+        let extent = self.shape.m;
+        copy_box(
+            (whole, shape, self.at),
+            (&mut self.block, self.shape, [0; 3]),
+            extent,
+        );
     }
 }
 

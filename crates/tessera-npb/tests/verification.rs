@@ -12,12 +12,20 @@ fn run_kernel(kernel: Kernel, class: Class, ranks: usize) -> Outcome {
 }
 
 fn run_variant(kernel: Kernel, class: Class, ranks: usize, variant: &str) -> Outcome {
+    run_on(ranks, |ctx| run(ctx, kernel, class, variant))
+}
+
+/// Run `kernel` on `ranks` threads and return rank 0's outcome.
+fn run_on(
+    ranks: usize,
+    kernel: impl Fn(&tessera::Context) -> tessera::Result<Option<Outcome>> + Sync,
+) -> Outcome {
     let outcome = Mutex::new(None);
     Job::threads(ranks)
         .segment(256 << 20)
         .wait_timeout(Duration::from_secs(300))
         .run(|ctx| {
-            if let Some(o) = run(ctx, kernel, class, variant)? {
+            if let Some(o) = kernel(ctx)? {
                 *outcome.lock().unwrap() = Some(o);
             }
             Ok(())
@@ -91,19 +99,9 @@ fn ft_turns_to_pencils_beyond_the_slabs_and_verifies() {
 
 /// Run MG class S on `ranks` threads, gathering levels thinner than `gather_below`.
 fn mg_gathering(ranks: usize, gather_below: usize) -> Outcome {
-    let outcome = Mutex::new(None);
-    Job::threads(ranks)
-        .segment(64 << 20)
-        .wait_timeout(Duration::from_secs(300))
-        .run(|ctx| {
-            let o = tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", gather_below)?;
-            if let Some(o) = o {
-                *outcome.lock().unwrap() = Some(o);
-            }
-            Ok(())
-        })
-        .unwrap();
-    outcome.into_inner().unwrap().expect("rank 0 reports")
+    run_on(ranks, |ctx| {
+        tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", gather_below)
+    })
 }
 
 #[test]
@@ -124,8 +122,8 @@ fn mg_gathers_coarse_levels_at_every_seam() {
 
 #[test]
 fn mg_class_s_verifies_beyond_the_coarsest_level_at_16_and_64_ranks() {
-    // Here the 2³ (and at 64 ranks the 4³) levels cannot be split over the 4 × 2 × 2 and
-    // 4 × 4 × 4 process grids, so they are gathered.
+    // Over the 4 × 2 × 2 and 4 × 4 × 4 process grids the 2³ level (and at 64 ranks the
+    // 4³ one) would give blocks a point thick or less, so they are gathered.
     for ranks in [16, 64] {
         let o = run_kernel(Kernel::Mg, Class::S, ranks);
         assert_eq!(o.verified, Some(true), "MG S at {ranks} ranks:\n{o}");

@@ -55,6 +55,14 @@ pub struct ClassData {
     pub checksums: &'static [(f64, f64)],
 }
 
+impl ClassData {
+    /// The most ranks slabs hold: each needs whole z-planes (space) and whole y-planes
+    /// (frequency).
+    pub fn slab_limit(&self) -> usize {
+        self.nz.min(self.ny)
+    }
+}
+
 /// Official values (NPB 3.4).
 pub const CLASSES: [ClassData; 4] = [
     ClassData {
@@ -281,8 +289,8 @@ struct Solver<'c> {
     wait: Duration,
 }
 
-/// z-planes transformed before their pieces are put (`slabs`): 8 complex numbers, two
-/// cache lines, per write run.
+/// Planes transformed before their pieces are put (`slabs`, and `2d` between process-grid
+/// row and column): 8 complex numbers, two cache lines, per write run.
 const PLANE_BATCH: usize = 8;
 
 /// Columns gathered per batch of y-FFTs.
@@ -651,23 +659,21 @@ pub fn check_run(class: Class, variant: &str, ranks: usize) -> Result<(), String
         .iter()
         .find(|c| c.class == class)
         .expect("every class has FT values");
-    let slab_limit = data.nz.min(data.ny);
+    let slab_limit = data.slab_limit();
     let n = [data.nx, data.ny, data.nz];
-    match variant {
-        "packed" | "pencils" if ranks > slab_limit => Err(format!(
+    let pencils = variant == "2d" || ranks > slab_limit;
+    if pencils && variant != "slabs" && variant != "2d" {
+        return Err(format!(
             "ft --variant {variant} holds whole planes, so class {class} runs on at most {slab_limit} ranks that way; use --variant slabs or 2d for {ranks} ranks"
-        )),
-        "slabs" | "2d" if ranks > slab_limit || variant == "2d" => {
-            match grid2d::process_grid(ranks, n) {
-                Some(_) => Ok(()),
-                None => Err(format!(
-                    "ft class {class} ({}x{}x{}) does not split into pencils over {ranks} ranks; use fewer ranks",
-                    n[0], n[1], n[2]
-                )),
-            }
-        }
-        _ => Ok(()),
+        ));
     }
+    if pencils && grid2d::process_grid(ranks, n).is_none() {
+        return Err(format!(
+            "ft class {class} ({}x{}x{}) does not split into pencils over {ranks} ranks; use fewer ranks",
+            n[0], n[1], n[2]
+        ));
+    }
+    Ok(())
 }
 
 /// Run FT at `class`; rank 0 gets the outcome.
@@ -679,7 +685,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
     crate::Kernel::Ft
         .check_run(class, variant, ctx.ranks())
         .map_err(CoreError::Invalid)?;
-    let slabs_fit = ctx.ranks() <= data.nz.min(data.ny);
+    let slabs_fit = ctx.ranks() <= data.slab_limit();
     let (mut solver, ran): (Box<dyn Steps + '_>, &str) = match variant {
         "slabs" if slabs_fit => (Box::new(Solver::new(ctx, data, Transpose::Slabs)?), variant),
         "packed" => (
