@@ -21,11 +21,12 @@ use crate::bench::rma::record;
 use crate::bench::{run_part, Part, Record};
 use crate::JobArgs;
 
-/// The candidates for `op`: its algorithms, with the k-nomial tree at several radices.
-fn candidates(op: Collective) -> Vec<Algorithm> {
-    op.algorithms()
-        .iter()
-        .flat_map(|&a| match a {
+/// The candidates for `op` on `team`: its algorithms (with MPI's own on the mpi conduit),
+/// with the k-nomial tree at several radices.
+fn candidates(team: &Team, op: Collective) -> Vec<Algorithm> {
+    team.algorithms(op)
+        .into_iter()
+        .flat_map(|a| match a {
             Algorithm::Knomial(_) => vec![
                 Algorithm::Knomial(3),
                 Algorithm::Knomial(4),
@@ -54,7 +55,7 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let mut out = vec![0u64; max_len];
     let total: usize = Collective::ALL
         .iter()
-        .map(|&op| candidates(op).len() * sizes_for(op, quick).len())
+        .map(|&op| candidates(&world, op).len() * sizes_for(op, quick).len())
         .sum();
     let bar = if ctx.rank() == 0 {
         ProgressBar::new(total as u64)
@@ -71,7 +72,7 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     for op in Collective::ALL {
         for &bytes in sizes_for(op, quick) {
             let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
-            for alg in candidates(op) {
+            for alg in candidates(&world, op) {
                 bar.set_message(format!("{} {bytes} B {alg}", op.name()));
                 let team = world.with_algorithm(op, alg)?;
                 let iters = iterations(bytes, n, quick);

@@ -17,8 +17,8 @@ use std::rc::Rc;
 
 use crate::error::{CoreError, Error};
 use crate::{Affinity, Distribution, SharedArray};
+use crate::{Algorithm, Collective, Op, Team};
 use crate::{AtomicOp, Context, GlobalPtr, RankResult};
-use crate::{Collective, Op, Team};
 use crate::{GlobalGrid, Grid, HaloGrid, HaloStrategy, Point, RectDomain};
 
 /// One conformance check.
@@ -87,6 +87,10 @@ pub fn cases() -> &'static [Case] {
         Case {
             name: "collectives",
             run: collectives,
+        },
+        Case {
+            name: "native_collectives",
+            run: native_collectives,
         },
         Case {
             name: "grid_copies",
@@ -807,7 +811,7 @@ fn collectives(ctx: &Context) -> RankResult {
     let (n, me) = (world.size(), world.rank());
     let value = |r: usize, i: usize| (r as u64 + 1) * 1_000_003 + i as u64 * 7;
     for op in Collective::ALL {
-        for &alg in op.algorithms() {
+        for alg in world.algorithms(op) {
             let t = world.with_algorithm(op, alg)?;
             for len in [3usize, 10_000] {
                 let what = |w: &str| format!("{} with {alg}, {len} elements: {w}", op.name());
@@ -878,6 +882,138 @@ fn collectives(ctx: &Context) -> RankResult {
             }
         }
     }
+    Ok(())
+}
+
+fn triple(_: &Context, x: u64) -> u64 {
+    3 * x
+}
+
+/// The conduit's own collectives ([`Algorithm::Native`]). Where the conduit has them:
+/// every operation on a subteam in reverse rank order, reductions over several element
+/// types, the exclusive scan, the calls that fall back to the model's algorithms (a user
+/// operation, unequal exchange counts), and a rank inside one still answering an RPC that
+/// another rank waits for before it enters. Where the conduit has none, asking for them is
+/// an error that says where they exist.
+fn native_collectives(ctx: &Context) -> RankResult {
+    let world = Team::world(ctx)?;
+    let (n, me) = (world.size(), world.rank());
+    if !world
+        .algorithms(Collective::Barrier)
+        .contains(&Algorithm::Native)
+    {
+        let err = world
+            .with_algorithm(Collective::Allreduce, Algorithm::Native)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        return ensure(err.contains("native") && err.contains("mpi"), || {
+            format!("forcing native on {}: {err:?}", ctx.conduit_kind())
+        });
+    }
+    fn all_native<'a>(team: &Team<'a>) -> crate::Result<Team<'a>> {
+        let mut t = team.clone();
+        for op in Collective::ALL {
+            t = t.with_algorithm(op, Algorithm::Native)?;
+        }
+        Ok(t)
+    }
+    // A rank inside a native collective serves requests: the last rank calls rank 0 and
+    // waits for the answer before it enters the barrier that rank 0 is already in.
+    let w = all_native(&world)?;
+    if me == n - 1 && n > 1 {
+        let got = ctx.rpc(0, triple, 14)?.wait()?;
+        ensure(got == 42, || {
+            format!("rpc during a native barrier gave {got}")
+        })?;
+    }
+    w.barrier()?;
+    // Even and odd world ranks, each in reverse order.
+    let sub = world
+        .split(Some((me % 2) as u32), (n - me) as u64)?
+        .expect("every rank has a colour");
+    let members: Vec<usize> = (0..n).rev().filter(|r| r % 2 == me % 2).collect();
+    let t = all_native(&sub)?;
+    let (k, r) = (t.size(), t.rank());
+    ensure((0..k).all(|i| t.world_rank(i) == members[i]), || {
+        "subteam order".into()
+    })?;
+    let what = |w: &str| format!("native {w} on a subteam of {k}");
+    let v = |rank: usize, i: usize| ((rank * 37 + i * 11) % 17) as f64 - 8.0;
+    let mine: Vec<f64> = (0..5).map(|i| v(me, i)).collect();
+    let over = |f: &dyn Fn(usize) -> f64, init: f64, g: fn(f64, f64) -> f64| {
+        members.iter().map(|&m| f(m)).fold(init, g)
+    };
+    let mut got = vec![0.0; 5];
+    t.allreduce(&mine, &mut got, Op::Max)?;
+    let want: Vec<f64> = (0..5)
+        .map(|i| over(&|m| v(m, i), f64::MIN, f64::max))
+        .collect();
+    ensure(got == want, || what("f64 max allreduce"))?;
+    let ints: Vec<i32> = mine.iter().map(|&x| x as i32).collect();
+    let mut least = vec![0i32; if r == k - 1 { 5 } else { 0 }];
+    t.reduce(k - 1, &ints, &mut least, Op::Min)?;
+    let want: Vec<i32> = (0..5)
+        .map(|i| over(&|m| v(m, i), f64::MAX, f64::min) as i32)
+        .collect();
+    ensure(r != k - 1 || least == want, || what("i32 min reduce"))?;
+    let mut prefix = [7u64; 2];
+    t.exscan(&[me as u64 + 1, 1], &mut prefix, Op::Sum)?;
+    let before: u64 = members[..r].iter().map(|&m| m as u64 + 1).sum();
+    ensure(prefix == [before, r as u64], || what("u64 exclusive scan"))?;
+    let mut bits = [0u8; 3];
+    t.scan(&[1 << (r % 8), 0xff, r as u8], &mut bits, Op::BitOr)?;
+    let or = (0..=r).fold(0u8, |a, i| a | 1 << (i % 8));
+    let ors = (0..=r).fold(0u8, |a, i| a | i as u8);
+    ensure(bits == [or, 0xff, ors], || what("u8 bitwise-or scan"))?;
+    let mut data = if r == k - 1 {
+        mine.clone()
+    } else {
+        vec![0.0; 5]
+    };
+    t.broadcast(k - 1, &mut data)?;
+    ensure(
+        data == (0..5).map(|i| v(members[k - 1], i)).collect::<Vec<_>>(),
+        || what("broadcast"),
+    )?;
+    let blocks: Vec<f64> = members
+        .iter()
+        .flat_map(|&m| (0..5).map(move |i| v(m, i)))
+        .collect();
+    let mut all = vec![0.0; 5 * k];
+    t.allgather(&mine, &mut all)?;
+    ensure(all == blocks, || what("allgather"))?;
+    let mut gathered = vec![0.0; if r == 0 { 5 * k } else { 0 }];
+    t.gather(0, &mine, &mut gathered)?;
+    ensure(r != 0 || gathered == blocks, || what("gather"))?;
+    let src = if r == 0 { blocks.clone() } else { Vec::new() };
+    let mut block = vec![0.0; 5];
+    t.scatter(0, &src, &mut block)?;
+    ensure(block == mine, || what("scatter"))?;
+    // exchange: block j of member i holds 100·i + j.
+    let out: Vec<u32> = (0..k).map(|j| (100 * r + j) as u32).collect();
+    let mut inb = vec![0u32; k];
+    t.exchange(&out, &mut inb)?;
+    ensure(
+        inb == (0..k).map(|i| (100 * i + r) as u32).collect::<Vec<_>>(),
+        || what("exchange"),
+    )?;
+    // These cannot be MPI's: a user operation and unequal counts use the model's choice.
+    let mut sum = [0.0];
+    t.allreduce_with(&[1.5], &mut sum, &|a, b| {
+        a[0] += b[0];
+        Ok(())
+    })?;
+    ensure(sum[0] == 1.5 * k as f64, || {
+        what("user-operation allreduce")
+    })?;
+    // Member i sends i + 1 elements to everyone.
+    let send: Vec<u16> = vec![r as u16; (r + 1) * k];
+    let recv_counts: Vec<usize> = (1..=k).collect();
+    let mut recv = vec![0u16; recv_counts.iter().sum()];
+    t.exchange_v(&send, &vec![r + 1; k], &mut recv, &recv_counts)?;
+    let want: Vec<u16> = (0..k).flat_map(|i| vec![i as u16; i + 1]).collect();
+    ensure(recv == want, || what("exchange_v with unequal counts"))?;
     Ok(())
 }
 

@@ -109,7 +109,7 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
         for &bytes in op_sizes {
             let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
             let mut choices: Vec<(String, Team)> = vec![("tuned".into(), world.clone())];
-            for &alg in op.algorithms() {
+            for alg in world.algorithms(op) {
                 choices.push((alg.to_string(), world.with_algorithm(op, alg)?));
             }
             let iters = iterations(bytes, n, quick);

@@ -100,6 +100,147 @@ pub(crate) fn read_now(
     Ok((None, Some(bytes)))
 }
 
+/// Element types a conduit's own reductions understand (see [`NativeCollectives`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NativeType {
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F32,
+    F64,
+}
+
+/// A built-in reduction operation (of the model's collectives, and of a conduit's own
+/// where it has one: the `mpi` conduit maps all but `MinLoc`/`MaxLoc` to MPI's).
+///
+/// ```
+/// use tessera::{Op, Reducible};
+/// let mut acc = [3u32, 8];
+/// u32::reduce(Op::Max, &mut acc, &[5, 1]).unwrap();
+/// assert_eq!(acc, [5, 8]);
+/// assert!(f64::reduce(Op::BitXor, &mut [1.0], &[2.0]).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Product (wrapping for integers).
+    Prod,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Bitwise and (integers).
+    BitAnd,
+    /// Bitwise or (integers).
+    BitOr,
+    /// Bitwise xor (integers).
+    BitXor,
+    /// Logical and: non-zero is true, the result is 0 or 1 (integers).
+    LogicalAnd,
+    /// Logical or (integers).
+    LogicalOr,
+    /// Minimum value with the index where it occurs (on [`Loc`](crate::Loc)); ties take the smaller index.
+    MinLoc,
+    /// Maximum value with its index (on [`Loc`](crate::Loc)); ties take the smaller index.
+    MaxLoc,
+}
+
+/// What a native reduction combines: elements of one type with one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reduction {
+    /// The element type the byte buffers hold.
+    pub elem: NativeType,
+    /// The operation.
+    pub op: Op,
+}
+
+/// One collective for a conduit's own library to perform, over byte buffers already
+/// checked by the caller (lengths agree with the group size; `root` is a member; a
+/// reduction's buffers hold whole, aligned elements). Ranks are group ranks.
+#[derive(Debug)]
+pub enum NativeCall<'b> {
+    Barrier,
+    Broadcast {
+        root: usize,
+        data: &'b mut [u8],
+    },
+    /// `dst` is written on `root` only.
+    Reduce {
+        root: usize,
+        src: &'b [u8],
+        dst: &'b mut [u8],
+        reduction: Reduction,
+    },
+    Allreduce {
+        src: &'b [u8],
+        dst: &'b mut [u8],
+        reduction: Reduction,
+    },
+    /// `dst` (group size × `src.len()` bytes) is written on `root` only.
+    Gather {
+        root: usize,
+        src: &'b [u8],
+        dst: &'b mut [u8],
+    },
+    Allgather {
+        src: &'b [u8],
+        dst: &'b mut [u8],
+    },
+    /// `src` (group size × `dst.len()` bytes) is read on `root` only.
+    Scatter {
+        root: usize,
+        src: &'b [u8],
+        dst: &'b mut [u8],
+    },
+    /// All-to-all in equal blocks of `src.len() / group size` bytes.
+    Exchange {
+        src: &'b [u8],
+        dst: &'b mut [u8],
+    },
+    /// Inclusive prefix reduction, or exclusive (`dst` undefined on group rank 0).
+    Scan {
+        src: &'b [u8],
+        dst: &'b mut [u8],
+        reduction: Reduction,
+        exclusive: bool,
+    },
+}
+
+/// Blocks until the test it is given returns true, making progress meanwhile (the core
+/// passes one that serves active messages and honours the watchdog).
+pub type NativeWait<'w> =
+    dyn FnMut(&mut dyn FnMut() -> Result<bool, ConduitError>) -> crate::Result<()> + 'w;
+
+/// A conduit's own collective operations (MPI's, on the `mpi` conduit), offered to the
+/// model layer as one more algorithm per operation. Groups are numbered by the conduit;
+/// every call on a group is collective over its members and they call in the same order.
+pub trait NativeCollectives {
+    /// A new group of every rank of the job, in rank order. Collective over the job.
+    fn group_world(&self) -> Result<u64, ConduitError>;
+    /// Split `parent`: members passing the same `colour` form a new group, ordered by
+    /// `key` (distinct within a colour). `None` (and `None` back): in no new group.
+    /// Collective over `parent`.
+    fn group_split(
+        &self,
+        parent: u64,
+        colour: Option<u32>,
+        key: u32,
+    ) -> Result<Option<u64>, ConduitError>;
+    /// Forget a group (local).
+    fn group_free(&self, group: u64);
+    /// Perform `call` on `group`, waiting for it with `wait` so that the rank keeps
+    /// serving others meanwhile. A failed wait ends the job (the library may still be
+    /// writing into the buffers).
+    fn run(&self, group: u64, call: NativeCall<'_>, wait: &mut NativeWait<'_>)
+        -> crate::Result<()>;
+}
+
 /// The boundary every conduit implements.
 ///
 /// Offsets are byte offsets into a rank's *segment* (the part of its memory that the
@@ -216,6 +357,11 @@ pub trait Conduit {
     /// Ranks running on this rank's host (for the wait policy).
     fn host_ranks(&self) -> usize {
         self.ranks()
+    }
+
+    /// The conduit's own collectives, if it has any (the `mpi` conduit has MPI's).
+    fn native_collectives(&self) -> Option<&dyn NativeCollectives> {
+        None
     }
 
     /// The error for an operation this conduit lacks.

@@ -333,6 +333,18 @@ impl Context {
         Ok(())
     }
 
+    /// Write `data` (if any), then store `value` into `flag` (release), as a signal: on an
+    /// unmapped owner one message that the owner applies in order, without a round trip
+    /// (see [`Context::signal`]).
+    pub(crate) fn signal_store(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        value: u64,
+    ) -> Result<()> {
+        self.signal(data, flag, Remote::Store(value))
+    }
+
     /// Wait until every signal this rank sent to an unmapped owner has been applied there.
     pub(crate) fn complete_signals(&self) -> Result<()> {
         self.complete_implicit()?;

@@ -32,6 +32,7 @@ pub mod am;
 pub mod atomic;
 pub mod barrier;
 pub mod gptr;
+pub(crate) mod native;
 pub mod rma;
 pub mod rpc;
 pub mod sync;

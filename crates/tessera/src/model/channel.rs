@@ -2,8 +2,9 @@
 //! operations, so collectives work on any conduit.
 //!
 //! Every member owns a *mailbox area* in its segment. For each source it holds two slots
-//! (double buffering), each a header (sequence flag, length) and `chunk` bytes of data;
-//! after them come one acknowledgement word per destination, each on its own cache line.
+//! (double buffering), each a header (sequence flag at its start, length in its last
+//! word, just before the data) and `chunk` bytes of data; after them come one
+//! acknowledgement word per destination, each on its own cache line.
 //!
 //! A message from `s` to `d` with per-pair sequence number `n` goes to slot `n % 2` of the
 //! inbox `d` keeps for `s`:
@@ -14,6 +15,14 @@
 //!    (`Release`).
 //! 3. `d` waits until the flag reads `n + 1` (`Acquire`), copies the data out and
 //!    acknowledges.
+//!
+//! Both stores that cross to the other member (the flag, the acknowledgement) are
+//! *signals* of the core: on a mapped member a `Release` store; on an unmapped one (another
+//! host) one active message that the owner applies in order, carrying the length and data
+//! with the flag when they fit, and no one waits for it to be applied. So a message costs
+//! one one-way network message each way, and a member that has finished its part of a
+//! collective is never needed again to complete it (it may go straight into a blocking
+//! library call, as the `native` algorithm's group creation does).
 //!
 //! Messages longer than one chunk travel as consecutive chunks. With two slots the sender
 //! fills one while the receiver drains the other, so large transfers are pipelined.
@@ -183,9 +192,18 @@ impl Channel {
             return Ok(false);
         }
         let slot = self.slot(to, self.me, seq % 2);
-        ctx.put(slot.add(HEADER), chunk)?;
-        ctx.put_value(slot.cast::<u64>().add(1), chunk.len() as u64)?;
-        ctx.atomic_store(slot.cast::<u64>(), seq + 1)?;
+        let length = slot.add(HEADER - 8);
+        if ctx.is_addressable(slot) {
+            ctx.put(slot.add(HEADER), chunk)?;
+            ctx.put_value(length.cast::<u64>(), chunk.len() as u64)?;
+            ctx.signal_store(None, slot.cast(), seq + 1)?;
+        } else {
+            // Length and data are adjacent, so they travel with the flag in one message.
+            let mut payload = Vec::with_capacity(8 + chunk.len());
+            payload.extend_from_slice(&(chunk.len() as u64).to_ne_bytes());
+            payload.extend_from_slice(chunk);
+            ctx.signal_store(Some((length, &payload)), slot.cast(), seq + 1)?;
+        }
         self.sent.borrow_mut()[to] = seq + 1;
         Ok(true)
     }
@@ -202,7 +220,7 @@ impl Channel {
         if ctx.atomic_load(slot.cast::<u64>())? != seq + 1 {
             return Ok(None);
         }
-        let len = ctx.get_value(slot.cast::<u64>().add(1))? as usize;
+        let len = ctx.get_value(slot.add(HEADER - 8).cast::<u64>())? as usize;
         if len > out.len() || (len == 0 && !out.is_empty()) {
             return Err(crate::error::CoreError::Invalid(format!(
                 "collective arguments differ between ranks: team member {from} sent {len} bytes where {} were expected",
@@ -211,7 +229,7 @@ impl Channel {
             .into());
         }
         ctx.get(slot.add(HEADER), &mut out[..len])?;
-        ctx.atomic_store(self.ack(from, self.me), seq + 1)?;
+        ctx.signal_store(None, self.ack(from, self.me), seq + 1)?;
         self.received.borrow_mut()[from] = seq + 1;
         Ok(Some(len))
     }

@@ -2,43 +2,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::conduit::NativeType;
+pub use crate::conduit::Op;
 use crate::error::CoreError;
 use crate::Result;
-
-/// A built-in reduction operation.
-///
-/// ```
-/// use tessera::{Op, Reducible};
-/// let mut acc = [3u32, 8];
-/// u32::reduce(Op::Max, &mut acc, &[5, 1]).unwrap();
-/// assert_eq!(acc, [5, 8]);
-/// assert!(f64::reduce(Op::BitXor, &mut [1.0], &[2.0]).is_err());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// Sum (wrapping for integers).
-    Sum,
-    /// Product (wrapping for integers).
-    Prod,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-    /// Bitwise and (integers).
-    BitAnd,
-    /// Bitwise or (integers).
-    BitOr,
-    /// Bitwise xor (integers).
-    BitXor,
-    /// Logical and: non-zero is true, the result is 0 or 1 (integers).
-    LogicalAnd,
-    /// Logical or (integers).
-    LogicalOr,
-    /// Minimum value with the index where it occurs (on [`Loc`]); ties take the smaller index.
-    MinLoc,
-    /// Maximum value with its index (on [`Loc`]); ties take the smaller index.
-    MaxLoc,
-}
 
 /// A user reduction: `combine(acc, other)` sets `acc[i] = acc[i] ⊕ other[i]`. It must be
 /// associative and commutative.
@@ -60,6 +27,11 @@ pub type Combine<'f, T> = dyn Fn(&mut [T], &[T]) -> Result<()> + 'f;
 pub trait Reducible: Pod {
     /// `acc[i] = acc[i] op other[i]`; an error if `op` does not apply to this type.
     fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()>;
+
+    /// The type as a conduit's own collectives know it (MPI's `MPI_DOUBLE`, ...), so that
+    /// built-in reductions can use the `native` algorithm; `None` (the default): they
+    /// cannot, and use the model's algorithms.
+    const NATIVE: Option<NativeType> = None;
 }
 
 fn unsupported<T>(op: Op) -> crate::Error {
@@ -71,8 +43,9 @@ fn unsupported<T>(op: Op) -> crate::Error {
 }
 
 macro_rules! integer {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $native:expr),*) => {$(
         impl Reducible for $t {
+            const NATIVE: Option<NativeType> = Some($native);
             fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
                 let f: fn($t, $t) -> $t = match op {
                     Op::Sum => |a, b| a.wrapping_add(b),
@@ -92,11 +65,33 @@ macro_rules! integer {
         }
     )*};
 }
-integer!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
+/// `usize` and `isize` as the fixed-width type of the same size.
+const fn pointer_sized(signed: bool) -> NativeType {
+    match (std::mem::size_of::<usize>() == 8, signed) {
+        (true, false) => NativeType::U64,
+        (true, true) => NativeType::I64,
+        (false, false) => NativeType::U32,
+        (false, true) => NativeType::I32,
+    }
+}
+
+integer!(
+    i8: NativeType::I8,
+    i16: NativeType::I16,
+    i32: NativeType::I32,
+    i64: NativeType::I64,
+    u8: NativeType::U8,
+    u16: NativeType::U16,
+    u32: NativeType::U32,
+    u64: NativeType::U64,
+    usize: pointer_sized(false),
+    isize: pointer_sized(true)
+);
 
 macro_rules! float {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $native:expr),*) => {$(
         impl Reducible for $t {
+            const NATIVE: Option<NativeType> = Some($native);
             fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
                 let f: fn($t, $t) -> $t = match op {
                     Op::Sum => |a, b| a + b,
@@ -111,7 +106,7 @@ macro_rules! float {
         }
     )*};
 }
-float!(f32, f64);
+float!(f32: NativeType::F32, f64: NativeType::F64);
 
 /// A value with the index where it occurs, for [`Op::MinLoc`] and [`Op::MaxLoc`]
 /// (the index is usually a rank or a global position).

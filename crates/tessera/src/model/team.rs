@@ -32,6 +32,8 @@ use bytemuck::Pod;
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
 use super::tuning::{self, TuningTable};
+use crate::conduit::{NativeCall, Reduction};
+use crate::core::native::NativeGroup;
 use crate::error::CoreError;
 use crate::{Context, GlobalPtr, Result};
 
@@ -157,6 +159,12 @@ pub enum Algorithm {
     Pairwise,
     /// A chain passing partial results from rank to rank.
     Linear,
+    /// The conduit's own collective: MPI's (`MPI_Iallreduce`, `MPI_Ibcast`, ...) on the
+    /// `mpi` conduit, on a communicator of the team's own. Every operation has it there
+    /// and no other conduit does ([`Team::algorithms`]). Reductions use it for built-in
+    /// operations on primitive numbers; user operations, `Loc` and `exchange_v` with
+    /// unequal counts use the model's choice instead.
+    Native,
 }
 
 impl fmt::Display for Algorithm {
@@ -174,6 +182,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Bruck => f.write_str("bruck"),
             Algorithm::Pairwise => f.write_str("pairwise"),
             Algorithm::Linear => f.write_str("linear"),
+            Algorithm::Native => f.write_str("native"),
         }
     }
 }
@@ -193,6 +202,7 @@ impl FromStr for Algorithm {
             "bruck" => Algorithm::Bruck,
             "pairwise" => Algorithm::Pairwise,
             "linear" => Algorithm::Linear,
+            "native" => Algorithm::Native,
             k if k.starts_with("knomial") => match k["knomial".len()..].parse::<u32>() {
                 Ok(radix) if radix >= 2 => Algorithm::Knomial(radix),
                 _ => {
@@ -224,7 +234,8 @@ fn forced_from_env() -> Result<HashMap<Collective, Algorithm>> {
 
 pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
     let supported = op.algorithms();
-    let ok = supported.contains(&alg)
+    let ok = alg == Algorithm::Native
+        || supported.contains(&alg)
         || matches!(alg, Algorithm::Knomial(_))
             && supported.iter().any(|a| matches!(a, Algorithm::Knomial(_)));
     if ok {
@@ -266,6 +277,8 @@ pub struct Team<'a> {
     sync: DataSync,
     /// Counters of the nonblocking single-address forms in flight.
     nb: Rc<RefCell<NonblockingState>>,
+    /// The team's group in the conduit's own collectives, where it has them.
+    native: Option<Rc<NativeGroup<'a>>>,
 }
 
 /// Per member: "landed" messages still to send to it, expected from it, received from it.
@@ -402,7 +415,8 @@ impl<'a> Team<'a> {
         zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
-        Team::build(ctx, (0..n).collect(), ctx.rank(), areas)
+        let native = NativeGroup::world(ctx)?;
+        Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)
     }
 
     fn build(
@@ -410,9 +424,10 @@ impl<'a> Team<'a> {
         members: Vec<usize>,
         me: usize,
         areas: Vec<GlobalPtr<u8>>,
+        native: Option<NativeGroup<'a>>,
     ) -> Result<Team<'a>> {
         let size = members.len();
-        Ok(Team {
+        let team = Team {
             ctx,
             members: Rc::new(members),
             me,
@@ -425,7 +440,51 @@ impl<'a> Team<'a> {
                 expected: vec![0; size],
                 received: vec![0; size],
             })),
-        })
+            native: native.map(Rc::new),
+        };
+        if team
+            .forced
+            .borrow()
+            .values()
+            .any(|&a| a == Algorithm::Native)
+        {
+            team.check_available(Algorithm::Native)?;
+        }
+        Ok(team)
+    }
+
+    /// The algorithms this team can run `op` with: the operation's own
+    /// ([`Collective::algorithms`]) and, on a conduit with collectives of its own (mpi),
+    /// [`Algorithm::Native`].
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let algs = world.algorithms(Collective::Allreduce);
+    ///     assert!(algs.contains(&Algorithm::Ring));
+    ///     assert!(!algs.contains(&Algorithm::Native)); // threads has no MPI
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
+        let mut algs = op.algorithms().to_vec();
+        if self.native.is_some() {
+            algs.push(Algorithm::Native);
+        }
+        algs
+    }
+
+    /// An error unless this team can run `alg` at all.
+    fn check_available(&self, alg: Algorithm) -> Result<()> {
+        if alg == Algorithm::Native && self.native.is_none() {
+            return Err(CoreError::Invalid(format!(
+                "algorithm native calls the conduit's own collectives, and the {} conduit has none; run on the mpi conduit (--conduit mpi) or choose another algorithm",
+                self.ctx.conduit_kind()
+            ))
+            .into());
+        }
+        Ok(())
     }
 
     /// This rank's index in the team.
@@ -457,6 +516,7 @@ impl<'a> Team<'a> {
     /// shares the team's channel, so it must be used in the same collective order.
     pub fn with_algorithm(&self, op: Collective, algorithm: Algorithm) -> Result<Team<'a>> {
         check_supported(op, algorithm)?;
+        self.check_available(algorithm)?;
         let mut forced = self.forced.borrow().clone();
         forced.insert(op, algorithm);
         Ok(Team {
@@ -518,19 +578,24 @@ impl<'a> Team<'a> {
         let published = area.map_or([u64::MAX, 0], |a| [a.rank() as u64, a.offset()]);
         let mut areas = vec![0u64; 2 * n];
         self.allgather(&published, &mut areas)?;
-        if colour.is_none() {
+        let me = group.iter().position(|&(_, i)| i == self.me);
+        // The conduit's group for the new team: the colour is the group's first member (in
+        // this team), the key its place in the order just computed, so both agree.
+        let native = match &self.native {
+            Some(parent) => {
+                parent.split(me.map(|_| group[0].1 as u32), me.map_or(0, |m| m as u32))?
+            }
+            None => None,
+        };
+        let Some(me) = me else {
             return Ok(None);
-        }
-        let me = group
-            .iter()
-            .position(|&(_, i)| i == self.me)
-            .expect("member of own group");
+        };
         let members = group.iter().map(|&(_, i)| self.members[i]).collect();
         let areas = group
             .iter()
             .map(|&(_, i)| GlobalPtr::new(areas[2 * i] as usize, areas[2 * i + 1]))
             .collect();
-        let mut team = Team::build(self.ctx, members, me, areas)?;
+        let mut team = Team::build(self.ctx, members, me, areas, native)?;
         team.forced = Rc::new(RefCell::new(self.forced.borrow().clone()));
         Ok(Some(team))
     }
@@ -554,13 +619,31 @@ impl<'a> Team<'a> {
         Ok((row_team, col_team))
     }
 
-    fn choose(&self, op: Collective, bytes: usize) -> Algorithm {
-        if let Some(&alg) = self.forced.borrow().get(&op) {
-            return alg;
+    /// The algorithm for `op` with `bytes` per member: forced, else the tuning table's,
+    /// else the model's. `native` only where this team has it and the call can use it
+    /// (`native_ok`: a built-in reduction on a primitive type, equal blocks; and a count
+    /// MPI can express); otherwise the model decides.
+    fn choose(&self, op: Collective, bytes: usize, native_ok: bool) -> Algorithm {
+        let alg = match self.forced.borrow().get(&op) {
+            Some(&alg) => alg,
+            None => self
+                .tuning
+                .and_then(|t| t.lookup(op, self.size(), bytes))
+                .unwrap_or_else(|| default_algorithm(op, self.size(), bytes)),
+        };
+        let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
+        if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
+            return default_algorithm(op, self.size(), bytes);
         }
-        self.tuning
-            .and_then(|t| t.lookup(op, self.size(), bytes))
-            .unwrap_or_else(|| default_algorithm(op, self.size(), bytes))
+        alg
+    }
+
+    /// Run `call` with the conduit's own collectives (after `choose` said `Native`).
+    fn native(&self, call: NativeCall<'_>) -> Result<()> {
+        self.native
+            .as_ref()
+            .expect("choose returns Native only where the team has a group")
+            .run(call)
     }
 
     // ----- message helpers ------------------------------------------------------------
@@ -712,7 +795,8 @@ impl<'a> Team<'a> {
     pub fn barrier(&self) -> Result<()> {
         self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let n = self.size();
-        match self.choose(Collective::Barrier, 0) {
+        match self.choose(Collective::Barrier, 0, true) {
+            Algorithm::Native => self.native(NativeCall::Barrier),
             Algorithm::Flat => {
                 if self.me == 0 {
                     let mut bufs: Vec<[u8; 0]> = vec![[]; n];
@@ -756,7 +840,11 @@ impl<'a> Team<'a> {
         if n == 1 {
             return Ok(());
         }
-        match self.choose(Collective::Broadcast, std::mem::size_of_val(data)) {
+        match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
+            Algorithm::Native => self.native(NativeCall::Broadcast {
+                root,
+                data: bytemuck::cast_slice_mut(data),
+            }),
             Algorithm::Chain => {
                 let rel = (self.me + n - root) % n;
                 let (prev, next) = ((self.me + n - 1) % n, (self.me + 1) % n);
@@ -810,7 +898,8 @@ impl<'a> Team<'a> {
         op: Op,
     ) -> Result<()> {
         self.enter_reduction::<T>(Collective::Reduce, Some(root), src.len(), op)?;
-        self.reduce_with(root, src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+        let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
+        self.reduce_impl(root, src, dst, &combine, native_reduction::<T>(op))
     }
 
     /// [`Team::reduce`] with a user operation `combine(acc, other)` (associative and
@@ -822,12 +911,37 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        self.reduce_impl(root, src, dst, combine, None)
+    }
+
+    /// Reduce with `combine`, or with the conduit's own reduction `native` where the
+    /// algorithm is [`Algorithm::Native`].
+    fn reduce_impl<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+        native: Option<Reduction>,
+    ) -> Result<()> {
         self.check_root(root)?;
         if self.me == root && dst.len() != src.len() {
             return Err(length_error("reduce", "dst", dst.len(), src.len()));
         }
         let n = self.size();
-        let alg = self.choose(Collective::Reduce, std::mem::size_of_val(src));
+        let alg = self.choose(
+            Collective::Reduce,
+            std::mem::size_of_val(src),
+            native.is_some(),
+        );
+        if let (Algorithm::Native, Some(reduction)) = (alg, native) {
+            return self.native(NativeCall::Reduce {
+                root,
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+                reduction,
+            });
+        }
         let tree = Knomial::new(radix_of(alg, n), n, (self.me + n - root) % n);
         let mut acc = src.to_vec();
         let mut bufs: Vec<Vec<T>> = tree
@@ -867,7 +981,8 @@ impl<'a> Team<'a> {
     /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
     pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
-        self.allreduce_with(src, dst, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+        let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
+        self.allreduce_impl(src, dst, &combine, native_reduction::<T>(op))
     }
 
     /// [`Team::allreduce`] with a user operation.
@@ -877,11 +992,27 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        self.allreduce_impl(src, dst, combine, None)
+    }
+
+    fn allreduce_impl<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+        native: Option<Reduction>,
+    ) -> Result<()> {
         if dst.len() != src.len() {
             return Err(length_error("allreduce", "dst", dst.len(), src.len()));
         }
         let n = self.size();
-        match self.choose(Collective::Allreduce, std::mem::size_of_val(src)) {
+        let bytes = std::mem::size_of_val(src);
+        match self.choose(Collective::Allreduce, bytes, native.is_some()) {
+            Algorithm::Native => self.native(NativeCall::Allreduce {
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+                reduction: native.expect("choose allows native only with a reduction"),
+            }),
             Algorithm::ReduceBroadcast => {
                 let single = self.with_forced(&[
                     (Collective::Reduce, Algorithm::Binomial),
@@ -1002,7 +1133,12 @@ impl<'a> Team<'a> {
         if self.me == root && dst.len() != n * b {
             return Err(length_error("gather", "dst", dst.len(), n * b));
         }
-        match self.choose(Collective::Gather, std::mem::size_of_val(src)) {
+        match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
+            Algorithm::Native => self.native(NativeCall::Gather {
+                root,
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+            }),
             Algorithm::Flat => {
                 if self.me == root {
                     dst[root * b..(root + 1) * b].copy_from_slice(src);
@@ -1068,7 +1204,11 @@ impl<'a> Team<'a> {
             return Err(length_error("allgather", "dst", dst.len(), n * b));
         }
         let me = self.me;
-        match self.choose(Collective::Allgather, std::mem::size_of_val(src)) {
+        match self.choose(Collective::Allgather, std::mem::size_of_val(src), true) {
+            Algorithm::Native => self.native(NativeCall::Allgather {
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+            }),
             Algorithm::GatherBroadcast => {
                 let single = self.with_forced(&[
                     (Collective::Gather, Algorithm::Binomial),
@@ -1126,7 +1266,12 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * b {
             return Err(length_error("scatter", "src", src.len(), n * b));
         }
-        match self.choose(Collective::Scatter, std::mem::size_of_val(dst)) {
+        match self.choose(Collective::Scatter, std::mem::size_of_val(dst), true) {
+            Algorithm::Native => self.native(NativeCall::Scatter {
+                root,
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+            }),
             Algorithm::Flat => {
                 if self.me == root {
                     dst.copy_from_slice(&src[root * b..(root + 1) * b]);
@@ -1237,7 +1382,15 @@ impl<'a> Team<'a> {
                 send_counts[me],
             ));
         }
-        match self.choose(Collective::Exchange, std::mem::size_of_val(src) / n) {
+        let equal = send_counts
+            .iter()
+            .chain(recv_counts)
+            .all(|&c| c == send_counts[0]);
+        match self.choose(Collective::Exchange, std::mem::size_of_val(src) / n, equal) {
+            Algorithm::Native => self.native(NativeCall::Exchange {
+                src: bytemuck::cast_slice(src),
+                dst: bytemuck::cast_slice_mut(dst),
+            }),
             Algorithm::Flat => {
                 let mut sends: Vec<Outgoing> = (0..n)
                     .filter(|&j| j != me)
@@ -1602,14 +1755,16 @@ impl<'a> Team<'a> {
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
     pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
-        self.scan_with(src, dst, false, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+        let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
+        self.scan_impl(src, dst, false, &combine, native_reduction::<T>(op))
     }
 
     /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
     /// `dst` is set to zeros.
     pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
-        self.scan_with(src, dst, true, &|a: &mut [T], b: &[T]| T::reduce(op, a, b))
+        let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
+        self.scan_impl(src, dst, true, &combine, native_reduction::<T>(op))
     }
 
     /// Inclusive (or exclusive) scan with a user operation.
@@ -1620,13 +1775,40 @@ impl<'a> Team<'a> {
         exclusive: bool,
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        self.scan_impl(src, dst, exclusive, combine, None)
+    }
+
+    fn scan_impl<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        exclusive: bool,
+        combine: &Combine<'_, T>,
+        native: Option<Reduction>,
+    ) -> Result<()> {
         if dst.len() != src.len() {
             return Err(length_error("scan", "dst", dst.len(), src.len()));
         }
         let n = self.size();
         let me = self.me;
         let len = src.len();
-        match self.choose(Collective::Scan, std::mem::size_of_val(src)) {
+        match self.choose(
+            Collective::Scan,
+            std::mem::size_of_val(src),
+            native.is_some(),
+        ) {
+            Algorithm::Native => {
+                self.native(NativeCall::Scan {
+                    src: bytemuck::cast_slice(src),
+                    dst: bytemuck::cast_slice_mut(dst),
+                    reduction: native.expect("choose allows native only with a reduction"),
+                    exclusive,
+                })?;
+                if exclusive && me == 0 {
+                    dst.fill(T::zeroed()); // MPI leaves it undefined; ours is zeros
+                }
+                Ok(())
+            }
             Algorithm::Linear => {
                 // prefix = src₀ … srcₘₑ₋₁ arrives from the left; pass prefix op src right.
                 let mut inclusive = src.to_vec();
@@ -1697,6 +1879,15 @@ impl<'a> Team<'a> {
         self.exscan(&[value], &mut out, op)?;
         Ok((self.me > 0).then_some(out[0]))
     }
+}
+
+/// The conduit's own form of the built-in reduction `op` on `T`, if `T` has one (the
+/// operations that apply to primitive numbers are all MPI's too).
+fn native_reduction<T: Reducible>(op: Op) -> Option<Reduction> {
+    Some(Reduction {
+        elem: T::NATIVE?,
+        op,
+    })
 }
 
 /// The algorithm the model picks when none is forced and no tuning table covers the

@@ -30,9 +30,14 @@
 //! (every wait polls active messages); a rank computing for a long time without waiting
 //! delays others' operations on its memory until it next waits.
 //!
-//! This module must never touch global pointers, allocation or collectives: it moves
-//! bytes and frames, like every conduit.
+//! Collectives: the model's own algorithms run over the core like on any conduit; MPI's
+//! collectives are offered beside them as the `native` algorithm (module `collectives`).
+//!
+//! This module must never touch global pointers, allocation or the model's collective
+//! algorithms: it moves bytes and frames, like every conduit, and runs MPI's collectives
+//! on buffers it is given.
 
+mod collectives;
 mod messenger;
 mod raw;
 pub mod reference;
@@ -88,6 +93,8 @@ pub(crate) struct MpiConduit {
     /// Dropped early: the window exposes memory that `local` owns.
     window: Window,
     messenger: Messenger,
+    /// The communicators of the model's teams (MPI's own collectives).
+    groups: collectives::Groups,
     /// Copies of the data of `put_nbi`s not yet flushed, and whether any `*_nbi` is
     /// (after `window`: freeing the window completes what they feed).
     deferred: RefCell<Vec<Vec<u8>>>,
@@ -195,6 +202,7 @@ impl MpiConduit {
             world_rank,
             window,
             messenger,
+            groups: collectives::Groups::default(),
             local,
             remote,
             done: Cell::new(false),
@@ -346,6 +354,9 @@ impl Conduit for MpiConduit {
     }
     fn host_ranks(&self) -> usize {
         self.world_rank.len()
+    }
+    fn native_collectives(&self) -> Option<&dyn super::NativeCollectives> {
+        Some(self)
     }
 }
 

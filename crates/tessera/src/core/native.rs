@@ -1,0 +1,71 @@
+//! The conduit's own collectives (MPI's on the `mpi` conduit), as the model's teams reach
+//! them: a group per team, and each call waited for by the core's wait, so the rank keeps
+//! serving active messages and the watchdog applies while the library works.
+//!
+//! Creating a group is a blocking call of the library (`MPI_Comm_dup`, `MPI_Comm_split`;
+//! MPI has no nonblocking split), during which the rank serves nobody. Teams call it right
+//! after a barrier or a collective of the parent team, whose messages never need their
+//! sender again once it has finished its part (see the `channel` module), so no member
+//! can be waiting for one that is inside the call.
+//!
+//! This module must never choose algorithms or look at element types: the model decides
+//! what to ask for; this only forwards it and waits.
+
+use super::Context;
+use crate::conduit::NativeCall;
+use crate::Result;
+
+/// A group of the conduit's own collectives, held by a team and the copies of it; freed
+/// when the last of them goes.
+pub(crate) struct NativeGroup<'a> {
+    ctx: &'a Context,
+    id: u64,
+}
+
+impl Drop for NativeGroup<'_> {
+    fn drop(&mut self) {
+        if let Some(native) = self.ctx.conduit().native_collectives() {
+            native.group_free(self.id);
+        }
+    }
+}
+
+impl<'a> NativeGroup<'a> {
+    /// A group of every rank, or `None` when the conduit has no collectives of its own.
+    /// Collective over the job.
+    pub(crate) fn world(ctx: &'a Context) -> Result<Option<NativeGroup<'a>>> {
+        let Some(native) = ctx.conduit().native_collectives() else {
+            return Ok(None);
+        };
+        let id = native.group_world()?;
+        Ok(Some(NativeGroup { ctx, id }))
+    }
+
+    /// Split this group: members with the same `colour` form a group, ordered by `key`.
+    /// Collective over this group's members.
+    pub(crate) fn split(&self, colour: Option<u32>, key: u32) -> Result<Option<NativeGroup<'a>>> {
+        let native = self
+            .ctx
+            .conduit()
+            .native_collectives()
+            .expect("a group exists only on a conduit with native collectives");
+        let id = native.group_split(self.id, colour, key)?;
+        Ok(id.map(|id| NativeGroup { ctx: self.ctx, id }))
+    }
+
+    /// Perform `call` on the group, waiting with the core's wait (progress, watchdog).
+    pub(crate) fn run(&self, call: NativeCall<'_>) -> Result<()> {
+        let ctx = self.ctx;
+        let native = ctx
+            .conduit()
+            .native_collectives()
+            .expect("a group exists only on a conduit with native collectives");
+        native.run(self.id, call, &mut |test| {
+            ctx.wait_until(
+                "a native (MPI) collective",
+                || Ok(test()?),
+                || "a team member has not entered the same collective".into(),
+            )
+        })
+    }
+}
