@@ -5,11 +5,14 @@
 //! process grid). Teams nest: a team can be split again. Creating a team is collective
 //! over its parent.
 //!
-//! Every operation comes in several algorithms ([`Algorithm`]). A documented model picks
-//! one from the team size and message size. `TESSERA_COLL_<OPERATION>=<algorithm>` (for
-//! example `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data
-//! moves as signalling puts into per-member mailboxes (see the `channel` module), so the
-//! collectives work on any conduit.
+//! Every operation comes in several algorithms ([`Algorithm`]). A tuning table
+//! (`tessera tune`), else a documented model ([`default_algorithm`]), picks one from the
+//! team size and message size. `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
+//! `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data moves as
+//! signalling puts into per-member mailboxes (see the `channel` module), so the
+//! collectives work on any conduit. On the mpi conduit every team also has a communicator
+//! of its own, and [`Algorithm::Native`] runs MPI's collective on it; the model uses it
+//! for teams that span hosts.
 //!
 //! Semantics: operations are blocking, and every member must call the same operations in
 //! the same order with matching arguments (roots, counts, operation). Mismatched lengths are
@@ -279,6 +282,10 @@ pub struct Team<'a> {
     nb: Rc<RefCell<NonblockingState>>,
     /// The team's group in the conduit's own collectives, where it has them.
     native: Option<Rc<NativeGroup<'a>>>,
+    /// Some member's segment is not mapped here (another host). Every member agrees: if
+    /// two members sit on different hosts, each member is on a different host from one
+    /// of them.
+    spans_hosts: bool,
 }
 
 /// Per member: "landed" messages still to send to it, expected from it, received from it.
@@ -441,6 +448,14 @@ impl<'a> Team<'a> {
                 received: vec![0; size],
             })),
             native: native.map(Rc::new),
+            spans_hosts: false,
+        };
+        let team = Team {
+            spans_hosts: team
+                .members
+                .iter()
+                .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0))),
+            ..team
         };
         if team
             .forced
@@ -629,13 +644,25 @@ impl<'a> Team<'a> {
             None => self
                 .tuning
                 .and_then(|t| t.lookup(op, self.size(), bytes))
-                .unwrap_or_else(|| default_algorithm(op, self.size(), bytes)),
+                .unwrap_or_else(|| self.model(op, bytes)),
         };
         let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
         if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
             return default_algorithm(op, self.size(), bytes);
         }
         alg
+    }
+
+    /// The model's choice: on a team that spans hosts and has the conduit's own
+    /// collectives, those (MPI's beat messages built from one-sided operations between
+    /// hosts at every measured size, docs/PERFORMANCE.md); otherwise
+    /// [`default_algorithm`].
+    fn model(&self, op: Collective, bytes: usize) -> Algorithm {
+        if self.spans_hosts && self.native.is_some() {
+            Algorithm::Native
+        } else {
+            default_algorithm(op, self.size(), bytes)
+        }
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).
@@ -1891,7 +1918,8 @@ fn native_reduction<T: Reducible>(op: Op) -> Option<Reduction> {
 }
 
 /// The algorithm the model picks when none is forced and no tuning table covers the
-/// operation. The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
+/// operation, on a team within one host (a team spanning hosts on the mpi conduit uses
+/// [`Algorithm::Native`] instead). The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
 /// (docs/PERFORMANCE.md). Moving every block directly (flat) wins for gather, scatter and
 /// exchange, because a shared-memory "message" costs about one cache-line round trip
 /// however many are in flight. Trees and rings win where data would otherwise cross
