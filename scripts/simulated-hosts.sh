@@ -5,8 +5,10 @@
 # inside this machine), and starts ranks in them through Open MPI over TCP: mpirun runs
 # here and reaches each namespace through a tiny launch agent (`ip netns exec` plus
 # `unshare --uts`, so that each namespace has its own host name and MPI sees two hosts).
-# Runs the conduit conformance suite at 4 ranks (2 + 2) and 3 ranks (2 + 1), and NPB IS
-# and CG class S at 4 ranks, then removes everything it created, even on failure.
+# Runs the conduit conformance suite at 4 ranks (2 + 2) and 3 ranks (2 + 1), NPB IS and
+# CG class S at 4 ranks, and the busy_target example with the progress thread (reads
+# from a computing rank must complete), then removes everything it created, even on
+# failure.
 # `scripts/simulated-hosts.sh run A,B ARGS...` runs one tessera command instead, with A
 # ranks on the first host and B on the second.
 #
@@ -79,12 +81,20 @@ run() {
   local slots=$1
   shift
   echo "-- $* on hosts ${hosts[0]}:${slots%,*} and ${hosts[1]}:${slots#*,}"
+  # The (sub)command words come first; the conduit options go before the first option,
+  # so they never land after a `--` meant for the program.
+  local words=()
+  for arg in "$@"; do
+    case $arg in -*) break ;; esac
+    words+=("$arg")
+  done
   TESSERA_MPIRUN_ARGS="--host ${hosts[0]}:${slots%,*},${hosts[1]}:${slots#*,} $common" \
-    timeout 300 "$tessera" "$@" --conduit mpi --timeout 280
+    timeout 300 "$tessera" "${words[@]}" --conduit mpi --timeout 280 "${@:${#words[@]}+1}"
 }
 if [ "${1:-}" = "run" ]; then
   # scripts/simulated-hosts.sh run A,B TESSERA-ARGS...: one tessera command, A ranks on
-  # the first host and B on the second (e.g. `run 1,1 bench rma -n 2 --json out.json`).
+  # the first host and B on the second (e.g. `run 1,1 bench rma -n 2 --json out.json`, or
+  # `run 1,1 run -n 2 -- target/release/examples/busy_target 1`).
   shift
   slots=$1
   shift
@@ -95,4 +105,18 @@ run 2,2 selftest -n 4 --segment 64M
 run 2,1 selftest -n 3 --segment 64M
 run 2,2 npb is --class S -n 4
 run 2,2 npb cg --class S -n 4
+# The progress thread: gets from a rank that computes for a second without entering MPI
+# complete meanwhile (without the thread the first one waits out the whole second).
+example=target/release/examples/busy_target
+if [ ! -x "$example" ]; then
+  echo "simulated hosts: FAILED: no $example; build it with: cargo build --release --features tessera-cli/mpi -p tessera-cli --examples" >&2
+  exit 1
+fi
+out=$(TESSERA_MPI_PROGRESS=100 run 1,1 run -n 2 -- "$example" 1)
+echo "$out"
+gets=$(echo "$out" | sed -n 's/^rank 1: \([0-9]*\) gets.*/\1/p')
+if [ "${gets:-0}" -lt 10 ]; then
+  echo "simulated hosts: FAILED: with the progress thread only ${gets:-0} gets completed while the target computed" >&2
+  exit 1
+fi
 echo "== simulated hosts: passed"

@@ -4,7 +4,8 @@
 //!   every peer through MPI windows and two-sided messages, as across hosts);
 //! - every NPB kernel at class S (and W) at 2 and 4 ranks;
 //! - a program started by `mpirun` directly picks the mpi conduit;
-//! - a failing rank ends the job, named, without a hang.
+//! - a failing rank ends the job, named, without a hang;
+//! - the conformance suite with the progress thread on (`TESSERA_MPI_PROGRESS`).
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -12,9 +13,15 @@ mod common;
 use std::process::Command;
 
 fn selftest(ranks: u32, bypass: bool) {
+    selftest_with(ranks, bypass, "0");
+}
+
+/// `progress`: TESSERA_MPI_PROGRESS (microseconds between polls; "0": no thread).
+fn selftest_with(ranks: u32, bypass: bool, progress: &str) {
     let f = common::run(
         common::tessera()
             .env("TESSERA_MPI_BYPASS", if bypass { "1" } else { "0" })
+            .env("TESSERA_MPI_PROGRESS", progress)
             .args([
                 "selftest",
                 "--conduit",
@@ -29,7 +36,7 @@ fn selftest(ranks: u32, bypass: bool) {
     );
     assert!(
         f.status.success(),
-        "selftest at {ranks} ranks (bypass {bypass}):\n{}\n{}",
+        "selftest at {ranks} ranks (bypass {bypass}, progress {progress}):\n{}\n{}",
         f.stdout,
         f.stderr
     );
@@ -52,6 +59,30 @@ fn conformance_2_3_4_ranks_through_mpi_only() {
     for ranks in [2, 3, 4] {
         selftest(ranks, false);
     }
+}
+
+#[test]
+fn conformance_with_the_progress_thread() {
+    // MPI at MPI_THREAD_SERIALIZED, a second thread polling every 20 µs: every call of the
+    // conduit must be serialised with it.
+    for ranks in [2, 3] {
+        selftest_with(ranks, false, "20");
+    }
+}
+
+#[test]
+fn a_bad_progress_period_is_named() {
+    let f = failure_demo(
+        2,
+        &[("TESSERA_MPI_PROGRESS", "fast")],
+        &["--barriers", "10"],
+    );
+    assert!(!f.status.success());
+    assert!(
+        f.stderr.contains("TESSERA_MPI_PROGRESS") && f.stderr.contains("microseconds"),
+        "{}",
+        f.stderr
+    );
 }
 
 fn npb(kernel: &str, class: &str, ranks: u32, bypass: bool) {
@@ -121,24 +152,21 @@ fn a_program_under_mpirun_picks_the_mpi_conduit() {
     );
 }
 
+/// `tessera run --conduit mpi -n RANKS -- failure_demo ARGS` with `env` set, within 90 s.
+fn failure_demo(ranks: u32, env: &[(&str, &str)], args: &[&str]) -> common::Finished {
+    let mut cmd = common::tessera();
+    cmd.envs(env.iter().copied())
+        .args(["run", "--conduit", "mpi", "--timeout", "60", "-n"])
+        .arg(ranks.to_string())
+        .arg("--")
+        .arg(common::example("failure_demo"))
+        .args(args);
+    common::run(&mut cmd, 90)
+}
+
 #[test]
 fn a_failing_rank_ends_the_job_and_is_named() {
-    let f = common::run(
-        common::tessera()
-            .args([
-                "run",
-                "-n",
-                "4",
-                "--conduit",
-                "mpi",
-                "--timeout",
-                "60",
-                "--",
-            ])
-            .arg(common::example("failure_demo"))
-            .args(["--error-rank", "3", "--forever"]),
-        90,
-    );
+    let f = failure_demo(4, &[], &["--error-rank", "3", "--forever"]);
     assert!(!f.status.success());
     assert!(
         f.stderr.contains("rank 3 failed"),

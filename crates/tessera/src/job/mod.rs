@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `TESSERA_CONDUIT` | `smp` (one process per rank), `threads` (one process, `TESSERA_RANKS` threads) or `mpi` (processes started by mpirun; the default when built with the `mpi` feature and started by mpirun) |
 //! | `TESSERA_MPI_BYPASS` | `0`: on the mpi conduit, reach ranks of the same host through MPI too, not shared memory |
+//! | `TESSERA_MPI_PROGRESS` | on the mpi conduit, microseconds between the polls of a progress thread that serves one-sided operations while the rank computes (e.g. `100`; unset or `0`: no thread) |
 //! | `TESSERA_RANKS` | number of ranks in the job |
 //! | `TESSERA_RANK` | this process's rank (`smp` only) |
 //! | `TESSERA_JOB_ID` | unique job id; names the shared-memory objects (`smp` only) |
@@ -315,10 +316,17 @@ impl Job {
     {
         let bypass = self.mpi_bypass && !self.hide_peers;
         let boot = env_parse::<f64>("TESSERA_BOOT_TIMEOUT", "seconds")?.unwrap_or(60.0);
+        let progress = env_parse::<u64>(
+            "TESSERA_MPI_PROGRESS",
+            "microseconds between progress polls, or 0 for no progress thread",
+        )?
+        .filter(|&us| us > 0)
+        .map(Duration::from_micros);
         let conduit = crate::conduit::mpi::MpiConduit::start(
             self.segment,
             self.am_queue,
             bypass,
+            progress,
             Duration::from_secs_f64(boot),
         )?;
         let rank = crate::conduit::Conduit::rank(&conduit);

@@ -24,6 +24,7 @@ use mpi::request::{scope, Request, Scope};
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
+use super::raw::serial;
 use super::MpiConduit;
 use crate::conduit::{
     Conduit, NativeCall, NativeCollectives, NativeType, NativeWait, Op, Reduction,
@@ -92,17 +93,17 @@ macro_rules! typed {
 }
 
 impl MpiConduit {
-    /// Test `request` inside `wait` until it completes. If the wait fails first, MPI still
-    /// owns the buffers, so the job ends here.
-    fn complete<'a, D: ?Sized, S: Scope<'a>>(
+    /// Start a request with `start` and test it inside `wait` until it completes. If the
+    /// wait fails first, MPI still owns the buffers, so the job ends here.
+    fn complete<'a, D: ?Sized + 'a, S: Scope<'a>>(
         &self,
-        request: Request<'a, D, S>,
+        start: impl FnOnce() -> Request<'a, D, S>,
         wait: &mut NativeWait<'_>,
     ) -> crate::Result<()> {
-        let mut pending = Some(request);
+        let mut pending = Some(serial(start));
         let outcome = wait(&mut || {
             let request = pending.take().expect("not tested after completion");
-            match request.test() {
+            match serial(|| request.test()) {
                 Ok(_) => Ok(true),
                 Err(request) => {
                     pending = Some(request);
@@ -121,7 +122,7 @@ impl MpiConduit {
 
 impl NativeCollectives for MpiConduit {
     fn group_world(&self) -> Result<u64, ConduitError> {
-        Ok(self.groups.add(self.world.duplicate()))
+        Ok(self.groups.add(serial(|| self.world.duplicate())))
     }
 
     fn group_split(
@@ -140,14 +141,15 @@ impl NativeCollectives for MpiConduit {
             None => Color::undefined(),
         };
         let key = i32::try_from(key).unwrap_or(i32::MAX);
-        let new = parent.split_by_color_with_key(colour, key);
+        let new = serial(|| parent.split_by_color_with_key(colour, key));
         drop(comms);
         Ok(new.map(|comm| self.groups.add(comm)))
     }
 
     fn group_free(&self, group: u64) {
         // Dropping the communicator frees it (MPI_Comm_free, local in practice).
-        self.groups.comms.borrow_mut().remove(&group);
+        let comm = self.groups.comms.borrow_mut().remove(&group);
+        serial(|| drop(comm));
     }
 
     fn run(
@@ -164,9 +166,9 @@ impl NativeCollectives for MpiConduit {
         let me = comm.rank() as usize;
         let at = |root: usize| comm.process_at_rank(root as i32);
         scope(|sc| match call {
-            NativeCall::Barrier => self.complete(comm.immediate_barrier(), wait),
+            NativeCall::Barrier => self.complete(|| comm.immediate_barrier(), wait),
             NativeCall::Broadcast { root, data } => {
-                self.complete(at(root).immediate_broadcast_into(sc, data), wait)
+                self.complete(|| at(root).immediate_broadcast_into(sc, data), wait)
             }
             NativeCall::Reduce {
                 root,
@@ -176,9 +178,12 @@ impl NativeCollectives for MpiConduit {
             } => typed!(elem, src, dst, {
                 let op = system_op(op)?;
                 if me == root {
-                    self.complete(at(root).immediate_reduce_into_root(sc, src, dst, op), wait)
+                    self.complete(
+                        || at(root).immediate_reduce_into_root(sc, src, dst, op),
+                        wait,
+                    )
                 } else {
-                    self.complete(at(root).immediate_reduce_into(sc, src, op), wait)
+                    self.complete(|| at(root).immediate_reduce_into(sc, src, op), wait)
                 }
             }),
             NativeCall::Allreduce {
@@ -187,7 +192,7 @@ impl NativeCollectives for MpiConduit {
                 reduction: Reduction { elem, op },
             } => typed!(elem, src, dst, {
                 let op = system_op(op)?;
-                self.complete(comm.immediate_all_reduce_into(sc, src, dst, op), wait)
+                self.complete(|| comm.immediate_all_reduce_into(sc, src, dst, op), wait)
             }),
             NativeCall::Scan {
                 src,
@@ -197,30 +202,33 @@ impl NativeCollectives for MpiConduit {
             } => typed!(elem, src, dst, {
                 let op = system_op(op)?;
                 if exclusive {
-                    self.complete(comm.immediate_exclusive_scan_into(sc, src, dst, op), wait)
+                    self.complete(
+                        || comm.immediate_exclusive_scan_into(sc, src, dst, op),
+                        wait,
+                    )
                 } else {
-                    self.complete(comm.immediate_scan_into(sc, src, dst, op), wait)
+                    self.complete(|| comm.immediate_scan_into(sc, src, dst, op), wait)
                 }
             }),
             NativeCall::Gather { root, src, dst } => {
                 if me == root {
-                    self.complete(at(root).immediate_gather_into_root(sc, src, dst), wait)
+                    self.complete(|| at(root).immediate_gather_into_root(sc, src, dst), wait)
                 } else {
-                    self.complete(at(root).immediate_gather_into(sc, src), wait)
+                    self.complete(|| at(root).immediate_gather_into(sc, src), wait)
                 }
             }
             NativeCall::Allgather { src, dst } => {
-                self.complete(comm.immediate_all_gather_into(sc, src, dst), wait)
+                self.complete(|| comm.immediate_all_gather_into(sc, src, dst), wait)
             }
             NativeCall::Scatter { root, src, dst } => {
                 if me == root {
-                    self.complete(at(root).immediate_scatter_into_root(sc, src, dst), wait)
+                    self.complete(|| at(root).immediate_scatter_into_root(sc, src, dst), wait)
                 } else {
-                    self.complete(at(root).immediate_scatter_into(sc, dst), wait)
+                    self.complete(|| at(root).immediate_scatter_into(sc, dst), wait)
                 }
             }
             NativeCall::Exchange { src, dst } => {
-                self.complete(comm.immediate_all_to_all_into(sc, src, dst), wait)
+                self.complete(|| comm.immediate_all_to_all_into(sc, src, dst), wait)
             }
         })
     }

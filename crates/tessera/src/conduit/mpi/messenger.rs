@@ -20,7 +20,7 @@ use mpi::point_to_point::{MatchedReceiveVec, Source};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
 
-use super::raw::Send;
+use super::raw::{serial, Send};
 use crate::conduit::AmClass;
 use crate::error::ConduitError;
 
@@ -70,15 +70,22 @@ impl Messenger {
         Ok(())
     }
 
+    /// Receive one message with `tag` if one has arrived: its source and contents.
+    fn receive<T: mpi::datatype::Equivalence>(&self, tag: i32) -> Option<(usize, Vec<T>)> {
+        serial(|| {
+            let (message, status) = self
+                .comm
+                .any_process()
+                .immediate_matched_probe_with_tag(tag)?;
+            let source = status.source_rank() as usize;
+            let (contents, _status): (Vec<T>, _) = (message, status).matched_receive_vec();
+            Some((source, contents))
+        })
+    }
+
     /// Take every credit message that has arrived.
     fn absorb_credits(&self) {
-        while let Some((message, status)) = self
-            .comm
-            .any_process()
-            .immediate_matched_probe_with_tag(CREDIT_TAG)
-        {
-            let source = status.source_rank() as usize;
-            let (returned, _status): (Vec<u32>, _) = (message, status).matched_receive_vec();
+        while let Some((source, returned)) = self.receive::<u32>(CREDIT_TAG) {
             if let [class, count] = returned[..] {
                 self.credits.borrow_mut()[source][class as usize & 1] += count;
             }
@@ -111,13 +118,7 @@ impl Messenger {
     ) -> Result<usize, ConduitError> {
         self.absorb_credits();
         let mut count = 0;
-        while let Some((message, status)) = self
-            .comm
-            .any_process()
-            .immediate_matched_probe_with_tag(tag(class))
-        {
-            let source = status.source_rank() as usize;
-            let (frame, _status): (Vec<u8>, _) = (message, status).matched_receive_vec();
+        while let Some((source, frame)) = self.receive::<u8>(tag(class)) {
             let due = {
                 let mut delivered = self.delivered.borrow_mut();
                 let d = &mut delivered[source][class as usize];

@@ -28,7 +28,15 @@
 //! Progress: an operation on another host's memory is served by MPI. With Open MPI over
 //! TCP a window's target makes progress only inside MPI calls, which Tessera's waits make
 //! (every wait polls active messages); a rank computing for a long time without waiting
-//! delays others' operations on its memory until it next waits.
+//! delays others' operations on its memory until it next waits. `TESSERA_MPI_PROGRESS=N`
+//! starts a progress thread that enters MPI every N microseconds (an `MPI_Iprobe`), so
+//! puts and gets aimed at a computing rank complete meanwhile. MPI then runs at
+//! `MPI_THREAD_SERIALIZED` (Open MPI's one-sided component over TCP refuses
+//! `MPI_THREAD_MULTIPLE`): every MPI call of the conduit takes one process-wide lock
+//! (`raw::serial`), so the thread and the rank never enter MPI together. Off by default:
+//! the thread takes CPU time from the ranks, and a rank's long blocking calls (a flush)
+//! keep it out. Active messages still wait for their target's next poll: their handlers
+//! run on the rank's own thread.
 //!
 //! Collectives: the model's own algorithms run over the core like on any conduit; MPI's
 //! collectives are offered beside them as the `native` algorithm (module `collectives`).
@@ -56,7 +64,7 @@ use super::shm::{default_ring_capacity, RegionLayout, ShmConduit};
 use super::{smp, AmClass, Conduit, ConduitKind};
 use crate::error::{ConduitError, JobError};
 use messenger::Messenger;
-use raw::{Transfer, Window};
+use raw::{ProgressThread, Transfer, Window};
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx,
 /// Slurm's PMI), judged by the variables those launchers set.
@@ -80,6 +88,9 @@ pub(crate) fn launcher_ranks() -> Option<usize> {
 
 /// The conduit of one rank.
 pub(crate) struct MpiConduit {
+    /// The optional progress thread and the communicator it polls; first, so it is
+    /// stopped before anything else goes.
+    _progress: Option<(ProgressThread, SimpleCommunicator)>,
     rank: usize,
     ranks: usize,
     /// World rank → rank in this host's group, `None` for ranks on other hosts.
@@ -117,15 +128,27 @@ fn mpi_error(e: ConduitError) -> JobError {
 
 impl MpiConduit {
     /// Initialise MPI and build the conduit: collective over every rank of the job.
-    /// `bypass`: reach ranks of the same host through shared memory.
+    /// `bypass`: reach ranks of the same host through shared memory. `progress`: run a
+    /// progress thread that enters MPI this often.
     pub(crate) fn start(
         segment: usize,
         am_queue: Option<usize>,
         bypass: bool,
+        progress: Option<Duration>,
         boot_timeout: Duration,
     ) -> Result<MpiConduit, JobError> {
-        let (universe, _level) = mpi::initialize_with_threading(Threading::Funneled)
+        let wanted = if progress.is_some() {
+            Threading::Serialized
+        } else {
+            Threading::Funneled
+        };
+        let (universe, level) = mpi::initialize_with_threading(wanted)
             .ok_or_else(|| JobError::Usage("MPI is already initialised in this process".into()))?;
+        if level < wanted {
+            return Err(JobError::Usage(format!(
+                "TESSERA_MPI_PROGRESS needs an MPI library that supports MPI_THREAD_SERIALIZED, and this one offers only {level:?}; unset TESSERA_MPI_PROGRESS (or set it to 0)"
+            )));
+        }
         let world = universe.world();
         let rank = world.rank() as usize;
         let ranks = world.size() as usize;
@@ -191,7 +214,22 @@ impl MpiConduit {
             node_rank[w] = Some(n);
         }
         let remote = world_rank.len() < ranks;
+        // Last, so that every MPI call above ran before a second thread could exist.
+        let progress = match progress {
+            Some(period) => {
+                let comm = world.duplicate();
+                // SAFETY: MPI runs at MPI_THREAD_SERIALIZED (checked above) and every MPI
+                // call of the conduit goes through raw::serial; the thread is stopped
+                // before `comm` is freed and before MPI is finalised: the tuple drops the
+                // thread first, and `_progress` is the conduit's first field while the
+                // universe (MPI_Finalize) is its last.
+                let thread = unsafe { ProgressThread::start(&comm, period) }.map_err(mpi_error)?;
+                Some((thread, comm))
+            }
+            None => None,
+        };
         Ok(MpiConduit {
+            _progress: progress,
             transfers: RefCell::new(HashMap::new()),
             deferred: RefCell::new(Vec::new()),
             deferred_any: Cell::new(false),
@@ -347,7 +385,7 @@ impl Conduit for MpiConduit {
     fn abort(&self, reason: &str) {
         eprintln!("tessera: rank {} failed: {reason}", self.rank);
         use mpi::traits::Communicator as _;
-        self.world.abort(1);
+        raw::serial(|| self.world.abort(1));
     }
     fn job_done(&self) {
         self.done.set(true);

@@ -1,7 +1,10 @@
 //! The few MPI-3 calls rsmpi does not wrap (passive-target RMA windows, nonblocking
 //! sends of owned buffers), behind small types that keep their invariants.
 //!
-//! Every `unsafe` call to MPI in the conduit lives here. What keeps them sound:
+//! Every `unsafe` call to MPI in the conduit lives here, and every call to MPI at all
+//! (here, in the messenger and in the collectives) runs inside [`serial`], so that the
+//! optional progress thread never enters MPI at the same time as the rank. What keeps
+//! the calls sound:
 //! - handles (`MPI_Win`, `MPI_Request`) are created here, used only through `&self`
 //!   methods on the one thread that owns the conduit, and freed exactly once in `Drop`;
 //! - buffers passed to MPI outlive the operation: blocking calls return after MPI is done
@@ -20,8 +23,32 @@ use mpi::topology::SimpleCommunicator;
 
 use crate::error::ConduitError;
 
-/// Turn an MPI return code into a result.
-pub(crate) fn check(call: &'static str, code: c_int) -> Result<(), ConduitError> {
+/// Serialises the conduit's calls into MPI between the rank's thread and the optional
+/// progress thread (MPI then runs at `MPI_THREAD_SERIALIZED`: Open MPI's one-sided
+/// component over TCP refuses `MPI_THREAD_MULTIPLE`). Uncontended without the thread.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    /// Whether this thread is inside `serial` (nesting would deadlock).
+    static IN_MPI: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, which calls MPI, with no other thread of this process inside MPI. Never
+/// nested, and never around anything that may call back into the conduit (handlers).
+pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
+    debug_assert!(!IN_MPI.get(), "nested serial(): this would deadlock");
+    let _guard = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    IN_MPI.set(true);
+    let result = f();
+    IN_MPI.set(false);
+    result
+}
+
+/// Make one MPI call (inside [`serial`]) and turn its return code into a result.
+pub(crate) fn check(call: &'static str, mpi: impl FnOnce() -> c_int) -> Result<(), ConduitError> {
+    let code = serial(mpi);
     if code == ffi::MPI_SUCCESS as c_int {
         Ok(())
     } else {
@@ -51,23 +78,20 @@ impl Window {
         // SAFETY: reading an MPI handle constant initialised by MPI_Init.
         let mut win: ffi::MPI_Win = unsafe { ffi::RSMPI_WIN_NULL };
         // SAFETY: the caller guarantees the memory; out-pointer is a valid local.
-        unsafe {
-            check(
-                "MPI_Win_create",
-                ffi::MPI_Win_create(
-                    base.as_ptr() as *mut c_void,
-                    len as ffi::MPI_Aint,
-                    1,
-                    ffi::RSMPI_INFO_NULL,
-                    comm.as_raw(),
-                    &mut win,
-                ),
-            )?;
-            check(
-                "MPI_Win_lock_all",
-                ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win),
-            )?;
-        }
+        check("MPI_Win_create", || unsafe {
+            ffi::MPI_Win_create(
+                base.as_ptr() as *mut c_void,
+                len as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                comm.as_raw(),
+                &mut win,
+            )
+        })?;
+        // SAFETY: `win` was just created.
+        check("MPI_Win_lock_all", || unsafe {
+            ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win)
+        })?;
         Ok(Window { win })
     }
 
@@ -110,7 +134,7 @@ impl Window {
         // SAFETY: the window is live and locked; `data`'s heap buffer moves into the
         // returned Transfer, which keeps it until MPI reports the request complete (its
         // Drop waits); the core checked the target range.
-        check("MPI_Rput", unsafe {
+        check("MPI_Rput", || unsafe {
             ffi::MPI_Rput(
                 data.as_ptr() as *const c_void,
                 data.len() as c_int,
@@ -149,7 +173,7 @@ impl Window {
         let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: as in start_put; MPI writes `buffer` until the request completes, and
         // nobody reads it before (Transfer::buffer is read only after `finish` says done).
-        check("MPI_Rget", unsafe {
+        check("MPI_Rget", || unsafe {
             ffi::MPI_Rget(
                 buffer.as_mut_ptr() as *mut c_void,
                 len as c_int,
@@ -196,7 +220,7 @@ impl Window {
         for (i, chunk) in data.chunks(MAX_COUNT).enumerate() {
             // SAFETY: the window is live and locked; the caller keeps `data` until the
             // flush; the core checked the target range.
-            check("MPI_Put", unsafe {
+            check("MPI_Put", || unsafe {
                 ffi::MPI_Put(
                     chunk.as_ptr() as *const c_void,
                     chunk.len() as c_int,
@@ -229,7 +253,7 @@ impl Window {
             let n = (len - done).min(MAX_COUNT);
             // SAFETY: the window is live and locked; the caller guarantees the destination
             // until the flush; the core checked the source range.
-            check("MPI_Get", unsafe {
+            check("MPI_Get", || unsafe {
                 ffi::MPI_Get(
                     dst.as_ptr().add(done) as *mut c_void,
                     n as c_int,
@@ -249,14 +273,14 @@ impl Window {
     /// Complete every operation this rank started on the window (`MPI_Win_flush_all`).
     pub(crate) fn flush_all(&self) -> Result<(), ConduitError> {
         // SAFETY: the window is live and locked for all ranks.
-        check("MPI_Win_flush_all", unsafe {
+        check("MPI_Win_flush_all", || unsafe {
             ffi::MPI_Win_flush_all(self.win)
         })
     }
 
     fn flush(&self, rank: usize) -> Result<(), ConduitError> {
         // SAFETY: the window is live and locked for all ranks.
-        check("MPI_Win_flush", unsafe {
+        check("MPI_Win_flush", || unsafe {
             ffi::MPI_Win_flush(rank as c_int, self.win)
         })
     }
@@ -266,10 +290,10 @@ impl Drop for Window {
     fn drop(&mut self) {
         // SAFETY: created and locked in `create`; unlocked and freed exactly once here
         // (collective, after the job's final barrier).
-        unsafe {
+        serial(|| unsafe {
             ffi::MPI_Win_unlock_all(self.win);
             ffi::MPI_Win_free(&mut self.win);
-        }
+        });
     }
 }
 
@@ -284,7 +308,7 @@ impl OwnedRequest {
     pub(crate) fn test_or_wait(&mut self, wait: bool) -> Result<bool, ConduitError> {
         if wait {
             // SAFETY: the request is live or already null (then MPI_Wait returns at once).
-            check("MPI_Wait", unsafe {
+            check("MPI_Wait", || unsafe {
                 ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE)
             })?;
             return Ok(true);
@@ -292,7 +316,7 @@ impl OwnedRequest {
         let mut flag: c_int = 0;
         // SAFETY: as above; MPI_Test nulls the request when it completes, and testing a
         // null request is allowed.
-        check("MPI_Test", unsafe {
+        check("MPI_Test", || unsafe {
             ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
         })?;
         Ok(flag != 0)
@@ -303,7 +327,7 @@ impl Drop for OwnedRequest {
     fn drop(&mut self) {
         // MPI must be done with the buffer before it goes.
         // SAFETY: as in test_or_wait.
-        unsafe { ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE) };
+        serial(|| unsafe { ffi::MPI_Wait(&mut self.request, ffi::RSMPI_STATUS_IGNORE) });
     }
 }
 
@@ -341,7 +365,7 @@ impl Send {
         let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: the buffer's heap storage does not move when the Vec moves into the
         // returned Send, which keeps it until MPI reports completion (its Drop waits).
-        check("MPI_Isend", unsafe {
+        check("MPI_Isend", || unsafe {
             ffi::MPI_Isend(
                 buffer.as_ptr() as *const c_void,
                 buffer.len() as c_int,
@@ -358,5 +382,78 @@ impl Send {
     /// Whether the send has completed (the buffer may then be dropped).
     pub(crate) fn done(&mut self) -> Result<bool, ConduitError> {
         self.0.test_or_wait(false)
+    }
+}
+
+/// A communicator handle moved into the progress thread.
+struct CommHandle(ffi::MPI_Comm);
+
+// SAFETY: an MPI handle is an opaque value that any thread may pass to MPI once MPI runs
+// at MPI_THREAD_SERIALIZED or above, which `ProgressThread::start` requires of its
+// caller, and calls are serialised by `serial`; the thread only reads the handle.
+unsafe impl std::marker::Send for CommHandle {}
+
+/// A thread that enters MPI every `period` (an `MPI_Iprobe` on a communicator nobody
+/// sends on), so that MPI's progress engine serves one-sided operations aimed at this
+/// rank while the rank computes without calling MPI. Stopped and joined when dropped.
+pub(crate) struct ProgressThread {
+    /// Set by `drop` (`Release`), read by the thread before each poll (`Acquire`); no
+    /// other data passes between the two threads.
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressThread {
+    /// Start polling `comm` every `period`.
+    ///
+    /// # Safety
+    /// MPI must have been initialised at `MPI_THREAD_SERIALIZED` or above, every other MPI
+    /// call of the process must go through [`serial`], and `comm` must stay valid (not
+    /// freed, MPI not finalised) until the returned value is dropped.
+    pub(crate) unsafe fn start(
+        comm: &SimpleCommunicator,
+        period: std::time::Duration,
+    ) -> Result<ProgressThread, ConduitError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let handle = CommHandle(comm.as_raw());
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tessera-mpi-progress".into())
+            .spawn(move || {
+                let handle = handle;
+                while !flag.load(Ordering::Acquire) {
+                    let mut found: c_int = 0;
+                    // SAFETY: the caller of `start` keeps `comm` valid and MPI initialised
+                    // (serialised calls allowed) until `drop` has joined this thread.
+                    serial(|| unsafe {
+                        ffi::MPI_Iprobe(
+                            ffi::RSMPI_ANY_SOURCE,
+                            ffi::RSMPI_ANY_TAG,
+                            handle.0,
+                            &mut found,
+                            ffi::RSMPI_STATUS_IGNORE,
+                        )
+                    });
+                    std::thread::sleep(period);
+                }
+            })
+            .map_err(|_| ConduitError::Unsupported {
+                conduit: "mpi",
+                what: "start its progress thread",
+            })?;
+        Ok(ProgressThread {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for ProgressThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

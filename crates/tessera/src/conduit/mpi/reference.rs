@@ -12,7 +12,7 @@ use mpi::point_to_point::{Destination, Source};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::raw::Window;
+use super::raw::{serial, Window};
 use crate::error::CoreError;
 use crate::{ConduitKind, Context, Result};
 
@@ -93,12 +93,13 @@ pub fn pingpong(ctx: &Context, peer: usize, rounds: u64) -> Result<Duration> {
     let mut value = 0u64;
     let start = Instant::now();
     for i in 0..rounds {
+        // Inside `serial` like every MPI call of the process (see the progress thread).
         if first {
-            other.send(&i);
-            (value, _) = other.receive::<u64>();
+            serial(|| other.send(&i));
+            (value, _) = serial(|| other.receive::<u64>());
         } else {
-            (value, _) = other.receive::<u64>();
-            other.send(&value);
+            (value, _) = serial(|| other.receive::<u64>());
+            serial(|| other.send(&value));
         }
     }
     std::hint::black_box(value);
@@ -107,13 +108,15 @@ pub fn pingpong(ctx: &Context, peer: usize, rounds: u64) -> Result<Duration> {
 
 /// `MPI_Barrier` on every rank of the job.
 pub fn barrier(ctx: &Context) -> Result<()> {
-    world(ctx)?.barrier();
+    let world = world(ctx)?;
+    serial(|| world.barrier());
     Ok(())
 }
 
 /// `MPI_Allreduce` of one `u64` (sum) over every rank of the job.
 pub fn allreduce_sum(ctx: &Context, value: u64) -> Result<u64> {
     let mut total = 0u64;
-    world(ctx)?.all_reduce_into(&value, &mut total, SystemOperation::sum());
+    let world = world(ctx)?;
+    serial(|| world.all_reduce_into(&value, &mut total, SystemOperation::sum()));
     Ok(total)
 }
