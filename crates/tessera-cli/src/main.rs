@@ -40,7 +40,7 @@ pub struct JobArgs {
     /// Number of ranks.
     #[arg(short = 'n', long = "ranks", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     ranks: u32,
-    /// Conduit: smp (processes over shared memory) or threads (one process).
+    /// Conduit: smp (processes over shared memory), threads (one process) or mpi (ranks started by mpirun; needs the mpi feature).
     #[arg(long, default_value = "smp")]
     conduit: ConduitKind,
     /// Segment size per rank, e.g. 512M or 4G (default 2G, reserved lazily).

@@ -5,7 +5,8 @@
 //! - every NPB kernel at class S (and W) at 2 and 4 ranks;
 //! - a program started by `mpirun` directly picks the mpi conduit;
 //! - a failing rank ends the job, named, without a hang;
-//! - the conformance suite with the progress thread on (`TESSERA_MPI_PROGRESS`).
+//! - the conformance suite with the progress thread on (`TESSERA_MPI_PROGRESS`);
+//! - `bench coll` measures MPI's own collectives (`native`) beside Tessera's.
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -83,6 +84,11 @@ fn a_bad_progress_period_is_named() {
         "{}",
         f.stderr
     );
+}
+
+#[test]
+fn bench_coll_measures_mpi_collectives_beside_tesseras() {
+    common::bench_coll_checked(&["--conduit", "mpi"], 2, &["native"]);
 }
 
 fn npb(kernel: &str, class: &str, ranks: u32, bypass: bool) {

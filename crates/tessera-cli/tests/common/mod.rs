@@ -95,3 +95,70 @@ pub fn shm_objects(job_id: &str) -> Vec<String> {
 pub fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// `tessera bench coll --quick -n RANKS ARGS --json F`, checked: every operation has a
+/// "tuned" point and every algorithm of the operation, plus `also` (e.g. "native" on the
+/// mpi conduit), at every size, and the memcpy baseline is there.
+pub fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
+    use std::collections::BTreeSet;
+    let path = std::env::temp_dir().join(format!(
+        "tessera-bench-coll-test-{}.json",
+        std::process::id()
+    ));
+    let f = run(
+        tessera()
+            .args([
+                "bench",
+                "coll",
+                "-n",
+                &ranks.to_string(),
+                "--quick",
+                "--segment",
+                "64M",
+                "--json",
+            ])
+            .arg(&path)
+            .args(args),
+        240,
+    );
+    assert!(f.status.success(), "stderr: {}", f.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let results = report["results"].as_array().unwrap();
+    for op in tessera::Collective::ALL {
+        let rows: Vec<&serde_json::Value> =
+            results.iter().filter(|r| r["op"] == op.name()).collect();
+        assert!(!rows.is_empty(), "no results for {}", op.name());
+        let sizes: BTreeSet<u64> = rows.iter().map(|r| r["bytes"].as_u64().unwrap()).collect();
+        for bytes in sizes {
+            let algs: BTreeSet<&str> = rows
+                .iter()
+                .filter(|r| r["bytes"] == bytes)
+                .map(|r| r["algorithm"].as_str().unwrap())
+                .collect();
+            assert!(
+                algs.contains("tuned"),
+                "{} {bytes}: no tuned point",
+                op.name()
+            );
+            let names = op.algorithms().iter().map(|a| a.to_string());
+            for alg in names.chain(also.iter().map(|a| a.to_string())) {
+                assert!(
+                    algs.contains(alg.as_str()),
+                    "{} {bytes}: {alg} missing",
+                    op.name()
+                );
+            }
+        }
+        for r in rows {
+            assert_eq!(r["ranks"], ranks);
+            assert_eq!(r["metric"], "latency_us");
+            assert!(r["value"].as_f64().unwrap() > 0.0);
+        }
+    }
+    assert!(!report["baselines"]["memcpy_bandwidth_mbs"]
+        .as_object()
+        .unwrap()
+        .is_empty());
+}
