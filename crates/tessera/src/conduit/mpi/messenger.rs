@@ -11,6 +11,10 @@
 //! as it does for a full shared-memory ring, so the memory MPI spends on frames a
 //! receiver has not taken yet stays bounded.
 //!
+//! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
+//! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
+//! of the final barrier's signals), so nothing is left unmatched when MPI finalises.
+//!
 //! This module must never call a handler while it holds internal state borrowed:
 //! handlers may send (replies) and poll (reply class) re-entrantly.
 
@@ -40,6 +44,9 @@ pub(crate) struct Messenger {
     delivered: RefCell<Vec<[u32; 2]>>,
     /// Sends still in flight (their buffers live until MPI is done).
     in_flight: RefCell<Vec<Send>>,
+    /// Messages of every tag sent to / received from each rank (for `drain`).
+    sent: RefCell<Vec<u64>>,
+    received: RefCell<Vec<u64>>,
 }
 
 impl Messenger {
@@ -51,11 +58,14 @@ impl Messenger {
             credits: RefCell::new(vec![[CREDITS; 2]; ranks]),
             delivered: RefCell::new(vec![[0; 2]; ranks]),
             in_flight: RefCell::new(Vec::new()),
+            sent: RefCell::new(vec![0; ranks]),
+            received: RefCell::new(vec![0; ranks]),
         }
     }
 
     fn start(&self, dest: usize, tag: i32, buffer: Vec<u8>) -> Result<(), ConduitError> {
         let send = Send::start(&self.comm, dest, tag, buffer)?;
+        self.sent.borrow_mut()[dest] += 1;
         let mut in_flight = self.in_flight.borrow_mut();
         in_flight.push(send);
         // Drop the sends that have completed.
@@ -72,7 +82,7 @@ impl Messenger {
 
     /// Receive one message with `tag` if one has arrived: its source and contents.
     fn receive<T: mpi::datatype::Equivalence>(&self, tag: i32) -> Option<(usize, Vec<T>)> {
-        serial(|| {
+        let (source, contents) = serial(|| {
             let (message, status) = self
                 .comm
                 .any_process()
@@ -80,7 +90,35 @@ impl Messenger {
             let source = status.source_rank() as usize;
             let (contents, _status): (Vec<T>, _) = (message, status).matched_receive_vec();
             Some((source, contents))
-        })
+        })?;
+        self.received.borrow_mut()[source] += 1;
+        Some((source, contents))
+    }
+
+    /// End of the job, collective over every rank, after its final barrier (nothing more
+    /// is sent): receive and drop every message still owed to this rank, and complete this
+    /// rank's own sends, so that no message is left unmatched at `MPI_Finalize`.
+    pub(crate) fn drain(&self) {
+        use mpi::traits::CommunicatorCollectives;
+        let sent = self.sent.borrow().clone();
+        let mut owed = vec![0u64; sent.len()];
+        serial(|| self.comm.all_to_all_into(&sent[..], &mut owed[..]));
+        let received = self.received.borrow().clone();
+        for (source, (&owed, &got)) in owed.iter().zip(&received).enumerate() {
+            for _ in got..owed {
+                serial(|| {
+                    let (message, status) =
+                        self.comm.process_at_rank(source as i32).matched_probe();
+                    // Received as the type it was sent as (credits are u32s).
+                    if status.tag() == CREDIT_TAG {
+                        let _: (Vec<u32>, _) = (message, status).matched_receive_vec();
+                    } else {
+                        let _: (Vec<u8>, _) = (message, status).matched_receive_vec();
+                    }
+                });
+            }
+        }
+        self.in_flight.borrow_mut().clear(); // each Send waits for its request on drop
     }
 
     /// Take every credit message that has arrived.

@@ -388,6 +388,7 @@ impl Conduit for MpiConduit {
         raw::serial(|| self.world.abort(1));
     }
     fn job_done(&self) {
+        self.messenger.drain();
         self.done.set(true);
     }
     fn host_ranks(&self) -> usize {
