@@ -42,24 +42,32 @@ fn unsupported<T>(op: Op) -> crate::Error {
     .into()
 }
 
+/// `acc[i] = f(acc[i], other[i])`, generic in `f` so that each operation compiles to its
+/// own (vectorisable) loop instead of an indirect call per element.
+#[inline(always)]
+fn combine_with<T: Copy>(acc: &mut [T], other: &[T], f: impl Fn(T, T) -> T) {
+    acc.iter_mut().zip(other).for_each(|(a, &b)| *a = f(*a, b));
+}
+
 macro_rules! integer {
     ($($t:ty: $native:expr),*) => {$(
         impl Reducible for $t {
             const NATIVE: Option<NativeType> = Some($native);
             fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
-                let f: fn($t, $t) -> $t = match op {
-                    Op::Sum => |a, b| a.wrapping_add(b),
-                    Op::Prod => |a, b| a.wrapping_mul(b),
-                    Op::Min => |a, b| a.min(b),
-                    Op::Max => |a, b| a.max(b),
-                    Op::BitAnd => |a, b| a & b,
-                    Op::BitOr => |a, b| a | b,
-                    Op::BitXor => |a, b| a ^ b,
-                    Op::LogicalAnd => |a, b| (a != 0 && b != 0) as $t,
-                    Op::LogicalOr => |a, b| (a != 0 || b != 0) as $t,
+                match op {
+                    Op::Sum => combine_with(acc, other, |a: $t, b| a.wrapping_add(b)),
+                    Op::Prod => combine_with(acc, other, |a: $t, b| a.wrapping_mul(b)),
+                    Op::Min => combine_with(acc, other, |a: $t, b| a.min(b)),
+                    Op::Max => combine_with(acc, other, |a: $t, b| a.max(b)),
+                    Op::BitAnd => combine_with(acc, other, |a: $t, b| a & b),
+                    Op::BitOr => combine_with(acc, other, |a: $t, b| a | b),
+                    Op::BitXor => combine_with(acc, other, |a: $t, b| a ^ b),
+                    Op::LogicalAnd => {
+                        combine_with(acc, other, |a: $t, b| (a != 0 && b != 0) as $t)
+                    }
+                    Op::LogicalOr => combine_with(acc, other, |a: $t, b| (a != 0 || b != 0) as $t),
                     Op::MinLoc | Op::MaxLoc => return Err(unsupported::<$t>(op)),
-                };
-                acc.iter_mut().zip(other).for_each(|(a, &b)| *a = f(*a, b));
+                }
                 Ok(())
             }
         }
@@ -93,14 +101,13 @@ macro_rules! float {
         impl Reducible for $t {
             const NATIVE: Option<NativeType> = Some($native);
             fn reduce(op: Op, acc: &mut [Self], other: &[Self]) -> Result<()> {
-                let f: fn($t, $t) -> $t = match op {
-                    Op::Sum => |a, b| a + b,
-                    Op::Prod => |a, b| a * b,
-                    Op::Min => |a, b| a.min(b),
-                    Op::Max => |a, b| a.max(b),
+                match op {
+                    Op::Sum => combine_with(acc, other, |a: $t, b| a + b),
+                    Op::Prod => combine_with(acc, other, |a: $t, b| a * b),
+                    Op::Min => combine_with(acc, other, |a: $t, b| a.min(b)),
+                    Op::Max => combine_with(acc, other, |a: $t, b| a.max(b)),
                     _ => return Err(unsupported::<$t>(op)),
-                };
-                acc.iter_mut().zip(other).for_each(|(a, &b)| *a = f(*a, b));
+                }
                 Ok(())
             }
         }

@@ -970,31 +970,52 @@ impl<'a> Team<'a> {
             });
         }
         let tree = Knomial::new(radix_of(alg, n), n, (self.me + n - root) % n);
-        let mut acc = src.to_vec();
-        let mut bufs: Vec<Vec<T>> = tree
-            .children
-            .iter()
-            .map(|_| vec![T::zeroed(); src.len()])
-            .collect();
-        {
-            let mut recvs: Vec<Incoming> = tree
-                .children
+        let children: Vec<usize> = tree.children.iter().map(|&c| (c + root) % n).collect();
+        let parent = tree.parent.map(|p| (p + root) % n);
+        // Pipelined in segments of one mailbox chunk: a member receives segment k from
+        // every child, combines it into its accumulator while it is in cache and passes it
+        // up, so no member holds more than a segment per child beyond its accumulator.
+        // The accumulator is `dst` on the root, `src` itself on a leaf, a copy elsewhere.
+        let len = src.len();
+        let seg = (DEFAULT_CHUNK / std::mem::size_of::<T>().max(1)).max(1);
+        let mut segments = (0..len.div_ceil(seg).max(1)).map(|k| k * seg..((k + 1) * seg).min(len));
+        if children.is_empty() {
+            return match parent {
+                Some(p) => segments.try_for_each(|r| self.send(p, &src[r])),
+                None => {
+                    dst.copy_from_slice(src); // a team of one
+                    Ok(())
+                }
+            };
+        }
+        // The accumulator: `dst` on the root, a copy of `src` on an inner member.
+        let mut own = Vec::new();
+        let acc: &mut [T] = if parent.is_none() {
+            dst.copy_from_slice(src);
+            dst
+        } else {
+            own.extend_from_slice(src);
+            &mut own
+        };
+        let width = seg.min(len).max(1);
+        let mut scratch = vec![T::zeroed(); width * children.len()];
+        for range in segments {
+            let part = range.len();
+            let mut recvs: Vec<Incoming> = children
                 .iter()
-                .zip(bufs.iter_mut())
-                .map(|(&c, b)| Incoming::new((c + root) % n, bytemuck::cast_slice_mut(b)))
+                .zip(scratch.chunks_mut(width))
+                .map(|(&c, b)| Incoming::new(c, bytemuck::cast_slice_mut(&mut b[..part])))
                 .collect();
             self.channel.transfer(self.ctx, &mut [], &mut recvs)?;
-        }
-        for b in &bufs {
-            combine(&mut acc, b)?;
-        }
-        match tree.parent {
-            Some(parent) => self.send((parent + root) % n, &acc),
-            None => {
-                dst.copy_from_slice(&acc);
-                Ok(())
+            drop(recvs);
+            for b in scratch.chunks(width) {
+                combine(&mut acc[range.clone()], &b[..part])?;
+            }
+            if let Some(p) = parent {
+                self.send(p, &acc[range])?;
             }
         }
+        Ok(())
     }
 
     /// Reduce one value to `root`: `Some(result)` there, `None` elsewhere.
