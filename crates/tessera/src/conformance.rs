@@ -89,6 +89,10 @@ pub fn cases() -> &'static [Case] {
             run: collectives,
         },
         Case {
+            name: "nonblocking_collectives",
+            run: nonblocking_collectives,
+        },
+        Case {
             name: "native_collectives",
             run: native_collectives,
         },
@@ -881,6 +885,98 @@ fn collectives(ctx: &Context) -> RankResult {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Every nonblocking mailbox collective (`*_nb`), all in flight at once on the world team
+/// and on a subteam, advanced while the rank computes, waited for in reverse order, at a
+/// small and a multi-chunk size, against results computed sequentially; a blocking
+/// collective meanwhile is refused.
+fn nonblocking_collectives(ctx: &Context) -> RankResult {
+    let world = Team::world(ctx)?;
+    let sub = world
+        .split(Some((ctx.rank() % 2) as u32), ctx.rank() as u64)?
+        .expect("every rank has a colour");
+    for team in [&world, &sub] {
+        let (n, me) = (team.size(), team.rank());
+        let w = |i: usize| team.world_rank(i);
+        let value = |r: usize, i: usize| (r as u64 + 1) * 1_000_003 + i as u64 * 7;
+        for len in [3usize, 10_000] {
+            let what = |op: &str| format!("{op}_nb, {len} elements, team of {n}");
+            let mine: Vec<u64> = (0..len).map(|i| value(w(me), i)).collect();
+            let block = |r: usize| (0..len).map(move |i| value(w(r), i));
+            let all: Vec<u64> = (0..n).flat_map(block).collect();
+            let sum: Vec<u64> = (0..len)
+                .map(|i| (0..n).map(|r| value(w(r), i)).sum())
+                .collect();
+            let prefix = |upto: usize| -> Vec<u64> {
+                (0..len)
+                    .map(|i| (0..upto).map(|r| value(w(r), i)).sum())
+                    .collect()
+            };
+            let root = len % n;
+            // Block j of member r's exchange source: value(r, j·len + i).
+            let xsrc: Vec<u64> = (0..n * len).map(|i| value(w(me), i)).collect();
+            let scatter_src = if me == root { all.clone() } else { Vec::new() };
+            let barrier = team.barrier_nb()?;
+            let bcast = team.broadcast_nb(root, &mine)?;
+            let reduce = team.reduce_nb(root, &mine, Op::Sum)?;
+            let allreduce = team.allreduce_nb(&mine, Op::Sum)?;
+            let gather = team.gather_nb(root, &mine)?;
+            let allgather = team.allgather_nb(&mine)?;
+            let scatter = team.scatter_nb(root, &scatter_src, len)?;
+            let exchange = team.exchange_nb(&xsrc)?;
+            let scan = team.scan_nb(&mine, Op::Sum)?;
+            let mut exscan = team.exscan_nb(&mine, Op::Sum)?;
+            // A blocking mailbox collective is refused while one is in flight here (known
+            // only locally: the others may have finished theirs; refused before it sends).
+            if n > 1 && !exscan.test()? {
+                let mailbox = team.with_algorithm(Collective::Barrier, Algorithm::Dissemination)?;
+                ensure(mailbox.barrier().is_err(), || {
+                    "a blocking collective ran while nonblocking ones were in flight".into()
+                })?;
+            }
+            // Compute while they progress.
+            let mut x = 1.0f64;
+            for _ in 0..50 {
+                for _ in 0..1000 {
+                    x = (x * 1.000_001).sqrt();
+                }
+                exscan.test()?;
+            }
+            std::hint::black_box(x);
+            // Waited for in reverse order of starting.
+            let want_ex = if me == 0 { vec![0; len] } else { prefix(me) };
+            ensure(exscan.wait()? == want_ex, || what("exscan"))?;
+            ensure(scan.wait()? == prefix(me + 1), || what("scan"))?;
+            let want_x: Vec<u64> = (0..n)
+                .flat_map(|r| (0..len).map(move |i| value(w(r), me * len + i)))
+                .collect();
+            ensure(exchange.wait()? == want_x, || what("exchange"))?;
+            ensure(scatter.wait()?.iter().copied().eq(block(me)), || {
+                what("scatter")
+            })?;
+            ensure(allgather.wait()? == all, || what("allgather"))?;
+            let g = gather.wait()?;
+            ensure(if me == root { g == all } else { g.is_empty() }, || {
+                what("gather")
+            })?;
+            ensure(allreduce.wait()? == sum, || what("allreduce"))?;
+            let r = reduce.wait()?;
+            ensure(if me == root { r == sum } else { r.is_empty() }, || {
+                what("reduce")
+            })?;
+            ensure(bcast.wait()?.iter().copied().eq(block(root)), || {
+                what("broadcast")
+            })?;
+            ensure(barrier.wait()?.is_empty(), || what("barrier"))?;
+        }
+        // Blocking collectives work again once everything is waited for.
+        let total = team.allreduce_value(1u64, Op::Sum)?;
+        ensure(total == n as u64, || {
+            "allreduce after the nonblocking ones".into()
+        })?;
     }
     Ok(())
 }

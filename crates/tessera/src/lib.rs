@@ -59,7 +59,9 @@ pub use crate::model::grid::{Grid, GridView, GridViewMut};
 pub use crate::model::halo::{HaloGrid, HaloStats, HaloStrategy};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
 pub use crate::model::shared_array::{Affinity, Distribution, SharedArray};
-pub use crate::model::team::{Algorithm, CollHandle, Collective, DataSync, SyncMode, Team};
+pub use crate::model::team::{
+    Algorithm, CollHandle, CollRequest, Collective, DataSync, SyncMode, Team,
+};
 
 /// Result type of Tessera operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

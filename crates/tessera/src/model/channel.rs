@@ -80,6 +80,26 @@ impl Channel {
         self.areas.len()
     }
 
+    /// Data bytes per chunk (messages longer than this travel as several).
+    pub(crate) fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Chunks sent to member `to` so far (the next one's sequence number).
+    pub(crate) fn sent_to(&self, to: usize) -> u64 {
+        self.sent.borrow()[to]
+    }
+
+    /// Chunks received from member `from` so far.
+    pub(crate) fn received_from(&self, from: usize) -> u64 {
+        self.received.borrow()[from]
+    }
+
+    /// Nonblocking collectives of any kind in flight.
+    pub(crate) fn nonblocking(&self) -> usize {
+        self.nonblocking.get()
+    }
+
     /// Slot `parity` of the inbox that `owner` keeps for messages from `source`.
     fn slot(&self, owner: usize, source: usize, parity: u64) -> GlobalPtr<u8> {
         self.areas[owner].add((source * 2 + parity as usize) * (HEADER + self.chunk))

@@ -10,7 +10,8 @@
 //!   intersections between them;
 //! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
 //! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
-//! - `channel`: point-to-point team messages from signalling puts (internal).
+//! - `channel`: point-to-point team messages from signalling puts (internal);
+//! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
 //! on any conduit.
@@ -21,6 +22,7 @@ pub mod global_grid;
 pub mod grid;
 pub mod halo;
 pub mod ops;
+mod schedule;
 pub mod shared_array;
 pub mod team;
 pub mod tuning;

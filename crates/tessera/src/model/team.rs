@@ -14,8 +14,9 @@
 //! of its own, and [`Algorithm::Native`] runs MPI's collective on it; the model uses it
 //! for teams that span hosts.
 //!
-//! Semantics: operations are blocking, and every member must call the same operations in
-//! the same order with matching arguments (roots, counts, operation). Mismatched lengths are
+//! Semantics: operations are blocking, except the `*_to_nb` single-address forms
+//! ([`CollHandle`]) and the `*_nb` forms of the mailbox operations ([`CollRequest`]), and
+//! every member must call the same operations in the same order with matching arguments (roots, counts, operation). Mismatched lengths are
 //! detected and reported. Reduction operations must be associative and commutative
 //! (floating-point results may differ in the last bits between algorithms). A built-in
 //! operation that does not apply to the element type is refused before anything moves. A
@@ -34,6 +35,7 @@ use bytemuck::Pod;
 
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
+use super::schedule::{Buf, Builder, Local, Pending, Reserved, Schedule};
 use super::tuning::{self, TuningTable};
 use crate::conduit::{NativeCall, Reduction};
 use crate::core::native::NativeGroup;
@@ -280,6 +282,8 @@ pub struct Team<'a> {
     sync: DataSync,
     /// Counters of the nonblocking single-address forms in flight.
     nb: Rc<RefCell<NonblockingState>>,
+    /// The nonblocking mailbox collectives in flight, and the results of finished ones.
+    schedules: Rc<RefCell<Schedules>>,
     /// The team's group in the conduit's own collectives, where it has them.
     native: Option<Rc<NativeGroup<'a>>>,
     /// Some member's segment is not mapped here (another host). Every member agrees: if
@@ -296,6 +300,105 @@ struct NonblockingState {
     unsent: Vec<u64>,
     expected: Vec<u64>,
     received: Vec<u64>,
+}
+
+/// The nonblocking mailbox collectives of a team: in flight in start order, and the
+/// outputs of finished ones until their requests take them.
+#[derive(Default)]
+struct Schedules {
+    reserved: Reserved,
+    pending: std::collections::VecDeque<(u64, Box<dyn Pending>)>,
+    finished: HashMap<u64, Box<dyn std::any::Any>>,
+    next: u64,
+}
+
+/// A nonblocking collective of the mailbox kind in progress ([`Team::allreduce_nb`] and
+/// the other `*_nb` forms of the blocking operations). It owns copies of its buffers, so
+/// it borrows nothing from the caller: several may be in flight on one team and waited
+/// for in any order. Every `test` or `wait` on any of a team's requests advances all of
+/// them, in the order they were started. Wait for all of them, on every member, before
+/// the team's next blocking collective. Dropping a request waits for it.
+///
+/// ```
+/// use tessera::{Job, Op, Team};
+/// Job::threads(3).segment(8 << 20).run(|ctx| {
+///     let world = Team::world(ctx)?;
+///     let me = ctx.rank() as u64;
+///     let sum = world.allreduce_nb(&[me, 1], Op::Sum)?;
+///     let all = world.allgather_nb(&[me])?;
+///     // ... compute while they progress (each test advances both) ...
+///     assert_eq!(all.wait()?, vec![0, 1, 2]);
+///     assert_eq!(sum.wait()?, vec![3, 3]);
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[must_use = "a nonblocking collective's result is only there once its request is waited on"]
+pub struct CollRequest<'a, T> {
+    team: Team<'a>,
+    ticket: u64,
+    taken: bool,
+    _output: std::marker::PhantomData<T>,
+}
+
+impl<T: Pod> CollRequest<'_, T> {
+    /// Whether the operation is complete, advancing every request of the team once.
+    pub fn test(&mut self) -> Result<bool> {
+        self.team.advance_schedules()?;
+        Ok(self
+            .team
+            .schedules
+            .borrow()
+            .finished
+            .contains_key(&self.ticket))
+    }
+
+    /// Block until the operation is complete and return this member's output (empty where
+    /// the operation has none: a barrier, or a rooted gather or reduce off the root).
+    pub fn wait(mut self) -> Result<Vec<T>> {
+        self.finish()?;
+        self.taken = true;
+        let output = self
+            .team
+            .schedules
+            .borrow_mut()
+            .finished
+            .remove(&self.ticket)
+            .expect("finished");
+        Ok(*output
+            .downcast::<Vec<T>>()
+            .expect("a request's output has its element type"))
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let ctx = self.team.ctx;
+        wait_done(ctx, || self.test())
+    }
+}
+
+impl<T> Drop for CollRequest<'_, T> {
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        let team = &self.team;
+        let ticket = self.ticket;
+        let _ = wait_done(team.ctx, || {
+            team.advance_schedules()?;
+            Ok(team.schedules.borrow().finished.contains_key(&ticket))
+        });
+        team.schedules.borrow_mut().finished.remove(&ticket);
+    }
+}
+
+/// Wait until `test` reports a nonblocking collective complete: one test, then the core's
+/// wait (progress, watchdog).
+fn wait_done(ctx: &Context, mut test: impl FnMut() -> Result<bool>) -> Result<()> {
+    if test()? {
+        return Ok(());
+    }
+    ctx.wait_until("a nonblocking collective", test, || {
+        "a team member has not started the same nonblocking collectives in the same order".into()
+    })
 }
 
 /// A nonblocking single-address collective in progress (see [`Team::broadcast_to_nb`]).
@@ -358,15 +461,8 @@ impl CollHandle<'_> {
     }
 
     fn finish(&mut self) -> Result<()> {
-        if self.test()? {
-            return Ok(());
-        }
         let ctx = self.team.ctx;
-        ctx.wait_until(
-            "a nonblocking collective",
-            || self.test(),
-            || "a team member has not issued the same nonblocking collective".into(),
-        )
+        wait_done(ctx, || self.test())
     }
 }
 
@@ -448,6 +544,7 @@ impl<'a> Team<'a> {
                 received: vec![0; size],
             })),
             native: native.map(Rc::new),
+            schedules: Rc::new(RefCell::new(Schedules::default())),
             spans_hosts: false,
         };
         let team = Team {
@@ -1566,6 +1663,12 @@ impl<'a> Team<'a> {
             ))
             .into());
         }
+        if !self.schedules.borrow().pending.is_empty() {
+            return Err(CoreError::Invalid(
+                "nonblocking mailbox collectives (allreduce_nb, ...) are in flight on this team: wait for them before starting a nonblocking single-address one".into(),
+            )
+            .into());
+        }
         put()?;
         let mut need = Vec::new();
         if self.sync.output == SyncMode::My {
@@ -1926,6 +2029,393 @@ impl<'a> Team<'a> {
         let mut out = [value];
         self.exscan(&[value], &mut out, op)?;
         Ok((self.me > 0).then_some(out[0]))
+    }
+}
+
+// ----- nonblocking mailbox collectives ------------------------------------------------
+
+/// One algorithm each, written as schedules (module `schedule`): dissemination barrier,
+/// binomial broadcast and reduce, reduce-then-broadcast allreduce, flat gather and
+/// scatter, ring allgather, pairwise exchange, linear scan.
+impl<'a> Team<'a> {
+    /// Build a schedule with this team's reservations and start it.
+    fn start_schedule<T: Pod>(
+        &self,
+        build: impl FnOnce(&mut Reserved, usize) -> Schedule<T>,
+    ) -> Result<CollRequest<'a, T>> {
+        let mut st = self.schedules.borrow_mut();
+        if st.pending.is_empty() {
+            if self.channel.nonblocking() > 0 {
+                return Err(CoreError::Invalid(
+                    "nonblocking single-address collectives are in flight on this team: wait for their handles before starting a nonblocking mailbox one".into(),
+                )
+                .into());
+            }
+            // Nothing reserved ahead: continue from where the streams are.
+            st.reserved = Reserved {
+                send: (0..self.size()).map(|p| self.channel.sent_to(p)).collect(),
+                recv: (0..self.size())
+                    .map(|p| self.channel.received_from(p))
+                    .collect(),
+            };
+        }
+        let schedule = build(&mut st.reserved, self.channel.chunk());
+        let ticket = st.next;
+        st.next += 1;
+        st.pending.push_back((ticket, Box::new(schedule)));
+        self.channel.begin_nonblocking();
+        drop(st);
+        let request = CollRequest {
+            team: self.clone(),
+            ticket,
+            taken: false,
+            _output: std::marker::PhantomData,
+        };
+        self.advance_schedules()?;
+        Ok(request)
+    }
+
+    /// Advance every nonblocking mailbox collective in flight, oldest first.
+    fn advance_schedules(&self) -> Result<()> {
+        let mut st = self.schedules.borrow_mut();
+        let mut i = 0;
+        while i < st.pending.len() {
+            if st.pending[i].1.advance(self.ctx, &self.channel)? {
+                let (ticket, done) = st.pending.remove(i).expect("in range");
+                st.finished.insert(ticket, done.output());
+                self.channel.end_nonblocking();
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Nonblocking [`Team::barrier`] (dissemination); its request's output is empty.
+    pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
+        let (n, me) = (self.size(), self.me);
+        self.start_schedule(|reserved, chunk| {
+            let mut b = Builder::new(reserved, chunk, &[], 0, 0, vec![]);
+            let mut dist = 1;
+            while dist < n {
+                b = b.round(
+                    vec![((me + dist) % n, (Buf::Dst, 0..0))],
+                    vec![((me + n - dist) % n, (Buf::Dst, 0..0))],
+                    vec![],
+                );
+                dist *= 2;
+            }
+            b.build()
+        })
+    }
+
+    /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
+    /// (read on `root` only); the request's output is the root's data.
+    pub fn broadcast_nb<T: Pod>(&self, root: usize, data: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_root(root)?;
+        let (n, len) = (self.size(), data.len());
+        let rel = (self.me + n - root) % n;
+        self.start_schedule(|reserved, chunk| {
+            let first = if rel == 0 {
+                vec![Local::Copy {
+                    from: (Buf::Src, 0..len),
+                    to: (Buf::Dst, 0..len),
+                }]
+            } else {
+                vec![]
+            };
+            let b = Builder::new(reserved, chunk, data, len, 0, first);
+            let b = broadcast_rounds(b, n, root, rel, len);
+            b.build()
+        })
+    }
+
+    /// Nonblocking [`Team::reduce`] with a built-in operation; the output is the result on
+    /// `root` and empty elsewhere.
+    pub fn reduce_nb<T: Reducible>(
+        &self,
+        root: usize,
+        src: &[T],
+        op: Op,
+    ) -> Result<CollRequest<'a, T>> {
+        self.check_root(root)?;
+        check_op::<T>(op)?;
+        let (n, len) = (self.size(), src.len());
+        let rel = (self.me + n - root) % n;
+        let dst_len = if rel == 0 { len } else { 0 };
+        self.start_schedule(|reserved, chunk| {
+            reduce_rounds(reserved, chunk, src, op, n, root, rel, dst_len).build()
+        })
+    }
+
+    /// Nonblocking [`Team::allreduce`] with a built-in operation (a reduction to member 0,
+    /// then a broadcast).
+    pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        check_op::<T>(op)?;
+        let (n, len) = (self.size(), src.len());
+        let me = self.me;
+        self.start_schedule(|reserved, chunk| {
+            let b = reduce_rounds(reserved, chunk, src, op, n, 0, me, len);
+            broadcast_rounds(b, n, 0, me, len).build()
+        })
+    }
+
+    /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
+    /// order; empty elsewhere.
+    pub fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_root(root)?;
+        let (n, len, me) = (self.size(), src.len(), self.me);
+        self.start_schedule(|reserved, chunk| {
+            if me == root {
+                let first = vec![Local::Copy {
+                    from: (Buf::Src, 0..len),
+                    to: (Buf::Dst, me * len..(me + 1) * len),
+                }];
+                let recvs = (0..n)
+                    .filter(|&i| i != root)
+                    .map(|i| (i, (Buf::Dst, i * len..(i + 1) * len)))
+                    .collect();
+                Builder::new(reserved, chunk, src, n * len, 0, first)
+                    .round(vec![], recvs, vec![])
+                    .build()
+            } else {
+                Builder::new(reserved, chunk, src, 0, 0, vec![])
+                    .round(vec![(root, (Buf::Src, 0..len))], vec![], vec![])
+                    .build()
+            }
+        })
+    }
+
+    /// Nonblocking [`Team::allgather`] (ring): the output is every member's `src` in rank
+    /// order.
+    pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+        let (n, len, me) = (self.size(), src.len(), self.me);
+        let block = move |b: usize| (Buf::Dst, (b % n) * len..(b % n + 1) * len);
+        self.start_schedule(|reserved, chunk| {
+            let first = vec![Local::Copy {
+                from: (Buf::Src, 0..len),
+                to: block(me),
+            }];
+            let mut b = Builder::new(reserved, chunk, src, n * len, 0, first);
+            for s in 0..n.saturating_sub(1) {
+                b = b.round(
+                    vec![((me + 1) % n, block(me + n - s))],
+                    vec![((me + n - 1) % n, block(me + 2 * n - s - 1))],
+                    vec![],
+                );
+            }
+            b.build()
+        })
+    }
+
+    /// Nonblocking [`Team::scatter`]: `root` passes `size · count` elements (others may
+    /// pass an empty `src`); each member's output is its block of `count`.
+    pub fn scatter_nb<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        count: usize,
+    ) -> Result<CollRequest<'a, T>> {
+        self.check_root(root)?;
+        let (n, me) = (self.size(), self.me);
+        if me == root && src.len() != n * count {
+            return Err(length_error("scatter_nb", "src", src.len(), n * count));
+        }
+        self.start_schedule(|reserved, chunk| {
+            if me == root {
+                let first = vec![Local::Copy {
+                    from: (Buf::Src, me * count..(me + 1) * count),
+                    to: (Buf::Dst, 0..count),
+                }];
+                let sends = (0..n)
+                    .filter(|&i| i != root)
+                    .map(|i| (i, (Buf::Src, i * count..(i + 1) * count)))
+                    .collect();
+                Builder::new(reserved, chunk, src, count, 0, first)
+                    .round(sends, vec![], vec![])
+                    .build()
+            } else {
+                Builder::new(reserved, chunk, &[], count, 0, vec![])
+                    .round(vec![], vec![(root, (Buf::Dst, 0..count))], vec![])
+                    .build()
+            }
+        })
+    }
+
+    /// Nonblocking [`Team::exchange`] (pairwise): block `j` of `src` goes to member `j`;
+    /// block `i` of the output came from member `i`.
+    pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+        let (n, me) = (self.size(), self.me);
+        if src.len() % n != 0 {
+            return Err(CoreError::Invalid(format!(
+                "exchange_nb: src has {} elements, not a multiple of the team size {n}",
+                src.len()
+            ))
+            .into());
+        }
+        let b = src.len() / n;
+        let block = move |buf: Buf, j: usize| (buf, j * b..(j + 1) * b);
+        self.start_schedule(|reserved, chunk| {
+            let first = vec![Local::Copy {
+                from: block(Buf::Src, me),
+                to: block(Buf::Dst, me),
+            }];
+            let mut builder = Builder::new(reserved, chunk, src, src.len(), 0, first);
+            for s in 1..n {
+                let (to, from) = ((me + s) % n, (me + n - s) % n);
+                builder = builder.round(
+                    vec![(to, block(Buf::Src, to))],
+                    vec![(from, block(Buf::Dst, from))],
+                    vec![],
+                );
+            }
+            builder.build()
+        })
+    }
+
+    /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
+    pub fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        self.scan_schedule(src, op, false)
+    }
+
+    /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
+    pub fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        self.scan_schedule(src, op, true)
+    }
+
+    /// The linear chain: the prefix arrives from the left in `Tmp`, is combined with `src`
+    /// and passed right.
+    fn scan_schedule<T: Reducible>(
+        &self,
+        src: &[T],
+        op: Op,
+        exclusive: bool,
+    ) -> Result<CollRequest<'a, T>> {
+        check_op::<T>(op)?;
+        let (n, len, me) = (self.size(), src.len(), self.me);
+        let all = |b: Buf| (b, 0..len);
+        self.start_schedule(|reserved, chunk| {
+            let mut first = Vec::new();
+            if me == 0 {
+                first.push(Local::Copy {
+                    from: all(Buf::Src),
+                    to: all(Buf::Tmp),
+                });
+                first.push(if exclusive {
+                    Local::Zero(all(Buf::Dst))
+                } else {
+                    Local::Copy {
+                        from: all(Buf::Src),
+                        to: all(Buf::Dst),
+                    }
+                });
+            }
+            let mut b = Builder::new(reserved, chunk, src, len, len, first)
+                .reducer(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)));
+            if me > 0 {
+                let mut after = Vec::new();
+                if exclusive {
+                    after.push(Local::Copy {
+                        from: all(Buf::Tmp),
+                        to: all(Buf::Dst),
+                    });
+                }
+                after.push(Local::Combine {
+                    from: all(Buf::Src),
+                    into: all(Buf::Tmp),
+                });
+                if !exclusive {
+                    after.push(Local::Copy {
+                        from: all(Buf::Tmp),
+                        to: all(Buf::Dst),
+                    });
+                }
+                b = b.round(vec![], vec![(me - 1, all(Buf::Tmp))], after);
+            }
+            if me + 1 < n {
+                b = b.round(vec![(me + 1, all(Buf::Tmp))], vec![], vec![]);
+            }
+            b.build()
+        })
+    }
+}
+
+/// The rounds of a binomial broadcast of `Dst[0..len]` from `root` (this member at
+/// relative rank `rel`): receive from the parent, then send to every child.
+fn broadcast_rounds<T: Pod>(
+    b: Builder<'_, T>,
+    n: usize,
+    root: usize,
+    rel: usize,
+    len: usize,
+) -> Builder<'_, T> {
+    let tree = Knomial::new(2, n, rel);
+    let b = match tree.parent {
+        Some(p) => b.round(vec![], vec![((p + root) % n, (Buf::Dst, 0..len))], vec![]),
+        None => b,
+    };
+    let sends: Vec<_> = tree
+        .children
+        .iter()
+        .map(|&c| ((c + root) % n, (Buf::Dst, 0..len)))
+        .collect();
+    if sends.is_empty() {
+        b
+    } else {
+        b.round(sends, vec![], vec![])
+    }
+}
+
+/// A binomial reduction of `src` to `root` (this member at relative rank `rel`): the
+/// accumulator is `Tmp[0..len]`, child `i`'s contribution lands in the `i + 1`-th block
+/// of `Tmp`; the root copies the result into `Dst` (of `dst_len` elements here).
+#[allow(clippy::too_many_arguments)]
+fn reduce_rounds<'r, T: Reducible>(
+    reserved: &'r mut Reserved,
+    chunk: usize,
+    src: &[T],
+    op: Op,
+    n: usize,
+    root: usize,
+    rel: usize,
+    dst_len: usize,
+) -> Builder<'r, T> {
+    let len = src.len();
+    let tree = Knomial::new(2, n, rel);
+    let acc = (Buf::Tmp, 0..len);
+    let first = vec![Local::Copy {
+        from: (Buf::Src, 0..len),
+        to: acc.clone(),
+    }];
+    let slots = tree.children.len() + 1;
+    let mut b = Builder::new(reserved, chunk, src, dst_len, slots * len, first)
+        .reducer(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)));
+    let slot = |i: usize| (Buf::Tmp, (i + 1) * len..(i + 2) * len);
+    if !tree.children.is_empty() {
+        let recvs = tree
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| ((c + root) % n, slot(i)))
+            .collect();
+        let after = (0..tree.children.len())
+            .map(|i| Local::Combine {
+                from: slot(i),
+                into: acc.clone(),
+            })
+            .collect();
+        b = b.round(vec![], recvs, after);
+    }
+    match tree.parent {
+        Some(p) => b.round(vec![((p + root) % n, acc)], vec![], vec![]),
+        None => b.round(
+            vec![],
+            vec![],
+            vec![Local::Copy {
+                from: acc,
+                to: (Buf::Dst, 0..len),
+            }],
+        ),
     }
 }
 

@@ -1,0 +1,283 @@
+//! Nonblocking mailbox collectives as *schedules*: a member's part of one collective,
+//! written down before it starts as rounds of messages (sends and receives on the team's
+//! channel) each followed by local steps (copies, combines), and advanced without
+//! blocking by whoever tests or waits on any of the team's requests.
+//!
+//! A schedule owns its buffers (a copy of the input, the output, scratch), so the
+//! request handle borrows nothing: requests may be waited for in any order, dropped, or
+//! forgotten, and the team keeps advancing them in the order they were started.
+//!
+//! Several schedules share the team's pair streams. Messages between a pair are consumed
+//! in order, so each message reserves its sequence numbers on its pair when the schedule
+//! is built (after those of every schedule started before it), and a chunk moves only when
+//! the stream has reached its number. Every member starts the same collectives in the same
+//! order, so the reservations agree.
+//!
+//! This module must never block: a step that cannot move now is left for the next
+//! advance.
+
+use std::any::Any;
+use std::ops::Range;
+
+use bytemuck::Pod;
+
+use super::channel::Channel;
+use crate::{Context, Result};
+
+/// Which of a schedule's buffers a range refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Buf {
+    /// The copy of the caller's input.
+    Src,
+    /// The output, handed back by `wait`.
+    Dst,
+    /// Scratch.
+    Tmp,
+}
+
+/// A range of elements in one buffer.
+pub(crate) type Place = (Buf, Range<usize>);
+
+/// One message of a round, to or from `peer`, in chunks of the channel.
+struct Message {
+    peer: usize,
+    place: Place,
+    /// Sequence number of the first chunk on the pair stream, and the chunk count.
+    first: u64,
+    chunks: u64,
+    moved: u64,
+    /// Bytes moved so far.
+    offset: usize,
+}
+
+/// A local step after a round's messages.
+pub(crate) enum Local {
+    Copy { from: Place, to: Place },
+    Combine { from: Place, into: Place },
+    Zero(Place),
+}
+
+#[derive(Default)]
+struct Round {
+    sends: Vec<Message>,
+    recvs: Vec<Message>,
+    after: Vec<Local>,
+}
+
+/// Per-pair sequence numbers already promised to schedules of a team.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reserved {
+    pub(crate) send: Vec<u64>,
+    pub(crate) recv: Vec<u64>,
+}
+
+/// The combining function of a reduction schedule.
+pub(crate) type Reducer<T> = Box<dyn Fn(&mut [T], &[T]) -> Result<()>>;
+
+/// Builds a schedule round by round, reserving sequence numbers as it goes.
+pub(crate) struct Builder<'r, T> {
+    schedule: Schedule<T>,
+    reserved: &'r mut Reserved,
+    chunk: usize,
+}
+
+impl<'r, T: Pod> Builder<'r, T> {
+    /// A schedule over `src` (copied), an output of `dst_len` and scratch of `tmp_len`
+    /// elements, whose local steps run before any message moves.
+    pub(crate) fn new(
+        reserved: &'r mut Reserved,
+        chunk: usize,
+        src: &[T],
+        dst_len: usize,
+        tmp_len: usize,
+        first: Vec<Local>,
+    ) -> Self {
+        let mut schedule = Schedule {
+            src: src.to_vec(),
+            dst: vec![T::zeroed(); dst_len],
+            tmp: vec![T::zeroed(); tmp_len],
+            rounds: Vec::new(),
+            current: 0,
+            reducer: None,
+        };
+        schedule
+            .apply(&first)
+            .expect("copies and zeroing cannot fail");
+        Builder {
+            schedule,
+            reserved,
+            chunk,
+        }
+    }
+
+    pub(crate) fn reducer(mut self, reducer: Reducer<T>) -> Self {
+        self.schedule.reducer = Some(reducer);
+        self
+    }
+
+    fn message(&self, peer: usize, place: Place, first: u64) -> Message {
+        let bytes = place.1.len() * std::mem::size_of::<T>();
+        Message {
+            peer,
+            place,
+            first,
+            chunks: bytes.div_ceil(self.chunk).max(1) as u64,
+            moved: 0,
+            offset: 0,
+        }
+    }
+
+    /// A round: these sends and receives at once, then `after`.
+    pub(crate) fn round(
+        mut self,
+        sends: Vec<(usize, Place)>,
+        recvs: Vec<(usize, Place)>,
+        after: Vec<Local>,
+    ) -> Self {
+        let mut round = Round {
+            after,
+            ..Round::default()
+        };
+        for (peer, place) in sends {
+            let m = self.message(peer, place, self.reserved.send[peer]);
+            self.reserved.send[peer] += m.chunks;
+            round.sends.push(m);
+        }
+        for (peer, place) in recvs {
+            let m = self.message(peer, place, self.reserved.recv[peer]);
+            self.reserved.recv[peer] += m.chunks;
+            round.recvs.push(m);
+        }
+        self.schedule.rounds.push(round);
+        self
+    }
+
+    pub(crate) fn build(self) -> Schedule<T> {
+        self.schedule
+    }
+}
+
+/// One member's part of one nonblocking collective. See the [module docs](self).
+pub(crate) struct Schedule<T> {
+    src: Vec<T>,
+    dst: Vec<T>,
+    tmp: Vec<T>,
+    rounds: Vec<Round>,
+    current: usize,
+    reducer: Option<Reducer<T>>,
+}
+
+fn buffer<'s, T>(src: &'s [T], dst: &'s [T], tmp: &'s [T], b: Buf) -> &'s [T] {
+    match b {
+        Buf::Src => src,
+        Buf::Dst => dst,
+        Buf::Tmp => tmp,
+    }
+}
+
+impl<T: Pod> Schedule<T> {
+    fn slice_mut(&mut self, b: Buf) -> &mut [T] {
+        match b {
+            Buf::Src => &mut self.src,
+            Buf::Dst => &mut self.dst,
+            Buf::Tmp => &mut self.tmp,
+        }
+    }
+
+    fn apply(&mut self, steps: &[Local]) -> Result<()> {
+        for step in steps {
+            match step {
+                Local::Copy { from, to } => {
+                    let data =
+                        buffer(&self.src, &self.dst, &self.tmp, from.0)[from.1.clone()].to_vec();
+                    self.slice_mut(to.0)[to.1.clone()].copy_from_slice(&data);
+                }
+                Local::Combine { from, into } => {
+                    let data =
+                        buffer(&self.src, &self.dst, &self.tmp, from.0)[from.1.clone()].to_vec();
+                    let reducer = self
+                        .reducer
+                        .take()
+                        .expect("a combining schedule has a reducer");
+                    let outcome = reducer(&mut self.slice_mut(into.0)[into.1.clone()], &data);
+                    self.reducer = Some(reducer);
+                    outcome?;
+                }
+                Local::Zero(place) => self.slice_mut(place.0)[place.1.clone()].fill(T::zeroed()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Move whatever can move now; `true` once every round is done.
+    fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
+        let chunk = channel.chunk();
+        while self.current < self.rounds.len() {
+            let Schedule {
+                src,
+                dst,
+                tmp,
+                rounds,
+                current,
+                ..
+            } = self;
+            let round = &mut rounds[*current];
+            let mut done = true;
+            for m in &mut round.sends {
+                let data: &[u8] =
+                    bytemuck::cast_slice(&buffer(src, dst, tmp, m.place.0)[m.place.1.clone()]);
+                while m.moved < m.chunks && channel.sent_to(m.peer) == m.first + m.moved {
+                    let end = (m.offset + chunk).min(data.len());
+                    if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end])? {
+                        break;
+                    }
+                    m.offset = end;
+                    m.moved += 1;
+                }
+                done &= m.moved == m.chunks;
+            }
+            for m in &mut round.recvs {
+                let region: &mut [T] = match m.place.0 {
+                    Buf::Src => src,
+                    Buf::Dst => dst,
+                    Buf::Tmp => tmp,
+                };
+                let data: &mut [u8] = bytemuck::cast_slice_mut(&mut region[m.place.1.clone()]);
+                while m.moved < m.chunks && channel.received_from(m.peer) == m.first + m.moved {
+                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..])? {
+                        Some(n) => {
+                            m.offset += n;
+                            m.moved += 1;
+                        }
+                        None => break,
+                    }
+                }
+                done &= m.moved == m.chunks;
+            }
+            if !done {
+                return Ok(false);
+            }
+            let after = std::mem::take(&mut self.rounds[self.current].after);
+            self.apply(&after)?;
+            self.current += 1;
+        }
+        Ok(true)
+    }
+}
+
+/// A schedule of any element type, as a team keeps it.
+pub(crate) trait Pending {
+    /// Move whatever can move; `true` once done.
+    fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
+    /// The output, once done.
+    fn output(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Pod> Pending for Schedule<T> {
+    fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
+        Schedule::advance(self, ctx, channel)
+    }
+    fn output(self: Box<Self>) -> Box<dyn Any> {
+        Box::new(self.dst)
+    }
+}
