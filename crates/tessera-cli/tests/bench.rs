@@ -83,7 +83,7 @@ fn bench_rma_json_has_every_operation_and_baseline() {
 
 #[test]
 fn bench_coll_json_has_tuned_and_every_algorithm_for_every_operation() {
-    common::bench_coll_checked(&[], 3, &[]);
+    common::bench_coll_checked(&[], 3, &["nonblocking"]);
 }
 
 #[test]

@@ -88,7 +88,7 @@ fn a_bad_progress_period_is_named() {
 
 #[test]
 fn bench_coll_measures_mpi_collectives_beside_tesseras() {
-    common::bench_coll_checked(&["--conduit", "mpi"], 2, &["native"]);
+    common::bench_coll_checked(&["--conduit", "mpi"], 2, &["native", "nonblocking"]);
 }
 
 fn npb(kernel: &str, class: &str, ranks: u32, bypass: bool) {

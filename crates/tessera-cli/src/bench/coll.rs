@@ -64,6 +64,28 @@ pub(crate) fn run_once(
     }
 }
 
+/// Start the nonblocking (`*_nb`) form of `op` with `bytes` bytes and wait for it.
+pub(crate) fn run_once_nb(
+    team: &Team,
+    op: Collective,
+    buf: &[u64],
+    big: &[u64],
+) -> tessera::Result<()> {
+    let (n, len, root) = (team.size(), buf.len(), 0);
+    let scatter_src = &big[..if team.rank() == root { n * len } else { 0 }];
+    match op {
+        Collective::Barrier => team.barrier_nb()?.wait().map(drop),
+        Collective::Broadcast => team.broadcast_nb(root, buf)?.wait().map(drop),
+        Collective::Reduce => team.reduce_nb(root, buf, Op::Sum)?.wait().map(drop),
+        Collective::Allreduce => team.allreduce_nb(buf, Op::Sum)?.wait().map(drop),
+        Collective::Gather => team.gather_nb(root, buf)?.wait().map(drop),
+        Collective::Allgather => team.allgather_nb(buf)?.wait().map(drop),
+        Collective::Scatter => team.scatter_nb(root, scatter_src, len)?.wait().map(drop),
+        Collective::Exchange => team.exchange_nb(&big[..n * len])?.wait().map(drop),
+        Collective::Scan => team.scan_nb(buf, Op::Sum)?.wait().map(drop),
+    }
+}
+
 /// Seconds per call of `op` on `team` (every member calls it), best of three batches of
 /// `iters` started together.
 pub(crate) fn time_collective(
@@ -120,6 +142,13 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                     ..record(op.name(), bytes, n, "latency_us", best * 1e6)
                 });
             }
+            // The nonblocking form, started and waited at once (what the schedule costs).
+            let best =
+                best_per_iter_synced(ctx, iters, || run_once_nb(&world, op, &buf[..len], &big))?;
+            part.results.push(Record {
+                algorithm: Some("nonblocking".into()),
+                ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+            });
             // The single-address forms put straight into the destinations.
             if matches!(
                 op,
@@ -129,25 +158,13 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                     | Collective::Scatter
                     | Collective::Allgather
             ) {
-                let mut best = f64::INFINITY;
-                for _ in 0..3 {
-                    ctx.barrier()?;
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        match op {
-                            Collective::Broadcast => {
-                                world.broadcast_to(0, &buf[..len], &dsts, len)?
-                            }
-                            Collective::Gather => world.gather_to(0, &buf[..len], dsts[0])?,
-                            Collective::Scatter => {
-                                world.scatter_to(0, &big[..n * len], &dsts, len)?
-                            }
-                            Collective::Allgather => world.allgather_to(&buf[..len], &dsts)?,
-                            _ => world.exchange_to(&big[..n * len], &dsts)?,
-                        }
-                    }
-                    best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
-                }
+                let best = best_per_iter_synced(ctx, iters, || match op {
+                    Collective::Broadcast => world.broadcast_to(0, &buf[..len], &dsts, len),
+                    Collective::Gather => world.gather_to(0, &buf[..len], dsts[0]),
+                    Collective::Scatter => world.scatter_to(0, &big[..n * len], &dsts, len),
+                    Collective::Allgather => world.allgather_to(&buf[..len], &dsts),
+                    _ => world.exchange_to(&big[..n * len], &dsts),
+                })?;
                 part.results.push(Record {
                     algorithm: Some("single_address".into()),
                     ..record(op.name(), bytes, n, "latency_us", best * 1e6)
@@ -172,6 +189,25 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
         std::fs::write(out_file, serde_json::to_string(&part)?)?;
     }
     Ok(())
+}
+
+/// Seconds per call of `call` (every member runs it), best of three batches of `iters`
+/// started together.
+fn best_per_iter_synced(
+    ctx: &Context,
+    iters: u64,
+    mut call: impl FnMut() -> tessera::Result<()>,
+) -> tessera::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        ctx.barrier()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            call()?;
+        }
+        best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
+    }
+    Ok(best)
 }
 
 /// One line per (operation, size): every algorithm's latency, the best fixed one, and how

@@ -64,11 +64,53 @@ struct Round {
     after: Vec<Local>,
 }
 
-/// Per-pair sequence numbers already promised to schedules of a team.
-#[derive(Clone, Debug, Default)]
+/// Per-pair sequence numbers already promised to schedules of a team, and the scratch
+/// buffers of finished schedules kept for the next ones (fresh large buffers cost a page
+/// fault per page each time).
+#[derive(Default)]
 pub(crate) struct Reserved {
     pub(crate) send: Vec<u64>,
     pub(crate) recv: Vec<u64>,
+    pub(crate) spare: Vec<Box<dyn Any>>,
+}
+
+/// Spare buffers kept per team.
+const SPARE: usize = 8;
+
+impl Reserved {
+    /// A buffer of `len` elements holding `from` (zeros past its end), reusing a spare one.
+    fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
+        // The smallest spare buffer of this type that is large enough.
+        let found = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
+            .filter(|&(_, capacity)| capacity >= len)
+            .min_by_key(|&(_, capacity)| capacity)
+            .map(|(i, _)| i);
+        let mut v = match found {
+            Some(i) => *self
+                .spare
+                .swap_remove(i)
+                .downcast::<Vec<T>>()
+                .expect("checked"),
+            None => Vec::with_capacity(len),
+        };
+        v.clear();
+        v.extend_from_slice(&from[..from.len().min(len)]);
+        v.resize(len, T::zeroed());
+        v
+    }
+
+    /// Keep `buffers` for later schedules (up to a few).
+    pub(crate) fn keep(&mut self, buffers: Vec<Box<dyn Any>>) {
+        for b in buffers {
+            if self.spare.len() < SPARE {
+                self.spare.push(b);
+            }
+        }
+    }
 }
 
 /// The combining function of a reduction schedule.
@@ -93,9 +135,9 @@ impl<'r, T: Pod> Builder<'r, T> {
         first: Vec<Local>,
     ) -> Self {
         let mut schedule = Schedule {
-            src: src.to_vec(),
+            src: reserved.buffer(src.len(), src),
             dst: vec![T::zeroed(); dst_len],
-            tmp: vec![T::zeroed(); tmp_len],
+            tmp: reserved.buffer(tmp_len, &[]),
             rounds: Vec::new(),
             current: 0,
             reducer: None,
@@ -184,22 +226,56 @@ impl<T: Pod> Schedule<T> {
         }
     }
 
+    /// `from` to read and `into` to write, borrowed at once (they never overlap).
+    fn split(&mut self, from: &Place, into: &Place) -> (&[T], &mut [T]) {
+        let bufs = [
+            (Buf::Src, &mut self.src),
+            (Buf::Dst, &mut self.dst),
+            (Buf::Tmp, &mut self.tmp),
+        ];
+        if from.0 == into.0 {
+            let (_, v) = bufs
+                .into_iter()
+                .find(|(b, _)| *b == from.0)
+                .expect("a buffer");
+            assert!(
+                from.1.end <= into.1.start || into.1.end <= from.1.start,
+                "a schedule step reads and writes overlapping ranges"
+            );
+            if from.1.start < into.1.start {
+                let (lo, hi) = v.split_at_mut(into.1.start);
+                (&lo[from.1.clone()], &mut hi[..into.1.len()])
+            } else {
+                let (lo, hi) = v.split_at_mut(from.1.start);
+                (&hi[..from.1.len()], &mut lo[into.1.clone()])
+            }
+        } else {
+            let (mut reader, mut writer) = (None, None);
+            for (name, v) in bufs {
+                if name == from.0 {
+                    reader = Some(&v[from.1.clone()]);
+                } else if name == into.0 {
+                    writer = Some(&mut v[into.1.clone()]);
+                }
+            }
+            (reader.expect("a buffer"), writer.expect("a buffer"))
+        }
+    }
+
     fn apply(&mut self, steps: &[Local]) -> Result<()> {
         for step in steps {
             match step {
                 Local::Copy { from, to } => {
-                    let data =
-                        buffer(&self.src, &self.dst, &self.tmp, from.0)[from.1.clone()].to_vec();
-                    self.slice_mut(to.0)[to.1.clone()].copy_from_slice(&data);
+                    let (from, to) = self.split(from, to);
+                    to.copy_from_slice(from);
                 }
                 Local::Combine { from, into } => {
-                    let data =
-                        buffer(&self.src, &self.dst, &self.tmp, from.0)[from.1.clone()].to_vec();
                     let reducer = self
                         .reducer
                         .take()
                         .expect("a combining schedule has a reducer");
-                    let outcome = reducer(&mut self.slice_mut(into.0)[into.1.clone()], &data);
+                    let (from, into) = self.split(from, into);
+                    let outcome = reducer(into, from);
                     self.reducer = Some(reducer);
                     outcome?;
                 }
@@ -269,15 +345,16 @@ impl<T: Pod> Schedule<T> {
 pub(crate) trait Pending {
     /// Move whatever can move; `true` once done.
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
-    /// The output, once done.
-    fn output(self: Box<Self>) -> Box<dyn Any>;
+    /// The output, once done, and the buffers that may serve again.
+    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<Box<dyn Any>>);
 }
 
 impl<T: Pod> Pending for Schedule<T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(self: Box<Self>) -> Box<dyn Any> {
-        Box::new(self.dst)
+    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<Box<dyn Any>>) {
+        let spare: Vec<Box<dyn Any>> = vec![Box::new(self.src), Box::new(self.tmp)];
+        (Box::new(self.dst), spare)
     }
 }

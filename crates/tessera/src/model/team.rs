@@ -2052,12 +2052,10 @@ impl<'a> Team<'a> {
                 .into());
             }
             // Nothing reserved ahead: continue from where the streams are.
-            st.reserved = Reserved {
-                send: (0..self.size()).map(|p| self.channel.sent_to(p)).collect(),
-                recv: (0..self.size())
-                    .map(|p| self.channel.received_from(p))
-                    .collect(),
-            };
+            st.reserved.send = (0..self.size()).map(|p| self.channel.sent_to(p)).collect();
+            st.reserved.recv = (0..self.size())
+                .map(|p| self.channel.received_from(p))
+                .collect();
         }
         let schedule = build(&mut st.reserved, self.channel.chunk());
         let ticket = st.next;
@@ -2082,7 +2080,9 @@ impl<'a> Team<'a> {
         while i < st.pending.len() {
             if st.pending[i].1.advance(self.ctx, &self.channel)? {
                 let (ticket, done) = st.pending.remove(i).expect("in range");
-                st.finished.insert(ticket, done.output());
+                let (output, spare) = done.output();
+                st.finished.insert(ticket, output);
+                st.reserved.keep(spare);
                 self.channel.end_nonblocking();
             } else {
                 i += 1;
@@ -2124,6 +2124,8 @@ impl<'a> Team<'a> {
             } else {
                 vec![]
             };
+            // Only the root's data travels.
+            let data = if rel == 0 { data } else { &[] };
             let b = Builder::new(reserved, chunk, data, len, 0, first);
             let b = broadcast_rounds(b, n, root, rel, len);
             b.build()
