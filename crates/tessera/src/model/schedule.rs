@@ -71,11 +71,15 @@ struct Round {
 pub(crate) struct Reserved {
     pub(crate) send: Vec<u64>,
     pub(crate) recv: Vec<u64>,
-    pub(crate) spare: Vec<Box<dyn Any>>,
+    /// Spare buffers, each with its capacity in bytes.
+    spare: Vec<SpareBuffer>,
 }
 
 /// Spare buffers kept per team.
 const SPARE: usize = 8;
+
+/// A buffer of some element type with its capacity in bytes.
+pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
 
 impl Reserved {
     /// A buffer of `len` elements holding `from` (zeros past its end), reusing a spare one.
@@ -85,7 +89,7 @@ impl Reserved {
             .spare
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
+            .filter_map(|(i, (_, b))| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
             .filter(|&(_, capacity)| capacity >= len)
             .min_by_key(|&(_, capacity)| capacity)
             .map(|(i, _)| i);
@@ -93,6 +97,7 @@ impl Reserved {
             Some(i) => *self
                 .spare
                 .swap_remove(i)
+                .1
                 .downcast::<Vec<T>>()
                 .expect("checked"),
             None => Vec::with_capacity(len),
@@ -103,12 +108,14 @@ impl Reserved {
         v
     }
 
-    /// Keep `buffers` for later schedules (up to a few).
-    pub(crate) fn keep(&mut self, buffers: Vec<Box<dyn Any>>) {
-        for b in buffers {
-            if self.spare.len() < SPARE {
-                self.spare.push(b);
-            }
+    /// Keep `buffers` (with their capacities in bytes) for later schedules: the largest
+    /// few, since small ones are cheap to make afresh.
+    pub(crate) fn keep(&mut self, buffers: Vec<SpareBuffer>) {
+        self.spare.extend(buffers);
+        if self.spare.len() > SPARE {
+            self.spare
+                .sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+            self.spare.truncate(SPARE);
         }
     }
 }
@@ -345,16 +352,21 @@ impl<T: Pod> Schedule<T> {
 pub(crate) trait Pending {
     /// Move whatever can move; `true` once done.
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
-    /// The output, once done, and the buffers that may serve again.
-    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<Box<dyn Any>>);
+    /// The output, once done, and the buffers that may serve again (with their
+    /// capacities in bytes).
+    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>);
 }
 
 impl<T: Pod> Pending for Schedule<T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<Box<dyn Any>>) {
-        let spare: Vec<Box<dyn Any>> = vec![Box::new(self.src), Box::new(self.tmp)];
+    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>) {
+        let bytes = |v: &Vec<T>| v.capacity() * std::mem::size_of::<T>();
+        let spare: Vec<SpareBuffer> = vec![
+            (bytes(&self.src), Box::new(self.src)),
+            (bytes(&self.tmp), Box::new(self.tmp)),
+        ];
         (Box::new(self.dst), spare)
     }
 }

@@ -2368,9 +2368,11 @@ fn broadcast_rounds<T: Pod>(
     }
 }
 
-/// A binomial reduction of `src` to `root` (this member at relative rank `rel`): the
-/// accumulator is `Tmp[0..len]`, child `i`'s contribution lands in the `i + 1`-th block
-/// of `Tmp`; the root copies the result into `Dst` (of `dst_len` elements here).
+/// A binomial reduction of `src` to `root` (this member at relative rank `rel`),
+/// pipelined in segments of one chunk like the blocking [`Team::reduce`]: the accumulator
+/// is `Tmp[0..len]`; segment k from child `i` lands in the `i`-th slot after it, is
+/// combined, and the segment goes up before the next one comes in. The root copies the
+/// result into `Dst` (of `dst_len` elements here).
 #[allow(clippy::too_many_arguments)]
 fn reduce_rounds<'r, T: Reducible>(
     reserved: &'r mut Reserved,
@@ -2384,41 +2386,48 @@ fn reduce_rounds<'r, T: Reducible>(
 ) -> Builder<'r, T> {
     let len = src.len();
     let tree = Knomial::new(2, n, rel);
-    let acc = (Buf::Tmp, 0..len);
+    let seg = (chunk / std::mem::size_of::<T>().max(1)).max(1);
+    let width = seg.min(len);
     let first = vec![Local::Copy {
         from: (Buf::Src, 0..len),
-        to: acc.clone(),
+        to: (Buf::Tmp, 0..len),
     }];
-    let slots = tree.children.len() + 1;
-    let mut b = Builder::new(reserved, chunk, src, dst_len, slots * len, first)
+    let tmp_len = len + tree.children.len() * width;
+    let mut b = Builder::new(reserved, chunk, src, dst_len, tmp_len, first)
         .reducer(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)));
-    let slot = |i: usize| (Buf::Tmp, (i + 1) * len..(i + 2) * len);
-    if !tree.children.is_empty() {
-        let recvs = tree
-            .children
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| ((c + root) % n, slot(i)))
-            .collect();
-        let after = (0..tree.children.len())
-            .map(|i| Local::Combine {
-                from: slot(i),
-                into: acc.clone(),
-            })
-            .collect();
-        b = b.round(vec![], recvs, after);
+    for k in 0..len.div_ceil(seg).max(1) {
+        let range = k * seg..((k + 1) * seg).min(len);
+        let slot = |i: usize| (Buf::Tmp, len + i * width..len + i * width + range.len());
+        if !tree.children.is_empty() {
+            let recvs = tree
+                .children
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| ((c + root) % n, slot(i)))
+                .collect();
+            let after = (0..tree.children.len())
+                .map(|i| Local::Combine {
+                    from: slot(i),
+                    into: (Buf::Tmp, range.clone()),
+                })
+                .collect();
+            b = b.round(vec![], recvs, after);
+        }
+        if let Some(p) = tree.parent {
+            b = b.round(vec![((p + root) % n, (Buf::Tmp, range))], vec![], vec![]);
+        }
     }
-    match tree.parent {
-        Some(p) => b.round(vec![((p + root) % n, acc)], vec![], vec![]),
-        None => b.round(
+    if tree.parent.is_none() {
+        b = b.round(
             vec![],
             vec![],
             vec![Local::Copy {
-                from: acc,
+                from: (Buf::Tmp, 0..len),
                 to: (Buf::Dst, 0..len),
             }],
-        ),
+        );
     }
+    b
 }
 
 /// The conduit's own form of the built-in reduction `op` on `T`, if `T` has one (the
