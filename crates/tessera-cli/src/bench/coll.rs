@@ -172,6 +172,24 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
             }
         }
     }
+    // How much of a nonblocking allreduce hides behind computation.
+    for &bytes in sizes.iter().filter(|&&b| b >= 4096) {
+        let len = bytes / 8;
+        let iters = iterations(bytes, n, quick);
+        let (collective, compute, both) = overlap(ctx, &world, &buf[..len], iters)?;
+        let hidden = (collective + compute - both) / collective.min(compute);
+        for (metric, value) in [
+            ("latency_us", collective * 1e6),
+            ("compute_us", compute * 1e6),
+            ("overlapped_us", both * 1e6),
+            ("hidden_fraction", hidden),
+        ] {
+            part.results.push(Record {
+                algorithm: Some("nonblocking".into()),
+                ..record("allreduce_overlap", bytes, n, metric, value)
+            });
+        }
+    }
     if ctx.rank() == 0 {
         let src = vec![7u8; *sizes.iter().max().unwrap()];
         let mut dst = vec![0u8; src.len()];
@@ -189,6 +207,50 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
         std::fs::write(out_file, serde_json::to_string(&part)?)?;
     }
     Ok(())
+}
+
+/// One unit of computation (a chain of square roots: no memory traffic).
+fn compute_unit(x: &mut f64) {
+    for _ in 0..200 {
+        *x = (*x * 1.000_001).sqrt() + 1e-9;
+    }
+}
+
+/// Seconds of a blocking allreduce of `buf`, of computation calibrated to about as long,
+/// and of the nonblocking allreduce started before the same computation (testing every
+/// 8 units) and waited after it.
+fn overlap(
+    ctx: &Context,
+    world: &Team,
+    buf: &[u64],
+    iters: u64,
+) -> tessera::Result<(f64, f64, f64)> {
+    let mut out = vec![0u64; buf.len()];
+    let collective = best_per_iter_synced(ctx, iters, || world.allreduce(buf, &mut out, Op::Sum))?;
+    let mut x = 1.0f64;
+    let t0 = Instant::now();
+    for _ in 0..1000 {
+        compute_unit(&mut x);
+    }
+    let unit = t0.elapsed().as_secs_f64() / 1000.0;
+    // Every member computes as long as rank 0 measured, so the ranks stay in step.
+    let units = world.broadcast_value(0, (collective / unit).ceil().max(1.0) as u64)?;
+    let compute = best_per_iter_synced(ctx, iters, || {
+        (0..units).for_each(|_| compute_unit(&mut x));
+        Ok(())
+    })?;
+    let both = best_per_iter_synced(ctx, iters, || {
+        let mut request = world.allreduce_nb(buf, Op::Sum)?;
+        for u in 0..units {
+            compute_unit(&mut x);
+            if u % 8 == 0 {
+                request.test()?;
+            }
+        }
+        request.wait().map(drop)
+    })?;
+    std::hint::black_box(x);
+    Ok((collective, compute, both))
 }
 
 /// Seconds per call of `call` (every member runs it), best of three batches of `iters`
