@@ -530,6 +530,9 @@ impl<'a> Team<'a> {
         native: Option<NativeGroup<'a>>,
     ) -> Result<Team<'a>> {
         let size = members.len();
+        let spans_hosts = members
+            .iter()
+            .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0)));
         let team = Team {
             ctx,
             members: Rc::new(members),
@@ -545,14 +548,7 @@ impl<'a> Team<'a> {
             })),
             native: native.map(Rc::new),
             schedules: Rc::new(RefCell::new(Schedules::default())),
-            spans_hosts: false,
-        };
-        let team = Team {
-            spans_hosts: team
-                .members
-                .iter()
-                .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0))),
-            ..team
+            spans_hosts,
         };
         if team
             .forced
@@ -900,6 +896,19 @@ impl<'a> Team<'a> {
             (&hi[..out.len()], &mut lo[inb])
         };
         self.sendrecv(to, send, from, recv)
+    }
+
+    /// The block each member gets of an all-to-all source of `len` elements, or an error
+    /// naming `what` when `len` is not a multiple of the team size.
+    fn block_of(&self, what: &str, len: usize) -> Result<usize> {
+        let n = self.size();
+        if len % n != 0 {
+            return Err(CoreError::Invalid(format!(
+                "{what}: src has {len} elements, not a multiple of the team size {n}"
+            ))
+            .into());
+        }
+        Ok(len / n)
     }
 
     fn check_root(&self, root: usize) -> Result<()> {
@@ -1785,15 +1794,7 @@ impl<'a> Team<'a> {
         dsts: &[GlobalPtr<T>],
     ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("exchange_to", dsts)?;
-        let n = self.size();
-        if src.len() % n != 0 {
-            return Err(CoreError::Invalid(format!(
-                "exchange_to: src has {} elements, not a multiple of the team size {n}",
-                src.len()
-            ))
-            .into());
-        }
-        let b = src.len() / n;
+        let b = self.block_of("exchange_to", src.len())?;
         self.all_put(nb, dsts, b, |j| &src[j * b..(j + 1) * b])
     }
 
@@ -2248,14 +2249,7 @@ impl<'a> Team<'a> {
     /// block `i` of the output came from member `i`.
     pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         let (n, me) = (self.size(), self.me);
-        if src.len() % n != 0 {
-            return Err(CoreError::Invalid(format!(
-                "exchange_nb: src has {} elements, not a multiple of the team size {n}",
-                src.len()
-            ))
-            .into());
-        }
-        let b = src.len() / n;
+        let b = self.block_of("exchange_nb", src.len())?;
         let block = move |buf: Buf, j: usize| (buf, j * b..(j + 1) * b);
         self.start_schedule(|reserved, chunk| {
             let first = vec![Local::Copy {

@@ -25,21 +25,29 @@ use crate::error::ConduitError;
 
 /// Serialises the conduit's calls into MPI between the rank's thread and the optional
 /// progress thread (MPI then runs at `MPI_THREAD_SERIALIZED`: Open MPI's one-sided
-/// component over TCP refuses `MPI_THREAD_MULTIPLE`). Uncontended without the thread.
+/// component over TCP refuses `MPI_THREAD_MULTIPLE`).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether a progress thread exists, so that `serial` must take the lock. Set once by
+/// `ProgressThread::start` before it spawns the thread (the spawn orders it before the
+/// thread's first call) and on the rank's own thread, which reads it; so `Relaxed`.
+static SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 thread_local! {
     /// Whether this thread is inside `serial` (nesting would deadlock).
     static IN_MPI: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Run `f`, which calls MPI, with no other thread of this process inside MPI. Never
-/// nested, and never around anything that may call back into the conduit (handlers).
+/// Run `f`, which calls MPI, with no other thread of this process inside MPI (a lock,
+/// taken only once a progress thread exists). Never nested, and never around anything
+/// that may call back into the conduit (handlers).
 pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
     debug_assert!(!IN_MPI.get(), "nested serial(): this would deadlock");
-    let _guard = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = SHARED.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+        SERIAL
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    });
     IN_MPI.set(true);
     let result = f();
     IN_MPI.set(false);
@@ -415,6 +423,7 @@ impl ProgressThread {
         period: std::time::Duration,
     ) -> Result<ProgressThread, ConduitError> {
         use std::sync::atomic::{AtomicBool, Ordering};
+        SHARED.store(true, Ordering::Relaxed);
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let handle = CommHandle(comm.as_raw());
         let flag = stop.clone();
