@@ -889,16 +889,27 @@ fn collectives(ctx: &Context) -> RankResult {
     Ok(())
 }
 
-/// Every nonblocking mailbox collective (`*_nb`), all in flight at once on the world team
-/// and on a subteam, advanced while the rank computes, waited for in reverse order, at a
-/// small and a multi-chunk size, against results computed sequentially; a blocking
-/// collective meanwhile is refused.
+/// Every nonblocking collective (`*_nb`), all in flight at once on the world team and on
+/// a subteam, advanced while the rank computes, waited for in reverse order, at a small
+/// and a multi-chunk size, against results computed sequentially; a blocking mailbox
+/// collective meanwhile is refused. As mailbox schedules, and where the conduit has its
+/// own collectives, also through those.
 fn nonblocking_collectives(ctx: &Context) -> RankResult {
     let world = Team::world(ctx)?;
     let sub = world
         .split(Some((ctx.rank() % 2) as u32), ctx.rank() as u64)?
         .expect("every rank has a colour");
-    for team in [&world, &sub] {
+    let mut teams = vec![world.clone(), sub.clone()];
+    // Where the conduit has its own collectives, the same again through them (MPI's
+    // `MPI_I*` operations).
+    if world
+        .algorithms(Collective::Barrier)
+        .contains(&Algorithm::Native)
+    {
+        teams.push(all_native(&world)?);
+        teams.push(all_native(&sub)?);
+    }
+    for team in &teams {
         let (n, me) = (team.size(), team.rank());
         let w = |i: usize| team.world_rank(i);
         let value = |r: usize, i: usize| (r as u64 + 1) * 1_000_003 + i as u64 * 7;
@@ -981,6 +992,15 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
     Ok(())
 }
 
+/// `team` with every operation forced to the conduit's own collectives.
+fn all_native<'a>(team: &Team<'a>) -> crate::Result<Team<'a>> {
+    let mut t = team.clone();
+    for op in Collective::ALL {
+        t = t.with_algorithm(op, Algorithm::Native)?;
+    }
+    Ok(t)
+}
+
 fn triple(_: &Context, x: u64) -> u64 {
     3 * x
 }
@@ -1006,13 +1026,6 @@ fn native_collectives(ctx: &Context) -> RankResult {
         return ensure(err.contains("native") && err.contains("mpi"), || {
             format!("forcing native on {}: {err:?}", ctx.conduit_kind())
         });
-    }
-    fn all_native<'a>(team: &Team<'a>) -> crate::Result<Team<'a>> {
-        let mut t = team.clone();
-        for op in Collective::ALL {
-            t = t.with_algorithm(op, Algorithm::Native)?;
-        }
-        Ok(t)
     }
     // A rank inside a native collective serves requests: the last rank calls rank 0 and
     // waits for the answer before it enters the barrier that rank 0 is already in.

@@ -160,56 +160,49 @@ pub struct Reduction {
     pub op: Op,
 }
 
-/// One collective for a conduit's own library to perform, over byte buffers already
-/// checked by the caller (lengths agree with the group size; `root` is a member; a
-/// reduction's buffers hold whole, aligned elements). Ranks are group ranks.
-#[derive(Debug)]
-pub enum NativeCall<'b> {
+/// One collective of a conduit's own library, without its buffers (see [`NativeCall`]
+/// and [`NativeCollectives::start`]). Ranks are group ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NativeOp {
     Barrier,
+    /// The data is the destination: read on `root`, written elsewhere.
     Broadcast {
         root: usize,
-        data: &'b mut [u8],
     },
-    /// `dst` is written on `root` only.
+    /// The destination is written on `root` only.
     Reduce {
         root: usize,
-        src: &'b [u8],
-        dst: &'b mut [u8],
         reduction: Reduction,
     },
     Allreduce {
-        src: &'b [u8],
-        dst: &'b mut [u8],
         reduction: Reduction,
     },
-    /// `dst` (group size × `src.len()` bytes) is written on `root` only.
+    /// The destination (group size × source bytes) is written on `root` only.
     Gather {
         root: usize,
-        src: &'b [u8],
-        dst: &'b mut [u8],
     },
-    Allgather {
-        src: &'b [u8],
-        dst: &'b mut [u8],
-    },
-    /// `src` (group size × `dst.len()` bytes) is read on `root` only.
+    Allgather,
+    /// The source (group size × destination bytes) is read on `root` only.
     Scatter {
         root: usize,
-        src: &'b [u8],
-        dst: &'b mut [u8],
     },
-    /// All-to-all in equal blocks of `src.len() / group size` bytes.
-    Exchange {
-        src: &'b [u8],
-        dst: &'b mut [u8],
-    },
-    /// Inclusive prefix reduction, or exclusive (`dst` undefined on group rank 0).
+    /// All-to-all in equal blocks of source bytes / group size.
+    Exchange,
+    /// Inclusive prefix reduction, or exclusive (destination undefined on group rank 0).
     Scan {
-        src: &'b [u8],
-        dst: &'b mut [u8],
         reduction: Reduction,
         exclusive: bool,
     },
+}
+
+/// One collective for a conduit's own library to perform, over byte buffers already
+/// checked by the caller (lengths agree with the group size; `root` is a member; a
+/// reduction's buffers hold whole, aligned elements).
+#[derive(Debug)]
+pub struct NativeCall<'b> {
+    pub op: NativeOp,
+    pub src: &'b [u8],
+    pub dst: &'b mut [u8],
 }
 
 /// Blocks until the test it is given returns true, making progress meanwhile (the core
@@ -239,6 +232,19 @@ pub trait NativeCollectives {
     /// writing into the buffers).
     fn run(&self, group: u64, call: NativeCall<'_>, wait: &mut NativeWait<'_>)
         -> crate::Result<()>;
+    /// Start `op` on `group` and return at once with a ticket. The conduit copies `src`
+    /// (for a broadcast, the root's data; empty elsewhere) and owns an output of
+    /// `dst_len` bytes until [`NativeCollectives::test`] reports the ticket complete.
+    fn start(
+        &self,
+        group: u64,
+        op: NativeOp,
+        src: &[u8],
+        dst_len: usize,
+    ) -> Result<u64, ConduitError>;
+    /// Whether `ticket` has completed, without blocking. Once it has, its output goes to
+    /// `take` and the ticket is forgotten.
+    fn test(&self, ticket: u64, take: &mut dyn FnMut(&[u8])) -> Result<bool, ConduitError>;
 }
 
 /// The boundary every conduit implements.

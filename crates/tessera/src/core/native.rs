@@ -12,7 +12,7 @@
 //! what to ask for; this only forwards it and waits.
 
 use super::Context;
-use crate::conduit::NativeCall;
+use crate::conduit::{NativeCall, NativeOp};
 use crate::Result;
 
 /// A group of the conduit's own collectives, held by a team and the copies of it; freed
@@ -68,4 +68,26 @@ impl<'a> NativeGroup<'a> {
             )
         })
     }
+
+    /// Start `op` on the group without waiting (see
+    /// [`NativeCollectives::start`](crate::conduit::NativeCollectives::start)); test the
+    /// returned ticket with [`test_native`].
+    pub(crate) fn start(&self, op: NativeOp, src: &[u8], dst_len: usize) -> Result<u64> {
+        let native = self
+            .ctx
+            .conduit()
+            .native_collectives()
+            .expect("a group exists only on a conduit with native collectives");
+        Ok(native.start(self.id, op, src, dst_len)?)
+    }
+}
+
+/// Whether the native collective `ticket` has completed; once it has, its output goes to
+/// `take`. Never blocks.
+pub(crate) fn test_native(ctx: &Context, ticket: u64, take: &mut dyn FnMut(&[u8])) -> Result<bool> {
+    let native = ctx
+        .conduit()
+        .native_collectives()
+        .expect("a ticket exists only on a conduit with native collectives");
+    Ok(native.test(ticket, take)?)
 }

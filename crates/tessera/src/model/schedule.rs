@@ -22,6 +22,7 @@ use std::ops::Range;
 use bytemuck::Pod;
 
 use super::channel::Channel;
+use crate::core::native::test_native;
 use crate::{Context, Result};
 
 /// Which of a schedule's buffers a range refers to.
@@ -355,6 +356,11 @@ pub(crate) trait Pending {
     /// The output, once done, and the buffers that may serve again (with their
     /// capacities in bytes).
     fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>);
+    /// Whether it moves messages on the team's channel (a schedule) or not (a
+    /// [`NativePending`]).
+    fn on_channel(&self) -> bool {
+        true
+    }
 }
 
 impl<T: Pod> Pending for Schedule<T> {
@@ -368,5 +374,54 @@ impl<T: Pod> Pending for Schedule<T> {
             (bytes(&self.tmp), Box::new(self.tmp)),
         ];
         (Box::new(self.dst), spare)
+    }
+}
+
+/// A nonblocking collective run by the conduit's own library (MPI's `MPI_I*` on the
+/// team's communicator): advancing it tests the request, and it never touches the
+/// team's channel. The conduit owns the buffers until the request completes.
+pub(crate) struct NativePending<T> {
+    ticket: u64,
+    output: Option<Vec<T>>,
+    /// Zero the output once done (an exclusive scan's first member, which MPI leaves
+    /// undefined and the model defines as zeros).
+    zero: bool,
+}
+
+impl<T> NativePending<T> {
+    /// The collective the conduit started as `ticket`.
+    pub(crate) fn new(ticket: u64, zero: bool) -> Self {
+        NativePending {
+            ticket,
+            output: None,
+            zero,
+        }
+    }
+}
+
+impl<T: Pod> Pending for NativePending<T> {
+    fn advance(&mut self, ctx: &Context, _channel: &Channel) -> Result<bool> {
+        if self.output.is_none() {
+            let mut got = None;
+            test_native(ctx, self.ticket, &mut |bytes| {
+                let mut out = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>().max(1)];
+                bytemuck::cast_slice_mut(&mut out).copy_from_slice(bytes);
+                got = Some(out);
+            })?;
+            self.output = got.map(|mut out| {
+                if self.zero {
+                    out.fill(T::zeroed());
+                }
+                out
+            });
+        }
+        Ok(self.output.is_some())
+    }
+    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>) {
+        let out = self.output.expect("output taken once done");
+        (Box::new(out), Vec::new())
+    }
+    fn on_channel(&self) -> bool {
+        false
     }
 }

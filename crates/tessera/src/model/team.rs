@@ -35,9 +35,9 @@ use bytemuck::Pod;
 
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
-use super::schedule::{Buf, Builder, Local, Pending, Reserved, Schedule};
+use super::schedule::{Buf, Builder, Local, NativePending, Pending, Reserved, Schedule};
 use super::tuning::{self, TuningTable};
-use crate::conduit::{NativeCall, Reduction};
+use crate::conduit::{NativeCall, NativeOp, Reduction};
 use crate::core::native::NativeGroup;
 use crate::error::CoreError;
 use crate::{Context, GlobalPtr, Result};
@@ -312,12 +312,25 @@ struct Schedules {
     next: u64,
 }
 
-/// A nonblocking collective of the mailbox kind in progress ([`Team::allreduce_nb`] and
-/// the other `*_nb` forms of the blocking operations). It owns copies of its buffers, so
-/// it borrows nothing from the caller: several may be in flight on one team and waited
-/// for in any order. Every `test` or `wait` on any of a team's requests advances all of
-/// them, in the order they were started. Wait for all of them, on every member, before
-/// the team's next blocking collective. Dropping a request waits for it.
+impl Schedules {
+    /// Whether some collective in flight moves messages on the team's channel.
+    fn on_channel(&self) -> bool {
+        self.pending.iter().any(|(_, p)| p.on_channel())
+    }
+}
+
+/// A nonblocking collective in progress ([`Team::allreduce_nb`] and the other `*_nb`
+/// forms of the blocking operations). It owns copies of its buffers, so it borrows
+/// nothing from the caller: several may be in flight on one team and waited for in any
+/// order. Every `test` or `wait` on any of a team's requests advances all of them, in the
+/// order they were started. Wait for all of them, on every member, before the team's
+/// next blocking collective. Dropping a request waits for it.
+///
+/// Where the blocking call would run [`Algorithm::Native`] (by default, on a team that
+/// spans hosts on the mpi conduit), the request is MPI's own nonblocking collective
+/// (`MPI_Iallreduce`, ...), which also progresses inside MPI (with
+/// `TESSERA_MPI_PROGRESS`, while the rank computes); otherwise it is a schedule of the
+/// team's mailbox messages, which moves when a request of the team is tested.
 ///
 /// ```
 /// use tessera::{Job, Op, Team};
@@ -759,11 +772,11 @@ impl<'a> Team<'a> {
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).
-    fn native(&self, call: NativeCall<'_>) -> Result<()> {
+    fn native(&self, op: NativeOp, src: &[u8], dst: &mut [u8]) -> Result<()> {
         self.native
             .as_ref()
             .expect("choose returns Native only where the team has a group")
-            .run(call)
+            .run(NativeCall { op, src, dst })
     }
 
     // ----- message helpers ------------------------------------------------------------
@@ -929,7 +942,7 @@ impl<'a> Team<'a> {
         self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let n = self.size();
         match self.choose(Collective::Barrier, 0, true) {
-            Algorithm::Native => self.native(NativeCall::Barrier),
+            Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
             Algorithm::Flat => {
                 if self.me == 0 {
                     let mut bufs: Vec<[u8; 0]> = vec![[]; n];
@@ -974,10 +987,11 @@ impl<'a> Team<'a> {
             return Ok(());
         }
         match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
-            Algorithm::Native => self.native(NativeCall::Broadcast {
-                root,
-                data: bytemuck::cast_slice_mut(data),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Broadcast { root },
+                &[],
+                bytemuck::cast_slice_mut(data),
+            ),
             Algorithm::Chain => {
                 let rel = (self.me + n - root) % n;
                 let (prev, next) = ((self.me + n - 1) % n, (self.me + 1) % n);
@@ -1068,12 +1082,11 @@ impl<'a> Team<'a> {
             native.is_some(),
         );
         if let (Algorithm::Native, Some(reduction)) = (alg, native) {
-            return self.native(NativeCall::Reduce {
-                root,
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-                reduction,
-            });
+            return self.native(
+                NativeOp::Reduce { root, reduction },
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            );
         }
         let tree = Knomial::new(radix_of(alg, n), n, (self.me + n - root) % n);
         let children: Vec<usize> = tree.children.iter().map(|&c| (c + root) % n).collect();
@@ -1162,11 +1175,13 @@ impl<'a> Team<'a> {
         let n = self.size();
         let bytes = std::mem::size_of_val(src);
         match self.choose(Collective::Allreduce, bytes, native.is_some()) {
-            Algorithm::Native => self.native(NativeCall::Allreduce {
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-                reduction: native.expect("choose allows native only with a reduction"),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Allreduce {
+                    reduction: native.expect("choose allows native only with a reduction"),
+                },
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
             Algorithm::ReduceBroadcast => {
                 let single = self.with_forced(&[
                     (Collective::Reduce, Algorithm::Binomial),
@@ -1288,11 +1303,11 @@ impl<'a> Team<'a> {
             return Err(length_error("gather", "dst", dst.len(), n * b));
         }
         match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.native(NativeCall::Gather {
-                root,
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Gather { root },
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
             Algorithm::Flat => {
                 if self.me == root {
                     dst[root * b..(root + 1) * b].copy_from_slice(src);
@@ -1359,10 +1374,11 @@ impl<'a> Team<'a> {
         }
         let me = self.me;
         match self.choose(Collective::Allgather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.native(NativeCall::Allgather {
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Allgather,
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
             Algorithm::GatherBroadcast => {
                 let single = self.with_forced(&[
                     (Collective::Gather, Algorithm::Binomial),
@@ -1421,11 +1437,11 @@ impl<'a> Team<'a> {
             return Err(length_error("scatter", "src", src.len(), n * b));
         }
         match self.choose(Collective::Scatter, std::mem::size_of_val(dst), true) {
-            Algorithm::Native => self.native(NativeCall::Scatter {
-                root,
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Scatter { root },
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
             Algorithm::Flat => {
                 if self.me == root {
                     dst.copy_from_slice(&src[root * b..(root + 1) * b]);
@@ -1541,10 +1557,11 @@ impl<'a> Team<'a> {
             .chain(recv_counts)
             .all(|&c| c == send_counts[0]);
         match self.choose(Collective::Exchange, std::mem::size_of_val(src) / n, equal) {
-            Algorithm::Native => self.native(NativeCall::Exchange {
-                src: bytemuck::cast_slice(src),
-                dst: bytemuck::cast_slice_mut(dst),
-            }),
+            Algorithm::Native => self.native(
+                NativeOp::Exchange,
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
             Algorithm::Flat => {
                 let mut sends: Vec<Outgoing> = (0..n)
                     .filter(|&j| j != me)
@@ -1950,12 +1967,14 @@ impl<'a> Team<'a> {
             native.is_some(),
         ) {
             Algorithm::Native => {
-                self.native(NativeCall::Scan {
-                    src: bytemuck::cast_slice(src),
-                    dst: bytemuck::cast_slice_mut(dst),
-                    reduction: native.expect("choose allows native only with a reduction"),
-                    exclusive,
-                })?;
+                self.native(
+                    NativeOp::Scan {
+                        reduction: native.expect("choose allows native only with a reduction"),
+                        exclusive,
+                    },
+                    bytemuck::cast_slice(src),
+                    bytemuck::cast_slice_mut(dst),
+                )?;
                 if exclusive && me == 0 {
                     dst.fill(T::zeroed()); // MPI leaves it undefined; ours is zeros
                 }
@@ -2045,13 +2064,15 @@ impl<'a> Team<'a> {
         build: impl FnOnce(&mut Reserved, usize) -> Schedule<T>,
     ) -> Result<CollRequest<'a, T>> {
         let mut st = self.schedules.borrow_mut();
-        if st.pending.is_empty() {
-            if self.channel.nonblocking() > 0 {
-                return Err(CoreError::Invalid(
-                    "nonblocking single-address collectives are in flight on this team: wait for their handles before starting a nonblocking mailbox one".into(),
-                )
-                .into());
-            }
+        // The channel counts every nonblocking collective in flight: those held here and
+        // the single-address ones.
+        if self.channel.nonblocking() > st.pending.len() {
+            return Err(CoreError::Invalid(
+                "nonblocking single-address collectives are in flight on this team: wait for their handles before starting a nonblocking mailbox one".into(),
+            )
+            .into());
+        }
+        if !st.on_channel() {
             // Nothing reserved ahead: continue from where the streams are.
             st.reserved.send = (0..self.size()).map(|p| self.channel.sent_to(p)).collect();
             st.reserved.recv = (0..self.size())
@@ -2059,10 +2080,50 @@ impl<'a> Team<'a> {
                 .collect();
         }
         let schedule = build(&mut st.reserved, self.channel.chunk());
+        drop(st);
+        self.enqueue(Box::new(schedule))
+    }
+
+    /// Start `op` as the conduit's own nonblocking collective if the blocking call of
+    /// `coll` at `bytes` would run natively (the same choice, so every member makes it
+    /// alike); `None` (nothing started) otherwise, or when `op` is `None` (no native
+    /// form for this call). `src` and `dst_len` are as [`NativeOp`] describes them.
+    fn start_native<T: Pod>(
+        &self,
+        coll: Collective,
+        bytes: usize,
+        op: Option<NativeOp>,
+        src: &[T],
+        dst_len: usize,
+    ) -> Result<Option<CollRequest<'a, T>>> {
+        let (Some(op), Some(group)) = (op, &self.native) else {
+            return Ok(None);
+        };
+        if self.choose(coll, bytes, true) != Algorithm::Native {
+            return Ok(None);
+        }
+        let size = std::mem::size_of::<T>();
+        let ticket = group.start(op, bytemuck::cast_slice(src), dst_len * size)?;
+        let zero = matches!(
+            op,
+            NativeOp::Scan {
+                exclusive: true,
+                ..
+            }
+        ) && self.me == 0;
+        let pending = NativePending::<T>::new(ticket, zero);
+        self.enqueue(Box::new(pending)).map(Some)
+    }
+
+    /// Hold `pending` with the team's other nonblocking collectives and return its
+    /// request. Counted on the channel, so that blocking mailbox collectives are refused
+    /// until it is done (the rule is the same whichever library runs it).
+    fn enqueue<T: Pod>(&self, pending: Box<dyn Pending>) -> Result<CollRequest<'a, T>> {
+        self.channel.begin_nonblocking();
+        let mut st = self.schedules.borrow_mut();
         let ticket = st.next;
         st.next += 1;
-        st.pending.push_back((ticket, Box::new(schedule)));
-        self.channel.begin_nonblocking();
+        st.pending.push_back((ticket, pending));
         drop(st);
         let request = CollRequest {
             team: self.clone(),
@@ -2074,17 +2135,17 @@ impl<'a> Team<'a> {
         Ok(request)
     }
 
-    /// Advance every nonblocking mailbox collective in flight, oldest first.
+    /// Advance every nonblocking collective in flight, oldest first.
     fn advance_schedules(&self) -> Result<()> {
         let mut st = self.schedules.borrow_mut();
         let mut i = 0;
         while i < st.pending.len() {
             if st.pending[i].1.advance(self.ctx, &self.channel)? {
                 let (ticket, done) = st.pending.remove(i).expect("in range");
+                self.channel.end_nonblocking();
                 let (output, spare) = done.output();
                 st.finished.insert(ticket, output);
                 st.reserved.keep(spare);
-                self.channel.end_nonblocking();
             } else {
                 i += 1;
             }
@@ -2094,6 +2155,10 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::barrier`] (dissemination); its request's output is empty.
     pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
+        let op = Some(NativeOp::Barrier);
+        if let Some(r) = self.start_native(Collective::Barrier, 0, op, &[], 0)? {
+            return Ok(r);
+        }
         let (n, me) = (self.size(), self.me);
         self.start_schedule(|reserved, chunk| {
             let mut b = Builder::new(reserved, chunk, &[], 0, 0, vec![]);
@@ -2116,6 +2181,12 @@ impl<'a> Team<'a> {
         self.check_root(root)?;
         let (n, len) = (self.size(), data.len());
         let rel = (self.me + n - root) % n;
+        let mine = if rel == 0 { data } else { &[] };
+        let op = Some(NativeOp::Broadcast { root });
+        let bytes = std::mem::size_of_val(data);
+        if let Some(r) = self.start_native(Collective::Broadcast, bytes, op, mine, len)? {
+            return Ok(r);
+        }
         self.start_schedule(|reserved, chunk| {
             let first = if rel == 0 {
                 vec![Local::Copy {
@@ -2146,6 +2217,12 @@ impl<'a> Team<'a> {
         let (n, len) = (self.size(), src.len());
         let rel = (self.me + n - root) % n;
         let dst_len = if rel == 0 { len } else { 0 };
+        let native =
+            native_reduction::<T>(op).map(|reduction| NativeOp::Reduce { root, reduction });
+        let bytes = std::mem::size_of_val(src);
+        if let Some(r) = self.start_native(Collective::Reduce, bytes, native, src, dst_len)? {
+            return Ok(r);
+        }
         self.start_schedule(|reserved, chunk| {
             reduce_rounds(reserved, chunk, src, op, n, root, rel, dst_len).build()
         })
@@ -2157,6 +2234,11 @@ impl<'a> Team<'a> {
         check_op::<T>(op)?;
         let (n, len) = (self.size(), src.len());
         let me = self.me;
+        let native = native_reduction::<T>(op).map(|reduction| NativeOp::Allreduce { reduction });
+        let bytes = std::mem::size_of_val(src);
+        if let Some(r) = self.start_native(Collective::Allreduce, bytes, native, src, len)? {
+            return Ok(r);
+        }
         self.start_schedule(|reserved, chunk| {
             let b = reduce_rounds(reserved, chunk, src, op, n, 0, me, len);
             broadcast_rounds(b, n, 0, me, len).build()
@@ -2168,6 +2250,11 @@ impl<'a> Team<'a> {
     pub fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
+        let (op, bytes) = (Some(NativeOp::Gather { root }), std::mem::size_of_val(src));
+        let dst_len = if me == root { n * len } else { 0 };
+        if let Some(r) = self.start_native(Collective::Gather, bytes, op, src, dst_len)? {
+            return Ok(r);
+        }
         self.start_schedule(|reserved, chunk| {
             if me == root {
                 let first = vec![Local::Copy {
@@ -2193,6 +2280,10 @@ impl<'a> Team<'a> {
     /// order.
     pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         let (n, len, me) = (self.size(), src.len(), self.me);
+        let (op, bytes) = (Some(NativeOp::Allgather), std::mem::size_of_val(src));
+        if let Some(r) = self.start_native(Collective::Allgather, bytes, op, src, n * len)? {
+            return Ok(r);
+        }
         let block = move |b: usize| (Buf::Dst, (b % n) * len..(b % n + 1) * len);
         self.start_schedule(|reserved, chunk| {
             let first = vec![Local::Copy {
@@ -2224,6 +2315,14 @@ impl<'a> Team<'a> {
         if me == root && src.len() != n * count {
             return Err(length_error("scatter_nb", "src", src.len(), n * count));
         }
+        let mine = if me == root { src } else { &[] };
+        let (op, bytes) = (
+            Some(NativeOp::Scatter { root }),
+            count * std::mem::size_of::<T>(),
+        );
+        if let Some(r) = self.start_native(Collective::Scatter, bytes, op, mine, count)? {
+            return Ok(r);
+        }
         self.start_schedule(|reserved, chunk| {
             if me == root {
                 let first = vec![Local::Copy {
@@ -2250,6 +2349,10 @@ impl<'a> Team<'a> {
     pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         let (n, me) = (self.size(), self.me);
         let b = self.block_of("exchange_nb", src.len())?;
+        let (op, bytes) = (Some(NativeOp::Exchange), b * std::mem::size_of::<T>());
+        if let Some(r) = self.start_native(Collective::Exchange, bytes, op, src, src.len())? {
+            return Ok(r);
+        }
         let block = move |buf: Buf, j: usize| (buf, j * b..(j + 1) * b);
         self.start_schedule(|reserved, chunk| {
             let first = vec![Local::Copy {
@@ -2289,6 +2392,14 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         check_op::<T>(op)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
+        let native = native_reduction::<T>(op).map(|reduction| NativeOp::Scan {
+            reduction,
+            exclusive,
+        });
+        let bytes = std::mem::size_of_val(src);
+        if let Some(r) = self.start_native(Collective::Scan, bytes, native, src, len)? {
+            return Ok(r);
+        }
         let all = |b: Buf| (b, 0..len);
         self.start_schedule(|reserved, chunk| {
             let mut first = Vec::new();

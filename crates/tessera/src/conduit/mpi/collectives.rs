@@ -10,8 +10,10 @@
 //! still applies. If a wait fails while MPI still owns the buffers, the job is aborted:
 //! returning would let MPI write into freed memory.
 //!
-//! Buffers arrive as bytes; reductions reinterpret them as the element type they hold,
-//! so MPI applies its own operation to typed elements.
+//! Buffers arrive as bytes; reductions pass MPI the element type they hold, so MPI
+//! applies its own operation to typed elements. The nonblocking form
+//! ([`NativeCollectives::start`]) copies its input into buffers it owns and keeps them,
+//! with the request, until `MPI_Test` reports completion.
 //!
 //! This module must never touch global pointers, teams or the model's algorithms: it
 //! runs one MPI collective on buffers it is given.
@@ -19,21 +21,25 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use mpi::collective::SystemOperation;
-use mpi::request::{scope, Request, Scope};
 use mpi::topology::{Color, SimpleCommunicator};
-use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use mpi::traits::Communicator;
 
-use super::raw::serial;
+use super::raw::{self, serial, OwnedCollective};
 use super::MpiConduit;
-use crate::conduit::{
-    Conduit, NativeCall, NativeCollectives, NativeType, NativeWait, Op, Reduction,
-};
+use crate::conduit::{Conduit, NativeCall, NativeCollectives, NativeOp, NativeWait};
 use crate::error::ConduitError;
+
+/// Spare buffers kept for nonblocking collectives.
+const SPARE: usize = 8;
 
 /// The communicators of the model's teams, by group number.
 #[derive(Default)]
 pub(super) struct Groups {
+    /// Nonblocking collectives in flight, by ticket (dropped before the communicators).
+    started: RefCell<HashMap<u64, OwnedCollective>>,
+    next_ticket: Cell<u64>,
+    /// Buffers of finished ones, the largest few, for the next.
+    spare: RefCell<Vec<Vec<u64>>>,
     comms: RefCell<HashMap<u64, SimpleCommunicator>>,
     next: Cell<u64>,
 }
@@ -44,79 +50,6 @@ impl Groups {
         self.next.set(id + 1);
         self.comms.borrow_mut().insert(id, comm);
         id
-    }
-}
-
-/// MPI's operation for `op`; MPI has no min/max-with-index on our `Loc` layout.
-fn system_op(op: Op) -> Result<SystemOperation, ConduitError> {
-    Ok(match op {
-        Op::Sum => SystemOperation::sum(),
-        Op::Prod => SystemOperation::product(),
-        Op::Min => SystemOperation::min(),
-        Op::Max => SystemOperation::max(),
-        Op::BitAnd => SystemOperation::bitwise_and(),
-        Op::BitOr => SystemOperation::bitwise_or(),
-        Op::BitXor => SystemOperation::bitwise_xor(),
-        Op::LogicalAnd => SystemOperation::logical_and(),
-        Op::LogicalOr => SystemOperation::logical_or(),
-        Op::MinLoc | Op::MaxLoc => {
-            return Err(ConduitError::Unsupported {
-                conduit: "mpi",
-                what: "reduce with MinLoc or MaxLoc natively",
-            })
-        }
-    })
-}
-
-/// Run `$body` with `$src`/`$dst` reinterpreted as slices of the element type `$elem`
-/// names (the model passes whole, aligned elements, so the casts cannot fail).
-macro_rules! typed {
-    ($elem:expr, $src:ident, $dst:ident, $body:expr) => {
-        match $elem {
-            NativeType::I8 => typed!(@as i8, $src, $dst, $body),
-            NativeType::I16 => typed!(@as i16, $src, $dst, $body),
-            NativeType::I32 => typed!(@as i32, $src, $dst, $body),
-            NativeType::I64 => typed!(@as i64, $src, $dst, $body),
-            NativeType::U8 => typed!(@as u8, $src, $dst, $body),
-            NativeType::U16 => typed!(@as u16, $src, $dst, $body),
-            NativeType::U32 => typed!(@as u32, $src, $dst, $body),
-            NativeType::U64 => typed!(@as u64, $src, $dst, $body),
-            NativeType::F32 => typed!(@as f32, $src, $dst, $body),
-            NativeType::F64 => typed!(@as f64, $src, $dst, $body),
-        }
-    };
-    (@as $t:ty, $src:ident, $dst:ident, $body:expr) => {{
-        let $src: &[$t] = bytemuck::cast_slice($src);
-        let $dst: &mut [$t] = bytemuck::cast_slice_mut($dst);
-        $body
-    }};
-}
-
-impl MpiConduit {
-    /// Start a request with `start` and test it inside `wait` until it completes. If the
-    /// wait fails first, MPI still owns the buffers, so the job ends here.
-    fn complete<'a, D: ?Sized + 'a, S: Scope<'a>>(
-        &self,
-        start: impl FnOnce() -> Request<'a, D, S>,
-        wait: &mut NativeWait<'_>,
-    ) -> crate::Result<()> {
-        let mut pending = Some(serial(start));
-        let outcome = wait(&mut || {
-            let request = pending.take().expect("not tested after completion");
-            match serial(|| request.test()) {
-                Ok(_) => Ok(true),
-                Err(request) => {
-                    pending = Some(request);
-                    Ok(false)
-                }
-            }
-        });
-        if let Err(e) = &outcome {
-            if pending.is_some() {
-                self.abort(&format!("an MPI collective could not complete: {e}"));
-            }
-        }
-        outcome
     }
 }
 
@@ -159,77 +92,71 @@ impl NativeCollectives for MpiConduit {
         wait: &mut NativeWait<'_>,
     ) -> crate::Result<()> {
         let comms = self.groups.comms.borrow();
-        let comm = comms.get(&group).ok_or(ConduitError::Unsupported {
-            conduit: "mpi",
-            what: "run a collective on a group it does not know",
-        })?;
-        let me = comm.rank() as usize;
-        let at = |root: usize| comm.process_at_rank(root as i32);
-        scope(|sc| match call {
-            NativeCall::Barrier => self.complete(|| comm.immediate_barrier(), wait),
-            NativeCall::Broadcast { root, data } => {
-                self.complete(|| at(root).immediate_broadcast_into(sc, data), wait)
-            }
-            NativeCall::Reduce {
-                root,
-                src,
-                dst,
-                reduction: Reduction { elem, op },
-            } => typed!(elem, src, dst, {
-                let op = system_op(op)?;
-                if me == root {
-                    self.complete(
-                        || at(root).immediate_reduce_into_root(sc, src, dst, op),
-                        wait,
-                    )
-                } else {
-                    self.complete(|| at(root).immediate_reduce_into(sc, src, op), wait)
-                }
-            }),
-            NativeCall::Allreduce {
-                src,
-                dst,
-                reduction: Reduction { elem, op },
-            } => typed!(elem, src, dst, {
-                let op = system_op(op)?;
-                self.complete(|| comm.immediate_all_reduce_into(sc, src, dst, op), wait)
-            }),
-            NativeCall::Scan {
-                src,
-                dst,
-                reduction: Reduction { elem, op },
-                exclusive,
-            } => typed!(elem, src, dst, {
-                let op = system_op(op)?;
-                if exclusive {
-                    self.complete(
-                        || comm.immediate_exclusive_scan_into(sc, src, dst, op),
-                        wait,
-                    )
-                } else {
-                    self.complete(|| comm.immediate_scan_into(sc, src, dst, op), wait)
-                }
-            }),
-            NativeCall::Gather { root, src, dst } => {
-                if me == root {
-                    self.complete(|| at(root).immediate_gather_into_root(sc, src, dst), wait)
-                } else {
-                    self.complete(|| at(root).immediate_gather_into(sc, src), wait)
-                }
-            }
-            NativeCall::Allgather { src, dst } => {
-                self.complete(|| comm.immediate_all_gather_into(sc, src, dst), wait)
-            }
-            NativeCall::Scatter { root, src, dst } => {
-                if me == root {
-                    self.complete(|| at(root).immediate_scatter_into_root(sc, src, dst), wait)
-                } else {
-                    self.complete(|| at(root).immediate_scatter_into(sc, dst), wait)
-                }
-            }
-            NativeCall::Exchange { src, dst } => {
-                self.complete(|| comm.immediate_all_to_all_into(sc, src, dst), wait)
-            }
-        })
+        let comm = known(&comms, group)?;
+        let NativeCall { op, src, dst } = call;
+        // SAFETY: `src` and `dst` are borrowed for this whole call, and the call does not
+        // return while MPI may still use them: either the request completes inside the
+        // wait, or the job is aborted below.
+        let mut request = unsafe { raw::start_collective(comm, op, src, dst) }?;
+        let mut done = false;
+        let outcome = wait(&mut || {
+            // SAFETY: the request is live or null, and its buffers are borrowed (above).
+            done = unsafe { raw::test_request(&mut request) }?;
+            Ok(done)
+        });
+        if outcome.is_err() && !done {
+            self.abort(&format!(
+                "an MPI collective could not complete: {}",
+                outcome.as_ref().expect_err("an error")
+            ));
+        }
+        outcome
     }
+
+    fn start(
+        &self,
+        group: u64,
+        op: NativeOp,
+        src: &[u8],
+        dst_len: usize,
+    ) -> Result<u64, ConduitError> {
+        let comms = self.groups.comms.borrow();
+        let comm = known(&comms, group)?;
+        let mut spare = self.groups.spare.borrow_mut();
+        let started = OwnedCollective::start(comm, op, src, dst_len, &mut spare)?;
+        let ticket = self.groups.next_ticket.get();
+        self.groups.next_ticket.set(ticket + 1);
+        self.groups.started.borrow_mut().insert(ticket, started);
+        Ok(ticket)
+    }
+
+    fn test(&self, ticket: u64, take: &mut dyn FnMut(&[u8])) -> Result<bool, ConduitError> {
+        let mut started = self.groups.started.borrow_mut();
+        let pending = started.get_mut(&ticket).ok_or(ConduitError::Unsupported {
+            conduit: "mpi",
+            what: "test a nonblocking collective it did not start",
+        })?;
+        if !pending.test()? {
+            return Ok(false);
+        }
+        take(pending.output());
+        let done = started.remove(&ticket).expect("found above");
+        let mut spare = self.groups.spare.borrow_mut();
+        spare.extend(done.into_buffers());
+        // Keep the largest few: small buffers are cheap to make afresh.
+        spare.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
+        spare.truncate(SPARE);
+        Ok(true)
+    }
+}
+
+/// The communicator of `group`, or an error.
+fn known(
+    comms: &HashMap<u64, SimpleCommunicator>,
+    group: u64,
+) -> Result<&SimpleCommunicator, ConduitError> {
+    comms.get(&group).ok_or(ConduitError::Unsupported {
+        conduit: "mpi",
+        what: "run a collective on a group it does not know",
+    })
 }

@@ -20,7 +20,9 @@ use std::ptr::NonNull;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
+use mpi::traits::Communicator;
 
+use crate::conduit::{NativeOp, NativeType, Op, Reduction};
 use crate::error::ConduitError;
 
 /// Serialises the conduit's calls into MPI between the rank's thread and the optional
@@ -463,6 +465,270 @@ impl Drop for ProgressThread {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// MPI's datatype for elements of `elem`.
+fn datatype(elem: NativeType) -> ffi::MPI_Datatype {
+    // SAFETY: reading MPI handle constants initialised by MPI_Init.
+    unsafe {
+        match elem {
+            NativeType::I8 => ffi::RSMPI_INT8_T,
+            NativeType::I16 => ffi::RSMPI_INT16_T,
+            NativeType::I32 => ffi::RSMPI_INT32_T,
+            NativeType::I64 => ffi::RSMPI_INT64_T,
+            NativeType::U8 => ffi::RSMPI_UINT8_T,
+            NativeType::U16 => ffi::RSMPI_UINT16_T,
+            NativeType::U32 => ffi::RSMPI_UINT32_T,
+            NativeType::U64 => ffi::RSMPI_UINT64_T,
+            NativeType::F32 => ffi::RSMPI_FLOAT,
+            NativeType::F64 => ffi::RSMPI_DOUBLE,
+        }
+    }
+}
+
+/// Bytes of one element of `elem`.
+fn elem_bytes(elem: NativeType) -> usize {
+    match elem {
+        NativeType::I8 | NativeType::U8 => 1,
+        NativeType::I16 | NativeType::U16 => 2,
+        NativeType::I32 | NativeType::U32 | NativeType::F32 => 4,
+        NativeType::I64 | NativeType::U64 | NativeType::F64 => 8,
+    }
+}
+
+/// MPI's operation for `op`; MPI has no min/max-with-index on our `Loc` layout.
+fn operation(op: Op) -> Result<ffi::MPI_Op, ConduitError> {
+    // SAFETY: reading MPI handle constants initialised by MPI_Init.
+    Ok(unsafe {
+        match op {
+            Op::Sum => ffi::RSMPI_SUM,
+            Op::Prod => ffi::RSMPI_PROD,
+            Op::Min => ffi::RSMPI_MIN,
+            Op::Max => ffi::RSMPI_MAX,
+            Op::BitAnd => ffi::RSMPI_BAND,
+            Op::BitOr => ffi::RSMPI_BOR,
+            Op::BitXor => ffi::RSMPI_BXOR,
+            Op::LogicalAnd => ffi::RSMPI_LAND,
+            Op::LogicalOr => ffi::RSMPI_LOR,
+            Op::MinLoc | Op::MaxLoc => {
+                return Err(ConduitError::Unsupported {
+                    conduit: "mpi",
+                    what: "reduce with MinLoc or MaxLoc natively",
+                })
+            }
+        }
+    })
+}
+
+/// A count as MPI's `int`, or an error naming the call.
+fn count(call: &'static str, n: usize) -> Result<c_int, ConduitError> {
+    c_int::try_from(n).map_err(|_| ConduitError::Mpi {
+        call,
+        code: ffi::MPI_ERR_COUNT as c_int,
+    })
+}
+
+/// Start MPI's nonblocking form of `op` on `comm` (`MPI_Ibarrier`, `MPI_Ibcast`, ...)
+/// over `src` and `dst` (a broadcast's data is `dst`) and return its request.
+///
+/// # Safety
+/// `src` must stay readable and `dst` writable and otherwise untouched until the request
+/// completes (`MPI_Test` reports it), and the lengths must be as [`NativeOp`] describes
+/// them for `comm`'s size on every member.
+pub(crate) unsafe fn start_collective(
+    comm: &SimpleCommunicator,
+    op: NativeOp,
+    src: &[u8],
+    dst: &mut [u8],
+) -> Result<ffi::MPI_Request, ConduitError> {
+    let n = serial(|| comm.size()) as usize;
+    let c = comm.as_raw();
+    // SAFETY: reading an MPI handle constant initialised by MPI_Init.
+    let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+    let req = &mut request as *mut ffi::MPI_Request;
+    // SAFETY: reading an MPI handle constant initialised by MPI_Init.
+    let bytes = unsafe { ffi::RSMPI_UINT8_T };
+    let (s, d) = (
+        src.as_ptr() as *const c_void,
+        dst.as_mut_ptr() as *mut c_void,
+    );
+    let typed = |reduction: Reduction, len: usize| -> Result<_, ConduitError> {
+        let per = elem_bytes(reduction.elem);
+        Ok((
+            count("a native reduction", len / per)?,
+            datatype(reduction.elem),
+            operation(reduction.op)?,
+        ))
+    };
+    // SAFETY (every call below): the caller keeps both buffers alive and untouched until
+    // the request completes, and each count fits the buffer it describes.
+    match op {
+        NativeOp::Barrier => check("MPI_Ibarrier", || unsafe { ffi::MPI_Ibarrier(c, req) }),
+        NativeOp::Broadcast { root } => {
+            let len = count("MPI_Ibcast", dst.len())?;
+            check("MPI_Ibcast", || unsafe {
+                ffi::MPI_Ibcast(d, len, bytes, root as c_int, c, req)
+            })
+        }
+        NativeOp::Reduce { root, reduction } => {
+            let (len, ty, mop) = typed(reduction, src.len())?;
+            check("MPI_Ireduce", || unsafe {
+                ffi::MPI_Ireduce(s, d, len, ty, mop, root as c_int, c, req)
+            })
+        }
+        NativeOp::Allreduce { reduction } => {
+            let (len, ty, mop) = typed(reduction, src.len())?;
+            check("MPI_Iallreduce", || unsafe {
+                ffi::MPI_Iallreduce(s, d, len, ty, mop, c, req)
+            })
+        }
+        NativeOp::Scan {
+            reduction,
+            exclusive,
+        } => {
+            let (len, ty, mop) = typed(reduction, src.len())?;
+            if exclusive {
+                check("MPI_Iexscan", || unsafe {
+                    ffi::MPI_Iexscan(s, d, len, ty, mop, c, req)
+                })
+            } else {
+                check("MPI_Iscan", || unsafe {
+                    ffi::MPI_Iscan(s, d, len, ty, mop, c, req)
+                })
+            }
+        }
+        NativeOp::Gather { root } => {
+            let len = count("MPI_Igather", src.len())?;
+            check("MPI_Igather", || unsafe {
+                ffi::MPI_Igather(s, len, bytes, d, len, bytes, root as c_int, c, req)
+            })
+        }
+        NativeOp::Allgather => {
+            let len = count("MPI_Iallgather", src.len())?;
+            check("MPI_Iallgather", || unsafe {
+                ffi::MPI_Iallgather(s, len, bytes, d, len, bytes, c, req)
+            })
+        }
+        NativeOp::Scatter { root } => {
+            let len = count("MPI_Iscatter", dst.len())?;
+            check("MPI_Iscatter", || unsafe {
+                ffi::MPI_Iscatter(s, len, bytes, d, len, bytes, root as c_int, c, req)
+            })
+        }
+        NativeOp::Exchange => {
+            let len = count("MPI_Ialltoall", src.len() / n.max(1))?;
+            check("MPI_Ialltoall", || unsafe {
+                ffi::MPI_Ialltoall(s, len, bytes, d, len, bytes, c, req)
+            })
+        }
+    }?;
+    Ok(request)
+}
+
+/// Test `request` once (`MPI_Test`, which sets it to null when it completes).
+///
+/// # Safety
+/// `request` must be a live request or null, with its buffers still valid.
+pub(crate) unsafe fn test_request(request: &mut ffi::MPI_Request) -> Result<bool, ConduitError> {
+    let mut flag: c_int = 0;
+    // SAFETY: the caller's promise; testing a null request is allowed.
+    check("MPI_Test", || unsafe {
+        ffi::MPI_Test(request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+    })?;
+    Ok(flag != 0)
+}
+
+/// A nonblocking collective that owns its buffers (8-byte aligned, so a reduction may
+/// view them as any [`NativeType`]) until MPI is done with them.
+pub(crate) struct OwnedCollective {
+    request: ffi::MPI_Request,
+    done: bool,
+    /// Kept alive for MPI, which reads it.
+    src: Vec<u64>,
+    dst: Vec<u64>,
+    dst_len: usize,
+}
+
+impl OwnedCollective {
+    /// Start `op` on `comm` over a copy of `src` (for a broadcast, the root's data) and
+    /// an output of `dst_len` bytes, taking buffers from `spare` where one is large
+    /// enough (fresh large buffers cost a page fault per page).
+    pub(crate) fn start(
+        comm: &SimpleCommunicator,
+        op: NativeOp,
+        src: &[u8],
+        dst_len: usize,
+        spare: &mut Vec<Vec<u64>>,
+    ) -> Result<OwnedCollective, ConduitError> {
+        let mut words = |bytes: usize| {
+            let n = bytes.div_ceil(8);
+            let best = (0..spare.len())
+                .filter(|&i| spare[i].capacity() >= n)
+                .min_by_key(|&i| spare[i].capacity());
+            let mut v = best.map(|i| spare.swap_remove(i)).unwrap_or_default();
+            // Stale contents are never read: the source is overwritten below, and MPI
+            // writes every output byte the caller reads.
+            v.truncate(n);
+            v.resize(n, 0);
+            v
+        };
+        let broadcast = matches!(op, NativeOp::Broadcast { .. });
+        let src_len = if broadcast { 0 } else { src.len() };
+        let (mut own_src, mut dst) = (words(src_len), words(dst_len));
+        // A broadcast's data travels in the destination.
+        let landing: &mut [u8] =
+            bytemuck::cast_slice_mut(if broadcast { &mut dst } else { &mut own_src });
+        landing[..src.len()].copy_from_slice(src);
+        let src_bytes = &bytemuck::cast_slice::<u64, u8>(&own_src)[..src_len];
+        let dst_bytes = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut dst)[..dst_len];
+        // SAFETY: both buffers are heap storage owned by the returned value, which does
+        // not move them, and which keeps them until `test` reports completion (or, if it
+        // never does, leaks them in `drop`).
+        let request = unsafe { start_collective(comm, op, src_bytes, dst_bytes) }?;
+        Ok(OwnedCollective {
+            request,
+            done: false,
+            src: own_src,
+            dst,
+            dst_len,
+        })
+    }
+
+    /// Whether MPI has completed the operation (then `output` holds the result).
+    pub(crate) fn test(&mut self) -> Result<bool, ConduitError> {
+        if !self.done {
+            // SAFETY: the request is live (not yet reported complete) and its buffers are
+            // owned by `self`.
+            self.done = unsafe { test_request(&mut self.request) }?;
+        }
+        Ok(self.done)
+    }
+
+    /// The output bytes (complete once `test` has returned true).
+    pub(crate) fn output(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.dst)[..self.dst_len]
+    }
+
+    /// The buffers of a completed collective, for the next ones.
+    pub(crate) fn into_buffers(mut self) -> [Vec<u64>; 2] {
+        assert!(
+            self.done,
+            "buffers handed back before MPI is done with them"
+        );
+        [std::mem::take(&mut self.src), std::mem::take(&mut self.dst)]
+    }
+}
+
+impl Drop for OwnedCollective {
+    fn drop(&mut self) {
+        // A collective that never completed (its wait failed and the job is ending) may
+        // still be written by MPI: leak its buffers rather than free them under it, and
+        // never block here (the other members may be gone).
+        if !matches!(self.test(), Ok(true)) {
+            std::mem::forget(std::mem::take(&mut self.src));
+            std::mem::forget(std::mem::take(&mut self.dst));
         }
     }
 }
