@@ -939,6 +939,27 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
             let scatter = team.scatter_nb(root, &scatter_src, len)?;
             let exchange = team.exchange_nb(&xsrc)?;
             let scan = team.scan_nb(&mine, Op::Sum)?;
+            // User operations (never MPI's): (sum, largest) over pairs.
+            let pair = |r: usize, i: usize| [value(w(r), i) % 1000, value(w(r), i) % 7];
+            let fold = |members: std::ops::Range<usize>| -> Vec<[u64; 2]> {
+                (0..len)
+                    .map(|i| {
+                        let ps = members.clone().map(|r| pair(r, i));
+                        ps.fold([0, 0], |a, p| [a[0] + p[0], a[1].max(p[1])])
+                    })
+                    .collect()
+            };
+            let combine = |acc: &mut [[u64; 2]], x: &[[u64; 2]]| {
+                for (a, b) in acc.iter_mut().zip(x) {
+                    *a = [a[0] + b[0], a[1].max(b[1])];
+                }
+                Ok(())
+            };
+            let pairs: Vec<[u64; 2]> = (0..len).map(|i| pair(me, i)).collect();
+            let user_reduce = team.reduce_nb_with(root, &pairs, combine)?;
+            let user_allreduce = team.allreduce_nb_with(&pairs, combine)?;
+            let user_scan = team.scan_nb_with(&pairs, combine)?;
+            let user_exscan = team.exscan_nb_with(&pairs, combine)?;
             let mut exscan = team.exscan_nb(&mine, Op::Sum)?;
             // A blocking mailbox collective is refused while one is in flight here (known
             // only locally: the others may have finished theirs; refused before it sends).
@@ -960,6 +981,20 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
             // Waited for in reverse order of starting.
             let want_ex = if me == 0 { vec![0; len] } else { prefix(me) };
             ensure(exscan.wait()? == want_ex, || what("exscan"))?;
+            ensure(user_exscan.wait()? == fold(0..me), || what("user exscan"))?;
+            ensure(user_scan.wait()? == fold(0..me + 1), || what("user scan"))?;
+            ensure(user_allreduce.wait()? == fold(0..n), || {
+                what("user allreduce")
+            })?;
+            let r = user_reduce.wait()?;
+            ensure(
+                if me == root {
+                    r == fold(0..n)
+                } else {
+                    r.is_empty()
+                },
+                || what("user reduce"),
+            )?;
             ensure(scan.wait()? == prefix(me + 1), || what("scan"))?;
             let want_x: Vec<u64> = (0..n)
                 .flat_map(|r| (0..len).map(move |i| value(w(r), me * len + i)))

@@ -35,7 +35,7 @@ use bytemuck::Pod;
 
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
-use super::schedule::{Buf, Builder, Local, NativePending, Pending, Reserved, Schedule};
+use super::schedule::{Buf, Builder, Local, NativePending, Pending, Reducer, Reserved, Schedule};
 use super::tuning::{self, TuningTable};
 use crate::conduit::{NativeCall, NativeOp, Reduction};
 use crate::core::native::NativeGroup;
@@ -2212,19 +2212,60 @@ impl<'a> Team<'a> {
         src: &[T],
         op: Op,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_root(root)?;
         check_op::<T>(op)?;
+        self.reduce_nb_impl(root, src, builtin::<T>(op), native_reduction::<T>(op))
+    }
+
+    /// [`Team::reduce_nb`] with a user operation `combine(acc, other)` (associative and
+    /// commutative) over any plain-old-data type. The request owns the operation, so it
+    /// may not borrow.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     // (sum, largest) over pairs.
+    ///     let pair = [ctx.rank() as u32 + 1, 10 * ctx.rank() as u32];
+    ///     let req = world.reduce_nb_with(0, &[pair], |acc: &mut [[u32; 2]], x: &[[u32; 2]]| {
+    ///         for (a, b) in acc.iter_mut().zip(x) {
+    ///             *a = [a[0] + b[0], a[1].max(b[1])];
+    ///         }
+    ///         Ok(())
+    ///     })?;
+    ///     let got = req.wait()?;
+    ///     if ctx.rank() == 0 {
+    ///         assert_eq!(got, vec![[6, 20]]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn reduce_nb_with<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+    ) -> Result<CollRequest<'a, T>> {
+        self.reduce_nb_impl(root, src, Box::new(combine), None)
+    }
+
+    fn reduce_nb_impl<T: Pod>(
+        &self,
+        root: usize,
+        src: &[T],
+        reducer: Reducer<T>,
+        native: Option<Reduction>,
+    ) -> Result<CollRequest<'a, T>> {
+        self.check_root(root)?;
         let (n, len) = (self.size(), src.len());
         let rel = (self.me + n - root) % n;
         let dst_len = if rel == 0 { len } else { 0 };
-        let native =
-            native_reduction::<T>(op).map(|reduction| NativeOp::Reduce { root, reduction });
+        let native = native.map(|reduction| NativeOp::Reduce { root, reduction });
         let bytes = std::mem::size_of_val(src);
         if let Some(r) = self.start_native(Collective::Reduce, bytes, native, src, dst_len)? {
             return Ok(r);
         }
         self.start_schedule(|reserved, chunk| {
-            reduce_rounds(reserved, chunk, src, op, n, root, rel, dst_len).build()
+            reduce_rounds(reserved, chunk, src, reducer, n, root, rel, dst_len).build()
         })
     }
 
@@ -2232,15 +2273,33 @@ impl<'a> Team<'a> {
     /// then a broadcast).
     pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         check_op::<T>(op)?;
+        self.allreduce_nb_impl(src, builtin::<T>(op), native_reduction::<T>(op))
+    }
+
+    /// [`Team::allreduce_nb`] with a user operation, as [`Team::reduce_nb_with`].
+    pub fn allreduce_nb_with<T: Pod>(
+        &self,
+        src: &[T],
+        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+    ) -> Result<CollRequest<'a, T>> {
+        self.allreduce_nb_impl(src, Box::new(combine), None)
+    }
+
+    fn allreduce_nb_impl<T: Pod>(
+        &self,
+        src: &[T],
+        reducer: Reducer<T>,
+        native: Option<Reduction>,
+    ) -> Result<CollRequest<'a, T>> {
         let (n, len) = (self.size(), src.len());
         let me = self.me;
-        let native = native_reduction::<T>(op).map(|reduction| NativeOp::Allreduce { reduction });
+        let native = native.map(|reduction| NativeOp::Allreduce { reduction });
         let bytes = std::mem::size_of_val(src);
         if let Some(r) = self.start_native(Collective::Allreduce, bytes, native, src, len)? {
             return Ok(r);
         }
         self.start_schedule(|reserved, chunk| {
-            let b = reduce_rounds(reserved, chunk, src, op, n, 0, me, len);
+            let b = reduce_rounds(reserved, chunk, src, reducer, n, 0, me, len);
             broadcast_rounds(b, n, 0, me, len).build()
         })
     }
@@ -2374,25 +2433,46 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
     pub fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
-        self.scan_schedule(src, op, false)
+        check_op::<T>(op)?;
+        self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), false)
     }
 
     /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
     pub fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
-        self.scan_schedule(src, op, true)
+        check_op::<T>(op)?;
+        self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), true)
+    }
+
+    /// [`Team::scan_nb`] with a user operation, as [`Team::reduce_nb_with`].
+    pub fn scan_nb_with<T: Pod>(
+        &self,
+        src: &[T],
+        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+    ) -> Result<CollRequest<'a, T>> {
+        self.scan_schedule(src, Box::new(combine), None, false)
+    }
+
+    /// [`Team::exscan_nb`] with a user operation, as [`Team::reduce_nb_with`]; member 0's
+    /// output is zeros.
+    pub fn exscan_nb_with<T: Pod>(
+        &self,
+        src: &[T],
+        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+    ) -> Result<CollRequest<'a, T>> {
+        self.scan_schedule(src, Box::new(combine), None, true)
     }
 
     /// The linear chain: the prefix arrives from the left in `Tmp`, is combined with `src`
     /// and passed right.
-    fn scan_schedule<T: Reducible>(
+    fn scan_schedule<T: Pod>(
         &self,
         src: &[T],
-        op: Op,
+        reducer: Reducer<T>,
+        native: Option<Reduction>,
         exclusive: bool,
     ) -> Result<CollRequest<'a, T>> {
-        check_op::<T>(op)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
-        let native = native_reduction::<T>(op).map(|reduction| NativeOp::Scan {
+        let native = native.map(|reduction| NativeOp::Scan {
             reduction,
             exclusive,
         });
@@ -2417,8 +2497,7 @@ impl<'a> Team<'a> {
                     }
                 });
             }
-            let mut b = Builder::new(reserved, chunk, src, len, len, first)
-                .reducer(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)));
+            let mut b = Builder::new(reserved, chunk, src, len, len, first).reducer(reducer);
             if me > 0 {
                 let mut after = Vec::new();
                 if exclusive {
@@ -2479,11 +2558,11 @@ fn broadcast_rounds<T: Pod>(
 /// combined, and the segment goes up before the next one comes in. The root copies the
 /// result into `Dst` (of `dst_len` elements here).
 #[allow(clippy::too_many_arguments)]
-fn reduce_rounds<'r, T: Reducible>(
+fn reduce_rounds<'r, T: Pod>(
     reserved: &'r mut Reserved,
     chunk: usize,
     src: &[T],
-    op: Op,
+    reducer: Reducer<T>,
     n: usize,
     root: usize,
     rel: usize,
@@ -2498,8 +2577,7 @@ fn reduce_rounds<'r, T: Reducible>(
         to: (Buf::Tmp, 0..len),
     }];
     let tmp_len = len + tree.children.len() * width;
-    let mut b = Builder::new(reserved, chunk, src, dst_len, tmp_len, first)
-        .reducer(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)));
+    let mut b = Builder::new(reserved, chunk, src, dst_len, tmp_len, first).reducer(reducer);
     for k in 0..len.div_ceil(seg).max(1) {
         let range = k * seg..((k + 1) * seg).min(len);
         let slot = |i: usize| (Buf::Tmp, len + i * width..len + i * width + range.len());
@@ -2644,6 +2722,11 @@ const ALL_OPS: [Op; 11] = [
 
 /// Refuse an operation that does not apply to `T` before any message moves, so that no
 /// member is left waiting for a partner that gave up.
+/// The combining function of the built-in operation `op` on `T`, for a schedule.
+fn builtin<T: Reducible>(op: Op) -> Reducer<T> {
+    Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x))
+}
+
 fn check_op<T: Reducible>(op: Op) -> Result<()> {
     T::reduce(op, &mut [], &[])
 }
