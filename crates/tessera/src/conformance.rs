@@ -938,6 +938,14 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
             let allgather = team.allgather_nb(&mine)?;
             let scatter = team.scatter_nb(root, &scatter_src, len)?;
             let exchange = team.exchange_nb(&xsrc)?;
+            // Varying counts: member f sends count(f, t) elements to member t.
+            let count = |f: usize, t: usize| ((f * 3 + t) % 4) * (len / 3 + 1);
+            let vblock =
+                |f: usize, t: usize| (0..count(f, t)).map(move |k| value(w(f), t * len * 4 + k));
+            let vsrc: Vec<u64> = (0..n).flat_map(|t| vblock(me, t)).collect();
+            let send_counts: Vec<usize> = (0..n).map(|t| count(me, t)).collect();
+            let recv_counts: Vec<usize> = (0..n).map(|f| count(f, me)).collect();
+            let exchange_v = team.exchange_v_nb(&vsrc, &send_counts, &recv_counts)?;
             let scan = team.scan_nb(&mine, Op::Sum)?;
             // User operations (never MPI's): (sum, largest) over pairs.
             let pair = |r: usize, i: usize| [value(w(r), i) % 1000, value(w(r), i) % 7];
@@ -1000,6 +1008,8 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
                 .flat_map(|r| (0..len).map(move |i| value(w(r), me * len + i)))
                 .collect();
             ensure(exchange.wait()? == want_x, || what("exchange"))?;
+            let want_v: Vec<u64> = (0..n).flat_map(|f| vblock(f, me)).collect();
+            ensure(exchange_v.wait()? == want_v, || what("exchange_v"))?;
             ensure(scatter.wait()?.iter().copied().eq(block(me)), || {
                 what("scatter")
             })?;

@@ -1501,18 +1501,19 @@ impl<'a> Team<'a> {
         }
         let b = src.len() / n;
         let counts = vec![b; n];
-        self.exchange_v(src, &counts, dst, &counts)
+        self.exchange_v_impl(src, &counts, dst, &counts, true)
     }
 
-    /// All-to-all with varying counts: `send_counts[j]` elements (consecutive in `src`) go
-    /// to member `j`; `recv_counts[i]` elements (consecutive in `dst`) come from member `i`.
-    pub fn exchange_v<T: Pod>(
+    /// Check an all-to-all with varying counts (one count per member each way, totals
+    /// matching the buffers, this member's own block the same both ways) and return the
+    /// offsets of the send and receive blocks.
+    fn exchange_v_layout(
         &self,
-        src: &[T],
+        src_len: usize,
         send_counts: &[usize],
-        dst: &mut [T],
+        dst_len: usize,
         recv_counts: &[usize],
-    ) -> Result<()> {
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
         let n = self.size();
         if send_counts.len() != n || recv_counts.len() != n {
             return Err(CoreError::Invalid(format!(
@@ -1522,13 +1523,20 @@ impl<'a> Team<'a> {
         }
         let (send_total, recv_total): (usize, usize) =
             (send_counts.iter().sum(), recv_counts.iter().sum());
-        if send_total != src.len() || recv_total != dst.len() {
+        if send_total != src_len || recv_total != dst_len {
             return Err(CoreError::Invalid(format!(
-                "exchange_v: counts add up to {send_total} sent and {recv_total} received, but src has {} and dst {}",
-                src.len(),
-                dst.len()
+                "exchange_v: counts add up to {send_total} sent and {recv_total} received, but src has {src_len} and dst {dst_len}"
             ))
             .into());
+        }
+        let me = self.me;
+        if recv_counts[me] != send_counts[me] {
+            return Err(length_error(
+                "exchange_v (own block)",
+                "recv_counts[me]",
+                recv_counts[me],
+                send_counts[me],
+            ));
         }
         let offsets = |counts: &[usize]| -> Vec<usize> {
             counts
@@ -1540,23 +1548,42 @@ impl<'a> Team<'a> {
                 })
                 .collect()
         };
-        let (so, ro) = (offsets(send_counts), offsets(recv_counts));
+        Ok((offsets(send_counts), offsets(recv_counts)))
+    }
+
+    /// All-to-all with varying counts: `send_counts[j]` elements (consecutive in `src`) go
+    /// to member `j`; `recv_counts[i]` elements (consecutive in `dst`) come from member `i`.
+    pub fn exchange_v<T: Pod>(
+        &self,
+        src: &[T],
+        send_counts: &[usize],
+        dst: &mut [T],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        self.exchange_v_impl(src, send_counts, dst, recv_counts, false)
+    }
+
+    /// [`Team::exchange_v`]; `uniform`: every member passes equal counts (an
+    /// [`Team::exchange`]), which MPI's all-to-all needs. Equal counts on this member
+    /// alone do not say that, and members must all choose MPI or all not.
+    fn exchange_v_impl<T: Pod>(
+        &self,
+        src: &[T],
+        send_counts: &[usize],
+        dst: &mut [T],
+        recv_counts: &[usize],
+        uniform: bool,
+    ) -> Result<()> {
+        let n = self.size();
+        let (so, ro) = self.exchange_v_layout(src.len(), send_counts, dst.len(), recv_counts)?;
         let me = self.me;
         dst[ro[me]..ro[me] + recv_counts[me]]
             .copy_from_slice(&src[so[me]..so[me] + send_counts[me]]);
-        if recv_counts[me] != send_counts[me] {
-            return Err(length_error(
-                "exchange_v (own block)",
-                "recv_counts[me]",
-                recv_counts[me],
-                send_counts[me],
-            ));
-        }
-        let equal = send_counts
-            .iter()
-            .chain(recv_counts)
-            .all(|&c| c == send_counts[0]);
-        match self.choose(Collective::Exchange, std::mem::size_of_val(src) / n, equal) {
+        match self.choose(
+            Collective::Exchange,
+            std::mem::size_of_val(src) / n,
+            uniform,
+        ) {
             Algorithm::Native => self.native(
                 NativeOp::Exchange,
                 bytemuck::cast_slice(src),
@@ -2426,6 +2453,50 @@ impl<'a> Team<'a> {
                     vec![(from, block(Buf::Dst, from))],
                     vec![],
                 );
+            }
+            builder.build()
+        })
+    }
+
+    /// Nonblocking [`Team::exchange_v`] (pairwise): `send_counts[j]` elements of `src` go
+    /// to member `j`; the output holds `recv_counts[i]` elements from each member `i`, in
+    /// member order.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     // Member 0 keeps one element and sends two; member 1 keeps two and sends none.
+    ///     let (src, send, recv) = if ctx.rank() == 0 {
+    ///         (vec![1u8, 2, 3], [1, 2], [1, 0])
+    ///     } else {
+    ///         (vec![4u8, 5], [0, 2], [2, 2])
+    ///     };
+    ///     let got = world.exchange_v_nb(&src, &send, &recv)?.wait()?;
+    ///     assert_eq!(got, if ctx.rank() == 0 { vec![1] } else { vec![2, 3, 4, 5] });
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn exchange_v_nb<T: Pod>(
+        &self,
+        src: &[T],
+        send_counts: &[usize],
+        recv_counts: &[usize],
+    ) -> Result<CollRequest<'a, T>> {
+        let recv_total = recv_counts.iter().sum();
+        let (so, ro) = self.exchange_v_layout(src.len(), send_counts, recv_total, recv_counts)?;
+        let (n, me) = (self.size(), self.me);
+        let out = |j: usize| (Buf::Src, so[j]..so[j] + send_counts[j]);
+        let into = |i: usize| (Buf::Dst, ro[i]..ro[i] + recv_counts[i]);
+        self.start_schedule(|reserved, chunk| {
+            let first = vec![Local::Copy {
+                from: out(me),
+                to: into(me),
+            }];
+            let mut builder = Builder::new(reserved, chunk, src, recv_total, 0, first);
+            for s in 1..n {
+                let (to, from) = ((me + s) % n, (me + n - s) % n);
+                builder = builder.round(vec![(to, out(to))], vec![(from, into(from))], vec![]);
             }
             builder.build()
         })
