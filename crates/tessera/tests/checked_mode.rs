@@ -93,3 +93,48 @@ fn mismatched_collective_arguments_name_the_ranks() {
         .to_string();
     assert!(err.contains("Sum") && err.contains("Max"), "{err}");
 }
+
+#[test]
+fn nonblocking_calls_are_checked_too() {
+    // Matching nonblocking calls pass, and a blocking collective runs right after them
+    // (the agreement checks are finished once the requests are).
+    Job::threads(3)
+        .segment(16 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = tessera::Team::world(ctx)?;
+            let me = ctx.rank() as u64;
+            let sum = world.allreduce_nb(&[me], tessera::Op::Sum)?;
+            let all = world.allgather_nb(&[me])?;
+            assert_eq!(all.wait()?, vec![0, 1, 2]);
+            assert_eq!(sum.wait()?, vec![3]);
+            world.barrier()?;
+            Ok(())
+        })
+        .unwrap();
+
+    // Rank 1 gathers to a different root: every rank's wait reports all three calls
+    // instead of hanging.
+    let err = Job::threads(3)
+        .segment(16 << 20)
+        .checked(true)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = tessera::Team::world(ctx)?;
+            let root = if ctx.rank() == 1 { 2 } else { 0 };
+            world.gather_nb(root, &[1u16, 2])?.wait()?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("collective arguments differ between ranks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rank 0: gather(root 0, 2 elements of 2 bytes)")
+            && err.contains("rank 1: gather(root 2, 2 elements of 2 bytes)"),
+        "{err}"
+    );
+}

@@ -353,13 +353,18 @@ impl<T: Pod> Schedule<T> {
 pub(crate) trait Pending {
     /// Move whatever can move; `true` once done.
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
-    /// The output, once done, and the buffers that may serve again (with their
-    /// capacities in bytes).
-    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>);
+    /// The output, once done (`None` where nobody waits for it), and the buffers that may
+    /// serve again (with their capacities in bytes).
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>);
     /// Whether it moves messages on the team's channel (a schedule) or not (a
     /// [`NativePending`]).
     fn on_channel(&self) -> bool {
         true
+    }
+    /// Whether later collectives may count as done only once this one is (checked mode's
+    /// agreement checks: a request's wait must report a failed check started before it).
+    fn gates(&self) -> bool {
+        false
     }
 }
 
@@ -367,13 +372,13 @@ impl<T: Pod> Pending for Schedule<T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>) {
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
         let bytes = |v: &Vec<T>| v.capacity() * std::mem::size_of::<T>();
         let spare: Vec<SpareBuffer> = vec![
             (bytes(&self.src), Box::new(self.src)),
             (bytes(&self.tmp), Box::new(self.tmp)),
         ];
-        (Box::new(self.dst), spare)
+        (Some(Box::new(self.dst)), spare)
     }
 }
 
@@ -417,11 +422,52 @@ impl<T: Pod> Pending for NativePending<T> {
         }
         Ok(self.output.is_some())
     }
-    fn output(self: Box<Self>) -> (Box<dyn Any>, Vec<SpareBuffer>) {
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
         let out = self.output.expect("output taken once done");
-        (Box::new(out), Vec::new())
+        (Some(Box::new(out)), Vec::new())
     }
     fn on_channel(&self) -> bool {
         false
+    }
+}
+
+/// What judges a [`Checked`] schedule's output.
+pub(crate) type Verify = Box<dyn Fn(&[u64]) -> Result<()>>;
+
+/// A schedule whose output is judged rather than handed back (checked mode's agreement
+/// check of a nonblocking call): once its messages are done, `verify` sees the output,
+/// and a rejection fails this advance and every later one.
+pub(crate) struct Checked {
+    schedule: Schedule<u64>,
+    verify: Verify,
+    done: bool,
+}
+
+impl Checked {
+    pub(crate) fn new(schedule: Schedule<u64>, verify: Verify) -> Self {
+        Checked {
+            schedule,
+            verify,
+            done: false,
+        }
+    }
+}
+
+impl Pending for Checked {
+    fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
+        if !self.done {
+            if !self.schedule.advance(ctx, channel)? {
+                return Ok(false);
+            }
+            self.done = true;
+        }
+        (self.verify)(&self.schedule.dst)?;
+        Ok(true)
+    }
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
+        (None, Box::new(self.schedule).output().1)
+    }
+    fn gates(&self) -> bool {
+        true
     }
 }

@@ -35,7 +35,9 @@ use bytemuck::Pod;
 
 use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
-use super::schedule::{Buf, Builder, Local, NativePending, Pending, Reducer, Reserved, Schedule};
+use super::schedule::{
+    Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule,
+};
 use super::tuning::{self, TuningTable};
 use crate::conduit::{NativeCall, NativeOp, Reduction};
 use crate::core::native::NativeGroup;
@@ -354,6 +356,12 @@ pub struct CollRequest<'a, T> {
 }
 
 impl<T: Pod> CollRequest<'_, T> {
+    /// Leave the operation to the team, which finishes it with the others; nobody waits
+    /// for it and its output is not kept (checked mode's agreement checks).
+    fn detach(mut self) {
+        self.taken = true;
+    }
+
     /// Whether the operation is complete, advancing every request of the team once.
     pub fn test(&mut self) -> Result<bool> {
         self.team.advance_schedules()?;
@@ -815,27 +823,7 @@ impl<'a> Team<'a> {
         if !self.ctx.checked_mode() || self.size() == 1 {
             return Ok(());
         }
-        let describe = |d: &[u64]| -> String {
-            let name = Collective::ALL.get(d[0] as usize).map_or("?", |c| c.name());
-            let root = if d[1] == u64::MAX {
-                String::new()
-            } else {
-                format!("root {}, ", d[1])
-            };
-            let red = ALL_OPS
-                .get(d[4] as usize)
-                .map_or(String::new(), |o| format!(", {o:?}"));
-            format!("{name}({root}{} elements of {} bytes{red})", d[2], d[3])
-        };
-        let mine = [
-            Collective::ALL.iter().position(|&c| c == op).unwrap_or(0) as u64,
-            root.map_or(u64::MAX, |r| r as u64),
-            count as u64,
-            elem as u64,
-            reduction.map_or(u64::MAX, |r| {
-                ALL_OPS.iter().position(|&o| o == r).unwrap_or(0) as u64
-            }),
-        ];
+        let mine = signature(op, root, count, elem, reduction);
         let n = self.size();
         let mut all = vec![0u64; 5 * n];
         all[5 * self.me..5 * self.me + 5].copy_from_slice(&mine);
@@ -851,23 +839,34 @@ impl<'a> Team<'a> {
                 5 * inb..5 * inb + 5,
             )?;
         }
-        if (0..n).all(|i| all[5 * i..5 * i + 5] == all[..5]) {
+        agree(&self.members, &all)
+    }
+
+    /// In checked mode, start the agreement check of a nonblocking call: a ring allgather
+    /// of every member's call, as a schedule ahead of the call's own, whose last step
+    /// fails every later `test` or `wait` on this team with the calls named if they differ.
+    /// Before any local check of the arguments, so that every member's call goes out.
+    fn check_nb(
+        &self,
+        op: Collective,
+        root: Option<usize>,
+        count: usize,
+        elem: usize,
+        reduction: Option<Op>,
+    ) -> Result<()> {
+        if !self.ctx.checked_mode() || self.size() == 1 {
             return Ok(());
         }
-        let calls: Vec<String> = (0..n)
-            .map(|i| {
-                format!(
-                    "rank {}: {}",
-                    self.members[i],
-                    describe(&all[5 * i..5 * i + 5])
-                )
-            })
-            .collect();
-        Err(CoreError::Invalid(format!(
-            "collective arguments differ between ranks (checked mode): {}",
-            calls.join("; ")
-        ))
-        .into())
+        let mine = signature(op, root, count, elem, reduction);
+        let (n, me) = (self.size(), self.me);
+        let members = self.members.clone();
+        let verify = Box::new(move |all: &[u64]| agree(&members, all));
+        let mut st = self.schedules.borrow_mut();
+        self.reserve_from_channel(&mut st)?;
+        let schedule = allgather_rounds(&mut st.reserved, self.channel.chunk(), &mine, n, me);
+        drop(st);
+        self.enqueue::<u64>(Box::new(Checked::new(schedule, verify)))
+            .map(|request| request.detach())
     }
 
     /// The start of a rooted operation without a reduction: checked-mode agreement, then a
@@ -2091,6 +2090,16 @@ impl<'a> Team<'a> {
         build: impl FnOnce(&mut Reserved, usize) -> Schedule<T>,
     ) -> Result<CollRequest<'a, T>> {
         let mut st = self.schedules.borrow_mut();
+        self.reserve_from_channel(&mut st)?;
+        let schedule = build(&mut st.reserved, self.channel.chunk());
+        drop(st);
+        self.enqueue(Box::new(schedule))
+    }
+
+    /// Before building a schedule: refuse if single-address nonblocking collectives are in
+    /// flight, and if no schedule has reserved sequence numbers ahead, continue from where
+    /// the channel's streams are.
+    fn reserve_from_channel(&self, st: &mut Schedules) -> Result<()> {
         // The channel counts every nonblocking collective in flight: those held here and
         // the single-address ones.
         if self.channel.nonblocking() > st.pending.len() {
@@ -2100,15 +2109,12 @@ impl<'a> Team<'a> {
             .into());
         }
         if !st.on_channel() {
-            // Nothing reserved ahead: continue from where the streams are.
             st.reserved.send = (0..self.size()).map(|p| self.channel.sent_to(p)).collect();
             st.reserved.recv = (0..self.size())
                 .map(|p| self.channel.received_from(p))
                 .collect();
         }
-        let schedule = build(&mut st.reserved, self.channel.chunk());
-        drop(st);
-        self.enqueue(Box::new(schedule))
+        Ok(())
     }
 
     /// Start `op` as the conduit's own nonblocking collective if the blocking call of
@@ -2162,16 +2168,21 @@ impl<'a> Team<'a> {
         Ok(request)
     }
 
-    /// Advance every nonblocking collective in flight, oldest first.
+    /// Advance every nonblocking collective in flight, oldest first. One that is done
+    /// behind an unfinished agreement check (checked mode) stays until the check is done.
     fn advance_schedules(&self) -> Result<()> {
         let mut st = self.schedules.borrow_mut();
-        let mut i = 0;
+        let (mut i, mut gated) = (0, false);
         while i < st.pending.len() {
-            if st.pending[i].1.advance(self.ctx, &self.channel)? {
+            let done = st.pending[i].1.advance(self.ctx, &self.channel)?;
+            gated |= !done && st.pending[i].1.gates();
+            if done && !gated {
                 let (ticket, done) = st.pending.remove(i).expect("in range");
                 self.channel.end_nonblocking();
                 let (output, spare) = done.output();
-                st.finished.insert(ticket, output);
+                if let Some(output) = output {
+                    st.finished.insert(ticket, output);
+                }
                 st.reserved.keep(spare);
             } else {
                 i += 1;
@@ -2182,6 +2193,7 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::barrier`] (dissemination); its request's output is empty.
     pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
+        self.check_nb(Collective::Barrier, None, 0, 0, None)?;
         let op = Some(NativeOp::Barrier);
         if let Some(r) = self.start_native(Collective::Barrier, 0, op, &[], 0)? {
             return Ok(r);
@@ -2205,6 +2217,13 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
     /// (read on `root` only); the request's output is the root's data.
     pub fn broadcast_nb<T: Pod>(&self, root: usize, data: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Broadcast,
+            Some(root),
+            data.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let (n, len) = (self.size(), data.len());
         let rel = (self.me + n - root) % n;
@@ -2239,6 +2258,13 @@ impl<'a> Team<'a> {
         src: &[T],
         op: Op,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Reduce,
+            Some(root),
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.reduce_nb_impl(root, src, builtin::<T>(op), native_reduction::<T>(op))
     }
@@ -2272,6 +2298,13 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Reduce,
+            Some(root),
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.reduce_nb_impl(root, src, Box::new(combine), None)
     }
 
@@ -2299,6 +2332,13 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::allreduce`] with a built-in operation (a reduction to member 0,
     /// then a broadcast).
     pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Allreduce,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.allreduce_nb_impl(src, builtin::<T>(op), native_reduction::<T>(op))
     }
@@ -2309,6 +2349,13 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Allreduce,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.allreduce_nb_impl(src, Box::new(combine), None)
     }
 
@@ -2334,6 +2381,13 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
     /// order; empty elsewhere.
     pub fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Gather,
+            Some(root),
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let (op, bytes) = (Some(NativeOp::Gather { root }), std::mem::size_of_val(src));
@@ -2365,27 +2419,19 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::allgather`] (ring): the output is every member's `src` in rank
     /// order.
     pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Allgather,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let (op, bytes) = (Some(NativeOp::Allgather), std::mem::size_of_val(src));
         if let Some(r) = self.start_native(Collective::Allgather, bytes, op, src, n * len)? {
             return Ok(r);
         }
-        let block = move |b: usize| (Buf::Dst, (b % n) * len..(b % n + 1) * len);
-        self.start_schedule(|reserved, chunk| {
-            let first = vec![Local::Copy {
-                from: (Buf::Src, 0..len),
-                to: block(me),
-            }];
-            let mut b = Builder::new(reserved, chunk, src, n * len, 0, first);
-            for s in 0..n.saturating_sub(1) {
-                b = b.round(
-                    vec![((me + 1) % n, block(me + n - s))],
-                    vec![((me + n - 1) % n, block(me + 2 * n - s - 1))],
-                    vec![],
-                );
-            }
-            b.build()
-        })
+        self.start_schedule(|reserved, chunk| allgather_rounds(reserved, chunk, src, n, me))
     }
 
     /// Nonblocking [`Team::scatter`]: `root` passes `size · count` elements (others may
@@ -2396,6 +2442,13 @@ impl<'a> Team<'a> {
         src: &[T],
         count: usize,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Scatter,
+            Some(root),
+            count,
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.check_root(root)?;
         let (n, me) = (self.size(), self.me);
         if me == root && src.len() != n * count {
@@ -2433,6 +2486,13 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::exchange`] (pairwise): block `j` of `src` goes to member `j`;
     /// block `i` of the output came from member `i`.
     pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Exchange,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         let (n, me) = (self.size(), self.me);
         let b = self.block_of("exchange_nb", src.len())?;
         let (op, bytes) = (Some(NativeOp::Exchange), b * std::mem::size_of::<T>());
@@ -2504,12 +2564,26 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
     pub fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), false)
     }
 
     /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
     pub fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            Some(op),
+        )?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), true)
     }
@@ -2520,6 +2594,13 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.scan_schedule(src, Box::new(combine), None, false)
     }
 
@@ -2530,6 +2611,13 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
+        self.check_nb(
+            Collective::Scan,
+            None,
+            src.len(),
+            std::mem::size_of::<T>(),
+            None,
+        )?;
         self.scan_schedule(src, Box::new(combine), None, true)
     }
 
@@ -2793,6 +2881,80 @@ const ALL_OPS: [Op; 11] = [
 
 /// Refuse an operation that does not apply to `T` before any message moves, so that no
 /// member is left waiting for a partner that gave up.
+/// A collective call as checked mode compares it: the operation, root, count, element
+/// size and reduction, as words.
+fn signature(
+    op: Collective,
+    root: Option<usize>,
+    count: usize,
+    elem: usize,
+    reduction: Option<Op>,
+) -> [u64; 5] {
+    [
+        Collective::ALL.iter().position(|&c| c == op).unwrap_or(0) as u64,
+        root.map_or(u64::MAX, |r| r as u64),
+        count as u64,
+        elem as u64,
+        reduction.map_or(u64::MAX, |r| {
+            ALL_OPS.iter().position(|&o| o == r).unwrap_or(0) as u64
+        }),
+    ]
+}
+
+/// Whether every member's [`signature`] (five words each, in team order, in `all`) is the
+/// same; if not, an error naming each member's world rank and call.
+fn agree(members: &[usize], all: &[u64]) -> Result<()> {
+    let n = members.len();
+    if (0..n).all(|i| all[5 * i..5 * i + 5] == all[..5]) {
+        return Ok(());
+    }
+    let describe = |d: &[u64]| -> String {
+        let name = Collective::ALL.get(d[0] as usize).map_or("?", |c| c.name());
+        let root = if d[1] == u64::MAX {
+            String::new()
+        } else {
+            format!("root {}, ", d[1])
+        };
+        let red = ALL_OPS
+            .get(d[4] as usize)
+            .map_or(String::new(), |o| format!(", {o:?}"));
+        format!("{name}({root}{} elements of {} bytes{red})", d[2], d[3])
+    };
+    let calls: Vec<String> = (0..n)
+        .map(|i| format!("rank {}: {}", members[i], describe(&all[5 * i..5 * i + 5])))
+        .collect();
+    Err(CoreError::Invalid(format!(
+        "collective arguments differ between ranks (checked mode): {}",
+        calls.join("; ")
+    ))
+    .into())
+}
+
+/// The rounds of a ring allgather of `src` (`len` elements per member) into `Dst`.
+fn allgather_rounds<T: Pod>(
+    reserved: &mut Reserved,
+    chunk: usize,
+    src: &[T],
+    n: usize,
+    me: usize,
+) -> Schedule<T> {
+    let len = src.len();
+    let block = move |b: usize| (Buf::Dst, (b % n) * len..(b % n + 1) * len);
+    let first = vec![Local::Copy {
+        from: (Buf::Src, 0..len),
+        to: block(me),
+    }];
+    let mut b = Builder::new(reserved, chunk, src, n * len, 0, first);
+    for s in 0..n.saturating_sub(1) {
+        b = b.round(
+            vec![((me + 1) % n, block(me + n - s))],
+            vec![((me + n - 1) % n, block(me + 2 * n - s - 1))],
+            vec![],
+        );
+    }
+    b.build()
+}
+
 /// The combining function of the built-in operation `op` on `T`, for a schedule.
 fn builtin<T: Reducible>(op: Op) -> Reducer<T> {
     Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x))
