@@ -16,7 +16,7 @@ use tessera::model::team::default_algorithm;
 use tessera::model::tuning::{self, Entry, Rule, TuningTable};
 use tessera::{Algorithm, Collective, Context, RankResult, Team};
 
-use crate::bench::coll::{iterations, time_collective, QUICK_SIZES, SIZES};
+use crate::bench::coll::{points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
 use crate::bench::rma::record;
 use crate::bench::{run_part, Part, Record};
 use crate::JobArgs;
@@ -37,28 +37,14 @@ fn candidates(team: &Team, op: Collective) -> Vec<Algorithm> {
         .collect()
 }
 
-fn sizes_for(op: Collective, quick: bool) -> &'static [usize] {
-    match op {
-        Collective::Barrier => &[0],
-        _ if quick => &QUICK_SIZES,
-        _ => &SIZES,
-    }
-}
-
 /// The body of each tuning job.
 pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
-    let max_len = SIZES.iter().max().copied().unwrap_or(8) / 8;
-    let mut buf = vec![1u64; max_len];
-    let mut big = vec![1u64; 2 * max_len * n];
-    let mut out = vec![0u64; max_len];
-    let total: usize = Collective::ALL
-        .iter()
-        .map(|&op| candidates(&world, op).len() * sizes_for(op, quick).len())
-        .sum();
+    let mut bufs = Buffers::new(SIZES.iter().max().copied().unwrap_or(8), n);
+    let points = points(if quick { &QUICK_SIZES } else { &SIZES });
     let bar = if ctx.rank() == 0 {
-        ProgressBar::new(total as u64)
+        ProgressBar::new((points.len() * PASSES) as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -68,21 +54,23 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
             .progress_chars("=> "),
     );
     bar.set_prefix(format!("{n} ranks"));
+    let choices = |op: Collective| -> tessera::Result<Vec<Team>> {
+        candidates(&world, op)
+            .into_iter()
+            .map(|alg| world.with_algorithm(op, alg))
+            .collect()
+    };
+    let timed = sweep(&points, &choices, n, quick, &mut bufs, &mut |op, bytes| {
+        bar.set_message(format!("{} {bytes} B", op.name()));
+        bar.inc(1);
+    })?;
     let mut part = Part::default();
-    for op in Collective::ALL {
-        for &bytes in sizes_for(op, quick) {
-            let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
-            for alg in candidates(&world, op) {
-                bar.set_message(format!("{} {bytes} B {alg}", op.name()));
-                let team = world.with_algorithm(op, alg)?;
-                let iters = iterations(bytes, n, quick);
-                let best = time_collective(&team, op, iters, &mut buf[..len], &mut big, &mut out)?;
-                part.results.push(Record {
-                    algorithm: Some(alg.to_string()),
-                    ..record(op.name(), bytes, n, "latency_us", best * 1e6)
-                });
-                bar.inc(1);
-            }
+    for (&(op, bytes), times) in points.iter().zip(timed) {
+        for (alg, best) in candidates(&world, op).into_iter().zip(times) {
+            part.results.push(Record {
+                algorithm: Some(alg.to_string()),
+                ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+            });
         }
     }
     bar.finish_and_clear();

@@ -77,6 +77,9 @@ pub struct Record {
     /// mpi conduit, between two ranks: `same_host` or `cross_host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<String>,
+    /// On `"tuned"` rows: the algorithm the tuned choice resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<String>,
 }
 
 /// Baselines measured in the same run.

@@ -81,6 +81,7 @@ pub(crate) fn record(op: &str, bytes: usize, ranks: usize, metric: &str, value: 
         metric: metric.into(),
         value,
         pair: None,
+        choice: None,
     }
 }
 

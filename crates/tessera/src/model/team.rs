@@ -38,7 +38,7 @@ use super::ops::{Combine, Op, Reducible};
 use super::schedule::{
     Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule,
 };
-use super::tuning::{self, TuningTable};
+use super::tuning::{self, Rules};
 use crate::conduit::{NativeCall, NativeOp, Reduction};
 use crate::core::native::NativeGroup;
 use crate::error::CoreError;
@@ -100,6 +100,11 @@ impl Collective {
         Collective::Exchange,
         Collective::Scan,
     ];
+
+    /// Position in [`Collective::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
 
     /// Lower-case name, as in `TESSERA_COLL_<NAME>` (upper-cased) and in reports.
     pub fn name(self) -> &'static str {
@@ -223,9 +228,12 @@ impl FromStr for Algorithm {
     }
 }
 
+/// Forced algorithms per operation, in [`Collective::ALL`] order.
+type Forced = [Option<Algorithm>; 9];
+
 /// Forced algorithms, from `TESSERA_COLL_*` and [`Team::with_algorithm`].
-fn forced_from_env() -> Result<HashMap<Collective, Algorithm>> {
-    let mut forced = HashMap::new();
+fn forced_from_env() -> Result<Forced> {
+    let mut forced = Forced::default();
     for op in Collective::ALL {
         let var = format!("TESSERA_COLL_{}", op.name().to_uppercase());
         if let Ok(value) = std::env::var(&var) {
@@ -233,7 +241,7 @@ fn forced_from_env() -> Result<HashMap<Collective, Algorithm>> {
                 .parse::<Algorithm>()
                 .map_err(|e| CoreError::Invalid(format!("{var}: {e}")))?;
             check_supported(op, alg)?;
-            forced.insert(op, alg);
+            forced[op.index()] = Some(alg);
         }
     }
     Ok(forced)
@@ -277,9 +285,12 @@ pub struct Team<'a> {
     members: Rc<Vec<usize>>,
     me: usize,
     channel: Rc<Channel>,
-    forced: Rc<RefCell<HashMap<Collective, Algorithm>>>,
-    /// The tuning table in force, if any (see [`crate::model::tuning`]).
-    tuning: Option<&'static TuningTable>,
+    /// Algorithms forced per operation (by `TESSERA_COLL_*` or [`Team::with_algorithm`]),
+    /// in [`Collective::ALL`] order.
+    forced: Forced,
+    /// The tuning table's rules for this team's size, per operation, if a table is in
+    /// force (see [`crate::model::tuning`]); resolved when the team is made.
+    tuned: Option<Rc<[Option<Rules>; 9]>>,
     /// Synchronisation of the single-address forms.
     sync: DataSync,
     /// Counters of the nonblocking single-address forms in flight.
@@ -559,8 +570,9 @@ impl<'a> Team<'a> {
             members: Rc::new(members),
             me,
             channel: Rc::new(Channel::new(me, areas, DEFAULT_CHUNK)),
-            forced: Rc::new(RefCell::new(forced_from_env()?)),
-            tuning: tuning::in_force()?,
+            forced: forced_from_env()?,
+            tuned: tuning::in_force()?
+                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
             sync: DataSync::default(),
             nb: Rc::new(RefCell::new(NonblockingState {
                 unsent: vec![0; size],
@@ -571,15 +583,28 @@ impl<'a> Team<'a> {
             schedules: Rc::new(RefCell::new(Schedules::default())),
             spans_hosts,
         };
-        if team
-            .forced
-            .borrow()
-            .values()
-            .any(|&a| a == Algorithm::Native)
-        {
+        if team.forced.contains(&Some(Algorithm::Native)) {
             team.check_available(Algorithm::Native)?;
         }
         Ok(team)
+    }
+
+    /// The algorithm a call of `op` with `bytes` per member would use on this team: the
+    /// forced one, else the tuning table's, else the model's. (A call that cannot use
+    /// [`Algorithm::Native`], such as a user reduction, falls back to the model's choice
+    /// instead; this reports what an eligible call gets.)
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let ring = world.with_algorithm(Collective::Allreduce, Algorithm::Ring)?;
+    ///     assert_eq!(ring.algorithm_for(Collective::Allreduce, 8), Algorithm::Ring);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn algorithm_for(&self, op: Collective, bytes: usize) -> Algorithm {
+        self.choose(op, bytes, true)
     }
 
     /// The algorithms this team can run `op` with: the operation's own
@@ -646,10 +671,10 @@ impl<'a> Team<'a> {
     pub fn with_algorithm(&self, op: Collective, algorithm: Algorithm) -> Result<Team<'a>> {
         check_supported(op, algorithm)?;
         self.check_available(algorithm)?;
-        let mut forced = self.forced.borrow().clone();
-        forced.insert(op, algorithm);
+        let mut forced = self.forced;
+        forced[op.index()] = Some(algorithm);
         Ok(Team {
-            forced: Rc::new(RefCell::new(forced)),
+            forced,
             ..self.clone()
         })
     }
@@ -725,7 +750,7 @@ impl<'a> Team<'a> {
             .map(|&(_, i)| GlobalPtr::new(areas[2 * i] as usize, areas[2 * i + 1]))
             .collect();
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
-        team.forced = Rc::new(RefCell::new(self.forced.borrow().clone()));
+        team.forced = self.forced;
         Ok(Some(team))
     }
 
@@ -753,11 +778,12 @@ impl<'a> Team<'a> {
     /// (`native_ok`: a built-in reduction on a primitive type, equal blocks; and a count
     /// MPI can express); otherwise the model decides.
     fn choose(&self, op: Collective, bytes: usize, native_ok: bool) -> Algorithm {
-        let alg = match self.forced.borrow().get(&op) {
-            Some(&alg) => alg,
+        let alg = match self.forced[op.index()] {
+            Some(alg) => alg,
             None => self
-                .tuning
-                .and_then(|t| t.lookup(op, self.size(), bytes))
+                .tuned
+                .as_ref()
+                .and_then(|rules| tuning::rule_for(rules[op.index()].as_deref()?, bytes))
                 .unwrap_or_else(|| self.model(op, bytes)),
         };
         let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
@@ -1196,10 +1222,12 @@ impl<'a> Team<'a> {
 
     /// The same team with some algorithms forced, for composed algorithms.
     fn with_forced(&self, pairs: &[(Collective, Algorithm)]) -> Team<'a> {
-        let mut forced = self.forced.borrow().clone();
-        forced.extend(pairs.iter().copied());
+        let mut forced = self.forced;
+        for &(op, alg) in pairs {
+            forced[op.index()] = Some(alg);
+        }
         Team {
-            forced: Rc::new(RefCell::new(forced)),
+            forced,
             ..self.clone()
         }
     }

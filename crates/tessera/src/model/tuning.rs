@@ -113,18 +113,38 @@ impl TuningTable {
     /// assert_eq!(table.lookup(Collective::Broadcast, 4, 8), None);
     /// ```
     pub fn lookup(&self, op: Collective, team_size: usize, bytes: usize) -> Option<Algorithm> {
+        rule_for(&self.rules_for(op, team_size)?, bytes)
+    }
+
+    /// The rules for `op` on a team of `team_size` (the entry of the nearest team size),
+    /// parsed: (largest message in bytes, algorithm) in order, the last applying beyond.
+    /// Teams resolve these once, so a call's choice is a short scan.
+    pub(crate) fn rules_for(&self, op: Collective, team_size: usize) -> Option<Rules> {
         let entry = self
             .entries
             .iter()
             .filter(|e| e.op == op.name())
             .min_by_key(|e| (e.team_size.abs_diff(team_size), e.team_size))?;
-        let rule = entry
-            .rules
-            .iter()
-            .find(|r| r.up_to_bytes.is_none_or(|b| bytes as u64 <= b))
-            .or(entry.rules.last())?;
-        rule.algorithm.parse().ok()
+        Some(
+            entry
+                .rules
+                .iter()
+                .filter_map(|r| Some((r.up_to_bytes, r.algorithm.parse().ok()?)))
+                .collect(),
+        )
     }
+}
+
+/// Parsed rules of one operation for one team size (see [`TuningTable::rules_for`]).
+pub(crate) type Rules = Vec<(Option<u64>, Algorithm)>;
+
+/// The algorithm `rules` give for `bytes`-byte messages.
+pub(crate) fn rule_for(rules: &[(Option<u64>, Algorithm)], bytes: usize) -> Option<Algorithm> {
+    rules
+        .iter()
+        .find(|(up_to, _)| up_to.is_none_or(|b| bytes as u64 <= b))
+        .or(rules.last())
+        .map(|&(_, alg)| alg)
 }
 
 fn operation(name: &str) -> std::result::Result<Collective, String> {
