@@ -886,6 +886,26 @@ fn collectives(ctx: &Context) -> RankResult {
             }
         }
     }
+    // The rendezvous forms: receivers get from sources in the segment.
+    for len in [3usize, 10_000] {
+        let what = |w: &str| format!("{w}, {len} elements");
+        let src = ctx.alloc_collective::<u64>(len)?;
+        let mine: Vec<u64> = (0..len).map(|i| value(me, i)).collect();
+        ctx.put(src, &mine)?;
+        let root = (len + 1) % n;
+        let mut got = vec![0; len];
+        world.broadcast_from(root, src.on(world.world_rank(root)), &mut got)?;
+        let want: Vec<u64> = (0..len).map(|i| value(root, i)).collect();
+        ensure(got == want, || what("broadcast_from"))?;
+        let mut all = vec![0; if me == root { n * len } else { 0 }];
+        world.gather_from(root, &world.symmetric(src), &mut all)?;
+        let want: Vec<u64> = (0..n)
+            .flat_map(|r| (0..len).map(move |i| value(r, i)))
+            .collect();
+        ensure(me != root || all == want, || what("gather_from"))?;
+        world.barrier()?;
+        ctx.free_collective(src)?;
+    }
     Ok(())
 }
 

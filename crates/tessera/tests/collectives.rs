@@ -327,6 +327,19 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         if got != everyone {
             return Err(fail(format!("{label}: allgather_to of {len}")));
         }
+        // Rendezvous forms: the receivers get. Every `buf` now holds `everyone`; member
+        // i's block sits at i · len.
+        let mut got = vec![0u64; len];
+        team.broadcast_from(root, buf.on(w(root)).add(root * len), &mut got)?;
+        if got[..] != everyone[root * len..(root + 1) * len] {
+            return Err(fail(format!("{label}: broadcast_from of {len}")));
+        }
+        let srcs: Vec<GlobalPtr<u64>> = (0..n).map(|i| buf.on(w(i)).add(i * len)).collect();
+        let mut got = vec![0u64; if me == root { n * len } else { 0 }];
+        team.gather_from(root, &srcs, &mut got)?;
+        if me == root && got != everyone {
+            return Err(fail(format!("{label}: gather_from of {len}")));
+        }
         team.barrier()?; // nobody frees (and reuses) a buffer others may still read
         ctx.free_collective(buf)?;
     }

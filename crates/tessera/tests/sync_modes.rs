@@ -45,6 +45,21 @@ fn every_mode_combination_delivers() {
                         let want: Vec<u64> = (0..n as u64).map(|m| 3 * m).collect();
                         assert_eq!(got, want, "gather_to, {label}");
                     }
+                    // The rendezvous forms: broadcast_from the middle member's block, and
+                    // gather_from every member's first element to the last member.
+                    world.barrier()?;
+                    ctx.put(buf, &[5 * me as u64 + 1])?;
+                    world.barrier()?; // sources ready (for the loose entry modes)
+                    let mut one = [0u64];
+                    team.broadcast_from(1, buf.on(1), &mut one)?;
+                    assert_eq!(one, [6], "broadcast_from, {label}");
+                    let mut all = vec![0u64; if me == n - 1 { n } else { 0 }];
+                    team.gather_from(n - 1, &dsts, &mut all)?;
+                    if me == n - 1 {
+                        let want: Vec<u64> = (0..n as u64).map(|m| 5 * m + 1).collect();
+                        assert_eq!(all, want, "gather_from, {label}");
+                    }
+                    world.barrier()?; // every source read (for the loose exit modes)
                 }
             }
             Ok(())

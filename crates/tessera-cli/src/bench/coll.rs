@@ -257,6 +257,22 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)
             });
         }
+        // The rendezvous forms: the receivers get from sources in the segment (the
+        // landing area, unchanged from call to call).
+        if matches!(op, Collective::Broadcast | Collective::Gather) {
+            let mut got = vec![0u64; n * len];
+            let best = best_per_iter_synced(ctx, iters, || match op {
+                Collective::Broadcast => world.broadcast_from(0, dsts[0], &mut got[..len]),
+                _ => {
+                    let mine = if world.rank() == 0 { n * len } else { 0 };
+                    world.gather_from(0, &dsts, &mut got[..mine])
+                }
+            })?;
+            part.results.push(Record {
+                algorithm: Some("rendezvous".into()),
+                ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+            });
+        }
     }
     // How much of a nonblocking allreduce hides behind computation.
     for &bytes in sizes.iter().filter(|&&b| b >= 4096) {
@@ -359,9 +375,12 @@ fn best_per_iter_synced(
 }
 
 /// Rows that are not an algorithm the tuned choice could have picked: other forms of the
-/// call (nonblocking, single-address).
+/// call (nonblocking, single-address, rendezvous).
 fn is_other_form(algorithm: Option<&str>) -> bool {
-    matches!(algorithm, Some("nonblocking" | "single_address"))
+    matches!(
+        algorithm,
+        Some("nonblocking" | "single_address" | "rendezvous")
+    )
 }
 
 /// One line per (operation, size): every algorithm's latency, the best fixed one, and how

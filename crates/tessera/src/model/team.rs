@@ -1665,25 +1665,36 @@ impl<'a> Team<'a> {
     }
 
     fn check_destinations<T>(&self, what: &str, dsts: &[GlobalPtr<T>]) -> Result<()> {
-        if dsts.len() != self.size() {
+        self.check_places(what, "destination", dsts)
+    }
+
+    /// One pointer per member, pointer `i` on member `i` (`role`: what they are, for the
+    /// error).
+    fn check_places<T>(&self, what: &str, role: &str, ptrs: &[GlobalPtr<T>]) -> Result<()> {
+        if ptrs.len() != self.size() {
             return Err(length_error(
                 what,
-                "the destination list",
-                dsts.len(),
+                &format!("the {role} list"),
+                ptrs.len(),
                 self.size(),
             ));
         }
-        for (i, &d) in dsts.iter().enumerate() {
-            self.check_destination(what, i, d)?;
+        for (i, &d) in ptrs.iter().enumerate() {
+            self.check_place(what, role, i, d)?;
         }
         Ok(())
     }
 
     /// Destination `d` must live on team member `i`.
     fn check_destination<T>(&self, what: &str, i: usize, d: GlobalPtr<T>) -> Result<()> {
+        self.check_place(what, "destination", i, d)
+    }
+
+    /// Pointer `d` (a `role`) must live on team member `i`.
+    fn check_place<T>(&self, what: &str, role: &str, i: usize, d: GlobalPtr<T>) -> Result<()> {
         if d.rank() != self.members[i] {
             return Err(CoreError::Invalid(format!(
-                "{what}: destination {i} lives on rank {} but team member {i} is rank {}",
+                "{what}: {role} {i} lives on rank {} but team member {i} is rank {}",
                 d.rank(),
                 self.members[i]
             ))
@@ -1847,6 +1858,102 @@ impl<'a> Team<'a> {
                     }
                 }
                 Ok(())
+            },
+        )
+    }
+
+    /// Rendezvous broadcast: every member *gets* the data from `src`, which lives on `root`
+    /// (in its segment; every member passes the same pointer), into its own `dst` (a local
+    /// buffer; every member passes the same length). The receivers move the data, each
+    /// once the root has entered, and nothing passes through the team's mailboxes. The
+    /// team's synchronisation modes ([`Team::with_sync`]) apply with source and
+    /// destination swapped: entry `My` means the root's `src` is read only after the root
+    /// has entered, exit `My` that the root returns once every member has finished
+    /// reading it (so it may then change it) and every member once its `dst` is filled.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let src = ctx.alloc_collective::<u32>(4)?.on(2);
+    ///     if ctx.rank() == 2 {
+    ///         ctx.put(src, &[7, 8, 9, 10])?;
+    ///     }
+    ///     let mut got = [0u32; 4];
+    ///     world.broadcast_from(2, src, &mut got)?;
+    ///     assert_eq!(got, [7, 8, 9, 10]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn broadcast_from<T: Pod>(
+        &self,
+        root: usize,
+        src: GlobalPtr<T>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_place("broadcast_from", "source", root, src)?;
+        let (n, me) = (self.size(), self.me);
+        // Members read from the root; the root is read by all the others.
+        self.deliver(
+            std::iter::once(root).filter(|_| me != root),
+            (0..n).filter(|&i| me == root && i != root),
+            || self.ctx.get(src, dst),
+        )
+    }
+
+    /// Rendezvous gather: `root` *gets* block `i` of `dst` (`dst.len() / size` elements) from
+    /// member `i`'s `srcs[i]` (in that member's segment) once member `i` has entered. Every
+    /// member passes the same `srcs` (see [`Team::symmetric`]); `dst` is written on the root
+    /// only (others may pass an empty one). The synchronisation modes apply as for
+    /// [`Team::broadcast_from`]: with exit `My` a member returns once the root has read its
+    /// block.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let mine = ctx.alloc_collective::<u64>(2)?;
+    ///     ctx.put(mine, &[ctx.rank() as u64, 100])?;
+    ///     let mut all = vec![0u64; if ctx.rank() == 0 { 6 } else { 0 }];
+    ///     world.gather_from(0, &world.symmetric(mine), &mut all)?;
+    ///     if ctx.rank() == 0 {
+    ///         assert_eq!(all, [0, 100, 1, 100, 2, 100]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn gather_from<T: Pod>(
+        &self,
+        root: usize,
+        srcs: &[GlobalPtr<T>],
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_places("gather_from", "source", srcs)?;
+        let (n, me) = (self.size(), self.me);
+        let len = if me == root {
+            self.block_of("gather_from", dst.len())?
+        } else {
+            0
+        };
+        self.deliver(
+            (0..n).filter(|&i| me == root && i != root),
+            std::iter::once(root).filter(|_| me != root),
+            || {
+                if me != root {
+                    return Ok(());
+                }
+                // All the gets in flight at once (each completes as issued on shared
+                // memory), starting with the next member's block.
+                let mut blocks: Vec<(usize, &mut [T])> =
+                    dst.chunks_mut(len.max(1)).enumerate().collect();
+                blocks.rotate_left((me + 1) % n);
+                let handles = blocks
+                    .into_iter()
+                    .map(|(i, block)| self.ctx.get_nb(srcs[i], block))
+                    .collect::<Result<Vec<_>>>()?;
+                handles.into_iter().try_for_each(|h| h.wait())
             },
         )
     }
