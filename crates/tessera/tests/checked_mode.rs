@@ -5,12 +5,17 @@ use std::time::Duration;
 
 use tessera::Job;
 
-#[test]
-fn matching_collective_allocations_pass() {
-    Job::threads(3)
-        .segment(1 << 20)
+/// A checked-mode job of `ranks` threads with `segment` bytes each, bounded in time.
+fn checked(ranks: usize, segment: usize) -> Job {
+    Job::threads(ranks)
+        .segment(segment)
         .checked(true)
         .wait_timeout(Duration::from_secs(30))
+}
+
+#[test]
+fn matching_collective_allocations_pass() {
+    checked(3, 1 << 20)
         .run(|ctx| {
             let a = ctx.alloc_collective::<u64>(10)?;
             let b = ctx.alloc_collective::<u8>(3)?;
@@ -23,10 +28,7 @@ fn matching_collective_allocations_pass() {
 
 #[test]
 fn mismatched_collective_allocations_are_reported() {
-    let err = Job::threads(3)
-        .segment(1 << 20)
-        .checked(true)
-        .wait_timeout(Duration::from_secs(30))
+    let err = checked(3, 1 << 20)
         .run(|ctx| {
             // Rank 1 allocates a different size: its later offsets would differ.
             let n = if ctx.rank() == 1 { 20 } else { 10 };
@@ -47,10 +49,7 @@ fn mismatched_collective_allocations_are_reported() {
 
 #[test]
 fn mismatched_collective_arguments_name_the_ranks() {
-    let err = Job::threads(3)
-        .segment(16 << 20)
-        .checked(true)
-        .wait_timeout(Duration::from_secs(30))
+    let err = checked(3, 16 << 20)
         .run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             // Matching calls pass.
@@ -75,10 +74,7 @@ fn mismatched_collective_arguments_name_the_ranks() {
         "{err}"
     );
 
-    let err = Job::threads(2)
-        .segment(16 << 20)
-        .checked(true)
-        .wait_timeout(Duration::from_secs(30))
+    let err = checked(2, 16 << 20)
         .run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let op = if ctx.rank() == 0 {
@@ -98,10 +94,7 @@ fn mismatched_collective_arguments_name_the_ranks() {
 fn nonblocking_calls_are_checked_too() {
     // Matching nonblocking calls pass, and a blocking collective runs right after them
     // (the agreement checks are finished once the requests are).
-    Job::threads(3)
-        .segment(16 << 20)
-        .checked(true)
-        .wait_timeout(Duration::from_secs(30))
+    checked(3, 16 << 20)
         .run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let me = ctx.rank() as u64;
@@ -116,10 +109,7 @@ fn nonblocking_calls_are_checked_too() {
 
     // Rank 1 gathers to a different root: every rank's wait reports all three calls
     // instead of hanging.
-    let err = Job::threads(3)
-        .segment(16 << 20)
-        .checked(true)
-        .wait_timeout(Duration::from_secs(30))
+    let err = checked(3, 16 << 20)
         .run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let root = if ctx.rank() == 1 { 2 } else { 0 };

@@ -273,6 +273,22 @@ pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)
             });
         }
+        // The same broadcast with fresh data: the root rewrites the source before each
+        // call (a local copy of `bytes`, counted in the time; compare the memcpy baseline).
+        if op == Collective::Broadcast {
+            let fresh = vec![3u64; len];
+            let mut got = vec![0u64; len];
+            let best = best_per_iter_synced(ctx, iters, || {
+                if world.rank() == 0 {
+                    ctx.put(dsts[0], &fresh)?;
+                }
+                world.broadcast_from(0, dsts[0], &mut got)
+            })?;
+            part.results.push(Record {
+                algorithm: Some("rendezvous_fresh".into()),
+                ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+            });
+        }
     }
     // How much of a nonblocking allreduce hides behind computation.
     for &bytes in sizes.iter().filter(|&&b| b >= 4096) {
@@ -379,7 +395,7 @@ fn best_per_iter_synced(
 fn is_other_form(algorithm: Option<&str>) -> bool {
     matches!(
         algorithm,
-        Some("nonblocking" | "single_address" | "rendezvous")
+        Some("nonblocking" | "single_address" | "rendezvous" | "rendezvous_fresh")
     )
 }
 

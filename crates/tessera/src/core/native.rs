@@ -12,8 +12,16 @@
 //! what to ask for; this only forwards it and waits.
 
 use super::Context;
-use crate::conduit::{NativeCall, NativeOp};
+use crate::conduit::{NativeCall, NativeCollectives, NativeOp};
 use crate::Result;
+
+/// The conduit's own collectives; only called where a group or ticket exists, which only
+/// such a conduit hands out.
+fn library(ctx: &Context) -> &dyn NativeCollectives {
+    ctx.conduit()
+        .native_collectives()
+        .expect("groups and tickets exist only on a conduit with native collectives")
+}
 
 /// A group of the conduit's own collectives, held by a team and the copies of it; freed
 /// when the last of them goes.
@@ -44,23 +52,14 @@ impl<'a> NativeGroup<'a> {
     /// Split this group: members with the same `colour` form a group, ordered by `key`.
     /// Collective over this group's members.
     pub(crate) fn split(&self, colour: Option<u32>, key: u32) -> Result<Option<NativeGroup<'a>>> {
-        let native = self
-            .ctx
-            .conduit()
-            .native_collectives()
-            .expect("a group exists only on a conduit with native collectives");
-        let id = native.group_split(self.id, colour, key)?;
+        let id = library(self.ctx).group_split(self.id, colour, key)?;
         Ok(id.map(|id| NativeGroup { ctx: self.ctx, id }))
     }
 
     /// Perform `call` on the group, waiting with the core's wait (progress, watchdog).
     pub(crate) fn run(&self, call: NativeCall<'_>) -> Result<()> {
         let ctx = self.ctx;
-        let native = ctx
-            .conduit()
-            .native_collectives()
-            .expect("a group exists only on a conduit with native collectives");
-        native.run(self.id, call, &mut |test| {
+        library(ctx).run(self.id, call, &mut |test| {
             ctx.wait_until(
                 "a native (MPI) collective",
                 || Ok(test()?),
@@ -73,21 +72,12 @@ impl<'a> NativeGroup<'a> {
     /// [`NativeCollectives::start`](crate::conduit::NativeCollectives::start)); test the
     /// returned ticket with [`test_native`].
     pub(crate) fn start(&self, op: NativeOp, src: &[u8], dst_len: usize) -> Result<u64> {
-        let native = self
-            .ctx
-            .conduit()
-            .native_collectives()
-            .expect("a group exists only on a conduit with native collectives");
-        Ok(native.start(self.id, op, src, dst_len)?)
+        Ok(library(self.ctx).start(self.id, op, src, dst_len)?)
     }
 }
 
 /// Whether the native collective `ticket` has completed; once it has, its output goes to
 /// `take`. Never blocks.
 pub(crate) fn test_native(ctx: &Context, ticket: u64, take: &mut dyn FnMut(&[u8])) -> Result<bool> {
-    let native = ctx
-        .conduit()
-        .native_collectives()
-        .expect("a ticket exists only on a conduit with native collectives");
-    Ok(native.test(ticket, take)?)
+    Ok(library(ctx).test(ticket, take)?)
 }

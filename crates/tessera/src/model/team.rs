@@ -373,17 +373,6 @@ impl<T: Pod> CollRequest<'_, T> {
         self.taken = true;
     }
 
-    /// Whether the operation is complete, advancing every request of the team once.
-    pub fn test(&mut self) -> Result<bool> {
-        self.team.advance_schedules()?;
-        Ok(self
-            .team
-            .schedules
-            .borrow()
-            .finished
-            .contains_key(&self.ticket))
-    }
-
     /// Block until the operation is complete and return this member's output (empty where
     /// the operation has none: a barrier, or a rooted gather or reduce off the root).
     pub fn wait(mut self) -> Result<Vec<T>> {
@@ -400,6 +389,19 @@ impl<T: Pod> CollRequest<'_, T> {
             .downcast::<Vec<T>>()
             .expect("a request's output has its element type"))
     }
+}
+
+impl<T> CollRequest<'_, T> {
+    /// Whether the operation is complete, advancing every request of the team once.
+    pub fn test(&mut self) -> Result<bool> {
+        self.team.advance_schedules()?;
+        Ok(self
+            .team
+            .schedules
+            .borrow()
+            .finished
+            .contains_key(&self.ticket))
+    }
 
     fn finish(&mut self) -> Result<()> {
         let ctx = self.team.ctx;
@@ -412,13 +414,12 @@ impl<T> Drop for CollRequest<'_, T> {
         if self.taken {
             return;
         }
-        let team = &self.team;
-        let ticket = self.ticket;
-        let _ = wait_done(team.ctx, || {
-            team.advance_schedules()?;
-            Ok(team.schedules.borrow().finished.contains_key(&ticket))
-        });
-        team.schedules.borrow_mut().finished.remove(&ticket);
+        let _ = self.finish();
+        self.team
+            .schedules
+            .borrow_mut()
+            .finished
+            .remove(&self.ticket);
     }
 }
 
@@ -872,18 +873,17 @@ impl<'a> Team<'a> {
     /// of every member's call, as a schedule ahead of the call's own, whose last step
     /// fails every later `test` or `wait` on this team with the calls named if they differ.
     /// Before any local check of the arguments, so that every member's call goes out.
-    fn check_nb(
+    fn check_nb<T>(
         &self,
         op: Collective,
         root: Option<usize>,
         count: usize,
-        elem: usize,
         reduction: Option<Op>,
     ) -> Result<()> {
         if !self.ctx.checked_mode() || self.size() == 1 {
             return Ok(());
         }
-        let mine = signature(op, root, count, elem, reduction);
+        let mine = signature(op, root, count, std::mem::size_of::<T>(), reduction);
         let (n, me) = (self.size(), self.me);
         let members = self.members.clone();
         let verify = Box::new(move |all: &[u64]| agree(&members, all));
@@ -2328,7 +2328,7 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::barrier`] (dissemination); its request's output is empty.
     pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
-        self.check_nb(Collective::Barrier, None, 0, 0, None)?;
+        self.check_nb::<()>(Collective::Barrier, None, 0, None)?;
         let op = Some(NativeOp::Barrier);
         if let Some(r) = self.start_native(Collective::Barrier, 0, op, &[], 0)? {
             return Ok(r);
@@ -2352,13 +2352,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
     /// (read on `root` only); the request's output is the root's data.
     pub fn broadcast_nb<T: Pod>(&self, root: usize, data: &[T]) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Broadcast,
-            Some(root),
-            data.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Broadcast, Some(root), data.len(), None)?;
         self.check_root(root)?;
         let (n, len) = (self.size(), data.len());
         let rel = (self.me + n - root) % n;
@@ -2393,13 +2387,7 @@ impl<'a> Team<'a> {
         src: &[T],
         op: Op,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Reduce,
-            Some(root),
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
+        self.check_nb::<T>(Collective::Reduce, Some(root), src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.reduce_nb_impl(root, src, builtin::<T>(op), native_reduction::<T>(op))
     }
@@ -2433,13 +2421,7 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Reduce,
-            Some(root),
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Reduce, Some(root), src.len(), None)?;
         self.reduce_nb_impl(root, src, Box::new(combine), None)
     }
 
@@ -2467,13 +2449,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::allreduce`] with a built-in operation (a reduction to member 0,
     /// then a broadcast).
     pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Allreduce,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
+        self.check_nb::<T>(Collective::Allreduce, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.allreduce_nb_impl(src, builtin::<T>(op), native_reduction::<T>(op))
     }
@@ -2484,13 +2460,7 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Allreduce,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Allreduce, None, src.len(), None)?;
         self.allreduce_nb_impl(src, Box::new(combine), None)
     }
 
@@ -2516,13 +2486,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
     /// order; empty elsewhere.
     pub fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Gather,
-            Some(root),
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Gather, Some(root), src.len(), None)?;
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let (op, bytes) = (Some(NativeOp::Gather { root }), std::mem::size_of_val(src));
@@ -2554,13 +2518,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::allgather`] (ring): the output is every member's `src` in rank
     /// order.
     pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Allgather,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Allgather, None, src.len(), None)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let (op, bytes) = (Some(NativeOp::Allgather), std::mem::size_of_val(src));
         if let Some(r) = self.start_native(Collective::Allgather, bytes, op, src, n * len)? {
@@ -2577,13 +2535,7 @@ impl<'a> Team<'a> {
         src: &[T],
         count: usize,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Scatter,
-            Some(root),
-            count,
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Scatter, Some(root), count, None)?;
         self.check_root(root)?;
         let (n, me) = (self.size(), self.me);
         if me == root && src.len() != n * count {
@@ -2621,13 +2573,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::exchange`] (pairwise): block `j` of `src` goes to member `j`;
     /// block `i` of the output came from member `i`.
     pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Exchange,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Exchange, None, src.len(), None)?;
         let (n, me) = (self.size(), self.me);
         let b = self.block_of("exchange_nb", src.len())?;
         let (op, bytes) = (Some(NativeOp::Exchange), b * std::mem::size_of::<T>());
@@ -2699,26 +2645,14 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
     pub fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
+        self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), false)
     }
 
     /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
     pub fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            Some(op),
-        )?;
+        self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), true)
     }
@@ -2729,13 +2663,7 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
         self.scan_schedule(src, Box::new(combine), None, false)
     }
 
@@ -2746,13 +2674,7 @@ impl<'a> Team<'a> {
         src: &[T],
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
-        self.check_nb(
-            Collective::Scan,
-            None,
-            src.len(),
-            std::mem::size_of::<T>(),
-            None,
-        )?;
+        self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
         self.scan_schedule(src, Box::new(combine), None, true)
     }
 
@@ -3026,7 +2948,7 @@ fn signature(
     reduction: Option<Op>,
 ) -> [u64; 5] {
     [
-        Collective::ALL.iter().position(|&c| c == op).unwrap_or(0) as u64,
+        op.index() as u64,
         root.map_or(u64::MAX, |r| r as u64),
         count as u64,
         elem as u64,

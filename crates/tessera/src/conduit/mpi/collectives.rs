@@ -65,10 +65,7 @@ impl NativeCollectives for MpiConduit {
         key: u32,
     ) -> Result<Option<u64>, ConduitError> {
         let comms = self.groups.comms.borrow();
-        let parent = comms.get(&parent).ok_or(ConduitError::Unsupported {
-            conduit: "mpi",
-            what: "split a group it does not know",
-        })?;
+        let parent = known(&comms, parent)?;
         let colour = match colour {
             Some(c) => Color::with_value(i32::try_from(c).unwrap_or(i32::MAX)),
             None => Color::undefined(),
@@ -157,6 +154,6 @@ fn known(
 ) -> Result<&SimpleCommunicator, ConduitError> {
     comms.get(&group).ok_or(ConduitError::Unsupported {
         conduit: "mpi",
-        what: "run a collective on a group it does not know",
+        what: "use a group it does not know",
     })
 }

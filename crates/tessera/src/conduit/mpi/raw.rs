@@ -323,13 +323,8 @@ impl OwnedRequest {
             })?;
             return Ok(true);
         }
-        let mut flag: c_int = 0;
-        // SAFETY: as above; MPI_Test nulls the request when it completes, and testing a
-        // null request is allowed.
-        check("MPI_Test", || unsafe {
-            ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-        })?;
-        Ok(flag != 0)
+        // SAFETY: as above; its buffer is owned by `self`.
+        unsafe { test_request(&mut self.request) }
     }
 }
 
@@ -543,7 +538,6 @@ pub(crate) unsafe fn start_collective(
     src: &[u8],
     dst: &mut [u8],
 ) -> Result<ffi::MPI_Request, ConduitError> {
-    let n = serial(|| comm.size()) as usize;
     let c = comm.as_raw();
     // SAFETY: reading an MPI handle constant initialised by MPI_Init.
     let mut request: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
@@ -618,6 +612,7 @@ pub(crate) unsafe fn start_collective(
             })
         }
         NativeOp::Exchange => {
+            let n = serial(|| comm.size()) as usize;
             let len = count("MPI_Ialltoall", src.len() / n.max(1))?;
             check("MPI_Ialltoall", || unsafe {
                 ffi::MPI_Ialltoall(s, len, bytes, d, len, bytes, c, req)
