@@ -35,6 +35,9 @@ use multiversion::multiversion;
 use tessera::{Context, CoreError, HaloGrid, HaloStats, HaloStrategy, Op, RectDomain, Team};
 
 use crate::rng::{pow_mod, vranlc, A};
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 use crate::{Class, Outcome};
 
 /// The problem of one class.
@@ -161,9 +164,27 @@ fn cross_sums(src: &[f64], s: Shape, i0: usize, i1: usize, faces: &mut [f64], ed
 }
 
 /// `r = v − A u` on the interior planes `planes`; `v = None` means `v` is `r` itself (in
-/// place).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+/// place). The AVX-512 form where the CPU and the block allow it.
 fn resid(
+    u: &[f64],
+    v: Option<&[f64]>,
+    r: &mut [f64],
+    s: Shape,
+    planes: Range<usize>,
+    u1: &mut [f64],
+    u2: &mut [f64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available(s) {
+        // SAFETY: `available` checked that this CPU has AVX-512F.
+        return unsafe { avx512::resid(u, v, r, s, planes) };
+    }
+    resid_portable(u, v, r, s, planes, u1, u2)
+}
+
+/// [`resid`] for any CPU, with the reference's row buffers.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+fn resid_portable(
     u: &[f64],
     v: Option<&[f64]>,
     r: &mut [f64],
@@ -203,9 +224,20 @@ fn resid(
     }
 }
 
-/// `u += S r` on the interior (the smoother).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+/// `u += S r` on the interior (the smoother). The AVX-512 form where the CPU and the
+/// block allow it.
 fn psinv(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available(s) {
+        // SAFETY: `available` checked that this CPU has AVX-512F.
+        return unsafe { avx512::psinv(r, u, s, c) };
+    }
+    psinv_portable(r, u, s, c, r1, r2)
+}
+
+/// [`psinv`] for any CPU, with the reference's row buffers.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+fn psinv_portable(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &mut [f64]) {
     let [m0, m1, m2] = s.m;
     for i0 in 1..m0 - 1 {
         for i1 in 1..m1 - 1 {
@@ -909,5 +941,51 @@ mod tests {
             keep(&mut kept, 3, (v, i as u64), |a, b| a > b);
         }
         assert_eq!(kept, vec![(9.0, 2), (8.0, 5), (7.0, 4)]);
+    }
+
+    /// Values spread over several binades, so that a changed order of operations would
+    /// show in the low bits.
+    fn noise(len: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        let mut values = vec![0.0; len];
+        vranlc(&mut x, A, &mut values);
+        values
+            .iter()
+            .map(|v| (v - 0.5) * (1.0 + 1000.0 * v * v))
+            .collect()
+    }
+
+    #[test]
+    fn vector_stencils_equal_the_portable_ones_bit_for_bit() {
+        #[cfg(target_arch = "x86_64")]
+        if !std::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512F here: only the portable stencils run");
+        }
+        let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for interior in [[4, 4, 8], [3, 5, 32], [2, 2, 16]] {
+            let s = Shape::with_interior(interior);
+            let (u, v, r0) = (
+                noise(s.len(), 271_828_183),
+                noise(s.len(), 314_159_265),
+                noise(s.len(), 1),
+            );
+            let mut bufs = [vec![0.0; s.m[2]], vec![0.0; s.m[2]]];
+            let planes = 1..s.m[0] - 1;
+            for with_v in [Some(&v[..]), None] {
+                let (mut fast, mut portable) = (r0.clone(), r0.clone());
+                let [b0, b1] = &mut bufs;
+                resid(&u, with_v, &mut fast, s, planes.clone(), b0, b1);
+                resid_portable(&u, with_v, &mut portable, s, planes.clone(), b0, b1);
+                assert_eq!(bits(&fast), bits(&portable), "resid, {interior:?}");
+                assert_ne!(bits(&fast), bits(&r0), "resid wrote nothing");
+            }
+            let c = smoother(Class::A);
+            let (mut fast, mut portable) = (u.clone(), u.clone());
+            let [b0, b1] = &mut bufs;
+            psinv(&r0, &mut fast, s, c, b0, b1);
+            psinv_portable(&r0, &mut portable, s, c, b0, b1);
+            assert_eq!(bits(&fast), bits(&portable), "psinv, {interior:?}");
+            assert_ne!(bits(&fast), bits(&u), "psinv wrote nothing");
+        }
     }
 }

@@ -48,7 +48,7 @@ fn main() {
             .max()
             .unwrap_or(1);
         let pc = p / pr;
-        if n % pr != 0 || n % pc != 0 {
+        if !n.is_multiple_of(pr) || !n.is_multiple_of(pc) {
             return Err(format!("n = {n} must be divisible by the {pr}×{pc} grid").into());
         }
         let (row, col) = world.grid(pr, pc)?;

@@ -1217,7 +1217,7 @@ impl Draw {
     fn rect(&mut self) -> RectDomain<3> {
         let lo = self.point(-4, 4);
         let hi = lo + self.point(0, 5);
-        let stride = if self.next() % 4 == 0 {
+        let stride = if self.next().is_multiple_of(4) {
             self.point(1, 2)
         } else {
             Point::all(1)
@@ -1355,7 +1355,7 @@ fn ghost_exchange(ctx: &Context) -> RankResult {
         let mut p = [1usize; 3];
         let mut left = ranks;
         let mut d = 0;
-        while left % 2 == 0 {
+        while left.is_multiple_of(2) {
             p[d] *= 2;
             left /= 2;
             d = (d + 1) % 3;

@@ -396,8 +396,9 @@ fn run(ranks: usize, grid: Option<(usize, usize)>) {
             let alone = world.split(Some(ctx.rank() as u32), 0)?.expect("own team");
             check_team(&alone, "team of one", 5)?;
             // Members that opt out get no team.
-            let evens = world.split((ctx.rank() % 2 == 0).then_some(0), ctx.rank() as u64)?;
-            if evens.is_some() != (ctx.rank() % 2 == 0) {
+            let evens =
+                world.split(ctx.rank().is_multiple_of(2).then_some(0), ctx.rank() as u64)?;
+            if evens.is_some() != ctx.rank().is_multiple_of(2) {
                 return Err("split with colour None".into());
             }
             Ok(())

@@ -232,7 +232,7 @@ impl RingMemory for ShmRing {
         &self.control().tail
     }
     fn slot(&self, pos: usize) -> &AtomicU64 {
-        debug_assert!(pos % SLOT == 0 && pos < self.capacity);
+        debug_assert!(pos.is_multiple_of(SLOT) && pos < self.capacity);
         // SAFETY: pos is a slot boundary inside the data area (8-byte aligned, in bounds);
         // slot first words are accessed atomically whenever they can hold a header.
         unsafe { AtomicU64::from_ptr(self.data.as_ptr().add(pos) as *mut u64) }

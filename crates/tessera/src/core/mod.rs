@@ -262,7 +262,7 @@ impl Context {
             }
             .into());
         }
-        if offset % align as u64 != 0 {
+        if !offset.is_multiple_of(align as u64) {
             return Err(CoreError::Misaligned {
                 rank,
                 offset,

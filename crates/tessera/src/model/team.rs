@@ -940,7 +940,7 @@ impl<'a> Team<'a> {
     /// naming `what` when `len` is not a multiple of the team size.
     fn block_of(&self, what: &str, len: usize) -> Result<usize> {
         let n = self.size();
-        if len % n != 0 {
+        if !len.is_multiple_of(n) {
             return Err(CoreError::Invalid(format!(
                 "{what}: src has {len} elements, not a multiple of the team size {n}"
             ))
@@ -1250,7 +1250,7 @@ impl<'a> Team<'a> {
         let mut other = vec![T::zeroed(); src.len()];
         // Fold the first 2·rem members pairwise so that `pow` members remain.
         let vrank = if me < 2 * rem {
-            if me % 2 == 0 {
+            if me.is_multiple_of(2) {
                 self.send(me + 1, dst)?;
                 None
             } else {
@@ -1272,7 +1272,7 @@ impl<'a> Team<'a> {
             }
         }
         if me < 2 * rem {
-            if me % 2 == 0 {
+            if me.is_multiple_of(2) {
                 self.recv(me + 1, dst)?;
             } else {
                 self.send(me - 1, dst)?;
@@ -1518,7 +1518,7 @@ impl<'a> Team<'a> {
             None,
         )?;
         let n = self.size();
-        if src.len() % n != 0 || dst.len() != src.len() {
+        if !src.len().is_multiple_of(n) || dst.len() != src.len() {
             return Err(CoreError::Invalid(format!(
                 "exchange: src has {} elements and dst {}; both must be the same multiple of the team size {n}",
                 src.len(),
@@ -2891,7 +2891,7 @@ impl Knomial {
                 p *= radix;
             }
         } else {
-            while rel % (p * radix) == 0 {
+            while rel.is_multiple_of(p * radix) {
                 p *= radix;
             }
         }
