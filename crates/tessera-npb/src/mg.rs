@@ -280,7 +280,9 @@ fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y
 }
 
 /// Add the trilinear interpolation of the coarse `z` to the fine `u`, ghosts included,
-/// for the coarse planes `planes` (each writes fine planes `2i` and `2i + 1`).
+/// for the coarse planes `planes` (each writes fine planes `2i` and `2i + 1`). With
+/// `replace`, write it instead, as adding it to a zeroed `u` would (each fine point is
+/// written once), so the caller need not zero `u` first.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
 fn interp(
     z: &[f64],
@@ -288,6 +290,7 @@ fn interp(
     u: &mut [f64],
     fine: Shape,
     planes: Range<usize>,
+    replace: bool,
     bufs: &mut [Vec<f64>; 3],
 ) {
     let [_, c1, c2] = coarse.m;
@@ -311,9 +314,16 @@ fn interp(
             let mut add = |a: usize, b: usize, w: f64, src: &[f64]| {
                 let start = fine.row(2 * i0 + a, 2 * i1 + b);
                 let out = &mut u[start..start + 2 * pairs];
-                for i in 0..pairs {
-                    out[2 * i] += w * src[i];
-                    out[2 * i + 1] += 0.5 * w * (src[i] + src[i + 1]);
+                if replace {
+                    for i in 0..pairs {
+                        out[2 * i] = w * src[i];
+                        out[2 * i + 1] = 0.5 * w * (src[i] + src[i + 1]);
+                    }
+                } else {
+                    for i in 0..pairs {
+                        out[2 * i] += w * src[i];
+                        out[2 * i + 1] += 0.5 * w * (src[i] + src[i + 1]);
+                    }
                 }
             };
             add(0, 0, 1.0, zc);
@@ -327,7 +337,9 @@ fn interp(
 /// Interpolate the coarse correction into `u` and take the residual `r = v − A u`, one
 /// sweep: the residual of fine plane p runs as soon as the interpolation has written
 /// planes up to p + 1, while they are still in cache. (`interp` computes the ghost planes
-/// itself, so nothing else is needed in between.)
+/// itself, so nothing else is needed in between.) `v = None` means the residual is taken
+/// in place and `u` is the level's fresh correction, which the interpolation writes
+/// rather than adds to (see [`interp`]).
 fn interp_resid(
     z: &[f64],
     coarse: Shape,
@@ -340,7 +352,7 @@ fn interp_resid(
     let last = fine.m[0] - 1;
     let mut next = 1;
     for i0 in 0..coarse.m[0] - 1 {
-        interp(z, coarse, u, fine, i0..i0 + 1, bufs);
+        interp(z, coarse, u, fine, i0..i0 + 1, v.is_none(), bufs);
         let ready = (2 * i0 + 1).min(last);
         let [b0, b1, _] = bufs;
         resid(u, v, r, fine, next..ready, b0, b1);
@@ -767,9 +779,6 @@ impl<'c> Multigrid<'c> {
             let (coarse, fine) = self.levels.split_at_mut(k);
             let (coarse, fine) = (&mut coarse[k - 1], &mut fine[0]);
             let top = k == lt - 1;
-            if !top {
-                fine.u.as_mut_slice().fill(0.0);
-            }
             // Interpolate from our block of the coarse level.
             let (z, z_shape) = match &mut coarse.seam {
                 None => (coarse.u.as_slice(), coarse.shape),
@@ -779,6 +788,7 @@ impl<'c> Multigrid<'c> {
                 }
             };
             let mut bufs = [std::mem::take(b0), std::mem::take(b1), std::mem::take(b2)];
+            // Below the top, the correction starts from zero: the interpolation writes it.
             let v = if top { Some(self.v.as_slice()) } else { None };
             interp_resid(
                 z,
