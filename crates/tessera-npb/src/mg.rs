@@ -255,9 +255,27 @@ fn psinv_portable(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64
     }
 }
 
-/// Restrict the fine residual `r` onto the coarse level's interior `s`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+/// Restrict the fine residual `r` onto the coarse level's interior `s`. The AVX-512 form
+/// where the CPU and the block allow it.
 fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y1: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available(coarse) {
+        // SAFETY: `available` checked that this CPU has AVX-512F.
+        return unsafe { avx512::rprj3(r, fine, s, coarse) };
+    }
+    rprj3_portable(r, fine, s, coarse, x1, y1)
+}
+
+/// [`rprj3`] for any CPU, with the reference's row buffers.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
+fn rprj3_portable(
+    r: &[f64],
+    fine: Shape,
+    s: &mut [f64],
+    coarse: Shape,
+    x1: &mut [f64],
+    y1: &mut [f64],
+) {
     let [c0, c1, c2] = coarse.m;
     let m2 = fine.m[2];
     for j0 in 1..c0 - 1 {
@@ -310,26 +328,35 @@ fn interp(
                 z2[i] = zp[i] + zc[i];
                 z3[i] = zpyp[i] + zp[i] + z1[i];
             }
-            // Fine rows (2·i0 + a, 2·i1 + b): point pairs 2·i, 2·i + 1 from coarse i, i + 1.
+            // Fine rows (2·i0 + a, 2·i1 + b).
             let mut add = |a: usize, b: usize, w: f64, src: &[f64]| {
                 let start = fine.row(2 * i0 + a, 2 * i1 + b);
-                let out = &mut u[start..start + 2 * pairs];
-                if replace {
-                    for i in 0..pairs {
-                        out[2 * i] = w * src[i];
-                        out[2 * i + 1] = 0.5 * w * (src[i] + src[i + 1]);
-                    }
-                } else {
-                    for i in 0..pairs {
-                        out[2 * i] += w * src[i];
-                        out[2 * i + 1] += 0.5 * w * (src[i] + src[i + 1]);
-                    }
-                }
+                interp_row(&mut u[start..start + 2 * pairs], w, src, replace);
             };
             add(0, 0, 1.0, zc);
             add(0, 1, 0.5, z1);
             add(1, 0, 0.5, z2);
             add(1, 1, 0.25, z3);
+        }
+    }
+}
+
+/// One fine row of [`interp`]: point pairs 2·i, 2·i + 1 from coarse points i, i + 1 of
+/// `src`, weighted by `w`. (Always inlined, so that it is compiled for the vector units
+/// `interp` is compiled for.)
+#[inline(always)]
+fn interp_row(out: &mut [f64], w: f64, src: &[f64], replace: bool) {
+    let pairs = out.len() / 2;
+    let src = &src[..pairs + 1];
+    if replace {
+        for i in 0..pairs {
+            out[2 * i] = w * src[i];
+            out[2 * i + 1] = 0.5 * w * (src[i] + src[i + 1]);
+        }
+    } else {
+        for i in 0..pairs {
+            out[2 * i] += w * src[i];
+            out[2 * i + 1] += 0.5 * w * (src[i] + src[i + 1]);
         }
     }
 }
@@ -972,7 +999,7 @@ mod tests {
             eprintln!("no AVX-512F here: only the portable stencils run");
         }
         let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for interior in [[4, 4, 8], [3, 5, 32], [2, 2, 16]] {
+        for interior in [[4, 4, 8], [3, 5, 32], [2, 2, 16], [4, 2, 64]] {
             let s = Shape::with_interior(interior);
             let (u, v, r0) = (
                 noise(s.len(), 271_828_183),
@@ -996,6 +1023,16 @@ mod tests {
             psinv_portable(&r0, &mut portable, s, c, b0, b1);
             assert_eq!(bits(&fast), bits(&portable), "psinv, {interior:?}");
             assert_ne!(bits(&fast), bits(&u), "psinv wrote nothing");
+            let coarse = Shape::with_interior(interior.map(|e| e.div_ceil(2)));
+            let fine = Shape::with_interior(coarse.m.map(|e| 2 * (e - 2)));
+            let r = noise(fine.len(), 5);
+            let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
+            let [b0, b1] = &mut bufs;
+            b0.resize(fine.m[2], 0.0);
+            b1.resize(fine.m[2], 0.0);
+            rprj3(&r, fine, &mut fast, coarse, b0, b1);
+            rprj3_portable(&r, fine, &mut portable, coarse, b0, b1);
+            assert_eq!(bits(&fast), bits(&portable), "rprj3, coarse {:?}", coarse.m);
         }
     }
 }

@@ -14,7 +14,8 @@
 
 use std::arch::x86_64::{
     __m512d, _mm512_add_pd, _mm512_alignr_epi64, _mm512_castpd_si512, _mm512_castsi512_pd,
-    _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_storeu_pd, _mm512_sub_pd,
+    _mm512_loadu_pd, _mm512_mul_pd, _mm512_permutex2var_pd, _mm512_set1_pd, _mm512_set_epi64,
+    _mm512_storeu_pd, _mm512_sub_pd,
 };
 use std::ops::Range;
 
@@ -102,6 +103,91 @@ impl<F: Fn(usize) -> __m512d> Window<F> {
     }
 }
 
+/// The fine values at 2j − 1, 2j and 2j + 1 for the eight coarse points j of each chunk
+/// of a restriction: the fine row read sixteen points at a time and split into its odd
+/// and even points.
+struct Strided<F> {
+    at_offset: F,
+    /// The values at 2j − 1 and 2j for the current chunk.
+    current: [__m512d; 2],
+}
+
+impl<F: Fn(usize) -> __m512d> Strided<F> {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn new(at_offset: F) -> Self {
+        let current = split(&at_offset, 1);
+        Strided { at_offset, current }
+    }
+
+    /// `(x[2j − 1], x[2j], x[2j + 1])` for the chunk whose first 2j − 1 is `first`;
+    /// `last` says there is no whole chunk after it.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn advance(&mut self, first: usize, last: bool) -> [__m512d; 3] {
+        let [before, here] = self.current;
+        if last {
+            // Sixteen points from `first + 1` end at the row's last point: their odd
+            // lanes are the values after.
+            let [_, after] = split(&self.at_offset, first + 1);
+            return [before, here, after];
+        }
+        let next = split(&self.at_offset, first + 2 * LANES);
+        self.current = next;
+        [before, here, shifted::<1>(before, next[0])]
+    }
+}
+
+/// The even and the odd lanes of the sixteen values from `at`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn split(at_offset: impl Fn(usize) -> __m512d, at: usize) -> [__m512d; 2] {
+    let (a, b) = (at_offset(at), at_offset(at + LANES));
+    let even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    let odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    [
+        _mm512_permutex2var_pd(a, even, b),
+        _mm512_permutex2var_pd(a, odd, b),
+    ]
+}
+
+/// Row `(i0, i1)` of `src`, its four face neighbours across y and z and its four diagonal
+/// neighbours in the y–z plane, in `cross_sums`' order.
+#[inline]
+fn neighbour_rows(
+    src: &[f64],
+    s: Shape,
+    i0: usize,
+    i1: usize,
+) -> (&[f64], [&[f64]; 4], [&[f64]; 4]) {
+    let row = |a, b| super::row(src, s, a, b);
+    let faces = [
+        row(i0, i1 - 1),
+        row(i0, i1 + 1),
+        row(i0 - 1, i1),
+        row(i0 + 1, i1),
+    ];
+    let edges = [
+        row(i0 - 1, i1 - 1),
+        row(i0 - 1, i1 + 1),
+        row(i0 + 1, i1 - 1),
+        row(i0 + 1, i1 + 1),
+    ];
+    (row(i0, i1), faces, edges)
+}
+
+/// The sum of four rows' eight values from `at`, in `cross_sums`' order.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum_rows(rows: [&[f64]; 4], at: usize) -> __m512d {
+    sum4(
+        load(rows[0], at),
+        load(rows[1], at),
+        load(rows[2], at),
+        load(rows[3], at),
+    )
+}
+
 /// A row's centre values and its face and edge sums, each at i − 1, i and i + 1, for the
 /// eight points of one chunk.
 struct Around {
@@ -120,31 +206,10 @@ fn sweep(src: &[f64], s: Shape, planes: Range<usize>, mut body: impl FnMut(usize
     let chunks = (m2 - 2) / LANES;
     for i0 in planes {
         for i1 in 1..m1 - 1 {
-            let row = |a, b| super::row(src, s, a, b);
-            let f = [
-                row(i0, i1 - 1),
-                row(i0, i1 + 1),
-                row(i0 - 1, i1),
-                row(i0 + 1, i1),
-            ];
-            let e = [
-                row(i0 - 1, i1 - 1),
-                row(i0 - 1, i1 + 1),
-                row(i0 + 1, i1 - 1),
-                row(i0 + 1, i1 + 1),
-            ];
-            let centre = row(i0, i1);
-            let sum = |rows: [&[f64]; 4], at| {
-                sum4(
-                    load(rows[0], at),
-                    load(rows[1], at),
-                    load(rows[2], at),
-                    load(rows[3], at),
-                )
-            };
+            let (centre, f, e) = neighbour_rows(src, s, i0, i1);
             let mut centres = Window::new(|at| load(centre, at));
-            let mut faces = Window::new(|at| sum(f, at));
-            let mut edges = Window::new(|at| sum(e, at));
+            let mut faces = Window::new(|at| sum_rows(f, at));
+            let mut edges = Window::new(|at| sum_rows(e, at));
             for k in 0..chunks {
                 let (at, last) = (k * LANES, k + 1 == chunks);
                 let around = Around {
@@ -174,6 +239,41 @@ pub(super) fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, plane
         let x = _mm512_sub_pd(x, _mm512_mul_pd(a3, _mm512_add_pd(e_before, e_after)));
         store(r, row + at + 1, x);
     })
+}
+
+/// Restrict the fine residual `r` onto the coarse level's interior, as the portable
+/// `rprj3`.
+#[target_feature(enable = "avx512f")]
+pub(super) fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape) {
+    let [c0, c1, c2] = coarse.m;
+    let [quarter, eighth, sixteenth] = [0.25, 0.125, 0.0625].map(|w| _mm512_set1_pd(w));
+    let half = _mm512_set1_pd(0.5);
+    let chunks = (c2 - 2) / LANES;
+    for j0 in 1..c0 - 1 {
+        for j1 in 1..c1 - 1 {
+            let (centre, f, e) = neighbour_rows(r, fine, 2 * j0, 2 * j1);
+            let mut centres = Strided::new(|at| load(centre, at));
+            let mut faces = Strided::new(|at| sum_rows(f, at));
+            let mut edges = Strided::new(|at| sum_rows(e, at));
+            let out = coarse.row(j0, j1);
+            for k in 0..chunks {
+                let (first, last) = (2 * k * LANES + 1, k + 1 == chunks);
+                let [r_before, r_here, r_after] = centres.advance(first, last);
+                let [x_before, x_here, x_after] = faces.advance(first, last);
+                let [y_before, y_here, y_after] = edges.advance(first, last);
+                let near = _mm512_add_pd(_mm512_add_pd(r_before, r_after), x_here);
+                let far = _mm512_add_pd(_mm512_add_pd(x_before, x_after), y_here);
+                let x = _mm512_add_pd(_mm512_mul_pd(half, r_here), _mm512_mul_pd(quarter, near));
+                let x = _mm512_add_pd(x, _mm512_mul_pd(eighth, far));
+                let corners = _mm512_add_pd(y_before, y_after);
+                store(
+                    s,
+                    out + k * LANES + 1,
+                    _mm512_add_pd(x, _mm512_mul_pd(sixteenth, corners)),
+                );
+            }
+        }
+    }
 }
 
 /// `u += S r` on the interior, as the portable `psinv`.
