@@ -139,6 +139,31 @@ impl Shape {
     }
 }
 
+/// Row buffers of the portable stencils (the reference's u1/u2, r1/r2, x1/y1, z1/z2/z3).
+type RowBuffers = [Vec<f64>; 3];
+
+/// The interior rows a stencil sweep covers: rows `rows` of planes `planes`.
+#[derive(Clone, Debug)]
+struct Part {
+    planes: Range<usize>,
+    rows: Range<usize>,
+}
+
+impl Part {
+    /// Every interior row of the interior planes `planes`.
+    fn planes(s: Shape, planes: Range<usize>) -> Part {
+        Part {
+            planes,
+            rows: 1..s.m[1] - 1,
+        }
+    }
+
+    /// The whole interior.
+    fn all(s: Shape) -> Part {
+        Part::planes(s, 1..s.m[0] - 1)
+    }
+}
+
 /// Row `(i0, i1)` of `src`.
 #[inline(always)]
 fn row(src: &[f64], s: Shape, i0: usize, i1: usize) -> &[f64] {
@@ -163,23 +188,15 @@ fn cross_sums(src: &[f64], s: Shape, i0: usize, i1: usize, faces: &mut [f64], ed
     }
 }
 
-/// `r = v − A u` on the interior planes `planes`; `v = None` means `v` is `r` itself (in
+/// `r = v − A u` on the interior rows `part`; `v = None` means `v` is `r` itself (in
 /// place). The AVX-512 form where the CPU and the block allow it.
-fn resid(
-    u: &[f64],
-    v: Option<&[f64]>,
-    r: &mut [f64],
-    s: Shape,
-    planes: Range<usize>,
-    u1: &mut [f64],
-    u2: &mut [f64],
-) {
+fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, part: Part, bufs: &mut RowBuffers) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(s) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
-        return unsafe { avx512::resid(u, v, r, s, planes) };
+        return unsafe { avx512::resid(u, v, r, s, part) };
     }
-    resid_portable(u, v, r, s, planes, u1, u2)
+    resid_portable(u, v, r, s, part, bufs)
 }
 
 /// [`resid`] for any CPU, with the reference's row buffers.
@@ -189,14 +206,14 @@ fn resid_portable(
     v: Option<&[f64]>,
     r: &mut [f64],
     s: Shape,
-    planes: Range<usize>,
-    u1: &mut [f64],
-    u2: &mut [f64],
+    part: Part,
+    bufs: &mut RowBuffers,
 ) {
-    let [_, m1, m2] = s.m;
+    let m2 = s.m[2];
     let a = RESIDUAL;
-    for i0 in planes {
-        for i1 in 1..m1 - 1 {
+    for i0 in part.planes {
+        for i1 in part.rows.clone() {
+            let [u1, u2, _] = &mut *bufs;
             cross_sums(u, s, i0, i1, u1, u2);
             let (u1, u2) = (&u1[..m2], &u2[..m2]);
             let c = s.row(i0, i1);
@@ -224,23 +241,31 @@ fn resid_portable(
     }
 }
 
-/// `u += S r` on the interior (the smoother). The AVX-512 form where the CPU and the
-/// block allow it.
-fn psinv(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &mut [f64]) {
+/// `u += S r` on the interior rows `part` (the smoother). The AVX-512 form where the CPU
+/// and the block allow it.
+fn psinv(r: &[f64], u: &mut [f64], s: Shape, part: Part, c: [f64; 4], bufs: &mut RowBuffers) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(s) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
-        return unsafe { avx512::psinv(r, u, s, c) };
+        return unsafe { avx512::psinv(r, u, s, part, c) };
     }
-    psinv_portable(r, u, s, c, r1, r2)
+    psinv_portable(r, u, s, part, c, bufs)
 }
 
 /// [`psinv`] for any CPU, with the reference's row buffers.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
-fn psinv_portable(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64], r2: &mut [f64]) {
-    let [m0, m1, m2] = s.m;
-    for i0 in 1..m0 - 1 {
-        for i1 in 1..m1 - 1 {
+fn psinv_portable(
+    r: &[f64],
+    u: &mut [f64],
+    s: Shape,
+    part: Part,
+    c: [f64; 4],
+    bufs: &mut RowBuffers,
+) {
+    let m2 = s.m[2];
+    for i0 in part.planes {
+        for i1 in part.rows.clone() {
+            let [r1, r2, _] = &mut *bufs;
             cross_sums(r, s, i0, i1, r1, r2);
             let (r1, r2) = (&r1[..m2], &r2[..m2]);
             let ce = s.row(i0, i1);
@@ -257,30 +282,24 @@ fn psinv_portable(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4], r1: &mut [f64
 
 /// Restrict the fine residual `r` onto the coarse level's interior `s`. The AVX-512 form
 /// where the CPU and the block allow it.
-fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, x1: &mut [f64], y1: &mut [f64]) {
+fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, bufs: &mut RowBuffers) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
         return unsafe { avx512::rprj3(r, fine, s, coarse) };
     }
-    rprj3_portable(r, fine, s, coarse, x1, y1)
+    rprj3_portable(r, fine, s, coarse, bufs)
 }
 
 /// [`rprj3`] for any CPU, with the reference's row buffers.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+avx+fma", "x86_64+avx2+avx+fma"))]
-fn rprj3_portable(
-    r: &[f64],
-    fine: Shape,
-    s: &mut [f64],
-    coarse: Shape,
-    x1: &mut [f64],
-    y1: &mut [f64],
-) {
+fn rprj3_portable(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, bufs: &mut RowBuffers) {
     let [c0, c1, c2] = coarse.m;
     let m2 = fine.m[2];
     for j0 in 1..c0 - 1 {
         for j1 in 1..c1 - 1 {
             let (i0, i1) = (2 * j0, 2 * j1);
+            let [x1, y1, _] = &mut *bufs;
             cross_sums(r, fine, i0, i1, x1, y1);
             let (x1, y1) = (&x1[..m2], &y1[..m2]);
             let rr = row(r, fine, i0, i1);
@@ -309,7 +328,7 @@ fn interp(
     fine: Shape,
     planes: Range<usize>,
     replace: bool,
-    bufs: &mut [Vec<f64>; 3],
+    bufs: &mut RowBuffers,
 ) {
     let [_, c1, c2] = coarse.m;
     let [z1, z2, z3] = bufs;
@@ -374,19 +393,17 @@ fn interp_resid(
     v: Option<&[f64]>,
     r: &mut [f64],
     fine: Shape,
-    bufs: &mut [Vec<f64>; 3],
+    bufs: &mut RowBuffers,
 ) {
     let last = fine.m[0] - 1;
     let mut next = 1;
     for i0 in 0..coarse.m[0] - 1 {
         interp(z, coarse, u, fine, i0..i0 + 1, v.is_none(), bufs);
         let ready = (2 * i0 + 1).min(last);
-        let [b0, b1, _] = bufs;
-        resid(u, v, r, fine, next..ready, b0, b1);
+        resid(u, v, r, fine, Part::planes(fine, next..ready), bufs);
         next = ready;
     }
-    let [b0, b1, _] = bufs;
-    resid(u, v, r, fine, next..last, b0, b1);
+    resid(u, v, r, fine, Part::planes(fine, next..last), bufs);
 }
 
 /// Sum of squares and largest magnitude over the interior (eight partial sums, so the
@@ -423,18 +440,30 @@ fn norm_parts(r: &[f64], s: Shape) -> (f64, f64) {
 /// out as a 26-message exchange would leave them.
 fn fill_periodic(data: &mut [f64], s: Shape) {
     let [m0, m1, m2] = s.m;
-    for row in data.chunks_exact_mut(m2) {
-        row[0] = row[m2 - 2];
-        row[m2 - 1] = row[1];
-    }
-    for i0 in 0..m0 {
-        let (first, last) = (s.row(i0, 1), s.row(i0, m1 - 2));
-        data.copy_within(last..last + m2, s.row(i0, 0));
-        data.copy_within(first..first + m2, s.row(i0, m1 - 1));
+    for i0 in 1..m0 - 1 {
+        fill_plane_ghosts(data, s, i0, true);
     }
     let plane = m1 * m2;
     data.copy_within((m0 - 2) * plane..(m0 - 1) * plane, 0);
     data.copy_within(plane..2 * plane, (m0 - 1) * plane);
+}
+
+/// Fill the x ghosts of plane `i0`'s interior rows from the rows themselves and, with
+/// `rows`, its ghost rows from its own interior rows, as a periodic exchange along x (and
+/// y) does when one rank holds the whole of that dimension.
+fn fill_plane_ghosts(data: &mut [f64], s: Shape, i0: usize, rows: bool) {
+    let [_, m1, m2] = s.m;
+    for i1 in 1..m1 - 1 {
+        let start = s.row(i0, i1);
+        let row = &mut data[start..start + m2];
+        row[0] = row[m2 - 2];
+        row[m2 - 1] = row[1];
+    }
+    if rows {
+        let (first, last) = (s.row(i0, 1), s.row(i0, m1 - 2));
+        data.copy_within(last..last + m2, s.row(i0, 0));
+        data.copy_within(first..first + m2, s.row(i0, m1 - 1));
+    }
 }
 
 /// Copy the `extent` box at `src_at` in `src` (shape `from`) to `dst_at` in `dst` (shape
@@ -579,8 +608,9 @@ struct Multigrid<'c> {
     v: HaloGrid<'c, f64, 3>,
     smoother: [f64; 4],
     n: usize,
-    /// Row buffers (the reference's u1/u2, r1/r2, x1/y1, z1/z2/z3).
-    bufs: [Vec<f64>; 3],
+    /// Ranks along each dimension.
+    procs: [usize; 3],
+    bufs: RowBuffers,
     /// Time spent assembling the finest gathered level.
     gathering: Duration,
 }
@@ -645,6 +675,7 @@ impl<'c> Multigrid<'c> {
             v,
             smoother: smoother(data.class),
             n: data.n,
+            procs,
             bufs: std::array::from_fn(|_| vec![0.0; longest]),
             gathering: Duration::ZERO,
         })
@@ -729,19 +760,86 @@ impl<'c> Multigrid<'c> {
 
     /// `r = v − A u` at the top level, then a ghost exchange of r.
     fn resid_top(&mut self) -> tessera::Result<()> {
-        let [u1, u2, _] = &mut self.bufs;
+        let bufs = &mut self.bufs;
         let top = self.levels.last_mut().expect("at least one level");
-        let planes = 1..top.shape.m[0] - 1;
+        let all = Part::all(top.shape);
         resid(
             top.u.as_slice(),
             Some(self.v.as_slice()),
             top.r.as_mut_slice(),
             top.shape,
-            planes,
-            u1,
-            u2,
+            all,
+            bufs,
         );
         top.r.exchange(top.shape)
+    }
+
+    /// The top level's last smoothing (`u += S r`, the end of NPB's `mg3P`) and then the
+    /// residual of the iteration (`r = v − A u`), with their ghost exchanges.
+    ///
+    /// Where the x ghosts are our own (one rank along x), one sweep does both: the residual
+    /// of plane p − 1 is taken as soon as plane p is smoothed and its own ghosts are
+    /// filled, while those planes are still in cache. Only the rows that need a
+    /// neighbour's new values (the first and last planes, and the first and last rows
+    /// where y is split) wait for the exchange of u.
+    fn smooth_and_resid_top(&mut self) -> tessera::Result<()> {
+        let c = self.smoother;
+        let ours = self.procs.map(|p| p == 1);
+        let bufs = &mut self.bufs;
+        let top = self.levels.last_mut().expect("at least one level");
+        let v = Some(self.v.as_slice());
+        let s = top.shape;
+        let [m0, m1, _] = s.m;
+        if !ours[2] {
+            psinv(
+                top.r.as_slice(),
+                top.u.as_mut_slice(),
+                s,
+                Part::all(s),
+                c,
+                bufs,
+            );
+            top.u.exchange(s)?;
+            resid(
+                top.u.as_slice(),
+                v,
+                top.r.as_mut_slice(),
+                s,
+                Part::all(s),
+                bufs,
+            );
+            return top.r.exchange(s);
+        }
+        let rows = if ours[1] { 1..m1 - 1 } else { 2..m1 - 2 };
+        let (r, u) = (top.r.as_mut_slice(), top.u.as_mut_slice());
+        for p in 1..m0 - 1 {
+            psinv(r, u, s, Part::planes(s, p..p + 1), c, bufs);
+            fill_plane_ghosts(u, s, p, ours[1]);
+            if p >= 3 {
+                let part = Part {
+                    planes: p - 1..p,
+                    rows: rows.clone(),
+                };
+                resid(u, v, r, s, part, bufs);
+            }
+        }
+        top.u.exchange(s)?;
+        let (r, u) = (top.r.as_mut_slice(), top.u.as_slice());
+        let mut waited = vec![Part::planes(s, 1..2), Part::planes(s, m0 - 2..m0 - 1)];
+        if !ours[1] {
+            for edge in [1, m1 - 2] {
+                waited.push(Part {
+                    planes: 2..m0 - 2,
+                    rows: edge..edge + 1,
+                });
+            }
+        }
+        // (A plane or row may be listed twice on a thin block; taking it again rewrites
+        // the same values.)
+        for part in waited {
+            resid(u, v, r, s, part, bufs);
+        }
+        top.r.exchange(s)
     }
 
     /// The L2 norm of the top-level residual (NPB's rnm2) and its largest magnitude.
@@ -753,11 +851,11 @@ impl<'c> Multigrid<'c> {
         Ok(((sum / (self.n as f64).powi(3)).sqrt(), max))
     }
 
-    /// One V-cycle (NPB's `mg3P`).
-    fn v_cycle(&mut self) -> tessera::Result<()> {
+    /// One iteration: a V-cycle (NPB's `mg3P`) and the top level's residual after it.
+    fn iteration(&mut self) -> tessera::Result<()> {
         let lt = self.levels.len();
         let c = self.smoother;
-        let [b0, b1, b2] = &mut self.bufs;
+        let bufs = &mut self.bufs;
         // Down: restrict the residual level by level.
         for k in (1..lt).rev() {
             let (coarse, fine) = self.levels.split_at_mut(k);
@@ -769,8 +867,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         coarse.r.as_mut_slice(),
                         coarse.shape,
-                        b0,
-                        b1,
+                        bufs,
                     );
                     coarse.r.exchange(coarse.shape)?;
                 }
@@ -780,8 +877,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         &mut seam.block,
                         seam.shape,
-                        b0,
-                        b1,
+                        bufs,
                     );
                     let start = Instant::now();
                     seam.gather(&self.team, coarse.r.as_mut_slice(), coarse.shape)?;
@@ -796,12 +892,13 @@ impl<'c> Multigrid<'c> {
             bottom.r.as_slice(),
             bottom.u.as_mut_slice(),
             bottom.shape,
+            Part::all(bottom.shape),
             c,
-            b0,
-            b1,
+            bufs,
         );
         bottom.u.exchange(bottom.shape)?;
-        // Up: interpolate, take the residual, smooth.
+        // Up: interpolate, take the residual, smooth; the top level's smoothing goes with
+        // the residual after it.
         for k in 1..lt {
             let (coarse, fine) = self.levels.split_at_mut(k);
             let (coarse, fine) = (&mut coarse[k - 1], &mut fine[0]);
@@ -814,7 +911,6 @@ impl<'c> Multigrid<'c> {
                     (&seam.block[..], seam.shape)
                 }
             };
-            let mut bufs = [std::mem::take(b0), std::mem::take(b1), std::mem::take(b2)];
             // Below the top, the correction starts from zero: the interpolation writes it.
             let v = if top { Some(self.v.as_slice()) } else { None };
             interp_resid(
@@ -824,21 +920,23 @@ impl<'c> Multigrid<'c> {
                 v,
                 fine.r.as_mut_slice(),
                 fine.shape,
-                &mut bufs,
+                bufs,
             );
-            [*b0, *b1, *b2] = bufs;
             fine.r.exchange(fine.shape)?;
+            if top {
+                break;
+            }
             psinv(
                 fine.r.as_slice(),
                 fine.u.as_mut_slice(),
                 fine.shape,
+                Part::all(fine.shape),
                 c,
-                b0,
-                b1,
+                bufs,
             );
             fine.u.exchange(fine.shape)?;
         }
-        Ok(())
+        self.smooth_and_resid_top()
     }
 }
 
@@ -907,7 +1005,7 @@ pub fn run_gathering(
     // Untimed: set up, one V-cycle, set up again (as the reference does).
     mg.zran3()?;
     mg.resid_top()?;
-    mg.v_cycle()?;
+    mg.iteration()?;
     mg.top().u.as_mut_slice().fill(0.0);
     mg.zran3()?;
     mg.team.barrier()?;
@@ -917,8 +1015,7 @@ pub fn run_gathering(
     mg.resid_top()?;
     mg.norm()?;
     for _ in 0..data.nit {
-        mg.v_cycle()?;
-        mg.resid_top()?;
+        mg.iteration()?;
     }
     let (rnm2, rnmu) = mg.norm()?;
     let mine = start.elapsed().as_secs_f64();
@@ -1006,32 +1103,26 @@ mod tests {
                 noise(s.len(), 314_159_265),
                 noise(s.len(), 1),
             );
-            let mut bufs = [vec![0.0; s.m[2]], vec![0.0; s.m[2]]];
-            let planes = 1..s.m[0] - 1;
+            let mut bufs: RowBuffers = std::array::from_fn(|_| vec![0.0; 2 * s.m[2]]);
             for with_v in [Some(&v[..]), None] {
                 let (mut fast, mut portable) = (r0.clone(), r0.clone());
-                let [b0, b1] = &mut bufs;
-                resid(&u, with_v, &mut fast, s, planes.clone(), b0, b1);
-                resid_portable(&u, with_v, &mut portable, s, planes.clone(), b0, b1);
+                resid(&u, with_v, &mut fast, s, Part::all(s), &mut bufs);
+                resid_portable(&u, with_v, &mut portable, s, Part::all(s), &mut bufs);
                 assert_eq!(bits(&fast), bits(&portable), "resid, {interior:?}");
                 assert_ne!(bits(&fast), bits(&r0), "resid wrote nothing");
             }
             let c = smoother(Class::A);
             let (mut fast, mut portable) = (u.clone(), u.clone());
-            let [b0, b1] = &mut bufs;
-            psinv(&r0, &mut fast, s, c, b0, b1);
-            psinv_portable(&r0, &mut portable, s, c, b0, b1);
+            psinv(&r0, &mut fast, s, Part::all(s), c, &mut bufs);
+            psinv_portable(&r0, &mut portable, s, Part::all(s), c, &mut bufs);
             assert_eq!(bits(&fast), bits(&portable), "psinv, {interior:?}");
             assert_ne!(bits(&fast), bits(&u), "psinv wrote nothing");
             let coarse = Shape::with_interior(interior.map(|e| e.div_ceil(2)));
             let fine = Shape::with_interior(coarse.m.map(|e| 2 * (e - 2)));
             let r = noise(fine.len(), 5);
             let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
-            let [b0, b1] = &mut bufs;
-            b0.resize(fine.m[2], 0.0);
-            b1.resize(fine.m[2], 0.0);
-            rprj3(&r, fine, &mut fast, coarse, b0, b1);
-            rprj3_portable(&r, fine, &mut portable, coarse, b0, b1);
+            rprj3(&r, fine, &mut fast, coarse, &mut bufs);
+            rprj3_portable(&r, fine, &mut portable, coarse, &mut bufs);
             assert_eq!(bits(&fast), bits(&portable), "rprj3, coarse {:?}", coarse.m);
         }
     }

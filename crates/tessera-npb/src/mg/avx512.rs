@@ -12,14 +12,12 @@
 //! for bit (the tests compare them). This module must never be called on a CPU without
 //! AVX-512F (the callers check [`available`]) nor change an operation's order.
 
+use super::{Part, Shape, RESIDUAL};
 use std::arch::x86_64::{
     __m512d, _mm512_add_pd, _mm512_alignr_epi64, _mm512_castpd_si512, _mm512_castsi512_pd,
     _mm512_loadu_pd, _mm512_mul_pd, _mm512_permutex2var_pd, _mm512_set1_pd, _mm512_set_epi64,
     _mm512_storeu_pd, _mm512_sub_pd,
 };
-use std::ops::Range;
-
-use super::{Shape, RESIDUAL};
 
 /// Lanes per vector.
 const LANES: usize = 8;
@@ -196,16 +194,15 @@ struct Around {
     edges: [__m512d; 3],
 }
 
-/// Walk the interior rows of `planes` in eight-point chunks, handing `body` the start of
+/// Walk the interior rows `part` in eight-point chunks, handing `body` the start of
 /// the row in the storage, the chunk's offset `at` (its points are at + 1 .. at + 9) and
 /// what `src` holds around them.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn sweep(src: &[f64], s: Shape, planes: Range<usize>, mut body: impl FnMut(usize, usize, Around)) {
-    let [_, m1, m2] = s.m;
-    let chunks = (m2 - 2) / LANES;
-    for i0 in planes {
-        for i1 in 1..m1 - 1 {
+fn sweep(src: &[f64], s: Shape, part: Part, mut body: impl FnMut(usize, usize, Around)) {
+    let chunks = (s.m[2] - 2) / LANES;
+    for i0 in part.planes {
+        for i1 in part.rows.clone() {
             let (centre, f, e) = neighbour_rows(src, s, i0, i1);
             let mut centres = Window::new(|at| load(centre, at));
             let mut faces = Window::new(|at| sum_rows(f, at));
@@ -223,12 +220,12 @@ fn sweep(src: &[f64], s: Shape, planes: Range<usize>, mut body: impl FnMut(usize
     }
 }
 
-/// `r = v − A u` on the interior planes `planes`, as the portable `resid`; `v = None`
-/// means in place.
+/// `r = v − A u` on the interior rows `part`, as the portable `resid`; `v = None` means in
+/// place.
 #[target_feature(enable = "avx512f")]
-pub(super) fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, planes: Range<usize>) {
+pub(super) fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, part: Part) {
     let [a0, _, a2, a3] = RESIDUAL.map(|a| _mm512_set1_pd(a));
-    sweep(u, s, planes, |row, at, around| {
+    sweep(u, s, part, |row, at, around| {
         let [_, u_here, _] = around.centre;
         let [f_before, _, f_after] = around.faces;
         let [e_before, e_here, e_after] = around.edges;
@@ -276,11 +273,11 @@ pub(super) fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape) {
     }
 }
 
-/// `u += S r` on the interior, as the portable `psinv`.
+/// `u += S r` on the interior rows `part`, as the portable `psinv`.
 #[target_feature(enable = "avx512f")]
-pub(super) fn psinv(r: &[f64], u: &mut [f64], s: Shape, c: [f64; 4]) {
+pub(super) fn psinv(r: &[f64], u: &mut [f64], s: Shape, part: Part, c: [f64; 4]) {
     let [c0, c1, c2, _] = c.map(|c| _mm512_set1_pd(c));
-    sweep(r, s, 1..s.m[0] - 1, |row, at, around| {
+    sweep(r, s, part, |row, at, around| {
         let [r_before, r_here, r_after] = around.centre;
         let [f_before, f_here, f_after] = around.faces;
         let [_, e_here, _] = around.edges;
