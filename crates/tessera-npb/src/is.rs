@@ -140,6 +140,22 @@ fn count_keys<const TALLY: bool>(keys: &[i32], shift: u32, counts: &mut [u32], t
     }
 }
 
+/// Group `keys` into `outs` by destination (`starts[d] <= key < starts[d + 1]` goes to
+/// `outs[d]`, each filled from its start) with the AVX-512 grouping, where this CPU has it
+/// and there are few enough destinations; false (nothing written) otherwise.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn group_vectorised(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available(outs.len()) {
+        let mut cursor = vec![0usize; outs.len()];
+        // SAFETY: `available` checked that this CPU has AVX-512F.
+        unsafe { avx512::group(keys, starts, outs, &mut cursor) };
+        debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
+        return true;
+    }
+    false
+}
+
 /// Add byte tallies into 32-bit counts.
 fn add_tallies(counts: &mut [u32], tally: &[u8]) {
     for (c, &n) in counts.iter_mut().zip(tally) {
@@ -448,11 +464,7 @@ impl State<'_> {
         let mut totals = vec![0u64; buckets + TESTS];
         self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
         let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
-        // Keys per destination, per chunk; then each chunk's write cursor per destination.
-        let mut destination = vec![0u32; buckets];
-        for d in 0..p {
-            destination[starts[d]..starts[d + 1]].fill(d as u32);
-        }
+        // Keys per destination, per chunk.
         let chunk_dest = |c: usize, d: usize| -> usize {
             self.chunk_counts[c * buckets + starts[d]..c * buckets + starts[d + 1]]
                 .iter()
@@ -505,20 +517,12 @@ impl State<'_> {
         // Group the local keys by destination: sixteen at a time where the CPU has AVX-512,
         // else one at a time in the chunks interleaved as above, each chunk with its own
         // cursor per destination.
-        #[cfg(target_arch = "x86_64")]
-        let vector = avx512::available(p);
-        #[cfg(not(target_arch = "x86_64"))]
-        let vector = false;
-        if vector {
-            #[cfg(target_arch = "x86_64")]
-            {
-                let starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
-                let mut cursor = vec![0usize; p];
-                // SAFETY: `available` checked that this CPU has AVX-512F.
-                unsafe { avx512::group(&self.keys, &starts, &mut outs, &mut cursor) };
-                debug_assert!(cursor.iter().zip(&send).all(|(&c, &n)| c as u64 == n));
+        let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
+        if !group_vectorised(&self.keys, &key_starts, &mut outs) {
+            let mut destination = vec![0u32; buckets];
+            for d in 0..p {
+                destination[starts[d]..starts[d + 1]].fill(d as u32);
             }
-        } else {
             let mut cursor = vec![0usize; CHUNKS * p];
             for d in 0..p {
                 let mut at = 0usize;

@@ -35,10 +35,10 @@ use multiversion::multiversion;
 use tessera::{Context, CoreError, HaloGrid, HaloStats, HaloStrategy, Op, RectDomain, Team};
 
 use crate::rng::{pow_mod, vranlc, A};
+use crate::{Class, Outcome};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-use crate::{Class, Outcome};
 
 /// The problem of one class.
 #[derive(Clone, Copy, Debug)]
@@ -787,29 +787,15 @@ impl<'c> Multigrid<'c> {
         let ours = self.procs.map(|p| p == 1);
         let bufs = &mut self.bufs;
         let top = self.levels.last_mut().expect("at least one level");
-        let v = Some(self.v.as_slice());
         let s = top.shape;
-        let [m0, m1, _] = s.m;
         if !ours[2] {
-            psinv(
-                top.r.as_slice(),
-                top.u.as_mut_slice(),
-                s,
-                Part::all(s),
-                c,
-                bufs,
-            );
+            let all = Part::all(s);
+            psinv(top.r.as_slice(), top.u.as_mut_slice(), s, all, c, bufs);
             top.u.exchange(s)?;
-            resid(
-                top.u.as_slice(),
-                v,
-                top.r.as_mut_slice(),
-                s,
-                Part::all(s),
-                bufs,
-            );
-            return top.r.exchange(s);
+            return self.resid_top();
         }
+        let v = Some(self.v.as_slice());
+        let [m0, m1, _] = s.m;
         let rows = if ours[1] { 1..m1 - 1 } else { 2..m1 - 2 };
         let (r, u) = (top.r.as_mut_slice(), top.u.as_mut_slice());
         for p in 1..m0 - 1 {

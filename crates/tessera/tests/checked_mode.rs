@@ -13,6 +13,16 @@ fn checked(ranks: usize, segment: usize) -> Job {
         .wait_timeout(Duration::from_secs(30))
 }
 
+/// Assert that the error report `err` contains every one of `parts`.
+fn assert_reports(err: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(
+            err.contains(part),
+            "the report should contain {part:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn matching_collective_allocations_pass() {
     checked(3, 1 << 20)
@@ -37,13 +47,12 @@ fn mismatched_collective_allocations_are_reported() {
         })
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("collective allocations differ between ranks"),
-        "{err}"
-    );
-    assert!(
-        err.contains("rank 1: label"),
-        "the report names each rank's allocation: {err}"
+    assert_reports(
+        &err,
+        &[
+            "collective allocations differ between ranks",
+            "rank 1: label",
+        ],
     );
 }
 
@@ -61,17 +70,13 @@ fn mismatched_collective_arguments_name_the_ranks() {
         })
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("collective arguments differ between ranks"),
-        "{err}"
-    );
-    assert!(
-        err.contains("rank 0: broadcast(root 0, 4 elements of 4 bytes)"),
-        "{err}"
-    );
-    assert!(
-        err.contains("rank 2: broadcast(root 5, 4 elements of 4 bytes)"),
-        "{err}"
+    assert_reports(
+        &err,
+        &[
+            "collective arguments differ between ranks",
+            "rank 0: broadcast(root 0, 4 elements of 4 bytes)",
+            "rank 2: broadcast(root 5, 4 elements of 4 bytes)",
+        ],
     );
 
     let err = checked(2, 16 << 20)
@@ -87,7 +92,7 @@ fn mismatched_collective_arguments_name_the_ranks() {
         })
         .unwrap_err()
         .to_string();
-    assert!(err.contains("Sum") && err.contains("Max"), "{err}");
+    assert_reports(&err, &["Sum", "Max"]);
 }
 
 #[test]
@@ -118,13 +123,12 @@ fn nonblocking_calls_are_checked_too() {
         })
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("collective arguments differ between ranks"),
-        "{err}"
-    );
-    assert!(
-        err.contains("rank 0: gather(root 0, 2 elements of 2 bytes)")
-            && err.contains("rank 1: gather(root 2, 2 elements of 2 bytes)"),
-        "{err}"
+    assert_reports(
+        &err,
+        &[
+            "collective arguments differ between ranks",
+            "rank 0: gather(root 0, 2 elements of 2 bytes)",
+            "rank 1: gather(root 2, 2 elements of 2 bytes)",
+        ],
     );
 }

@@ -1,8 +1,9 @@
-//! AVX-512 forms of MG's two heaviest stencils, `resid` and `psinv`.
+//! AVX-512 forms of MG's three heaviest stencils, `resid`, `psinv` and `rprj3`.
 //!
 //! The portable forms keep the reference's row buffers: the four face neighbours of a row
 //! are summed into one buffer, the four edge neighbours into another, and the stencil then
-//! reads those buffers back at i − 1, i and i + 1. That is fifteen loads and three stores
+//! reads those buffers back at i − 1, i and i + 1 (at 2j − 1, 2j and 2j + 1 for the
+//! restriction, whose chunks are split into odd and even lanes here). That is fifteen loads and three stores
 //! per eight points, and on this machine's cores the loads, not the arithmetic or the
 //! memory, set the pace. Here the sums stay in registers: each eight-point chunk of a sum
 //! is computed once and the i ± 1 neighbours are made by shifting lanes across two
