@@ -6,13 +6,15 @@
 //! product is read at run time.
 //!
 //! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs), [`is`] (integer sort
-//! with a one-sided key exchange) and [`cg`] (conjugate gradient on a 2-D process grid
-//! with point-to-point signalling) and [`mg`] (multigrid with one-sided ghost exchange).
-//! [`ft`] (3-D FFT with transposes written straight into place).
+//! with a one-sided key exchange), [`cg`] (conjugate gradient on a 2-D process grid with
+//! point-to-point signalling), [`mg`] (multigrid with one-sided ghost exchange) and
+//! [`ft`] (3-D FFT with transposes written straight into place). [`buffer`] holds large
+//! private arrays on huge pages.
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
+pub mod buffer;
 pub mod cg;
 pub mod ep;
 pub mod ft;

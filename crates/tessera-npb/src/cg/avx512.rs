@@ -57,18 +57,28 @@ pub(super) fn multiply<I: ColumnIndex>(m: &Matrix, colidx: &[I], x: &[f64], out:
 #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
 fn row<I: ColumnIndex>(cols: &[I], vals: &[f64], x: &[f64]) -> f64 {
     let mut acc = _mm256_setzero_pd();
-    for (k, (c, v)) in cols.chunks(LANES).zip(vals.chunks(LANES)).enumerate() {
-        if k % 2 == 0 {
-            // Every other quad is one cache line of values and half a line of indices.
-            prefetch(vals.as_ptr().wrapping_add(k * LANES + PREFETCH_AHEAD));
-            prefetch(cols.as_ptr().wrapping_add(k * LANES + PREFETCH_AHEAD));
-        }
+    let mut add_quad = |c: &[I], v: &[f64]| {
         let lanes = first_lanes(c.len());
         // SAFETY: the lanes enabled are those of `c`, each an index of the matrix, below
         // `x.len()` as `multiply` asserted.
         let gathered = unsafe { gather(x, widen(c), lanes) };
         let products = _mm256_mul_pd(load_values(v), gathered);
         acc = _mm256_mask_add_pd(acc, lanes, acc, products);
+    };
+    // Eight entries (a cache line of values) per step, then what is left by quads.
+    let mut octets = cols
+        .chunks_exact(2 * LANES)
+        .zip(vals.chunks_exact(2 * LANES));
+    for (k, (c, v)) in octets.by_ref().enumerate() {
+        let ahead = 2 * LANES * k + PREFETCH_AHEAD;
+        prefetch(vals.as_ptr().wrapping_add(ahead));
+        prefetch(cols.as_ptr().wrapping_add(ahead));
+        add_quad(&c[..LANES], &v[..LANES]);
+        add_quad(&c[LANES..], &v[LANES..]);
+    }
+    let rest = cols.len() / (2 * LANES) * (2 * LANES);
+    for (c, v) in cols[rest..].chunks(LANES).zip(vals[rest..].chunks(LANES)) {
+        add_quad(c, v);
     }
     // (acc0 + acc1, acc0 + acc1, acc2 + acc3, acc2 + acc3), then the low pair plus the high.
     let pairs = _mm256_hadd_pd(acc, acc);
