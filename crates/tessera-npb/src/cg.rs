@@ -240,9 +240,10 @@ pub struct Matrix {
 
 /// The size of the whole matrix (every rank's block) above which the product uses the
 /// AVX-512 gather form. It pays only when the matrix streams from memory: class B's
-/// matrix (146 MB) takes 13.5 s at 2 ranks with it against 16.2 s without. From cache the
-/// gathers are slower than one load per entry: class A's (20 MB, inside this machine's
-/// 32 MiB L3) takes 0.29–0.35 s with them against 0.20–0.22 s without. Twice that L3.
+/// matrix (146 MB) takes 11.7–11.9 s at 2 ranks with it against 16.1–16.2 s without. From
+/// cache the gathers are slower than one load per entry: class A's (20 MB, inside the
+/// 32 MiB L3 of the machine measured) takes 0.29–0.35 s with them against 0.20–0.22 s
+/// without. The bound is twice that L3 (docs/PERFORMANCE.md has the figures).
 const STREAMED_BYTES: usize = 64 << 20;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -307,7 +308,8 @@ impl Matrix {
     }
 
     /// The product over one index width: the AVX-512 form where the matrix streams from
-    /// memory and this CPU has the instructions, else the portable one. Both give the same bits. The caller has checked the lengths.
+    /// memory and this CPU has the instructions, else the portable one. Both give the
+    /// same bits. The caller has checked the lengths.
     fn multiply_with<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
         if self.gather && avx512::available() {
