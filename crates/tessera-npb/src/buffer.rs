@@ -2,10 +2,11 @@
 //!
 //! A kernel that streams a private array of many megabytes each iteration (CG's matrix)
 //! spends part of its time in TLB misses and in the hardware prefetchers stopping at every
-//! 4 KiB page. A [`HugePageArray`] lives in its own anonymous mapping, sized in whole
-//! 2 MiB pages and advised for transparent huge pages (the usual `madvise` setting of
-//! Linux honours that). Where the mapping or the advice is refused, it is an ordinary heap
-//! array: the advice is only ever a hint, never a condition for correct results.
+//! 4 KiB page. A [`HugePageArray`] of at least one huge page lives in its own anonymous
+//! mapping, sized in whole 2 MiB pages and advised for transparent huge pages (the usual
+//! `madvise` setting of Linux honours that). A smaller one, or one whose mapping is
+//! refused, is an ordinary heap array: the advice is only ever a hint, never a condition
+//! for correct results.
 //!
 //! This module must never hold data that ranks share: those belong in the global address
 //! space.
@@ -34,7 +35,7 @@ pub struct HugePageArray<T: Pod> {
 enum Storage<T: Pod> {
     /// `len` values at the start of a private anonymous mapping.
     Mapped { map: MmapMut, len: usize },
-    /// The fallback where the mapping failed.
+    /// Arrays below one huge page, and the fallback where the mapping failed.
     Heap(Vec<T>),
 }
 
@@ -42,8 +43,14 @@ impl<T: Pod> HugePageArray<T> {
     /// A copy of `data`.
     pub fn from_slice(data: &[T]) -> HugePageArray<T> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() < HUGE_PAGE {
+            // A huge page would be mostly empty, and zeroing it costs more than it saves.
+            return HugePageArray {
+                storage: Storage::Heap(data.to_vec()),
+            };
+        }
         // Whole huge pages, so the kernel can place the mapping on a 2 MiB boundary.
-        let len = bytes.len().max(1).next_multiple_of(HUGE_PAGE);
+        let len = bytes.len().next_multiple_of(HUGE_PAGE);
         let storage = match MmapOptions::new().len(len).map_anon() {
             Ok(mut map) => {
                 // Advise before the first write, so the pages are huge from their first
@@ -98,7 +105,7 @@ mod tests {
 
     #[test]
     fn holds_a_copy_of_any_length() {
-        for n in [0usize, 1, 7, (2 << 20) / 8 + 3] {
+        for n in [0usize, 1, 7, (2 << 20) / 8, (2 << 20) / 8 + 3] {
             let data: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
             let a = HugePageArray::from_slice(&data);
             assert_eq!(&a[..], &data[..], "{n} values");

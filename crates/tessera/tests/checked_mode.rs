@@ -13,8 +13,12 @@ fn checked(ranks: usize, segment: usize) -> Job {
         .wait_timeout(Duration::from_secs(30))
 }
 
-/// Assert that the error report `err` contains every one of `parts`.
-fn assert_reports(err: &str, parts: &[&str]) {
+/// Assert that `outcome` (a job's) is an error whose report contains every one of `parts`.
+fn assert_fails_reporting<T: std::fmt::Debug, E: std::fmt::Display>(
+    outcome: Result<T, E>,
+    parts: &[&str],
+) {
+    let err = outcome.unwrap_err().to_string();
     for part in parts {
         assert!(
             err.contains(part),
@@ -38,17 +42,13 @@ fn matching_collective_allocations_pass() {
 
 #[test]
 fn mismatched_collective_allocations_are_reported() {
-    let err = checked(3, 1 << 20)
-        .run(|ctx| {
+    assert_fails_reporting(
+        checked(3, 1 << 20).run(|ctx| {
             // Rank 1 allocates a different size: its later offsets would differ.
             let n = if ctx.rank() == 1 { 20 } else { 10 };
             ctx.alloc_collective::<u64>(n)?;
             Ok(())
-        })
-        .unwrap_err()
-        .to_string();
-    assert_reports(
-        &err,
+        }),
         &[
             "collective allocations differ between ranks",
             "rank 1: label",
@@ -58,8 +58,8 @@ fn mismatched_collective_allocations_are_reported() {
 
 #[test]
 fn mismatched_collective_arguments_name_the_ranks() {
-    let err = checked(3, 16 << 20)
-        .run(|ctx| {
+    assert_fails_reporting(
+        checked(3, 16 << 20).run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             // Matching calls pass.
             world.allreduce_value(1u64, tessera::Op::Sum)?;
@@ -67,11 +67,7 @@ fn mismatched_collective_arguments_name_the_ranks() {
             let root = if ctx.rank() == 2 { 5 } else { 0 };
             world.broadcast(root, &mut [0u32; 4])?;
             Ok(())
-        })
-        .unwrap_err()
-        .to_string();
-    assert_reports(
-        &err,
+        }),
         &[
             "collective arguments differ between ranks",
             "rank 0: broadcast(root 0, 4 elements of 4 bytes)",
@@ -79,8 +75,8 @@ fn mismatched_collective_arguments_name_the_ranks() {
         ],
     );
 
-    let err = checked(2, 16 << 20)
-        .run(|ctx| {
+    assert_fails_reporting(
+        checked(2, 16 << 20).run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let op = if ctx.rank() == 0 {
                 tessera::Op::Sum
@@ -89,10 +85,9 @@ fn mismatched_collective_arguments_name_the_ranks() {
             };
             world.allreduce_value(1.0f64, op)?;
             Ok(())
-        })
-        .unwrap_err()
-        .to_string();
-    assert_reports(&err, &["Sum", "Max"]);
+        }),
+        &["Sum", "Max"],
+    );
 }
 
 #[test]
@@ -114,17 +109,13 @@ fn nonblocking_calls_are_checked_too() {
 
     // Rank 1 gathers to a different root: every rank's wait reports all three calls
     // instead of hanging.
-    let err = checked(3, 16 << 20)
-        .run(|ctx| {
+    assert_fails_reporting(
+        checked(3, 16 << 20).run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let root = if ctx.rank() == 1 { 2 } else { 0 };
             world.gather_nb(root, &[1u16, 2])?.wait()?;
             Ok(())
-        })
-        .unwrap_err()
-        .to_string();
-    assert_reports(
-        &err,
+        }),
         &[
             "collective arguments differ between ranks",
             "rank 0: gather(root 0, 2 elements of 2 bytes)",

@@ -66,10 +66,10 @@ fn row<I: ColumnIndex>(cols: &[I], vals: &[f64], x: &[f64]) -> f64 {
         acc = _mm256_mask_add_pd(acc, lanes, acc, products);
     };
     // Eight entries (a cache line of values) per step, then what is left by quads.
-    let mut octets = cols
+    let octets = cols
         .chunks_exact(2 * LANES)
         .zip(vals.chunks_exact(2 * LANES));
-    for (k, (c, v)) in octets.by_ref().enumerate() {
+    for (k, (c, v)) in octets.enumerate() {
         let ahead = 2 * LANES * k + PREFETCH_AHEAD;
         prefetch(vals.as_ptr().wrapping_add(ahead));
         prefetch(cols.as_ptr().wrapping_add(ahead));
