@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Options: `--barriers N` (default 1000), `--forever`, `--panic-rank R`, `--exit-rank R
-//! --code C`, `--error-rank R` (return an error), `--pid-dir DIR` (each rank writes its pid
-//! and the job id to DIR/rank-R once it is inside the barrier loop).
+//! --code C`, `--error-rank R` (return an error), `--return-rank R` (return `Ok` early,
+//! skipping the remaining barriers), `--pid-dir DIR` (each rank writes its pid and the job
+//! id to DIR/rank-R once it is inside the barrier loop).
 
 use std::path::PathBuf;
 
@@ -22,6 +23,7 @@ struct Options {
     exit_rank: Option<usize>,
     code: i32,
     error_rank: Option<usize>,
+    return_rank: Option<usize>,
     pid_dir: Option<PathBuf>,
 }
 
@@ -48,6 +50,7 @@ fn parse() -> Options {
             "--exit-rank" => o.exit_rank = Some(number(value()) as usize),
             "--code" => o.code = number(value()) as i32,
             "--error-rank" => o.error_rank = Some(number(value()) as usize),
+            "--return-rank" => o.return_rank = Some(number(value()) as usize),
             "--pid-dir" => o.pid_dir = Some(PathBuf::from(value())),
             other => usage(&format!("unknown option {other}")),
         }
@@ -56,7 +59,7 @@ fn parse() -> Options {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--pid-dir DIR]");
+    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--pid-dir DIR]");
     std::process::exit(2)
 }
 
@@ -83,6 +86,9 @@ fn main() {
                 }
                 if o.error_rank == Some(me) {
                     return Err(format!("rank {me} returns an error on purpose").into());
+                }
+                if o.return_rank == Some(me) {
+                    return Ok(());
                 }
             }
             ctx.barrier()?;

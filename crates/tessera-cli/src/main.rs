@@ -47,8 +47,45 @@ pub struct JobArgs {
     #[arg(long)]
     segment: Option<String>,
     /// End the job as failed after this many seconds.
-    #[arg(long)]
-    timeout: Option<f64>,
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<Duration>,
+}
+
+/// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    tessera::job::env::parse_seconds(text)
+}
+
+/// A private place for a rank to leave its result for the command to read: a fresh
+/// directory only this user can enter (mode 0700, random name; `tempfile`), removed with
+/// everything in it when dropped. Nothing predictable in /tmp, nothing another user can
+/// plant or read.
+pub struct ResultFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl ResultFile {
+    /// A result file called `name` in a new private directory.
+    pub fn new(name: &str) -> Result<ResultFile, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("tessera-")
+            .tempdir()
+            .map_err(|e| format!("creating a private directory for results: {e}"))?;
+        let path = dir.path().join(name);
+        Ok(ResultFile { _dir: dir, path })
+    }
+
+    /// Where the rank writes.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// What the rank wrote.
+    pub fn read(&self) -> Result<String, String> {
+        std::fs::read_to_string(&self.path)
+            .map_err(|e| format!("reading the job's result {}: {e}", self.path.display()))
+    }
 }
 
 impl JobArgs {
@@ -59,7 +96,7 @@ impl JobArgs {
             conduit: self.conduit,
             segment: self.segment.clone(),
             label: false,
-            timeout: self.timeout.map(Duration::from_secs_f64),
+            timeout: self.timeout,
             program,
             args,
             env: Vec::new(),
@@ -192,15 +229,30 @@ enum RankCommand {
     },
 }
 
-/// Report a finished job on stderr and turn it into an exit code.
+/// Report a finished job on stderr and turn it into an exit code. A job whose output was
+/// closed (a rank killed by SIGPIPE, as when piped into `head`) ends quietly.
 pub fn report(outcome: &Outcome) -> ExitCode {
     if let Some((_, why)) = &outcome.failure {
-        eprintln!("tessera: job failed: {why}; the other ranks were ended");
+        if !outcome.broken_pipe {
+            tessera::job::write_stderr(&format!(
+                "tessera: job failed: {why}; the other ranks were ended\n"
+            ));
+        }
     }
     ExitCode::from(outcome.code.clamp(0, 255) as u8)
 }
 
+/// Restore the default action of SIGPIPE, so that writing to a closed pipe (`tessera ... |
+/// head`) ends the command quietly with the conventional status (128 + 13) instead of a
+/// panic in `println!` (Rust ignores SIGPIPE by default).
+fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: installing the default disposition runs no handler code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {
@@ -231,7 +283,7 @@ fn main() -> ExitCode {
             let job = match tessera::Job::from_env() {
                 Ok(job) => job,
                 Err(e) => {
-                    eprintln!("tessera: {e}");
+                    tessera::job::write_stderr(&format!("tessera: {e}\n"));
                     return ExitCode::from(2);
                 }
             };
@@ -263,14 +315,14 @@ fn main() -> ExitCode {
             match run {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
-                    eprintln!("tessera: {e}");
+                    tessera::job::write_stderr(&format!("tessera: {e}\n"));
                     Ok(ExitCode::from(1))
                 }
             }
         }
     };
     result.unwrap_or_else(|e| {
-        eprintln!("tessera: {e}");
+        tessera::job::write_stderr(&format!("tessera: {e}\n"));
         ExitCode::from(2)
     })
 }

@@ -64,11 +64,8 @@ pub fn drive(
             job.ranks,
             job.conduit
         );
-        let file = std::env::temp_dir().join(format!(
-            "tessera-npb-{}-{}.json",
-            std::process::id(),
-            k.name()
-        ));
+        let result = crate::ResultFile::new(&format!("npb-{}.json", k.name()))?;
+        let file = result.path();
         let mut launch = job.launch_self(&[
             "npb",
             k.name(),
@@ -87,6 +84,9 @@ pub fn drive(
                 .push(("TESSERA_WAIT_TIMEOUT".into(), WAIT_TIMEOUT_S.into()));
         }
         let outcome = launch.run().map_err(|e| e.to_string())?;
+        if outcome.broken_pipe {
+            return Ok(crate::report(&outcome));
+        }
         if outcome.code != 0 {
             let why = outcome.failure.map(|f| f.1).unwrap_or_default();
             return Err(format!(
@@ -94,9 +94,7 @@ pub fn drive(
                 k.name().to_uppercase()
             ));
         }
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("reading {}: {e}", file.display()))?;
-        let _ = std::fs::remove_file(&file);
+        let text = result.read()?;
         let o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         print!("{o}");
         outcomes.push(o);

@@ -175,11 +175,12 @@ pub enum CoreError {
     /// A reply from a handler that may not reply, or a second reply.
     #[error("a reply was sent from a {0}; only a request handler may reply, and only once")]
     BadReply(&'static str),
-    /// Barrier labels differ between ranks.
-    #[error("barrier label mismatch: {0}")]
+    /// Barriers of different ranks do not match (labels, or the end-of-job barrier meeting
+    /// an ordinary one).
+    #[error("barriers do not match: {0}")]
     BarrierMismatch(String),
     /// A wait exceeded the watchdog set by TESSERA_WAIT_TIMEOUT.
-    #[error("watchdog: rank {rank} waited more than {secs} s for {what}; {detail}")]
+    #[error("watchdog: rank {rank} waited more than {secs} s for {what} ({detail}); raise TESSERA_WAIT_TIMEOUT, or set it to `off`, if such waits are legitimate{others}")]
     WaitTimeout {
         /// The waiting rank.
         rank: usize,
@@ -189,7 +190,13 @@ pub enum CoreError {
         what: &'static str,
         /// Who did not arrive, when known.
         detail: String,
+        /// Where the job's status board exists: the other ranks, the ones not waiting
+        /// (holding everybody up) first, one per line.
+        others: String,
     },
+    /// Every rank is blocked and nothing is in flight: the report lists every rank's wait.
+    #[error("{0}")]
+    Deadlock(String),
     /// RPC arguments or results could not be (de)serialised.
     #[error("rpc (de)serialisation failed: {0}")]
     Serialize(String),

@@ -51,7 +51,8 @@ fn mismatched_collective_allocations_are_reported() {
         }),
         &[
             "collective allocations differ between ranks",
-            "rank 1: label",
+            "rank 1: 2 collective allocation(s), the last of 160 bytes",
+            "rank 0: 2 collective allocation(s), the last of 80 bytes",
         ],
     );
 }

@@ -157,12 +157,8 @@ pub(crate) fn system(conduit: &str) -> System {
 }
 
 pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
-    let file = std::env::temp_dir().join(format!(
-        "tessera-bench-{}-{}.json",
-        std::process::id(),
-        job.ranks
-    ));
-    let out = file.to_string_lossy().into_owned();
+    let result = crate::ResultFile::new(&format!("bench-{}.json", job.ranks))?;
+    let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
     args.extend_from_slice(extra);
     let outcome = job.launch_self(&args)?.run().map_err(|e| e.to_string())?;
@@ -173,10 +169,8 @@ pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part
             job.ranks
         ));
     }
-    let text =
-        std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-    let _ = std::fs::remove_file(&file);
-    serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", file.display()))
+    let text = result.read()?;
+    serde_json::from_str(&text).map_err(|e| format!("parsing the benchmark's result: {e}"))
 }
 
 fn write_json(path: &Path, report: &Report) -> Result<(), String> {

@@ -349,6 +349,11 @@ pub trait Conduit {
         class: AmClass,
         parts: &[&[u8]],
     ) -> Result<bool, ConduitError>;
+    /// Whether every frame this rank has sent has been delivered to its handler at the
+    /// target (the barrier waits for this). Conduits that cannot tell say `true`.
+    fn am_all_consumed(&self) -> bool {
+        true
+    }
     /// Deliver every queued incoming frame of `class` to `deliver(source_rank, frame)`, in
     /// order per source. Returns the number delivered.
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize;

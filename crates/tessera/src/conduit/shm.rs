@@ -23,7 +23,7 @@
 //!
 //! This module must never block: rings report "full" and the caller decides how to wait.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -301,6 +301,10 @@ pub(crate) struct ShmConduit {
     regions: Vec<NonNull<u8>>,
     /// Producer-side cached `head` of our ring in each destination, per class.
     head_cache: Vec<[Cell<u64>; 2]>,
+    /// Destinations sent to whose rings may not be drained yet (see `am_all_consumed`),
+    /// and a flag per destination saying it is in that list.
+    undrained: RefCell<Vec<usize>>,
+    undrained_flag: Vec<Cell<bool>>,
     abort: Option<Arc<AbortFlag>>,
     /// Report every peer's segment as unmapped and move data through
     /// [`Conduit::put_bytes`]/[`Conduit::get_bytes`], as a conduit across hosts would (a
@@ -330,6 +334,8 @@ impl ShmConduit {
             layout,
             regions,
             head_cache,
+            undrained: RefCell::new(Vec::new()),
+            undrained_flag: (0..layout.ranks).map(|_| Cell::new(false)).collect(),
             abort,
             hide_peers: false,
             _mappings: mappings,
@@ -424,7 +430,25 @@ impl Conduit for ShmConduit {
             });
         }
         let ring = self.ring(dest, self.rank, class);
-        Ok(ring.try_push(&self.head_cache[dest][class as usize], parts))
+        let pushed = ring.try_push(&self.head_cache[dest][class as usize], parts);
+        if pushed && !self.undrained_flag[dest].get() {
+            self.undrained_flag[dest].set(true);
+            self.undrained.borrow_mut().push(dest);
+        }
+        Ok(pushed)
+    }
+    fn am_all_consumed(&self) -> bool {
+        let mut undrained = self.undrained.borrow_mut();
+        undrained.retain(|&dest| {
+            let drained = [AmClass::Request, AmClass::Reply]
+                .into_iter()
+                .all(|class| self.ring(dest, self.rank, class).drained());
+            if drained {
+                self.undrained_flag[dest].set(false);
+            }
+            !drained
+        });
+        undrained.is_empty()
     }
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
         let mut delivered = 0;

@@ -1,18 +1,32 @@
-//! The `smp` conduit: one process per rank over POSIX shared memory.
+//! The `smp` conduit: one process per rank over shared memory.
 //!
-//! Each rank creates its region as a POSIX shared-memory object named
-//! `/tessera-<job id>-<rank>` (mode 0600, so only the user can open it), sized with
-//! `ftruncate` (pages are reserved lazily, on first touch), maps it, initialises its
-//! header and publishes it. It then maps every peer's object, counts itself in each
-//! peer's `attached` word, waits until every rank has counted itself in its own, and
-//! unlinks its name. From then on the objects live only as mappings: when the processes
-//! end, the memory goes with them, so a crash cannot leak it. (If a rank dies before
-//! everyone attached, the launcher removes the names it left.)
+//! Each rank initialises its own *region* (header, active-message rings, segment) and maps
+//! every peer's. Where the regions live depends on who started the ranks:
 //!
-//! This module must never assume it is the only job on the machine: names carry the job
-//! id and creation uses `O_EXCL`.
+//! - **Under `tessera run`** (the usual case) the launcher creates one private memory file
+//!   for the job ([`JobFile`]: an anonymous `memfd`, inherited by the ranks, which no other
+//!   process can open or even see) holding the status board and every rank's region at a
+//!   fixed offset. Nothing has a name, so nothing can be planted, watched or leaked: the
+//!   memory goes away with the last process that maps it, however the job ends.
+//! - **Named objects** (the `mpi` conduit's ranks on one host, or `TESSERA_SHM_NAMES=1`):
+//!   each host's ranks meet in a directory `/dev/shm/tessera-<job id>` that the host's
+//!   first rank creates with mode 0700, so no other user can create, open or list anything
+//!   inside it. Job ids are 128 random bits from the operating system. Each rank creates
+//!   its file with `O_EXCL | O_NOFOLLOW` and sets mode 0600 explicitly (a strict umask
+//!   cannot break the job); before mapping a peer's file it checks with `fstat` that the
+//!   file is a regular file of this user with mode 0600 and the expected size, and a
+//!   foreign object is refused by name. Once every rank of the host has mapped every
+//!   region the names are removed, so a crash after start-up cannot leak them.
+//!
+//! Either way a rank publishes its region by storing the header's `magic` last (Release);
+//! peers map a region only once they have seen it (Acquire) and its job shape matches.
+//!
+//! This module must never assume it is the only job, or the only user, on the machine.
 
 use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,17 +35,59 @@ use std::time::{Duration, Instant};
 use memmap2::{MmapOptions, MmapRaw};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
-use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::Mode;
 
 use super::shm::{header, RegionLayout, ShmConduit, MAGIC};
 use super::ConduitKind;
 use crate::error::JobError;
+use crate::job::board::JobFile;
 
-/// The name of `rank`'s shared-memory object in job `job_id` (also its file name under
-/// `/dev/shm` without the leading slash).
-pub fn object_name(job_id: &str, rank: usize) -> String {
-    format!("/tessera-{job_id}-{rank}")
+/// Where named objects live (the POSIX shared-memory file system).
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// A fresh job id: 128 bits from the operating system's random source, in hex.
+///
+/// ```
+/// let a = tessera::conduit::smp::new_job_id().unwrap();
+/// assert_eq!(a.len(), 32);
+/// assert_ne!(a, tessera::conduit::smp::new_job_id().unwrap());
+/// ```
+pub fn new_job_id() -> Result<String, JobError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| JobError::Os {
+        what: "reading the operating system's random source for a job id".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The directory in which the ranks of job `job_id` on one host meet.
+pub fn job_dir(job_id: &str) -> PathBuf {
+    Path::new(SHM_DIR).join(format!("tessera-{job_id}"))
+}
+
+/// The name of `rank`'s region file inside [`job_dir`].
+fn object_file(rank: usize) -> String {
+    format!("rank-{rank}")
+}
+
+/// Remove what a job's named objects left (the launcher calls this after the job; only
+/// possible if ranks died during start-up). Never follows a symbolic link.
+pub fn remove_job_dir(job_id: &str) {
+    let dir = job_dir(job_id);
+    let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions.
+    if !meta.is_dir() || meta.uid() != unsafe { libc::getuid() } {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
 }
 
 fn os(what: impl Into<String>, errno: Errno) -> JobError {
@@ -41,101 +97,20 @@ fn os(what: impl Into<String>, errno: Errno) -> JobError {
     }
 }
 
-/// Unlinks our object name when dropped unless disarmed (error paths during attach).
-struct UnlinkGuard(Option<String>);
-impl Drop for UnlinkGuard {
-    fn drop(&mut self) {
-        if let Some(name) = self.0.take() {
-            let _ = shm_unlink(name.as_str());
-        }
-    }
-}
-
-fn map_region(file: &File, layout: &RegionLayout) -> std::io::Result<MmapRaw> {
-    MmapOptions::new().len(layout.region_len).map_raw(file)
-}
-
 fn base_of(map: &MmapRaw) -> NonNull<u8> {
     NonNull::new(map.as_mut_ptr()).expect("mmap never returns null")
 }
 
-/// Try to map `peer`'s region; `Ok(None)` while it does not exist or is not initialised.
-fn try_attach_peer(
-    job_id: &str,
-    peer: usize,
-    layout: &RegionLayout,
-) -> Result<Option<MmapRaw>, JobError> {
-    let name = object_name(job_id, peer);
-    let fd = match shm_open(name.as_str(), OFlag::O_RDWR, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(None),
-        Err(e) => return Err(os(format!("opening rank {peer}'s shared memory {name}"), e)),
-    };
-    let file = File::from(fd);
-    let len = file
-        .metadata()
-        .map_err(|source| JobError::Os {
-            what: format!("stat of {name}"),
-            source,
-        })?
-        .len();
-    if len < layout.region_len as u64 {
-        return Ok(None); // the owner has not sized it yet
-    }
-    let map = map_region(&file, layout).map_err(|source| JobError::Os {
-        what: format!("mapping {name} (lower the segment size with --segment or TESSERA_SEGMENT)"),
-        source,
-    })?;
-    // SAFETY: the mapping is at least region_len bytes and page aligned.
-    let head = unsafe { header(base_of(&map)) };
-    if head.magic.load(Ordering::Acquire) != MAGIC {
-        return Ok(None);
-    }
-    layout
-        .check_peer(peer, head)
-        .map_err(|e| JobError::Usage(e.to_string()))?;
-    Ok(Some(map))
-}
-
-/// Create this rank's region, map every peer's, and return the conduit.
-pub(crate) fn attach(
-    job_id: &str,
+/// Wait until every peer's region is published, mapping each as it appears.
+/// `try_peer(peer)` maps it, or says `None` while it is not there yet.
+fn attach_peers(
     rank: usize,
-    layout: RegionLayout,
+    own: MmapRaw,
+    layout: &RegionLayout,
     timeout: Duration,
-) -> Result<ShmConduit, JobError> {
-    let ranks = layout.ranks;
-    let name = object_name(job_id, rank);
-    let fd = shm_open(
-        name.as_str(),
-        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
-        Mode::S_IRUSR | Mode::S_IWUSR,
-    )
-    .map_err(|e| {
-        os(
-            format!("creating shared memory {name} (is another job using id {job_id}?)"),
-            e,
-        )
-    })?;
-    let mut guard = UnlinkGuard(Some(name.clone()));
-    let file = File::from(fd);
-    file.set_len(layout.region_len as u64)
-        .map_err(|source| JobError::Os {
-            what: format!("sizing {name} to {} bytes", layout.region_len),
-            source,
-        })?;
-    let own = map_region(&file, &layout).map_err(|source| JobError::Os {
-        what: format!(
-            "mapping {name} ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
-            layout.region_len
-        ),
-        source,
-    })?;
-    // SAFETY: a fresh, zero-filled mapping of region_len bytes that peers cannot read
-    // before they see `magic`, which init_region stores last.
-    unsafe { layout.init_region(base_of(&own)) };
-
-    let mut maps: Vec<Option<MmapRaw>> = (0..ranks).map(|_| None).collect();
+    mut try_peer: impl FnMut(usize) -> Result<Option<MmapRaw>, JobError>,
+) -> Result<Vec<MmapRaw>, JobError> {
+    let mut maps: Vec<Option<MmapRaw>> = (0..layout.ranks).map(|_| None).collect();
     maps[rank] = Some(own);
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(20);
@@ -143,14 +118,25 @@ pub(crate) fn attach(
         let mut missing = Vec::new();
         for (peer, slot) in maps.iter_mut().enumerate() {
             if slot.is_none() {
-                match try_attach_peer(job_id, peer, &layout)? {
-                    Some(map) => *slot = Some(map),
+                match try_peer(peer)? {
+                    Some(map) => {
+                        // SAFETY: the mapping is at least a page and page aligned.
+                        let head = unsafe { header(base_of(&map)) };
+                        if head.magic.load(Ordering::Acquire) != MAGIC {
+                            missing.push(peer);
+                            continue;
+                        }
+                        layout
+                            .check_peer(peer, head)
+                            .map_err(|e| JobError::Usage(e.to_string()))?;
+                        *slot = Some(map);
+                    }
                     None => missing.push(peer),
                 }
             }
         }
         if missing.is_empty() {
-            break;
+            return Ok(maps.into_iter().map(|m| m.expect("all attached")).collect());
         }
         if Instant::now() > deadline {
             return Err(JobError::BootstrapTimeout {
@@ -161,31 +147,14 @@ pub(crate) fn attach(
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
     }
-    let maps: Vec<MmapRaw> = maps.into_iter().map(|m| m.expect("all attached")).collect();
+}
+
+fn conduit_over(rank: usize, layout: RegionLayout, maps: Vec<MmapRaw>) -> ShmConduit {
     let regions: Vec<NonNull<u8>> = maps.iter().map(base_of).collect();
-    for &region in &regions {
-        // SAFETY: every region is a live mapping with an initialised header.
-        unsafe { header(region) }
-            .attached
-            .fetch_add(1, Ordering::AcqRel);
-    }
-    // SAFETY: as above.
-    let own_header = unsafe { header(regions[rank]) };
-    while own_header.attached.load(Ordering::Acquire) < ranks as u64 {
-        if Instant::now() > deadline {
-            return Err(JobError::BootstrapTimeout {
-                secs: timeout.as_secs(),
-                missing: vec![],
-            });
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    // Every rank has mapped our region: the name is no longer needed.
-    drop(guard.0.take());
-    shm_unlink(name.as_str()).map_err(|e| os(format!("unlinking {name}"), e))?;
     // SAFETY: `regions` are bases of the live mappings in `maps`, all initialised with
-    // `layout`; the Arc keeps them mapped as long as the conduit lives.
-    Ok(unsafe {
+    // `layout` (magic seen, shape checked); the Arc keeps them mapped as long as the
+    // conduit lives.
+    unsafe {
         ShmConduit::new(
             ConduitKind::Smp,
             rank,
@@ -194,5 +163,306 @@ pub(crate) fn attach(
             None,
             Arc::new(maps),
         )
-    })
+    }
+}
+
+/// Join a job whose regions live in the launcher's private memory file.
+pub(crate) fn attach_file(
+    file: &JobFile,
+    rank: usize,
+    layout: RegionLayout,
+    timeout: Duration,
+) -> Result<ShmConduit, JobError> {
+    let span = file.regions().ok_or_else(|| {
+        JobError::Usage(
+            "the job's memory file holds no regions (it was made for another conduit)".into(),
+        )
+    })?;
+    if span.region_len != layout.region_len {
+        return Err(JobError::Usage(format!(
+            "this rank was started with a different job shape than the launcher sized the job for: segment {} bytes and active-message queues of {} bytes here, {} and {} there; do not change TESSERA_SEGMENT or TESSERA_AM_QUEUE for single ranks",
+            layout.segment_len, layout.ring_capacity, span.segment_len, span.ring_capacity
+        )));
+    }
+    let map_region = |r: usize| -> Result<MmapRaw, JobError> {
+        MmapOptions::new()
+            .offset((span.offset + r * span.region_len) as u64)
+            .len(span.region_len)
+            .map_raw(file.fd().as_raw_fd())
+            .map_err(|source| JobError::Os {
+                what: format!(
+                    "mapping rank {r}'s region ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
+                    span.region_len
+                ),
+                source,
+            })
+    };
+    let own = map_region(rank)?;
+    // SAFETY: a zero-filled mapping of region_len bytes of a fresh file that peers only
+    // read after they see `magic`, which init_region stores last.
+    unsafe { layout.init_region(base_of(&own)) };
+    let maps = attach_peers(rank, own, &layout, timeout, |peer| {
+        map_region(peer).map(Some)
+    })?;
+    Ok(conduit_over(rank, layout, maps))
+}
+
+/// Refuse a file or directory that is not this user's with exactly `mode`.
+fn check_owned(
+    what: &str,
+    path: &Path,
+    meta: &nix::sys::stat::FileStat,
+    mode: u32,
+) -> Result<(), JobError> {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    if meta.st_uid != me {
+        return Err(JobError::Usage(format!(
+            "{what} {} belongs to user {}, not to you (user {me}): something foreign is in the way of this job; remove it, or ask who made it",
+            path.display(),
+            meta.st_uid
+        )));
+    }
+    if meta.st_mode & 0o7777 != mode {
+        return Err(JobError::Usage(format!(
+            "{what} {} has mode {:04o} where this job uses {mode:04o}; remove it and start the job again",
+            path.display(),
+            meta.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Open the host's meeting directory, creating it (mode 0700) on the host's first rank.
+fn open_job_dir(job_id: &str, creator: bool, deadline: Instant) -> Result<OwnedFd, JobError> {
+    let dir = job_dir(job_id);
+    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    if creator {
+        match nix::unistd::mkdir(&dir, Mode::S_IRWXU) {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => {
+                return Err(JobError::Usage(format!(
+                    "{} already exists: another process made it before this job could (job ids are random, so this is not another job of yours); remove it and start again",
+                    dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(os(
+                    format!("creating {} (is /dev/shm mounted and writable?)", dir.display()),
+                    e,
+                ))
+            }
+        }
+        let fd = nix::fcntl::open(&dir, flags, Mode::empty())
+            .map_err(|e| os(format!("opening {}", dir.display()), e))?;
+        // Explicitly, whatever the umask made of mkdir's mode.
+        nix::sys::stat::fchmod(&fd, Mode::S_IRWXU)
+            .map_err(|e| os(format!("setting the mode of {}", dir.display()), e))?;
+        return Ok(fd);
+    }
+    loop {
+        match nix::fcntl::open(&dir, flags, Mode::empty()) {
+            Ok(fd) => {
+                let meta = nix::sys::stat::fstat(&fd)
+                    .map_err(|e| os(format!("fstat of {}", dir.display()), e))?;
+                // SAFETY: getuid has no preconditions.
+                let mine = meta.st_uid == unsafe { libc::getuid() };
+                // The creator sets 0700 right after mkdir: wait for that, but refuse a
+                // directory of someone else's at once.
+                if !mine || meta.st_mode & 0o7777 == 0o700 || Instant::now() > deadline {
+                    check_owned("the job directory", &dir, &meta, 0o700)?;
+                    return Ok(fd);
+                }
+            }
+            Err(Errno::ENOENT) => {}
+            Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => {
+                return Err(JobError::Usage(format!(
+                    "{} is not a directory (a symbolic link or a file is in the way of this job); remove it and start again",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(os(format!("opening {}", dir.display()), e)),
+        }
+        if Instant::now() > deadline {
+            return Err(JobError::Usage(format!(
+                "timed out waiting for this host's first rank to create {} (TESSERA_BOOT_TIMEOUT); did it start?",
+                dir.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Warn when the shared-memory file system has less room than the job's segments (they
+/// are reserved lazily, so this is only a warning; running out later kills a rank with
+/// SIGBUS, which the launcher explains).
+fn check_room(layout: &RegionLayout) {
+    if let Ok(fs) = nix::sys::statvfs::statvfs(SHM_DIR) {
+        let free = fs.blocks_available() as u128 * fs.fragment_size() as u128;
+        let want = layout.ranks as u128 * layout.region_len as u128;
+        if free < want {
+            eprintln!(
+                "tessera: warning: {SHM_DIR} has {} MiB free but the {} ranks on this host may touch up to {} MiB of shared memory; a rank that runs out is killed by SIGBUS (lower --segment / TESSERA_SEGMENT, or enlarge {SHM_DIR})",
+                free >> 20,
+                layout.ranks,
+                want >> 20
+            );
+        }
+    }
+}
+
+/// Join a job through named objects in the host's meeting directory (see the module
+/// documentation).
+pub(crate) fn attach_named(
+    job_id: &str,
+    rank: usize,
+    layout: RegionLayout,
+    timeout: Duration,
+) -> Result<ShmConduit, JobError> {
+    let deadline = Instant::now() + timeout;
+    if rank == 0 {
+        check_room(&layout);
+    }
+    let dir_fd = open_job_dir(job_id, rank == 0, deadline)?;
+    let dir = job_dir(job_id);
+    let name = object_file(rank);
+    let path = dir.join(&name);
+    let fd = nix::fcntl::openat(
+        &dir_fd,
+        name.as_str(),
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::S_IRUSR | Mode::S_IWUSR,
+    )
+    .map_err(|e| {
+        os(
+            format!(
+                "creating shared memory {} (something already holds the name)",
+                path.display()
+            ),
+            e,
+        )
+    })?;
+    let mut guard = UnlinkGuard(Some(path.clone()));
+    nix::sys::stat::fchmod(&fd, Mode::S_IRUSR | Mode::S_IWUSR)
+        .map_err(|e| os(format!("setting the mode of {}", path.display()), e))?;
+    let file = File::from(fd);
+    file.set_len(layout.region_len as u64)
+        .map_err(|source| JobError::Os {
+            what: format!("sizing {} to {} bytes", path.display(), layout.region_len),
+            source,
+        })?;
+    let own = MmapOptions::new()
+        .len(layout.region_len)
+        .map_raw(&file)
+        .map_err(|source| JobError::Os {
+            what: format!(
+                "mapping {} ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
+                path.display(),
+                layout.region_len
+            ),
+            source,
+        })?;
+    // SAFETY: a fresh, zero-filled mapping of region_len bytes that peers cannot read
+    // before they see `magic`, which init_region stores last.
+    unsafe { layout.init_region(base_of(&own)) };
+
+    let maps = attach_peers(
+        rank,
+        own,
+        &layout,
+        deadline.saturating_duration_since(Instant::now()),
+        |peer| {
+            let peer_name = object_file(peer);
+            let peer_path = dir.join(&peer_name);
+            let fd = match nix::fcntl::openat(
+                &dir_fd,
+                peer_name.as_str(),
+                OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => fd,
+                Err(Errno::ENOENT) => return Ok(None),
+                Err(Errno::ELOOP) => {
+                    return Err(JobError::Usage(format!(
+                    "{} is a symbolic link, not a rank's shared memory; remove it and start again",
+                    peer_path.display()
+                )))
+                }
+                Err(e) => {
+                    return Err(os(
+                        format!(
+                            "opening rank {peer}'s shared memory {}",
+                            peer_path.display()
+                        ),
+                        e,
+                    ))
+                }
+            };
+            let meta = nix::sys::stat::fstat(fd.as_fd())
+                .map_err(|e| os(format!("fstat of {}", peer_path.display()), e))?;
+            if meta.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(JobError::Usage(format!(
+                    "{} is not a regular file; remove it and start again",
+                    peer_path.display()
+                )));
+            }
+            check_owned("shared-memory object", &peer_path, &meta, 0o600)?;
+            if (meta.st_size as u64) < layout.region_len as u64 {
+                return Ok(None); // the owner has not sized it yet
+            }
+            let map = MmapOptions::new()
+                .len(layout.region_len)
+                .map_raw(fd.as_raw_fd())
+                .map_err(|source| JobError::Os {
+                    what: format!(
+                        "mapping {} (lower the segment size with --segment or TESSERA_SEGMENT)",
+                        peer_path.display()
+                    ),
+                    source,
+                })?;
+            Ok(Some(map))
+        },
+    )?;
+    // Count ourselves in every region; the name goes once every rank has mapped ours.
+    for map in &maps {
+        // SAFETY: every region is a live mapping with an initialised header.
+        unsafe { header(base_of(map)) }
+            .attached
+            .fetch_add(1, Ordering::AcqRel);
+    }
+    // SAFETY: as above.
+    let own_header = unsafe { header(base_of(&maps[rank])) };
+    while own_header.attached.load(Ordering::Acquire) < layout.ranks as u64 {
+        if Instant::now() > deadline {
+            return Err(JobError::BootstrapTimeout {
+                secs: timeout.as_secs(),
+                missing: vec![],
+            });
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    drop(guard.0.take());
+    nix::unistd::unlinkat(
+        &dir_fd,
+        name.as_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    )
+    .map_err(|e| os(format!("unlinking {}", path.display()), e))?;
+    // The last rank of the host to unlink removes the directory (the others find it not
+    // yet empty).
+    let _ = std::fs::remove_dir(&dir);
+    Ok(conduit_over(rank, layout, maps))
+}
+
+/// Unlinks our object when dropped unless disarmed (error paths during attach).
+struct UnlinkGuard(Option<PathBuf>);
+impl Drop for UnlinkGuard {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(&path);
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
 }

@@ -114,6 +114,15 @@ pub(crate) struct AmState {
     handlers: std::cell::RefCell<HashMap<AmHandlerId, (String, HandlerFn)>>,
     /// Times a send found its queue full and had to make progress first.
     backpressure: Cell<u64>,
+    /// Frames delivered to handlers so far (progress, as the deadlock detector sees it).
+    handled: Cell<u64>,
+}
+
+impl AmState {
+    /// Frames delivered to handlers on this rank so far.
+    pub(crate) fn handled(&self) -> u64 {
+        self.handled.get()
+    }
 }
 
 impl Context {
@@ -323,11 +332,14 @@ impl Context {
 /// returned after the queue has been drained.
 pub(crate) fn poll(ctx: &Context, class: AmClass) -> Result<()> {
     let mut first_error = None;
-    ctx.conduit().am_poll(class, &mut |source, frame| {
+    let delivered = ctx.conduit().am_poll(class, &mut |source, frame| {
         if let Err(e) = dispatch(ctx, class, source, frame) {
             first_error.get_or_insert(e);
         }
     });
+    if delivered > 0 {
+        ctx.am.handled.set(ctx.am.handled.get() + delivered as u64);
+    }
     first_error.map_or(Ok(()), Err)
 }
 

@@ -346,6 +346,19 @@ impl Context {
     }
 
     /// Wait until every signal this rank sent to an unmapped owner has been applied there.
+    /// Wait until every active message this rank sent has been handled at its target, then
+    /// run the replies that came back (the barrier's guarantee about active messages).
+    pub(crate) fn complete_active_messages(&self) -> Result<()> {
+        if !self.conduit().am_all_consumed() {
+            self.wait_until(
+                "its active messages to be handled",
+                || Ok(self.conduit().am_all_consumed()),
+                || "a target has not polled (every wait polls; a rank computing without calling poll() delays this)".into(),
+            )?;
+        }
+        self.poll()
+    }
+
     pub(crate) fn complete_signals(&self) -> Result<()> {
         self.complete_implicit()?;
         let pending = &self.remote_atomics.unacknowledged;

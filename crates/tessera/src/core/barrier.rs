@@ -8,6 +8,18 @@
 //! rank can be at most one epoch ahead of any other, so a slot is never overwritten before
 //! its reader is done with it.
 //!
+//! Every barrier also carries, always and at no extra message, a *fingerprint* combined
+//! the same way: whether it is the end-of-job barrier, and a digest of the rank's
+//! collective allocations so far. So a rank that returned early (its end-of-job barrier
+//! meeting the others' ordinary one) and ranks whose collective allocations differ are
+//! caught at the next barrier, on every rank, with each rank's side named, instead of
+//! running on with wrong offsets.
+//!
+//! A barrier also completes the active messages sent before it: a rank enters only once
+//! every frame it sent has been consumed by its target (handled), and runs the replies
+//! that came back, so after the barrier every handler of a message sent before it has run
+//! everywhere.
+//!
 //! Split phase: [`Context::barrier_notify`] signals round 0 and returns; later rounds
 //! advance whenever the rank makes progress; [`Context::barrier_wait`] completes them.
 //!
@@ -28,15 +40,17 @@ use crate::Result;
 const MAX_ROUNDS: usize = 32;
 /// Label value of an anonymous barrier in the (min, max) combination: neutral.
 const NO_LABEL: (u64, u64) = (u64::MAX, 0);
+/// Fingerprint bit of the end-of-job barrier.
+const END_OF_JOB: u64 = 1 << 63;
 
 /// One round's slot in the receiver's runtime area.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct Slot {
     epoch: u64,
-    label_min: u64,
-    label_max: u64,
-    _pad: u64,
+    /// Combined so far: label min, label max, fingerprint min, fingerprint max.
+    combined: [u64; 4],
+    _pad: [u64; 3],
 }
 
 /// Each rank's barrier area, allocated collectively at start-up.
@@ -49,6 +63,11 @@ struct Area {
     /// This rank's label in each parity (for naming ranks on mismatch); `has_label` flags.
     label: [u64; 2],
     has_label: [u64; 2],
+    /// This rank's fingerprint, collective allocations made and the last one's size in
+    /// each parity (for naming ranks on mismatch).
+    fingerprint: [u64; 2],
+    allocations: [u64; 2],
+    last_allocation: [u64; 2],
 }
 
 /// Per-rank barrier state.
@@ -60,7 +79,13 @@ pub(crate) struct BarrierState {
     /// Next round to complete; `rounds` when done.
     round: Cell<usize>,
     active: Cell<bool>,
-    combined: Cell<(u64, u64)>,
+    /// Label min, max; fingerprint min, max.
+    combined: Cell<[u64; 4]>,
+    /// Digest of the collective allocations and frees so far (63 bits).
+    digest: Cell<u64>,
+    /// Collective allocations so far, and the size of the last.
+    allocations: Cell<u64>,
+    last_allocation: Cell<u64>,
 }
 
 impl BarrierState {
@@ -80,6 +105,22 @@ impl BarrierState {
 
     fn area(&self) -> GlobalPtr<Area> {
         self.area.expect("barrier area allocated at start-up")
+    }
+
+    /// Fold a collective allocation (`bytes` at `offset`) or free (`bytes` = 0) into the
+    /// digest the next barrier compares.
+    pub(crate) fn note_collective(&self, offset: u64, bytes: u64) {
+        let mut h = self.digest.get() ^ 0x9e37_79b9_7f4a_7c15;
+        for word in [offset, bytes] {
+            h = (h ^ word)
+                .wrapping_mul(0x0000_0100_0000_01b3)
+                .rotate_left(29);
+        }
+        self.digest.set(h & !END_OF_JOB);
+        if bytes > 0 {
+            self.allocations.set(self.allocations.get() + 1);
+            self.last_allocation.set(bytes);
+        }
     }
 }
 
@@ -124,6 +165,17 @@ impl Context {
 
     /// [`Context::barrier_notify`] with a label.
     pub fn barrier_notify_labeled(&self, label: Option<u64>) -> Result<()> {
+        self.barrier_enter(label, false)
+    }
+
+    /// The end-of-job barrier: after it no rank needs any other. Meeting an ordinary
+    /// barrier of another rank is an error on both sides.
+    pub(crate) fn barrier_end_of_job(&self) -> Result<()> {
+        self.barrier_enter(None, true)?;
+        self.barrier_wait()
+    }
+
+    fn barrier_enter(&self, label: Option<u64>, end_of_job: bool) -> Result<()> {
         let b = &self.barrier;
         if b.active.get() {
             return Err(CoreError::Invalid(
@@ -131,11 +183,24 @@ impl Context {
             )
             .into());
         }
-        // Everything signalled before the barrier is applied before it completes anywhere.
+        // Everything signalled before the barrier is applied before it completes anywhere,
+        // and every active message sent before it has been handled.
         self.complete_signals()?;
+        self.complete_active_messages()?;
         let epoch = b.epoch.get() + 1;
         let parity = (epoch % 2) as usize;
         let area = b.area();
+        let fingerprint = b.digest.get() | if end_of_job { END_OF_JOB } else { 0 };
+        for (offset, value) in [
+            (std::mem::offset_of!(Area, fingerprint), fingerprint),
+            (std::mem::offset_of!(Area, allocations), b.allocations.get()),
+            (
+                std::mem::offset_of!(Area, last_allocation),
+                b.last_allocation.get(),
+            ),
+        ] {
+            self.put_value(field::<u64>(area, offset + 8 * parity), value)?;
+        }
         // Our own area: the label for reports, then the entered epoch.
         self.put_value(
             field::<u64>(area, std::mem::offset_of!(Area, label) + 8 * parity),
@@ -152,7 +217,8 @@ impl Context {
         b.epoch.set(epoch);
         b.round.set(0);
         b.active.set(true);
-        b.combined.set(label.map_or(NO_LABEL, |l| (l, l)));
+        let (lo, hi) = label.map_or(NO_LABEL, |l| (l, l));
+        b.combined.set([lo, hi, fingerprint, fingerprint]);
         if b.rounds > 0 {
             self.barrier_signal(0)?;
         }
@@ -165,10 +231,9 @@ impl Context {
         let epoch = b.epoch.get();
         let partner = (self.rank() + (1 << round)) % self.ranks();
         let slot = slot_ptr(b.area().on(partner), (epoch % 2) as usize, round);
-        let (lo, hi) = b.combined.get();
-        let labels = [lo, hi];
+        let combined = b.combined.get();
         self.signal(
-            Some((field::<u8>(slot.cast(), 8), bytemuck::cast_slice(&labels))),
+            Some((field::<u8>(slot.cast(), 8), bytemuck::cast_slice(&combined))),
             slot.cast::<u64>(),
             Remote::Store(epoch),
         )
@@ -185,10 +250,15 @@ impl Context {
             if self.atomic_load(slot.cast::<u64>())? < epoch {
                 return Ok(false);
             }
-            let mut labels = [0u64; 2];
-            self.get(field::<u64>(slot.cast(), 8), &mut labels)?;
-            let (lo, hi) = b.combined.get();
-            b.combined.set((lo.min(labels[0]), hi.max(labels[1])));
+            let mut theirs = [0u64; 4];
+            self.get(field::<u64>(slot.cast(), 8), &mut theirs)?;
+            let ours = b.combined.get();
+            b.combined.set([
+                ours[0].min(theirs[0]),
+                ours[1].max(theirs[1]),
+                ours[2].min(theirs[2]),
+                ours[3].max(theirs[3]),
+            ]);
             b.round.set(round + 1);
             if round + 1 < b.rounds {
                 self.barrier_signal(round + 1)?;
@@ -215,22 +285,81 @@ impl Context {
         if !self.barrier.active.get() {
             return Err(CoreError::Invalid("barrier_wait without barrier_notify".into()).into());
         }
+        let end = self.barrier_is_end_of_job();
         self.wait_until(
-            "a barrier",
+            if end {
+                "the end-of-job barrier"
+            } else {
+                "a barrier"
+            },
             || self.barrier_advance(),
             || self.barrier_laggards(),
         )?;
         self.barrier_finish()
     }
 
+    fn barrier_is_end_of_job(&self) -> bool {
+        let parity = (self.barrier.epoch.get() % 2) as usize;
+        self.get_value(field::<u64>(
+            self.barrier.area(),
+            std::mem::offset_of!(Area, fingerprint) + 8 * parity,
+        ))
+        .is_ok_and(|f| f & END_OF_JOB != 0)
+    }
+
     fn barrier_finish(&self) -> Result<()> {
         let b = &self.barrier;
         b.active.set(false);
-        let (lo, hi) = b.combined.get();
+        let [lo, hi, fp_lo, fp_hi] = b.combined.get();
+        if fp_lo != fp_hi {
+            return Err(self.fingerprint_mismatch(fp_lo, fp_hi)?);
+        }
         if lo < hi {
             return Err(CoreError::BarrierMismatch(self.barrier_labels()?).into());
         }
         Ok(())
+    }
+
+    /// Each rank's value of the `offset` field of the Area in the current parity.
+    fn barrier_fields(&self, offset: usize) -> Result<Vec<u64>> {
+        let parity = (self.barrier.epoch.get() % 2) as usize;
+        let area = self.barrier.area();
+        (0..self.ranks())
+            .map(|r| self.get_value(field::<u64>(area.on(r), offset + 8 * parity)))
+            .collect()
+    }
+
+    /// The error for fingerprints that differ: some rank's end-of-job barrier met an
+    /// ordinary one, or collective allocations differ.
+    fn fingerprint_mismatch(&self, lo: u64, hi: u64) -> Result<crate::Error> {
+        let prints = self.barrier_fields(std::mem::offset_of!(Area, fingerprint))?;
+        if (lo ^ hi) & END_OF_JOB != 0 {
+            let ended: Vec<usize> = (0..prints.len())
+                .filter(|&r| prints[r] & END_OF_JOB != 0)
+                .collect();
+            let running: Vec<usize> = (0..prints.len())
+                .filter(|&r| prints[r] & END_OF_JOB == 0)
+                .collect();
+            return Ok(CoreError::BarrierMismatch(format!(
+                "rank(s) {ended:?} ended their part of the job (the end-of-job barrier) while rank(s) {running:?} entered an ordinary barrier: ranks skipped a barrier or returned early, so the program's barriers do not match"
+            ))
+            .into());
+        }
+        let counts = self.barrier_fields(std::mem::offset_of!(Area, allocations))?;
+        let last = self.barrier_fields(std::mem::offset_of!(Area, last_allocation))?;
+        let sides: Vec<String> = (0..prints.len())
+            .map(|r| {
+                format!(
+                    "rank {r}: {} collective allocation(s), the last of {} bytes",
+                    counts[r], last[r]
+                )
+            })
+            .collect();
+        Ok(CoreError::Invalid(format!(
+            "collective allocations differ between ranks (every rank must make the same alloc_collective and free_collective calls, with the same sizes, between the same barriers): {}",
+            sides.join("; ")
+        ))
+        .into())
     }
 
     /// "rank 0: label 5, rank 1: anonymous, ..." for the current epoch.
@@ -253,10 +382,10 @@ impl Context {
                 format!("rank {r}: anonymous")
             });
         }
-        Ok(parts.join(", "))
+        Ok(format!("labels differ: {}", parts.join(", ")))
     }
 
-    /// "ranks [3] have not arrived" for the watchdog.
+    /// "ranks [3] have not arrived" for the watchdog and the board.
     fn barrier_laggards(&self) -> String {
         let epoch = self.barrier.epoch.get();
         let area = self.barrier.area();
@@ -269,6 +398,14 @@ impl Context {
                 .is_ok_and(|e| e < epoch)
             })
             .collect();
+        if late.is_empty() {
+            // Everyone entered: we wait for one round's signal.
+            let round = self.barrier.round.get();
+            let from = (self.rank() + self.ranks() - (1 << round) % self.ranks()) % self.ranks();
+            return format!(
+                "every rank entered barrier number {epoch}; waiting for rank {from}'s signal of round {round}"
+            );
+        }
         format!("rank(s) {late:?} have not reached barrier number {epoch}")
     }
 }

@@ -40,12 +40,14 @@ pub mod sync;
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
 use crate::conduit::{Conduit, ConduitKind};
 use crate::error::{CoreError, Error};
+use crate::job::board;
 use crate::Result;
 use alloc::{Arena, SegmentHeap};
 pub use gptr::GlobalPtr;
@@ -65,12 +67,46 @@ pub(crate) enum Target {
 }
 
 /// Run-time options of a rank, from the environment contract or the job builder.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Options {
     /// Watchdog for blocking waits.
     pub wait_timeout: Option<Duration>,
     /// Checked mode: verify collective calls match across ranks.
     pub checked: bool,
+    /// The job's status board, where long waits are published.
+    pub board: Option<Arc<board::Board>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("wait_timeout", &self.wait_timeout)
+            .field("checked", &self.checked)
+            .field("board", &self.board.as_ref().map(|b| b.ranks()))
+            .finish()
+    }
+}
+
+/// The state of one blocking wait once it has run past its first spins.
+struct WaitWatch {
+    started: Instant,
+    started_ms: u64,
+    published: bool,
+    /// When the published description was last written (time into the wait).
+    refreshed: Duration,
+    deadlock: board::DeadlockDetector,
+}
+
+impl WaitWatch {
+    fn start() -> WaitWatch {
+        WaitWatch {
+            started: Instant::now(),
+            started_ms: board::now_ms(),
+            published: false,
+            refreshed: Duration::ZERO,
+            deadlock: board::DeadlockDetector::default(),
+        }
+    }
 }
 
 /// One rank's handle on the job. See the [crate documentation](crate) for an example.
@@ -172,13 +208,20 @@ impl Context {
                 segment: heap.len(),
                 largest_free: e.largest_free,
             })?;
+        if arena == Arena::Collective {
+            self.barrier
+                .note_collective(offset as u64, bytes.max(1) as u64);
+        }
         Ok(GlobalPtr::new(self.rank, offset as u64))
     }
 
     /// Allocate `count` elements in every rank's segment at the same offset. Every rank
-    /// must make the same sequence of collective allocations (the offsets are computed,
-    /// not communicated, so this does not synchronise; in checked mode, `TESSERA_CHECK=1`,
-    /// it verifies the offsets with a labelled barrier). Returns this rank's block; use
+    /// must make the same sequence of collective allocations, with the same sizes, between
+    /// the same barriers: the offsets are computed, not communicated, so this does not
+    /// synchronise, but every barrier compares a digest of the allocations made so far and
+    /// fails on every rank, naming each rank's count and last size, when they differ (in
+    /// checked mode, `TESSERA_CHECK=1`, a barrier follows each allocation, so the mismatch
+    /// is caught at once). Returns this rank's block; use
     /// [`GlobalPtr::on`] for a peer's. Memory is not zeroed when it is reused.
     ///
     /// ```no_run
@@ -190,12 +233,9 @@ impl Context {
     pub fn alloc_collective<T: Pod>(&self, count: usize) -> Result<GlobalPtr<T>> {
         let ptr = self.alloc_in(Arena::Collective, count)?;
         if self.options.checked {
-            let tag = ptr.offset() ^ ((count * std::mem::size_of::<T>()) as u64).rotate_left(32);
-            self.barrier_labeled(tag).map_err(|e| {
-                CoreError::Invalid(format!(
-                    "collective allocations differ between ranks (checked mode): {e}"
-                ))
-            })?;
+            // Every barrier compares the ranks' collective allocations; checked mode runs
+            // one at once, so a mismatch is reported at the allocation that caused it.
+            self.barrier()?;
         }
         Ok(ptr)
     }
@@ -225,6 +265,9 @@ impl Context {
                 caller: self.rank,
             }
             .into());
+        }
+        if arena == Arena::Collective {
+            self.barrier.note_collective(ptr.offset(), 0);
         }
         if !self.heap.borrow_mut().free(arena, ptr.offset() as usize) {
             return Err(CoreError::BadFree {
@@ -370,8 +413,14 @@ impl Context {
     }
 
     /// Block until `done` returns true, making progress meanwhile. Spins, then yields the
-    /// processor (see [`Context::spins_per_yield`]), so oversubscribed jobs stay fast. Honours the watchdog
-    /// (`TESSERA_WAIT_TIMEOUT`), reporting `what` and `describe()`.
+    /// processor (see [`Context::spins_per_yield`]), so oversubscribed jobs stay fast.
+    ///
+    /// A wait that lasts [`board::PUBLISH_AFTER`] is published on the job's status board
+    /// (`what` and `describe()`), where the launcher and the other ranks can see it; from
+    /// then on the rank also watches the board for a deadlock (every rank waiting, nothing
+    /// moving) and fails with the wait-for graph when it finds one. The watchdog
+    /// (`TESSERA_WAIT_TIMEOUT`) fails a wait that takes longer, naming what was awaited and
+    /// the ranks that are not waiting (the ones holding everybody up).
     pub(crate) fn wait_until(
         &self,
         what: &'static str,
@@ -381,34 +430,102 @@ impl Context {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler(what).into());
         }
-        let mut started: Option<Instant> = None;
+        let mut watch: Option<WaitWatch> = None;
         let mut spins = 0u32;
-        loop {
-            if done()? {
-                return Ok(());
+        let outcome = loop {
+            match done() {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
             }
-            self.poll()?;
+            if let Err(e) = self.poll() {
+                break Err(e);
+            }
             spins += 1;
             if spins < self.spins_per_yield() {
                 std::hint::spin_loop();
                 continue;
             }
             spins = 0;
-            self.conduit.check_alive()?;
-            if let Some(limit) = self.options.wait_timeout {
-                let start = *started.get_or_insert_with(Instant::now);
-                if start.elapsed() > limit {
-                    return Err(CoreError::WaitTimeout {
-                        rank: self.rank,
-                        secs: limit.as_secs_f64(),
-                        what,
-                        detail: describe(),
-                    }
-                    .into());
-                }
+            if let Err(e) = self.conduit.check_alive() {
+                break Err(e.into());
+            }
+            let watch = watch.get_or_insert_with(WaitWatch::start);
+            if let Err(e) = self.watch_wait(watch, what, &describe) {
+                break Err(e);
             }
             std::thread::yield_now();
+        };
+        if let Some(watch) = watch {
+            if watch.published {
+                if let Some(board) = &self.options.board {
+                    board.record(self.rank).end_wait();
+                }
+            }
         }
+        outcome
+    }
+
+    /// The slow part of a wait, once per yield: publish it, keep the heartbeat, look for a
+    /// deadlock, and enforce the watchdog.
+    fn watch_wait(
+        &self,
+        watch: &mut WaitWatch,
+        what: &'static str,
+        describe: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let elapsed = watch.started.elapsed();
+        if let Some(board) = &self.options.board {
+            let record = board.record(self.rank);
+            let handled = self.am.handled();
+            if !watch.published && elapsed >= board::PUBLISH_AFTER {
+                record.publish_wait(
+                    &format!("{what} ({})", describe()),
+                    watch.started_ms,
+                    handled,
+                );
+                watch.published = true;
+                watch.refreshed = elapsed;
+            } else if watch.published {
+                record.beat(handled);
+                if elapsed - watch.refreshed >= Duration::from_secs(1) {
+                    record.refresh_wait(&format!("{what} ({})", describe()));
+                    watch.refreshed = elapsed;
+                }
+                if board.ranks() == self.ranks {
+                    if let Some(report) = watch.deadlock.observe(board, board::now_ms()) {
+                        // One report is enough: the rank waiting longest gives it, the
+                        // others keep waiting until the job ends them.
+                        if board::reports_first(board, self.rank) {
+                            return Err(CoreError::Deadlock(report).into());
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(limit) = self.options.wait_timeout {
+            if elapsed > limit {
+                let others = match &self.options.board {
+                    Some(board) if board.ranks() == self.ranks => {
+                        // One report: the rank waiting longest gives it.
+                        if watch.published && !board::reports_first(board, self.rank) {
+                            return Ok(());
+                        }
+                        board::describe_others(board, self.rank)
+                    }
+                    _ => String::new(),
+                };
+                return Err(CoreError::WaitTimeout {
+                    rank: self.rank,
+                    secs: limit.as_secs_f64(),
+                    what,
+                    detail: describe(),
+                    others,
+                }
+                .into());
+            }
+        }
+        Ok(())
     }
 
     /// A full memory fence (sequentially consistent) for hand-built flag protocols.
@@ -420,7 +537,7 @@ impl Context {
     /// still reach its segment.
     pub(crate) fn finish(&self) -> Result<()> {
         self.sync_nbi()?;
-        self.barrier()?;
+        self.barrier_end_of_job()?;
         self.conduit.job_done();
         Ok(())
     }

@@ -8,32 +8,56 @@
 //!   ranks on other hosts see them too. `TESSERA_MPIRUN_ARGS` adds arguments (a host
 //!   file, for instance).
 //!
+//! For `smp` and `threads` the launcher first creates the job's private memory
+//! ([`JobFile`]: the status board, and every smp rank's region), which the ranks inherit as
+//! `TESSERA_JOB_FD`. Through the board it knows what every rank is doing, so:
+//! - a rank that ends with status 0 before it has finished its part (it called `exit`, or
+//!   a wrapper script ended without starting it) fails the job at once, naming the rank and
+//!   what the others wait for;
+//! - `SIGQUIT` (Ctrl-\\) prints every rank's current wait without ending the job.
+//!
 //! When any rank exits non-zero or is killed, the launcher sends SIGTERM to the others,
 //! SIGKILL after one second, and reports which rank failed and how. SIGINT, SIGTERM and
 //! SIGHUP to the launcher end the whole job the same way. Ranks are also told by the
 //! kernel (`PR_SET_PDEATHSIG`) to die if the launcher itself is killed (the signal follows
-//! the *thread* that started them, so call [`launch`] from a thread that outlives the job). After the job, any
-//! shared-memory object a rank left behind (possible only if it died during start-up) is
-//! removed.
+//! the *thread* that started them, so call [`launch`] from a thread that outlives the
+//! job); a rank whose launcher died before it could ask exits at once. The launcher is a
+//! *child subreaper*, so a rank's own children (a script's background jobs) become its
+//! children when the rank ends: at the end of the job every such process is ended too, on
+//! success and on failure. (Ranks are not moved into process groups of their own, which
+//! would stop rank 0 from reading a terminal.) Job ids are random; nothing the job creates
+//! has a predictable name.
 //!
-//! This module must never interpret what ranks print; it only forwards it.
+//! This module must never interpret what ranks print; it only forwards it, a whole line
+//! per `write`.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::unistd::Pid;
 
-use super::ConduitKind;
-use crate::conduit::smp::object_name;
+use super::board::{self, Board, JobFile, RankState};
+use super::{env, ConduitKind};
+use crate::conduit::shm::{default_ring_capacity, RegionLayout};
+use crate::conduit::smp;
 use crate::error::JobError;
 
 /// How long ranks get to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(1000);
+/// The watchdog the launcher gives its ranks unless `TESSERA_WAIT_TIMEOUT` says otherwise:
+/// a blocking wait that lasts this many seconds fails, naming the ranks it waits for.
+pub const DEFAULT_WAIT_TIMEOUT_S: u64 = 300;
+/// Longest line `--label` holds before it forwards what it has (with its label).
+const LABEL_LINE_MAX: usize = 64 * 1024;
+/// How long, after the last rank ended, output forwarding may still take.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// What to launch.
 #[derive(Clone, Debug)]
@@ -82,6 +106,15 @@ impl Launch {
     pub fn run(&self) -> Result<Outcome, JobError> {
         launch(self)
     }
+
+    /// The value a rank will see for `var`: this launch's own setting, else the launcher's
+    /// environment (empty means unset).
+    fn env_value(&self, var: &str) -> Option<String> {
+        match self.env.iter().rev().find(|(k, _)| k == var) {
+            Some((_, v)) => Some(v.to_string_lossy().into_owned()).filter(|v| !v.is_empty()),
+            None => env::text(var),
+        }
+    }
 }
 
 /// How a job ended.
@@ -92,13 +125,22 @@ pub struct Outcome {
     pub code: i32,
     /// The first failure: the rank (if a rank failed) and a description.
     pub failure: Option<(Option<usize>, String)>,
+    /// The job ended because its output was closed (a rank was killed by SIGPIPE): a
+    /// command-line tool should end quietly with [`Outcome::code`].
+    pub broken_pipe: bool,
 }
 
 static RECEIVED_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static QUIT_REQUESTS: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signal: libc::c_int) {
     // Async-signal-safe: a single atomic store.
     RECEIVED_SIGNAL.store(signal, Ordering::SeqCst);
+}
+
+extern "C" fn on_quit(_: libc::c_int) {
+    // Async-signal-safe: a single atomic add.
+    QUIT_REQUESTS.fetch_add(1, Ordering::SeqCst);
 }
 
 fn install_signal_handlers() {
@@ -112,6 +154,13 @@ fn install_signal_handlers() {
         // and does not depend on any other process state.
         let _ = unsafe { sigaction(signal, &action) };
     }
+    let quit = SigAction::new(
+        SigHandler::Handler(on_quit),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: as above (one atomic add).
+    let _ = unsafe { sigaction(Signal::SIGQUIT, &quit) };
 }
 
 /// Describe how a rank ended.
@@ -120,7 +169,11 @@ fn describe(status: ExitStatus) -> String {
         let name = Signal::try_from(signal)
             .map(|s| s.as_str())
             .unwrap_or("unknown");
-        format!("was killed by signal {signal} ({name})")
+        let hint = match signal {
+            libc::SIGBUS => ": shared memory ran out (the machine's memory, or /dev/shm for named objects, is smaller than what the ranks touched); lower --segment or the problem size",
+            _ => "",
+        };
+        format!("was killed by signal {signal} ({name}){hint}")
     } else {
         match status.code() {
             Some(101) => "exited with status 101 (it panicked)".to_string(),
@@ -136,43 +189,63 @@ fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
-/// A unique id: the launcher's pid and the clock.
-fn new_job_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{:x}x{:x}", std::process::id(), nanos as u32)
+/// Write all of `bytes` to descriptor `fd`, retrying partial writes; one `write` per call
+/// where the kernel takes it whole (pipes do up to 4 KiB atomically).
+fn write_fd(fd: i32, mut bytes: &[u8]) {
+    // SAFETY: `fd` is 1 or 2, open for the life of the process; the borrow lasts one call.
+    let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    while !bytes.is_empty() {
+        match nix::unistd::write(out, bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
 }
 
+/// Forward `stream` line by line with a `[rank] ` prefix, each line in one write. A line
+/// longer than [`LABEL_LINE_MAX`] goes out in pieces of that size, each labelled, so memory
+/// stays bounded.
 fn forward(
-    stream: impl Read + Send + 'static,
+    mut stream: impl Read + Send + 'static,
     rank: usize,
-    to_stderr: bool,
+    fd: i32,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if line.last() != Some(&b'\n') {
-                        line.push(b'\n');
-                    }
-                    let prefix = format!("[{rank}] ");
-                    let _ = if to_stderr {
-                        let mut err = std::io::stderr().lock();
-                        err.write_all(prefix.as_bytes())
-                            .and_then(|_| err.write_all(&line))
-                    } else {
-                        let mut out = std::io::stdout().lock();
-                        out.write_all(prefix.as_bytes())
-                            .and_then(|_| out.write_all(&line))
-                    };
-                }
+        let prefix = format!("[{rank}] ");
+        let mut pending: Vec<u8> = Vec::with_capacity(4096);
+        let mut buf = vec![0u8; 16 * 1024];
+        let emit = |line: &[u8]| {
+            let mut out = Vec::with_capacity(prefix.len() + line.len() + 1);
+            out.extend_from_slice(prefix.as_bytes());
+            out.extend_from_slice(line);
+            if out.last() != Some(&b'\n') {
+                out.push(b'\n');
             }
+            write_fd(fd, &out);
+        };
+        loop {
+            let n = match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            pending.extend_from_slice(&buf[..n]);
+            let mut start = 0;
+            while let Some(i) = pending[start..].iter().position(|&b| b == b'\n') {
+                emit(&pending[start..start + i + 1]);
+                start += i + 1;
+            }
+            pending.drain(..start);
+            while pending.len() >= LABEL_LINE_MAX {
+                emit(&pending[..LABEL_LINE_MAX]);
+                pending.drain(..LABEL_LINE_MAX);
+            }
+        }
+        if !pending.is_empty() {
+            emit(&pending);
         }
     })
 }
@@ -190,7 +263,7 @@ fn program_command(spec: &Launch) -> Command {
         cmd.args(&spec.args);
         return cmd;
     }
-    let mpirun = std::env::var_os("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
+    let mpirun = env::raw("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
     let open_mpi = Command::new(&mpirun)
         .arg("--version")
         .output()
@@ -199,8 +272,7 @@ fn program_command(spec: &Launch) -> Command {
     cmd.arg("-np").arg(spec.ranks.to_string());
     if open_mpi {
         cmd.arg("--oversubscribe");
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        if nix::unistd::geteuid().is_root() {
             cmd.arg("--allow-run-as-root");
         }
         let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into()];
@@ -215,23 +287,36 @@ fn program_command(spec: &Launch) -> Command {
         );
         vars.sort();
         vars.dedup();
+        vars.retain(|v| v != "TESSERA_JOB_FD");
         for var in vars {
             cmd.arg("-x").arg(var);
         }
     }
-    if let Ok(extra) = std::env::var("TESSERA_MPIRUN_ARGS") {
+    if let Some(extra) = env::text("TESSERA_MPIRUN_ARGS") {
         cmd.args(extra.split_whitespace());
     }
     cmd.arg(&spec.program).args(&spec.args);
     cmd
 }
 
-fn spawn_rank(spec: &Launch, job_id: &str, rank: Option<usize>) -> Result<Child, JobError> {
+fn spawn_rank(
+    spec: &Launch,
+    job_id: &str,
+    job_fd: Option<i32>,
+    rank: Option<usize>,
+) -> Result<Child, JobError> {
     let mut cmd = program_command(spec);
     cmd.env("TESSERA_CONDUIT", spec.conduit.name())
         .env("TESSERA_RANKS", spec.ranks.to_string())
         .env("TESSERA_JOB_ID", job_id)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)));
+        .env_remove("TESSERA_JOB_FD");
+    if spec.env_value("TESSERA_WAIT_TIMEOUT").is_none() {
+        cmd.env("TESSERA_WAIT_TIMEOUT", DEFAULT_WAIT_TIMEOUT_S.to_string());
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(fd) = job_fd {
+        cmd.env("TESSERA_JOB_FD", fd.to_string());
+    }
     match rank {
         Some(r) => cmd.env("TESSERA_RANK", r.to_string()),
         None => cmd.env_remove("TESSERA_RANK"),
@@ -245,12 +330,28 @@ fn spawn_rank(spec: &Launch, job_id: &str, rank: Option<usize>) -> Result<Child,
     if spec.label && rank.is_some() {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
+    let launcher = nix::unistd::getpid();
     // SAFETY: the closure runs in the child between fork and exec and only calls prctl,
-    // which is async-signal-safe.
+    // getppid, signal, fcntl and _exit, which are async-signal-safe; it allocates nothing.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died between fork and prctl, in which case the signal
+            // will never come: we were already handed to another parent.
+            if libc::getppid() != launcher.as_raw() {
+                libc::_exit(1);
+            }
+            // Ctrl-\ reaches every process of the terminal's group: the launcher answers it
+            // with the ranks' waits, and the ranks must not die of it.
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+            // The job file is close-on-exec in the launcher (so no other program it starts
+            // inherits it); this rank keeps it.
+            if let Some(fd) = job_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
@@ -271,6 +372,148 @@ fn signal_all(ranks: &[Rank], signal: Signal) {
     }
 }
 
+/// The job's memory file, where the launcher makes one: the board for smp and threads, and
+/// smp's regions unless named objects were asked for.
+fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
+    let shm_names = match spec.env_value("TESSERA_SHM_NAMES") {
+        Some(v) => env::parse_switch(&v).ok_or_else(|| JobError::BadEnv {
+            var: "TESSERA_SHM_NAMES",
+            value: v,
+            why: "a switch takes 1/0, true/false, yes/no or on/off".into(),
+        })?,
+        None => false,
+    };
+    match spec.conduit {
+        ConduitKind::Mpi => Ok(None),
+        ConduitKind::Threads => JobFile::create(spec.ranks, None).map(Some),
+        ConduitKind::Smp if shm_names => JobFile::create(spec.ranks, None).map(Some),
+        ConduitKind::Smp => {
+            let segment = match spec
+                .segment
+                .clone()
+                .or_else(|| spec.env_value("TESSERA_SEGMENT"))
+            {
+                Some(text) => super::parse_size(&text)?,
+                None => super::DEFAULT_SEGMENT,
+            };
+            let queue = match spec.env_value("TESSERA_AM_QUEUE") {
+                Some(text) => super::parse_size(&text)
+                    .ok()
+                    .filter(|&q| q <= env::MAX_AM_QUEUE)
+                    .ok_or_else(|| JobError::BadEnv {
+                        var: "TESSERA_AM_QUEUE",
+                        value: text,
+                        why: format!(
+                            "a size of at most {} MiB, e.g. 64K",
+                            env::MAX_AM_QUEUE >> 20
+                        ),
+                    })?,
+                None => default_ring_capacity(spec.ranks),
+            };
+            let layout = RegionLayout::new(spec.ranks, segment, queue);
+            JobFile::create(
+                spec.ranks,
+                Some((layout.region_len, layout.segment_len, layout.ring_capacity)),
+            )
+            .map(Some)
+        }
+    }
+}
+
+/// Become a child subreaper: orphaned descendants of the ranks become our children, so
+/// that the job can end them.
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER and an integer argument has no memory
+    // effects; failure only means stray descendants go to init instead.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+}
+
+/// Children of this process that are not ranks (descendants of ranks, orphaned to us).
+fn stray_children(ranks: &[Rank]) -> Vec<i32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{me}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        found.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .filter(|&p| !ranks.iter().any(|r| r.child.id() as i32 == p)),
+        );
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+/// End every process the ranks left behind (after the ranks themselves have ended): TERM,
+/// then KILL after a grace period, reaping each.
+fn end_strays(ranks: &[Rank]) {
+    let deadline = Instant::now() + TERM_GRACE;
+    let mut termed = false;
+    loop {
+        let strays = stray_children(ranks);
+        if strays.is_empty() {
+            return;
+        }
+        let signal = if !termed {
+            Signal::SIGTERM
+        } else if Instant::now() > deadline {
+            Signal::SIGKILL
+        } else {
+            Signal::SIGCONT // wake stopped ones so that TERM can act
+        };
+        for &pid in &strays {
+            let _ = kill(Pid::from_raw(pid), signal);
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+        termed = true;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Why a rank that exited with status 0 did so too early, if it did.
+fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String> {
+    let views = board.snapshot();
+    let started = |r: usize| views[r].state != RankState::Absent;
+    let who = match conduit {
+        ConduitKind::Threads => "the ranks' process".to_string(),
+        _ => format!("rank {rank}"),
+    };
+    let unfinished: Vec<usize> = match conduit {
+        ConduitKind::Threads => (0..views.len())
+            .filter(|&r| started(r) && views[r].state != RankState::Finished)
+            .collect(),
+        _ => vec![rank]
+            .into_iter()
+            .filter(|&r| started(r) && views[r].state != RankState::Finished)
+            .collect(),
+    };
+    let now = board::now_ms();
+    if !unfinished.is_empty() {
+        return Some(format!(
+            "{who} exited with status 0 before the end of the job (rank(s) {unfinished:?} never reached the end-of-job barrier: a call to exit, or a wrapper that ended first); the ranks stood so:\n{}",
+            board::describe_all(&views, now).trim_end()
+        ));
+    }
+    if conduit == ConduitKind::Smp && !started(rank) && (0..views.len()).any(started) {
+        return Some(format!(
+            "rank {rank} exited with status 0 without joining the job while other ranks did (did a wrapper script skip the program on that rank?); the ranks stood so:\n{}",
+            board::describe_all(&views, now).trim_end()
+        ));
+    }
+    None
+}
+
 /// Start the job described by `spec` and wait until every process has ended.
 pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     if spec.ranks == 0 {
@@ -281,8 +524,21 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     if let Some(segment) = &spec.segment {
         super::parse_size(segment)?;
     }
+    env::check_user_settings()?;
     install_signal_handlers();
-    let job_id = new_job_id();
+    become_subreaper();
+    let job_id = smp::new_job_id()?;
+    let file = job_file(spec)?.map(Arc::new);
+    let board = file.as_ref().map(|f| f.board().clone());
+    let job_fd = file.as_ref().map(|f| f.fd().as_raw_fd());
+    if let Some(fd) = job_fd {
+        // Close-on-exec here, so that only the ranks (pre_exec clears it) inherit it.
+        let _ = nix::fcntl::fcntl(
+            // SAFETY: `fd` belongs to `file`, alive for this whole function.
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        );
+    }
     let processes: Vec<Option<usize>> = match spec.conduit {
         ConduitKind::Smp => (0..spec.ranks).map(Some).collect(),
         ConduitKind::Threads | ConduitKind::Mpi => vec![None],
@@ -290,14 +546,14 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     let mut ranks: Vec<Rank> = Vec::with_capacity(processes.len());
     let mut forwarders = Vec::new();
     for rank in processes {
-        match spawn_rank(spec, &job_id, rank) {
+        match spawn_rank(spec, &job_id, job_fd, rank) {
             Ok(mut child) => {
                 let r = rank.unwrap_or(0);
                 if let Some(out) = child.stdout.take() {
-                    forwarders.push(forward(out, r, false));
+                    forwarders.push(forward(out, r, 1));
                 }
                 if let Some(err) = child.stderr.take() {
-                    forwarders.push(forward(err, r, true));
+                    forwarders.push(forward(err, r, 2));
                 }
                 ranks.push(Rank {
                     rank: r,
@@ -310,7 +566,8 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                 for r in &mut ranks {
                     let _ = r.child.wait();
                 }
-                cleanup(spec, &job_id);
+                end_strays(&ranks);
+                cleanup(&job_id);
                 return Err(e);
             }
         }
@@ -319,31 +576,57 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     let started = Instant::now();
     let mut failure: Option<(Option<usize>, String)> = None;
     let mut code = 0;
+    let mut broken_pipe = false;
     let mut teardown: Option<Instant> = None;
     let mut termed = false;
     let mut killed = false;
+    let mut quits_served = QUIT_REQUESTS.load(Ordering::SeqCst);
     loop {
         for r in ranks.iter_mut().filter(|r| r.status.is_none()) {
             if let Ok(Some(status)) = r.child.try_wait() {
                 r.status = Some(status);
-                if !status.success() && teardown.is_none() {
-                    failure = Some((
-                        Some(r.rank),
-                        match spec.conduit {
-                            ConduitKind::Smp => format!("rank {} {}", r.rank, describe(status)),
-                            ConduitKind::Threads => {
-                                format!("the ranks' process {}", describe(status))
-                            }
-                            ConduitKind::Mpi => format!("mpirun {}", describe(status)),
-                        },
-                    ));
-                    code = exit_code(status);
+                if teardown.is_some() {
+                    continue;
+                }
+                let early = match (&board, status.success()) {
+                    (Some(b), true) => early_exit(b, r.rank, spec.conduit),
+                    _ => None,
+                };
+                if !status.success() || early.is_some() {
+                    let who = match spec.conduit {
+                        ConduitKind::Smp => format!("rank {}", r.rank),
+                        ConduitKind::Threads => "the ranks' process".to_string(),
+                        ConduitKind::Mpi => "mpirun".to_string(),
+                    };
+                    let why = early.unwrap_or_else(|| {
+                        let mut why = format!("{who} {}", describe(status));
+                        if let Some(reason) = board
+                            .as_ref()
+                            .and_then(|b| failed_reason(b, r.rank, spec.conduit))
+                        {
+                            why.push_str(&format!(" ({reason})"));
+                        }
+                        why
+                    });
+                    // Output closed (`| head`): end quietly, as a pipeline expects.
+                    broken_pipe = status.signal() == Some(libc::SIGPIPE);
+                    code = if status.success() {
+                        1
+                    } else {
+                        exit_code(status)
+                    };
+                    failure = Some((Some(r.rank), why));
                     teardown = Some(Instant::now());
                 }
             }
         }
         if ranks.iter().all(|r| r.status.is_some()) {
             break;
+        }
+        let quits = QUIT_REQUESTS.load(Ordering::SeqCst);
+        if quits != quits_served {
+            quits_served = quits;
+            write_fd(2, dump(board.as_deref(), spec).as_bytes());
         }
         if teardown.is_none() {
             let signal = RECEIVED_SIGNAL.load(Ordering::SeqCst);
@@ -374,19 +657,63 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+    end_strays(&ranks);
+    let drain_until = Instant::now() + DRAIN_LIMIT;
     for f in forwarders {
-        let _ = f.join();
-    }
-    cleanup(spec, &job_id);
-    Ok(Outcome { code, failure })
-}
-
-/// Remove any shared-memory object the job's ranks left (only possible if one died before
-/// every rank attached).
-fn cleanup(spec: &Launch, job_id: &str) {
-    if spec.conduit == ConduitKind::Smp {
-        for rank in 0..spec.ranks {
-            let _ = nix::sys::mman::shm_unlink(object_name(job_id, rank).as_str());
+        while !f.is_finished() && Instant::now() < drain_until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if f.is_finished() {
+            let _ = f.join();
         }
     }
+    cleanup(&job_id);
+    drop(file);
+    Ok(Outcome {
+        code,
+        failure,
+        broken_pipe,
+    })
+}
+
+/// The first line a failed rank left on the board, if any.
+fn failed_reason(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String> {
+    let views = board.snapshot();
+    let pick = match conduit {
+        ConduitKind::Threads => views.iter().position(|v| v.state == RankState::Failed)?,
+        _ => rank,
+    };
+    let view = views.get(pick)?;
+    if view.state != RankState::Failed || view.text.is_empty() {
+        return None;
+    }
+    // The board keeps the start of the first line; say so when it was cut.
+    let mut text = view.text.trim_end_matches(':').to_string();
+    if view.text.len() >= 180 {
+        text.push('…');
+    }
+    Some(match conduit {
+        ConduitKind::Threads => format!("rank {pick} failed: {text}"),
+        _ => text,
+    })
+}
+
+/// Every rank's state, for SIGQUIT.
+fn dump(board: Option<&Board>, spec: &Launch) -> String {
+    match board {
+        Some(b) => format!(
+            "tessera: the job's ranks now (SIGQUIT; the job goes on):\n{}",
+            board::describe_all(&b.snapshot(), board::now_ms())
+        ),
+        None => format!(
+            "tessera: the {} conduit keeps no status board; nothing to show (SIGQUIT ignored)\n",
+            spec.conduit
+        ),
+    }
+}
+
+/// Remove anything named the job's ranks left (named objects: only if a rank died during
+/// start-up).
+fn cleanup(job_id: &str) {
+    smp::remove_job_dir(job_id);
 }

@@ -1,31 +1,52 @@
 //! The job layer: how ranks come to exist, learn who they are, and end.
 //!
 //! ## Environment contract
-//! `tessera run` (see [`launcher`]) starts ranks with these variables; a program that
-//! finds none of them runs as a single rank.
+//! `tessera run` (see [`launcher`]) starts ranks with the variables below; a program that
+//! finds none of them runs as a single rank. Every variable is read by [`env`], which
+//! applies one parser per kind (sizes, seconds, switches) and never panics on a value;
+//! empty means unset.
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `TESSERA_CONDUIT` | `smp` (one process per rank), `threads` (one process, `TESSERA_RANKS` threads) or `mpi` (processes started by mpirun; the default when built with the `mpi` feature and started by mpirun) |
-//! | `TESSERA_MPI_BYPASS` | `0`: on the mpi conduit, reach ranks of the same host through MPI too, not shared memory |
-//! | `TESSERA_MPI_PROGRESS` | on the mpi conduit, microseconds between the polls of a progress thread that serves one-sided operations while the rank computes (e.g. `100`; unset or `0`: no thread) |
-//! | `TESSERA_RANKS` | number of ranks in the job |
-//! | `TESSERA_RANK` | this process's rank (`smp` only) |
-//! | `TESSERA_JOB_ID` | unique job id; names the shared-memory objects (`smp` only) |
+//! | `TESSERA_CONDUIT` | `smp`, `threads` or `mpi` (set by the launcher; a program started by mpirun picks `mpi` by itself) |
+//! | `TESSERA_RANKS` | number of ranks in the job (set by the launcher) |
+//! | `TESSERA_RANK` | this process's rank (set by the launcher, `smp` only) |
+//! | `TESSERA_JOB_ID` | random job id naming shared-memory objects where names are used (set by the launcher) |
+//! | `TESSERA_JOB_FD` | descriptor of the job's private shared memory: the status board and, for `smp`, every rank's region (set by the launcher) |
 //! | `TESSERA_SEGMENT` | segment size per rank, e.g. `512M`, `4G` (default [`DEFAULT_SEGMENT`], reserved lazily) |
-//! | `TESSERA_AM_QUEUE` | bytes per active-message queue (default: 64 KiB, less for large jobs) |
-//! | `TESSERA_WAIT_TIMEOUT` | watchdog: seconds a blocking wait may take before it fails naming who is missing |
-//! | `TESSERA_BOOT_TIMEOUT` | seconds to wait for all ranks to attach at start-up (default 60) |
-//! | `TESSERA_CHECK` | `1` for checked mode (collective calls verified across ranks) |
-//! | `TESSERA_HIDE_PEERS` | `1`: treat every peer as unmapped, as on another host, so data moves through the conduit's put/get and atomics through active messages (a testing aid) |
+//! | `TESSERA_AM_QUEUE` | bytes per active-message queue (default 64 KiB per sender, smaller for large jobs) |
+//! | `TESSERA_WAIT_TIMEOUT` | watchdog: seconds a blocking wait may take before it fails naming the ranks it waits for, or `off` (default under `tessera run`: [`launcher::DEFAULT_WAIT_TIMEOUT_S`]; otherwise off) |
+//! | `TESSERA_BOOT_TIMEOUT` | seconds to wait for every rank to attach at start-up (default 60) |
+//! | `TESSERA_CHECK` | switch: checked mode (every collective call and collective allocation compared across ranks in full) |
+//! | `TESSERA_HIDE_PEERS` | switch: treat every peer as unmapped, as on another host (a testing aid) |
+//! | `TESSERA_SHM_NAMES` | switch: `smp` ranks under `tessera run` create named shared-memory objects (as the mpi conduit does on each host) instead of using the launcher's private memory (a testing aid) |
+//! | `TESSERA_TUNING` | collective tuning table to follow (a path, or `none`; default ~/.config/tessera/tuning.json if it exists) |
+//! | `TESSERA_COLL_<OP>` | force a collective algorithm, e.g. `TESSERA_COLL_ALLREDUCE=ring` |
+//! | `TESSERA_MPI_BYPASS` | switch (default on): on the mpi conduit, reach ranks of the same host through shared memory |
+//! | `TESSERA_MPI_PROGRESS` | mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread) |
+//! | `TESSERA_MPIRUN` | the mpirun the launcher calls for `--conduit mpi` (default `mpirun`) |
+//! | `TESSERA_MPIRUN_ARGS` | extra arguments for that mpirun (a host file, for instance) |
+//!
+//! ## How a job ends
+//! Every rank records its state on the job's status board ([`board`]). A rank's part ends
+//! with the *end-of-job barrier* ([`Job::run`] runs it after the body); a rank that ends
+//! any other way while its peers may still need it (returns early into a barrier the others
+//! never reach, calls `exit`, crashes) makes the job fail at once, naming the rank and what
+//! the others were waiting for. Under `threads`, `exit` from a rank's thread is caught the
+//! same way (the process then exits with status 1, not the status given).
 //!
 //! This layer must never do communication itself; it builds conduits and contexts and
 //! reports how ranks ended.
 
+pub mod board;
+pub mod env;
 pub mod launcher;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use board::{Board, JobFile, RankState};
 
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 pub use crate::conduit::ConduitKind;
@@ -81,27 +102,14 @@ pub fn parse_size(text: &str) -> Result<usize, JobError> {
         .ok_or_else(|| JobError::BadSize(text.into()))
 }
 
-fn env_var(var: &'static str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.is_empty())
-}
-
-fn env_parse<T: std::str::FromStr>(var: &'static str, what: &str) -> Result<Option<T>, JobError> {
-    match env_var(var) {
-        None => Ok(None),
-        Some(value) => value.parse().map(Some).map_err(|_| JobError::BadEnv {
-            var,
-            value,
-            why: what.into(),
-        }),
-    }
-}
+/// Default time for every rank to attach at start-up.
+const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Identity of a rank process started by the launcher.
 #[derive(Clone, Debug)]
 struct Launched {
     job_id: String,
     rank: usize,
-    boot_timeout: Duration,
 }
 
 /// A job description: which conduit, how many ranks, how big the segments.
@@ -117,7 +125,7 @@ struct Launched {
 ///     Ok(())
 /// }).unwrap();
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Job {
     conduit: ConduitKind,
     ranks: usize,
@@ -127,7 +135,24 @@ pub struct Job {
     hide_peers: bool,
     /// mpi conduit: ranks of one host through shared memory.
     mpi_bypass: bool,
+    boot_timeout: Duration,
     launched: Option<Launched>,
+    /// The launcher's private memory file (`TESSERA_JOB_FD`): the board, and smp regions.
+    job_file: Option<Arc<JobFile>>,
+    /// smp under the launcher: named objects instead of the job file (`TESSERA_SHM_NAMES`).
+    shm_names: bool,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("conduit", &self.conduit)
+            .field("ranks", &self.ranks)
+            .field("segment", &self.segment)
+            .field("launched", &self.launched)
+            .field("job_file", &self.job_file.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Job {
@@ -141,7 +166,10 @@ impl Job {
             options: Options::default(),
             hide_peers: false,
             mpi_bypass: true,
+            boot_timeout: DEFAULT_BOOT_TIMEOUT,
             launched: None,
+            job_file: None,
+            shm_names: false,
         }
     }
 
@@ -149,28 +177,18 @@ impl Job {
     /// the process was started directly.
     pub fn from_env() -> Result<Job, JobError> {
         let mut job = Job::threads(1);
-        if let Some(segment) = env_var("TESSERA_SEGMENT") {
-            job.segment = parse_size(&segment).map_err(|e| JobError::BadEnv {
-                var: "TESSERA_SEGMENT",
-                value: segment,
-                why: e.to_string(),
-            })?;
+        if let Some(segment) = env::size("TESSERA_SEGMENT")? {
+            job.segment = segment;
         }
-        job.am_queue = env_var("TESSERA_AM_QUEUE")
-            .map(|v| {
-                parse_size(&v).map_err(|e| JobError::BadEnv {
-                    var: "TESSERA_AM_QUEUE",
-                    value: v,
-                    why: e.to_string(),
-                })
-            })
-            .transpose()?;
-        job.options.wait_timeout = env_parse::<f64>("TESSERA_WAIT_TIMEOUT", "seconds, e.g. 30")?
-            .map(Duration::from_secs_f64);
-        job.options.checked = env_var("TESSERA_CHECK").is_some_and(|v| v != "0");
-        job.hide_peers = env_var("TESSERA_HIDE_PEERS").is_some_and(|v| v != "0");
-        let ranks = env_parse::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
-        let conduit = match env_var("TESSERA_CONDUIT") {
+        job.am_queue = env::am_queue()?;
+        job.options.wait_timeout = match env::limit("TESSERA_WAIT_TIMEOUT")? {
+            Some(env::Limit::After(limit)) => Some(limit),
+            Some(env::Limit::Off) | None => None,
+        };
+        job.options.checked = env::switch("TESSERA_CHECK")?.unwrap_or(false);
+        job.hide_peers = env::switch("TESSERA_HIDE_PEERS")?.unwrap_or(false);
+        let ranks = env::number::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
+        let conduit = match env::text("TESSERA_CONDUIT") {
             Some(v) => v.parse::<ConduitKind>().map_err(|why| JobError::BadEnv {
                 var: "TESSERA_CONDUIT",
                 value: v,
@@ -183,7 +201,7 @@ impl Job {
         if conduit == ConduitKind::Mpi {
             // MPI decides the ranks; the launcher's count is only a hint for the layout.
             job.ranks = launcher_ranks().unwrap_or(1);
-            job.mpi_bypass = env_var("TESSERA_MPI_BYPASS").is_none_or(|v| v != "0");
+            job.mpi_bypass = env::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true);
         }
         job.conduit = conduit;
         if let Some(ranks) = ranks {
@@ -196,6 +214,13 @@ impl Job {
             }
             job.ranks = ranks;
         }
+        job.boot_timeout = env::seconds("TESSERA_BOOT_TIMEOUT")?.unwrap_or(DEFAULT_BOOT_TIMEOUT);
+        job.shm_names = env::switch("TESSERA_SHM_NAMES")?.unwrap_or(false);
+        if conduit != ConduitKind::Mpi {
+            if let Some(fd) = env::number::<i32>("TESSERA_JOB_FD", "a descriptor number")? {
+                job.job_file = Some(Arc::new(JobFile::open(fd, job.ranks)?));
+            }
+        }
         if conduit == ConduitKind::Smp {
             let missing = |var| {
                 JobError::BadEnv {
@@ -204,9 +229,9 @@ impl Job {
                 why: "required for the smp conduit; start smp jobs with `tessera run -n N -- PROGRAM`".into(),
             }
             };
-            let rank = env_parse::<usize>("TESSERA_RANK", "a rank number")?
+            let rank = env::number::<usize>("TESSERA_RANK", "a rank number")?
                 .ok_or_else(|| missing("TESSERA_RANK"))?;
-            let job_id = env_var("TESSERA_JOB_ID").ok_or_else(|| missing("TESSERA_JOB_ID"))?;
+            let job_id = env::text("TESSERA_JOB_ID").ok_or_else(|| missing("TESSERA_JOB_ID"))?;
             if rank >= job.ranks {
                 return Err(JobError::BadEnv {
                     var: "TESSERA_RANK",
@@ -214,12 +239,7 @@ impl Job {
                     why: format!("must be below TESSERA_RANKS={}", job.ranks),
                 });
             }
-            let boot = env_parse::<f64>("TESSERA_BOOT_TIMEOUT", "seconds")?.unwrap_or(60.0);
-            job.launched = Some(Launched {
-                job_id,
-                rank,
-                boot_timeout: Duration::from_secs_f64(boot),
-            });
+            job.launched = Some(Launched { job_id, rank });
         }
         Ok(job)
     }
@@ -285,8 +305,9 @@ impl Job {
     }
 
     /// Run `body` on every rank of this process (all of them for `threads`, this process's
-    /// rank for `smp`), then a final barrier. Returns the first failure: an error returned
-    /// by a body, a panic, or a start-up problem, naming the rank.
+    /// rank for `smp`), then the end-of-job barrier. Returns the first failure: an error
+    /// returned by a body, a panic, a start-up problem, or a rank that left the job early,
+    /// naming the rank.
     pub fn run<F>(&self, body: F) -> Result<(), JobError>
     where
         F: Fn(&Context) -> RankResult + Sync,
@@ -294,12 +315,31 @@ impl Job {
         if self.ranks == 0 {
             return Err(JobError::Usage("a job needs at least one rank".into()));
         }
+        guard_exit();
         match (&self.launched, self.conduit) {
             (Some(launched), ConduitKind::Smp) => {
-                let conduit = smp::attach(&launched.job_id, launched.rank, self.layout(), launched.boot_timeout)?
-                    .hide_peers(self.hide_peers);
-                run_rank(Box::new(conduit), self.options.clone(), &body)
-                    .map_err(|why| JobError::RankFailed { rank: launched.rank, why })
+                let board = self.job_file.as_ref().map(|f| f.board().clone());
+                let rank = launched.rank;
+                let _watch = RankWatch::enter(board.as_ref(), rank);
+                let conduit = match (&self.job_file, self.shm_names) {
+                    (Some(file), false) => {
+                        smp::attach_file(file, rank, self.layout(), self.boot_timeout)
+                    }
+                    _ => smp::attach_named(
+                        &launched.job_id,
+                        rank,
+                        self.layout(),
+                        self.boot_timeout,
+                    ),
+                }
+                .inspect_err(|e| {
+                    if let Some(b) = &board {
+                        b.record(rank).fail(&e.to_string());
+                    }
+                })?
+                .hide_peers(self.hide_peers);
+                run_rank(Box::new(conduit), self.options_with(board), &body)
+                    .map_err(|why| JobError::RankFailed { rank, why })
             }
             (None, ConduitKind::Smp) => Err(JobError::Usage(
                 "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
@@ -309,14 +349,20 @@ impl Job {
         }
     }
 
+    fn options_with(&self, board: Option<Arc<Board>>) -> Options {
+        Options {
+            board,
+            ..self.options.clone()
+        }
+    }
+
     #[cfg(feature = "mpi")]
     fn run_mpi<F>(&self, body: &F) -> Result<(), JobError>
     where
         F: Fn(&Context) -> RankResult + Sync,
     {
         let bypass = self.mpi_bypass && !self.hide_peers;
-        let boot = env_parse::<f64>("TESSERA_BOOT_TIMEOUT", "seconds")?.unwrap_or(60.0);
-        let progress = env_parse::<u64>(
+        let progress = env::number::<u64>(
             "TESSERA_MPI_PROGRESS",
             "microseconds between progress polls, or 0 for no progress thread",
         )?
@@ -327,7 +373,7 @@ impl Job {
             self.am_queue,
             bypass,
             progress,
-            Duration::from_secs_f64(boot),
+            self.boot_timeout,
         )?;
         let rank = crate::conduit::Conduit::rank(&conduit);
         run_rank(Box::new(conduit), self.options.clone(), body)
@@ -348,17 +394,23 @@ impl Job {
     where
         F: Fn(&Context) -> RankResult + Sync,
     {
+        let board = match &self.job_file {
+            Some(file) if file.board().ranks() == self.ranks => file.board().clone(),
+            _ => Board::in_process(self.ranks),
+        };
         let job = threads::ThreadsJob::new(self.layout())?;
         std::thread::scope(|scope| -> Result<(), JobError> {
             let mut handles = Vec::with_capacity(self.ranks);
             for rank in 0..self.ranks {
                 let job = job.clone();
-                let options = self.options.clone();
+                let options = self.options_with(Some(board.clone()));
+                let board = board.clone();
                 let handle = std::thread::Builder::new()
                     .name(format!("rank-{rank}"))
                     .stack_size(16 << 20)
                     .spawn_scoped(scope, move || {
                         let _alive = crate::core::RankThread::enter();
+                        let _watch = RankWatch::enter(Some(&board), rank);
                         let conduit = job.conduit(rank).hide_peers(self.hide_peers);
                         if let Err(why) = run_rank(Box::new(conduit), options, body) {
                             job.abort.raise(rank, &why);
@@ -383,6 +435,7 @@ impl Job {
 }
 
 /// Build the context, run the body, finish; any failure (error or panic) as a message.
+/// The rank's record on the board follows: running, then finished or failed.
 fn run_rank<F>(
     conduit: Box<dyn crate::conduit::Conduit>,
     options: Options,
@@ -391,8 +444,13 @@ fn run_rank<F>(
 where
     F: Fn(&Context) -> RankResult + Sync,
 {
+    let board = options.board.clone();
+    let rank = conduit.rank();
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
         let ctx = Context::new(conduit, options).map_err(|e| format!("start-up: {e}"))?;
+        if let Some(b) = &board {
+            b.record(rank).set_state(RankState::Running);
+        }
         let outcome = body(&ctx)
             .map_err(|e| e.to_string())
             .and_then(|()| ctx.finish().map_err(|e| e.to_string()));
@@ -402,7 +460,7 @@ where
         }
         outcome
     }));
-    match outcome {
+    let outcome = match outcome {
         Ok(result) => result,
         Err(panic) => Err(match panic.downcast_ref::<&str>() {
             Some(s) => format!("panicked: {s}"),
@@ -411,12 +469,160 @@ where
                 None => "panicked".to_string(),
             },
         }),
+    };
+    if let Some(b) = &board {
+        match &outcome {
+            Ok(()) => b.record(rank).set_state(RankState::Finished),
+            Err(why) => b.record(rank).fail(why),
+        }
+    }
+    outcome
+}
+
+// ----- a rank that calls exit() -------------------------------------------------------
+
+/// Boards of the jobs running in this process and the ranks this process runs in each,
+/// for the exit check.
+static BOARDS: Mutex<Vec<(Weak<Board>, Vec<usize>)>> = Mutex::new(Vec::new());
+
+std::thread_local! {
+    /// The rank this thread runs, if it is a rank's thread.
+    static THIS_RANK: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// While alive: this thread runs `rank` of the job with `board` (marked starting).
+struct RankWatch;
+
+impl RankWatch {
+    fn enter(board: Option<&Arc<Board>>, rank: usize) -> RankWatch {
+        THIS_RANK.with(|r| r.set(Some(rank)));
+        if let Some(board) = board {
+            board.record(rank).set_state(RankState::Starting);
+            let mut boards = BOARDS.lock().unwrap_or_else(|e| e.into_inner());
+            boards.retain(|(b, _)| b.strong_count() > 0);
+            match boards
+                .iter_mut()
+                .find(|(b, _)| b.as_ptr() == Arc::as_ptr(board))
+            {
+                Some((_, ranks)) => ranks.push(rank),
+                None => boards.push((Arc::downgrade(board), vec![rank])),
+            }
+        }
+        RankWatch
+    }
+}
+
+impl Drop for RankWatch {
+    fn drop(&mut self) {
+        THIS_RANK.with(|r| r.set(None));
+    }
+}
+
+/// Install, once per process, the check that runs when the process exits with status 0:
+/// if a job of this process is still running (some rank of this process neither finished
+/// nor failed), whoever called `exit(0)` left the other ranks waiting, so say which rank it
+/// was and exit with status 1 instead. (Any other status is a failure already and is left
+/// as it is.)
+fn guard_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: on_exit registers a function that glibc calls with the exit status and
+        // our null argument; `on_exit_status` never unwinds (try_lock, loads, raw writes).
+        unsafe {
+            on_exit(on_exit_status, std::ptr::null_mut());
+        }
+    });
+}
+
+extern "C" {
+    /// glibc's `on_exit(3)`: like `atexit`, but the function learns the exit status.
+    fn on_exit(
+        function: extern "C" fn(libc::c_int, *mut libc::c_void),
+        argument: *mut libc::c_void,
+    ) -> libc::c_int;
+}
+
+extern "C" fn on_exit_status(status: libc::c_int, _: *mut libc::c_void) {
+    if status == 0 {
+        exit_check();
+    }
+}
+
+fn exit_check() {
+    let Ok(boards) = BOARDS.try_lock() else {
+        return;
+    };
+    let mut unfinished = Vec::new();
+    let mut board_text = String::new();
+    for (board, mine) in boards.iter() {
+        let Some(board) = board.upgrade() else {
+            continue;
+        };
+        let views = board.snapshot();
+        // A failing job is already ending with its own report.
+        if mine.iter().any(|&r| views[r].state == RankState::Failed) {
+            continue;
+        }
+        let running: Vec<usize> = mine
+            .iter()
+            .copied()
+            .filter(|&r| {
+                matches!(
+                    views[r].state,
+                    RankState::Starting | RankState::Running | RankState::Waiting
+                )
+            })
+            .collect();
+        if !running.is_empty() {
+            unfinished.extend(running);
+            unfinished.sort_unstable();
+            board_text = board::describe_all(&views, board::now_ms());
+        }
+    }
+    if unfinished.is_empty() {
+        return;
+    }
+    let who = THIS_RANK
+        .try_with(|r| r.get())
+        .ok()
+        .flatten()
+        .map_or("a thread that is not a rank".to_string(), |r| {
+            format!("rank {r}")
+        });
+    let message = format!(
+        "tessera: {who} called exit(0) while rank(s) {unfinished:?} of this process had not finished the job, so the other ranks would wait for them forever; exiting with status 1 instead (return from the rank's body to end it)\n{board_text}"
+    );
+    write_stderr(&message);
+    // SAFETY: _exit ends the process at once; nothing here relies on destructors.
+    unsafe { libc::_exit(1) };
+}
+
+/// Restore SIGPIPE's default action (Rust ignores it, so `println!` to a closed pipe
+/// panics): a rank whose output is closed ends quietly, and the launcher, seeing SIGPIPE,
+/// ends the job quietly with status 141 as a pipeline expects.
+fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: installing the default disposition runs no handler code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
+/// Write `text` to standard error in one `write` call where the kernel allows (so lines
+/// from several ranks do not interleave), without taking Rust's stderr lock.
+pub fn write_stderr(text: &str) {
+    let mut bytes = text.as_bytes();
+    while !bytes.is_empty() {
+        match nix::unistd::write(std::io::stderr(), bytes) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => bytes = &bytes[n..],
+        }
     }
 }
 
 /// Run an SPMD program: `body` runs on every rank of the job this process belongs to
 /// (from the environment contract; one rank when started directly). On failure it prints
-/// the error and exits the process with status 1, so `main` can be just this call.
+/// the error and exits the process with status 1, so `main` can be just this call. It also
+/// gives SIGPIPE its default action, so that a rank whose output is closed (`| head`)
+/// ends quietly instead of panicking in `println!`.
 ///
 /// ```no_run
 /// tessera::spmd(|ctx| {
@@ -428,15 +634,16 @@ pub fn spmd<F>(body: F)
 where
     F: Fn(&Context) -> RankResult + Sync,
 {
+    default_sigpipe();
     let job = match Job::from_env() {
         Ok(job) => job,
         Err(e) => {
-            eprintln!("tessera: {e}");
+            write_stderr(&format!("tessera: {e}\n"));
             std::process::exit(2);
         }
     };
     if let Err(e) = job.run(body) {
-        eprintln!("tessera: {e}");
+        write_stderr(&format!("tessera: {e}\n"));
         std::process::exit(1);
     }
 }

@@ -236,7 +236,7 @@ fn forced_from_env() -> Result<Forced> {
     let mut forced = Forced::default();
     for op in Collective::ALL {
         let var = format!("TESSERA_COLL_{}", op.name().to_uppercase());
-        if let Ok(value) = std::env::var(&var) {
+        if let Some(value) = crate::job::env::text(&var) {
             let alg = value
                 .parse::<Algorithm>()
                 .map_err(|e| CoreError::Invalid(format!("{var}: {e}")))?;

@@ -167,7 +167,7 @@ pub fn default_path() -> Option<PathBuf> {
 pub(crate) fn in_force() -> Result<Option<&'static TuningTable>> {
     static TABLE: OnceLock<std::result::Result<Option<TuningTable>, String>> = OnceLock::new();
     let loaded = TABLE.get_or_init(|| {
-        let path = match std::env::var_os("TESSERA_TUNING") {
+        let path = match crate::job::env::raw("TESSERA_TUNING") {
             Some(v) if v == "none" => return Ok(None),
             Some(v) => PathBuf::from(v),
             None => match default_path() {

@@ -101,6 +101,13 @@ impl<M: RingMemory> Ring<M> {
         true
     }
 
+    /// Producer side: whether the consumer has released every frame pushed so far (and so
+    /// has finished delivering them: `head` moves only after delivery).
+    pub(crate) fn drained(&self) -> bool {
+        let m = &self.0;
+        m.head().load(Ordering::Acquire) >= m.tail().load(Ordering::Relaxed)
+    }
+
     /// Consumer side: hand every published frame to `deliver`, releasing each after use.
     pub(crate) fn consume(&self, mut deliver: impl FnMut(&[u8])) -> usize {
         let m = &self.0;

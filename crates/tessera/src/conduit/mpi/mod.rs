@@ -1,7 +1,7 @@
 //! The `mpi` conduit: ranks started by `mpirun` (or `srun`), hierarchical.
 //!
 //! - **Within a host**, ranks reach each other exactly as on `smp`, through the same code
-//!   (`smp::attach`): every rank's region (header, active-message rings, segment)
+//!   (`smp::attach_named`): every rank's region (header, active-message rings, segment)
 //!   is a POSIX shared-memory object mapped by every process of the host, so puts and gets
 //!   are loads and stores and active messages go through the rings. The objects are named
 //!   after a job id that rank 0 makes and broadcasts, and after the host group's first
@@ -53,7 +53,7 @@ pub mod reference;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use mpi::environment::Universe;
 use mpi::topology::{Color, SimpleCommunicator};
@@ -179,23 +179,15 @@ impl MpiConduit {
         }
         let queue = am_queue.unwrap_or_else(|| default_ring_capacity(node_size));
         let layout = RegionLayout::new(node_size, segment, queue);
-        // A job id for the shared-memory names: rank 0's, broadcast.
+        // A job id for the shared-memory names: rank 0's (random), broadcast.
         let mut id = [0u8; 32];
         if rank == 0 {
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            let text = format!("mpi{:x}x{:x}", std::process::id(), nanos & 0xffff_ffff_ffff);
-            id[..text.len()].copy_from_slice(text.as_bytes());
+            id.copy_from_slice(smp::new_job_id()?.as_bytes());
         }
         world.process_at_rank(0).broadcast_into(&mut id[..]);
-        let id: String = id
-            .iter()
-            .take_while(|&&b| b != 0)
-            .map(|&b| b as char)
-            .collect();
+        let id: String = id.iter().map(|&b| b as char).collect();
         let me = node.rank() as usize;
-        let local = smp::attach(
+        let local = smp::attach_named(
             &format!("{id}-{}", world_of_node[0]),
             me,
             layout,
@@ -363,6 +355,11 @@ impl Conduit for MpiConduit {
             });
         }
         self.messenger.try_send(dest, class, parts)
+    }
+    fn am_all_consumed(&self) -> bool {
+        // Ranks of this host: exactly. Other hosts: frames are two-sided MPI messages whose
+        // delivery the sender does not learn (DESIGN.md, "Barrier and active messages").
+        self.local.am_all_consumed()
     }
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
         let world_rank = &self.world_rank;

@@ -1,0 +1,325 @@
+//! Every `TESSERA_*` environment variable, read in one place with one parser per kind.
+//!
+//! The rules are the same for every variable:
+//! - an empty value means the variable is unset;
+//! - sizes take an optional binary suffix (`64K`, `512M`, `2G`, `1T`) and must be positive;
+//! - durations are seconds (`30`, `0.5`): negative, zero, NaN, infinite and absurdly large
+//!   values are refused; where a duration switches something off, `off` (or `none`) says so;
+//! - switches accept `1/0`, `true/false`, `yes/no` and `on/off` (any case) and refuse
+//!   anything else, so a typo never silently turns a check on or off;
+//! - every refusal names the variable, the value, and what is allowed.
+//!
+//! [`VARIABLES`] lists them all with their meaning; the job layer's documentation and the
+//! README carry the same table (a test checks that none is missing).
+//!
+//! This module must never read anything but the process environment, and never panic on a
+//! value.
+
+use std::time::Duration;
+
+use crate::error::JobError;
+
+/// One documented environment variable.
+#[derive(Clone, Copy, Debug)]
+pub struct Variable {
+    /// Its name (`TESSERA_COLL_<OP>` stands for one variable per collective operation).
+    pub name: &'static str,
+    /// What it does.
+    pub meaning: &'static str,
+}
+
+/// Every variable Tessera reads (set by users) or sets for its ranks (set by the launcher).
+///
+/// ```
+/// let names: Vec<&str> = tessera::job::env::VARIABLES.iter().map(|v| v.name).collect();
+/// assert!(names.contains(&"TESSERA_WAIT_TIMEOUT"));
+/// ```
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "TESSERA_CONDUIT",
+        meaning: "`smp`, `threads` or `mpi` (set by the launcher; a program started by mpirun picks `mpi` by itself)",
+    },
+    Variable {
+        name: "TESSERA_RANKS",
+        meaning: "number of ranks in the job (set by the launcher)",
+    },
+    Variable {
+        name: "TESSERA_RANK",
+        meaning: "this process's rank (set by the launcher, `smp` only)",
+    },
+    Variable {
+        name: "TESSERA_JOB_ID",
+        meaning: "random job id naming shared-memory objects where names are used (set by the launcher)",
+    },
+    Variable {
+        name: "TESSERA_JOB_FD",
+        meaning: "descriptor of the job's private shared memory: the status board and, for `smp`, every rank's region (set by the launcher)",
+    },
+    Variable {
+        name: "TESSERA_SEGMENT",
+        meaning: "segment size per rank, e.g. `512M`, `4G` (default 2G, reserved lazily)",
+    },
+    Variable {
+        name: "TESSERA_AM_QUEUE",
+        meaning: "bytes per active-message queue (default 64 KiB per sender, smaller for large jobs)",
+    },
+    Variable {
+        name: "TESSERA_WAIT_TIMEOUT",
+        meaning: "watchdog: seconds a blocking wait may take before it fails naming the ranks it waits for, or `off` (default under `tessera run`: 300; otherwise off)",
+    },
+    Variable {
+        name: "TESSERA_BOOT_TIMEOUT",
+        meaning: "seconds to wait for every rank to attach at start-up (default 60)",
+    },
+    Variable {
+        name: "TESSERA_CHECK",
+        meaning: "switch: checked mode (every collective call and collective allocation compared across ranks in full)",
+    },
+    Variable {
+        name: "TESSERA_HIDE_PEERS",
+        meaning: "switch: treat every peer as unmapped, as on another host (a testing aid)",
+    },
+    Variable {
+        name: "TESSERA_SHM_NAMES",
+        meaning: "switch: `smp` ranks under `tessera run` create named POSIX shared-memory objects (as the mpi conduit does on each host) instead of using the launcher's private memory (a testing aid)",
+    },
+    Variable {
+        name: "TESSERA_TUNING",
+        meaning: "collective tuning table to follow (a path, or `none`; default ~/.config/tessera/tuning.json if it exists)",
+    },
+    Variable {
+        name: "TESSERA_COLL_<OP>",
+        meaning: "force a collective algorithm, e.g. TESSERA_COLL_ALLREDUCE=ring",
+    },
+    Variable {
+        name: "TESSERA_MPI_BYPASS",
+        meaning: "switch (default on): on the mpi conduit, reach ranks of the same host through shared memory",
+    },
+    Variable {
+        name: "TESSERA_MPI_PROGRESS",
+        meaning: "mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread)",
+    },
+    Variable {
+        name: "TESSERA_MPIRUN",
+        meaning: "the mpirun the launcher calls for `--conduit mpi` (default `mpirun`)",
+    },
+    Variable {
+        name: "TESSERA_MPIRUN_ARGS",
+        meaning: "extra arguments for that mpirun (a host file, for instance)",
+    },
+];
+
+/// Longest duration any variable or option accepts: ten years. Longer ones are refused
+/// rather than overflowing a deadline.
+const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
+
+/// The value of `var`, or `None` when it is unset, empty or not valid Unicode text.
+pub fn text(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+fn bad(var: &'static str, value: &str, why: impl Into<String>) -> JobError {
+    JobError::BadEnv {
+        var,
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// A positive number of seconds (`30`, `0.5`, `1e3`), refusing negative, zero, NaN,
+/// infinite and over-long values. Shared by the variables and `--timeout`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::job::env::parse_seconds;
+/// assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
+/// for bad in ["-1", "NaN", "inf", "1e20", "0", "soon"] {
+///     assert!(parse_seconds(bad).is_err(), "{bad}");
+/// }
+/// ```
+pub fn parse_seconds(value: &str) -> Result<Duration, String> {
+    let seconds: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 30 or 0.5)"))?;
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(format!(
+            "{value:?}: a duration must be a positive, finite number of seconds"
+        ));
+    }
+    if seconds > MAX_SECONDS {
+        return Err(format!(
+            "{value:?}: at most {MAX_SECONDS} seconds (ten years) is accepted"
+        ));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{value:?}: {e}"))
+}
+
+/// A duration in seconds from `var`.
+pub fn seconds(var: &'static str) -> Result<Option<Duration>, JobError> {
+    match text(var) {
+        None => Ok(None),
+        Some(value) => parse_seconds(&value)
+            .map(Some)
+            .map_err(|why| bad(var, &value, why)),
+    }
+}
+
+/// A limit that can be switched off: a number of seconds or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// No limit.
+    Off,
+    /// This long.
+    After(Duration),
+}
+
+/// A duration in seconds from `var`, or `off`/`none` for no limit. `0` is refused (it would
+/// make every wait fail at once) with a pointer to `off`.
+pub fn limit(var: &'static str) -> Result<Option<Limit>, JobError> {
+    let Some(value) = text(var) else {
+        return Ok(None);
+    };
+    let lower = value.trim().to_ascii_lowercase();
+    if lower == "off" || lower == "none" {
+        return Ok(Some(Limit::Off));
+    }
+    if lower.parse::<f64>() == Ok(0.0) {
+        return Err(bad(
+            var,
+            &value,
+            "0 seconds would fail every wait at once; give a positive number of seconds, or `off` for no limit",
+        ));
+    }
+    parse_seconds(&value)
+        .map(|d| Some(Limit::After(d)))
+        .map_err(|why| bad(var, &value, format!("{why}; or `off` for no limit")))
+}
+
+/// Parse a switch: `1/0`, `true/false`, `yes/no`, `on/off`, any case.
+///
+/// ```
+/// use tessera::job::env::parse_switch;
+/// assert_eq!(parse_switch("Yes"), Some(true));
+/// assert_eq!(parse_switch("false"), Some(false));
+/// assert_eq!(parse_switch("maybe"), None);
+/// ```
+pub fn parse_switch(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// A switch from `var`.
+pub fn switch(var: &'static str) -> Result<Option<bool>, JobError> {
+    match text(var) {
+        None => Ok(None),
+        Some(value) => parse_switch(&value).map(Some).ok_or_else(|| {
+            bad(
+                var,
+                &value,
+                "a switch takes 1/0, true/false, yes/no or on/off",
+            )
+        }),
+    }
+}
+
+/// A size (`4096`, `64K`, `512M`, `2G`) from `var`.
+pub fn size(var: &'static str) -> Result<Option<usize>, JobError> {
+    match text(var) {
+        None => Ok(None),
+        Some(value) => super::parse_size(&value)
+            .map(Some)
+            .map_err(|e| bad(var, &value, e.to_string())),
+    }
+}
+
+/// Largest active-message queue accepted (bytes per sender and class).
+pub const MAX_AM_QUEUE: usize = 256 << 20;
+
+/// `TESSERA_AM_QUEUE`: a size of at most [`MAX_AM_QUEUE`].
+pub fn am_queue() -> Result<Option<usize>, JobError> {
+    let queue = size("TESSERA_AM_QUEUE")?;
+    if let Some(q) = queue.filter(|&q| q > MAX_AM_QUEUE) {
+        return Err(bad(
+            "TESSERA_AM_QUEUE",
+            &text("TESSERA_AM_QUEUE").unwrap_or_default(),
+            format!(
+                "{q} bytes per queue is more than the {} MiB allowed (each rank keeps two queues per peer; the default is 64K)",
+                MAX_AM_QUEUE >> 20
+            ),
+        ));
+    }
+    Ok(queue)
+}
+
+/// A whole number from `var`; `what` says what is expected.
+pub fn number<T: std::str::FromStr>(var: &'static str, what: &str) -> Result<Option<T>, JobError> {
+    match text(var) {
+        None => Ok(None),
+        Some(value) => value
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(var, &value, what)),
+    }
+}
+
+/// The value of one of the variables that are parsed where they are used (`TESSERA_TUNING`,
+/// `TESSERA_COLL_<OP>`, the launcher's), with the same "empty is unset" rule.
+pub fn raw(var: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(var).filter(|v| !v.is_empty())
+}
+
+/// Parse every variable a user may set, so that a launcher can refuse a bad value once,
+/// before starting any rank, instead of every rank failing with the same message.
+pub fn check_user_settings() -> Result<(), JobError> {
+    size("TESSERA_SEGMENT")?;
+    am_queue()?;
+    limit("TESSERA_WAIT_TIMEOUT")?;
+    seconds("TESSERA_BOOT_TIMEOUT")?;
+    for var in [
+        "TESSERA_CHECK",
+        "TESSERA_HIDE_PEERS",
+        "TESSERA_SHM_NAMES",
+        "TESSERA_MPI_BYPASS",
+    ] {
+        switch(var)?;
+    }
+    number::<u64>(
+        "TESSERA_MPI_PROGRESS",
+        "microseconds between progress polls, or 0 for no progress thread",
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_refuse_every_degenerate_value() {
+        for value in [
+            "-1", "NaN", "nan", "inf", "-inf", "1e20", "0", "-0", "", "  ", "5x",
+        ] {
+            assert!(parse_seconds(value).is_err(), "{value:?} accepted");
+        }
+        assert_eq!(parse_seconds(" 2 ").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_seconds("1e3").unwrap(), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn switches_accept_the_usual_spellings_only() {
+        for on in ["1", "true", "TRUE", "yes", "On"] {
+            assert_eq!(parse_switch(on), Some(true), "{on}");
+        }
+        for off in ["0", "false", "No", "off"] {
+            assert_eq!(parse_switch(off), Some(false), "{off}");
+        }
+        for bad in ["2", "enable", "y", ""] {
+            assert_eq!(parse_switch(bad), None, "{bad}");
+        }
+    }
+}
