@@ -103,6 +103,16 @@ pub enum CoreError {
         /// Number of ranks in the job.
         ranks: usize,
     },
+    /// An access through a global pointer whose arithmetic left the address space.
+    #[error("invalid global pointer (rank {rank}, offset {offset}): {why}; no access through it is possible")]
+    InvalidPointer {
+        /// The rank it names.
+        rank: usize,
+        /// The offset it holds.
+        offset: u64,
+        /// What made it invalid.
+        why: String,
+    },
     /// An access that does not lie inside the target rank's segment.
     #[error("access of {len} bytes at offset {offset} on rank {rank} lies outside its {segment}-byte segment")]
     OutOfSegment {
@@ -194,6 +204,10 @@ pub enum CoreError {
         /// (holding everybody up) first, one per line.
         others: String,
     },
+    /// Team members are in different collective calls (detected by the call signature
+    /// every team message carries).
+    #[error("collective calls differ between ranks: {0}; every member must make the same collective calls, in the same order, with the same root, count, type, reduction and algorithm (TESSERA_CHECK=1 reports every member's call)")]
+    CollectiveMismatch(String),
     /// Every rank is blocked and nothing is in flight: the report lists every rank's wait.
     #[error("{0}")]
     Deadlock(String),

@@ -130,7 +130,13 @@ pub struct Context {
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
     remote_atomics: atomic::RemoteAtomics,
+    /// Checks to run after the end-of-job barrier, when everything any rank sent is
+    /// visible (the model layer leaves one per team).
+    end_checks: RefCell<Vec<EndCheck>>,
 }
+
+/// A check run after the end-of-job barrier.
+pub(crate) type EndCheck = Box<dyn FnOnce(&Context) -> Result<()>>;
 
 impl Context {
     /// Build the rank's context over a connected conduit. Collective: every rank of the job
@@ -154,6 +160,7 @@ impl Context {
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
             remote_atomics: atomic::RemoteAtomics::default(),
+            end_checks: RefCell::new(Vec::new()),
         };
         atomic::register_handlers(&ctx)?;
         ctx.barrier = barrier::BarrierState::new(&ctx)?;
@@ -284,6 +291,14 @@ impl Context {
 
     /// Check an access of `len` bytes at `ptr` aligned to `align`, and say where it lives.
     pub(crate) fn target<T>(&self, ptr: GlobalPtr<T>, len: usize, align: usize) -> Result<Target> {
+        if let Some(why) = ptr.invalid_reason() {
+            return Err(CoreError::InvalidPointer {
+                rank: ptr.rank(),
+                offset: ptr.offset(),
+                why,
+            }
+            .into());
+        }
         let rank = ptr.rank();
         if rank >= self.ranks {
             return Err(CoreError::NoSuchRank {
@@ -328,7 +343,7 @@ impl Context {
     /// Whether `ptr`'s target is mapped in this process, so that [`Context::local_ptr`]
     /// gives a usable address (Titanium's `isLocal`).
     pub fn is_addressable<T>(&self, ptr: GlobalPtr<T>) -> bool {
-        ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
+        ptr.is_valid() && ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
     }
 
     /// A raw pointer to the `len` elements at `ptr` when they are mapped in this process
@@ -538,8 +553,17 @@ impl Context {
     pub(crate) fn finish(&self) -> Result<()> {
         self.sync_nbi()?;
         self.barrier_end_of_job()?;
+        let checks = std::mem::take(&mut *self.end_checks.borrow_mut());
+        for check in checks {
+            check(self)?;
+        }
         self.conduit.job_done();
         Ok(())
+    }
+
+    /// Run `check` after the end-of-job barrier (an error there fails the rank).
+    pub(crate) fn at_end_of_job(&self, check: EndCheck) {
+        self.end_checks.borrow_mut().push(check);
     }
 }
 

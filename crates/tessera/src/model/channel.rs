@@ -2,18 +2,21 @@
 //! operations, so collectives work on any conduit.
 //!
 //! Every member owns a *mailbox area* in its segment. For each source it holds two slots
-//! (double buffering), each a header (sequence flag at its start, length in its last
-//! word, just before the data) and `chunk` bytes of data; after them come one
-//! acknowledgement word per destination, each on its own cache line.
+//! (double buffering), each a header (sequence flag at its start; the call's signature and
+//! the length in its last two words, just before the data) and `chunk` bytes of data;
+//! after them come one acknowledgement word per destination, each on its own cache line.
 //!
 //! A message from `s` to `d` with per-pair sequence number `n` goes to slot `n % 2` of the
 //! inbox `d` keeps for `s`:
 //! 1. `s` waits until `d` has acknowledged message `n − 2` (the last user of that slot). `d`
 //!    stores the count of consumed messages into `s`'s ack word for `d` (`Release`); `s`
 //!    loads it with `Acquire`. This is flow control with two credits.
-//! 2. `s` puts the data and the length, then stores `n + 1` into the slot's flag
+//! 2. `s` puts the data, the signature of the collective call it belongs to
+//!    ([`Signature`]) and the length, then stores `n + 1` into the slot's flag
 //!    (`Release`).
-//! 3. `d` waits until the flag reads `n + 1` (`Acquire`), copies the data out and
+//! 3. `d` waits until the flag reads `n + 1` (`Acquire`), compares the signature with its
+//!    own call's (a mismatch fails the call, naming both calls: different operations,
+//!    roots, counts, types, reductions or algorithms), copies the data out and
 //!    acknowledges.
 //!
 //! Both stores that cross to the other member (the flag, the acknowledgement) are
@@ -31,11 +34,16 @@
 //! global pointers.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
+use super::signature::Signature;
+use crate::error::CoreError;
 use crate::{Context, GlobalPtr, Result};
 
-/// Bytes of a slot header (flag, length; padded to a cache line).
+/// Bytes of a slot header (flag, padding, signature, length: one cache line).
 const HEADER: usize = 64;
+/// Offset of the signature in a slot; the length follows it, then the data.
+const SIGNATURE_AT: usize = HEADER - 16;
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
 
@@ -61,6 +69,20 @@ pub(crate) struct Channel {
     /// Nonblocking collectives in flight: their messages share the pair streams, so a
     /// blocking transfer must not start meanwhile.
     nonblocking: Cell<usize>,
+    /// The signature of the blocking call in progress, carried by its messages.
+    call: Cell<Signature>,
+    /// Blocking calls in progress, nested (a composed algorithm calls others): the
+    /// outermost call's signature is the one its messages carry.
+    depth: Rc<Cell<u32>>,
+}
+
+/// While alive, a blocking call is in progress on a channel (see [`Channel::enter_call`]).
+pub(crate) struct CallGuard(Rc<Cell<u32>>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 impl Channel {
@@ -73,6 +95,46 @@ impl Channel {
             sent: RefCell::new(vec![0; size]),
             received: RefCell::new(vec![0; size]),
             nonblocking: Cell::new(0),
+            call: Cell::new(Signature(0)),
+            depth: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// A blocking call starts: unless it is nested in another, its messages carry `call`.
+    pub(crate) fn enter_call(&self, call: Signature) -> CallGuard {
+        if self.depth.get() == 0 {
+            self.call.set(call);
+        }
+        self.depth.set(self.depth.get() + 1);
+        CallGuard(self.depth.clone())
+    }
+
+    /// The outermost call in progress chose `alg` (a nested call's choice is its own
+    /// business: every member that made the same outer call makes the same nested ones).
+    pub(crate) fn record_algorithm(&self, alg: super::team::Algorithm) {
+        if self.depth.get() <= 1 {
+            self.call.set(self.call.get().with_algorithm(alg));
+        }
+    }
+
+    /// The blocking call now starting: its messages carry `call`.
+    pub(crate) fn set_call(&self, call: Signature) {
+        self.call.set(call);
+    }
+
+    /// The blocking call in progress.
+    pub(crate) fn call(&self) -> Signature {
+        self.call.get()
+    }
+
+    /// What this member has received from each source so far, and where its inbox is, for
+    /// the end-of-job check that nothing was sent to it that it never received.
+    pub(crate) fn audit(&self) -> ChannelAudit {
+        ChannelAudit {
+            inbox: self.areas[self.me],
+            chunk: self.chunk,
+            sources: self.areas.iter().map(|a| a.rank()).collect(),
+            received: self.received.borrow().clone(),
         }
     }
 
@@ -162,12 +224,20 @@ impl Channel {
             .iter()
             .enumerate()
             .all(|(i, a)| recvs[..i].iter().all(|b| b.from != a.from)));
+        let call = self.call.get();
+        // The first peer each direction is stuck on, for the wait's description.
+        let (blocked_recv, blocked_send) = (Cell::new(None), Cell::new(None));
         let mut step = || -> Result<bool> {
             let mut done = true;
+            blocked_recv.set(None);
+            blocked_send.set(None);
             for s in sends.iter_mut() {
                 while !s.done() {
                     let end = (s.offset + self.chunk).min(s.data.len());
-                    if !self.try_send_chunk(ctx, s.to, &s.data[s.offset..end])? {
+                    if !self.try_send_chunk(ctx, s.to, &s.data[s.offset..end], call)? {
+                        if blocked_send.get().is_none() {
+                            blocked_send.set(Some(s.to));
+                        }
                         break;
                     }
                     s.offset = end;
@@ -177,12 +247,17 @@ impl Channel {
             }
             for r in recvs.iter_mut() {
                 while !r.done() {
-                    match self.try_recv_chunk(ctx, r.from, &mut r.buf[r.filled..])? {
+                    match self.try_recv_chunk(ctx, r.from, &mut r.buf[r.filled..], call)? {
                         Some(n) => {
                             r.filled += n;
                             r.started = true;
                         }
-                        None => break,
+                        None => {
+                            if blocked_recv.get().is_none() {
+                                blocked_recv.set(Some(r.from));
+                            }
+                            break;
+                        }
                     }
                 }
                 done &= r.done();
@@ -192,12 +267,26 @@ impl Channel {
         if step()? {
             return Ok(());
         }
-        ctx.wait_until("team messages", step, || {
-            "a team member has not sent or consumed a message".into()
-        })
+        let describe = || {
+            let mut parts = Vec::new();
+            if let Some(from) = blocked_recv.get() {
+                parts.push(format!(
+                    "a message from world rank {}",
+                    self.areas[from].rank()
+                ));
+            }
+            if let Some(to) = blocked_send.get() {
+                parts.push(format!(
+                    "world rank {} to consume a message",
+                    self.areas[to].rank()
+                ));
+            }
+            format!("in {call}, waiting for {}", parts.join(" and "))
+        };
+        ctx.wait_until("team messages", step, describe)
     }
 
-    /// Send one chunk if the slot is free; `false` when it is still in use.
+    /// A nonblocking collective starts on this channel.
     pub(crate) fn begin_nonblocking(&self) {
         self.nonblocking.set(self.nonblocking.get() + 1);
     }
@@ -206,44 +295,70 @@ impl Channel {
         self.nonblocking.set(self.nonblocking.get() - 1);
     }
 
-    pub(crate) fn try_send_chunk(&self, ctx: &Context, to: usize, chunk: &[u8]) -> Result<bool> {
+    /// Send one chunk of call `call` if the slot is free; `false` when it is still in use.
+    pub(crate) fn try_send_chunk(
+        &self,
+        ctx: &Context,
+        to: usize,
+        chunk: &[u8],
+        call: Signature,
+    ) -> Result<bool> {
         let seq = self.sent.borrow()[to];
         if seq >= 2 && ctx.atomic_load(self.ack(self.me, to))? + 2 <= seq {
             return Ok(false);
         }
         let slot = self.slot(to, self.me, seq % 2);
-        let length = slot.add(HEADER - 8);
+        let words = slot.add(SIGNATURE_AT);
+        let header = [call.0, chunk.len() as u64];
         if ctx.is_addressable(slot) {
             ctx.put(slot.add(HEADER), chunk)?;
-            ctx.put_value(length.cast::<u64>(), chunk.len() as u64)?;
+            ctx.put(words.cast::<u64>(), &header)?;
             ctx.signal_store(None, slot.cast(), seq + 1)?;
         } else {
-            // Length and data are adjacent, so they travel with the flag in one message.
-            let mut payload = Vec::with_capacity(8 + chunk.len());
-            payload.extend_from_slice(&(chunk.len() as u64).to_ne_bytes());
+            // Signature, length and data are adjacent, so they travel with the flag in one
+            // message.
+            let mut payload = Vec::with_capacity(16 + chunk.len());
+            payload.extend_from_slice(bytemuck::cast_slice(&header));
             payload.extend_from_slice(chunk);
-            ctx.signal_store(Some((length, &payload)), slot.cast(), seq + 1)?;
+            ctx.signal_store(Some((words, &payload)), slot.cast(), seq + 1)?;
         }
         self.sent.borrow_mut()[to] = seq + 1;
         Ok(true)
     }
 
-    /// Receive one chunk into `out` if it has arrived; its length, or `None`.
+    /// Receive one chunk of call `call` into `out` if it has arrived; its length, or
+    /// `None`. A chunk of another call is an error naming both calls.
     pub(crate) fn try_recv_chunk(
         &self,
         ctx: &Context,
         from: usize,
         out: &mut [u8],
+        call: Signature,
     ) -> Result<Option<usize>> {
         let seq = self.received.borrow()[from];
         let slot = self.slot(self.me, from, seq % 2);
         if ctx.atomic_load(slot.cast::<u64>())? != seq + 1 {
             return Ok(None);
         }
-        let len = ctx.get_value(slot.add(HEADER - 8).cast::<u64>())? as usize;
+        let mut header = [0u64; 2];
+        ctx.get(slot.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
+        let [theirs, len] = header;
+        let len = len as usize;
+        if theirs != call.0 {
+            return Err(CoreError::CollectiveMismatch(format!(
+                "world rank {} sent a message of {} while world rank {} is in {}",
+                self.areas[from].rank(),
+                Signature(theirs),
+                ctx.rank(),
+                call
+            ))
+            .into());
+        }
         if len > out.len() || (len == 0 && !out.is_empty()) {
-            return Err(crate::error::CoreError::Invalid(format!(
-                "collective arguments differ between ranks: team member {from} sent {len} bytes where {} were expected",
+            return Err(CoreError::CollectiveMismatch(format!(
+                "in {call}, world rank {} sent {len} bytes where world rank {} expected {}",
+                self.areas[from].rank(),
+                ctx.rank(),
                 out.len()
             ))
             .into());
@@ -296,5 +411,31 @@ impl<'a> Incoming<'a> {
     }
     fn done(&self) -> bool {
         self.started && self.filled == self.buf.len()
+    }
+}
+
+/// A member's inbox as it stood when its team went away (see [`Channel::audit`]).
+pub(crate) struct ChannelAudit {
+    inbox: GlobalPtr<u8>,
+    chunk: usize,
+    /// World rank of each member.
+    sources: Vec<usize>,
+    received: Vec<u64>,
+}
+
+impl ChannelAudit {
+    /// After the end-of-job barrier (so every message sent is visible): the world ranks
+    /// that sent this member a message it never received.
+    pub(crate) fn unreceived(&self, ctx: &Context) -> Result<Vec<usize>> {
+        let mut senders = Vec::new();
+        for (source, &got) in self.received.iter().enumerate() {
+            let slot = self
+                .inbox
+                .add((source * 2 + (got % 2) as usize) * (HEADER + self.chunk));
+            if ctx.atomic_load(slot.cast::<u64>())? == got + 1 {
+                senders.push(self.sources[source]);
+            }
+        }
+        Ok(senders)
     }
 }

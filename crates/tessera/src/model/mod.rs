@@ -11,7 +11,9 @@
 //! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
 //! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
 //! - `channel`: point-to-point team messages from signalling puts (internal);
-//! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal).
+//! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal);
+//! - `signature`: the call signature every team message carries, so that members in
+//!   different collective calls are caught at the first message (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
 //! on any conduit.
@@ -24,5 +26,6 @@ pub mod halo;
 pub mod ops;
 mod schedule;
 pub mod shared_array;
+mod signature;
 pub mod team;
 pub mod tuning;

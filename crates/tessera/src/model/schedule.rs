@@ -22,6 +22,7 @@ use std::ops::Range;
 use bytemuck::Pod;
 
 use super::channel::Channel;
+use super::signature::Signature;
 use crate::core::native::test_native;
 use crate::{Context, Result};
 
@@ -149,6 +150,7 @@ impl<'r, T: Pod> Builder<'r, T> {
             rounds: Vec::new(),
             current: 0,
             reducer: None,
+            signature: Signature(0),
         };
         schedule
             .apply(&first)
@@ -215,6 +217,8 @@ pub(crate) struct Schedule<T> {
     rounds: Vec<Round>,
     current: usize,
     reducer: Option<Reducer<T>>,
+    /// The signature its messages carry (see [`super::signature`]).
+    signature: Signature,
 }
 
 fn buffer<'s, T>(src: &'s [T], dst: &'s [T], tmp: &'s [T], b: Buf) -> &'s [T] {
@@ -293,9 +297,16 @@ impl<T: Pod> Schedule<T> {
         Ok(())
     }
 
+    /// The same schedule, its messages carrying `signature`.
+    pub(crate) fn carrying(mut self, signature: Signature) -> Self {
+        self.signature = signature;
+        self
+    }
+
     /// Move whatever can move now; `true` once every round is done.
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         let chunk = channel.chunk();
+        let signature = self.signature;
         while self.current < self.rounds.len() {
             let Schedule {
                 src,
@@ -312,7 +323,7 @@ impl<T: Pod> Schedule<T> {
                     bytemuck::cast_slice(&buffer(src, dst, tmp, m.place.0)[m.place.1.clone()]);
                 while m.moved < m.chunks && channel.sent_to(m.peer) == m.first + m.moved {
                     let end = (m.offset + chunk).min(data.len());
-                    if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end])? {
+                    if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end], signature)? {
                         break;
                     }
                     m.offset = end;
@@ -328,7 +339,7 @@ impl<T: Pod> Schedule<T> {
                 };
                 let data: &mut [u8] = bytemuck::cast_slice_mut(&mut region[m.place.1.clone()]);
                 while m.moved < m.chunks && channel.received_from(m.peer) == m.first + m.moved {
-                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..])? {
+                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], signature)? {
                         Some(n) => {
                             m.offset += n;
                             m.moved += 1;

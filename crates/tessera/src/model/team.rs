@@ -33,11 +33,12 @@ use std::str::FromStr;
 
 use bytemuck::Pod;
 
-use super::channel::{area_len, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
+use super::channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use super::ops::{Combine, Op, Reducible};
 use super::schedule::{
     Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule,
 };
+use super::signature::{Form, Reduction as SigReduction, Signature};
 use super::tuning::{self, Rules};
 use crate::conduit::{NativeCall, NativeOp, Reduction};
 use crate::core::native::NativeGroup;
@@ -102,7 +103,7 @@ impl Collective {
     ];
 
     /// Position in [`Collective::ALL`].
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 
@@ -303,6 +304,34 @@ pub struct Team<'a> {
     /// two members sit on different hosts, each member is on a different host from one
     /// of them.
     spans_hosts: bool,
+    /// When the last copy of the team goes, leaves the end-of-job check of its inbox.
+    _auditor: Rc<Auditor<'a>>,
+}
+
+/// Hands a team's inbox to the end-of-job check when the team is dropped: a message some
+/// member sent that this member never received means the members' collective calls did
+/// not match (a broadcast whose roots differed, a call one member skipped), which the
+/// job then reports instead of ending with wrong results.
+struct Auditor<'a> {
+    ctx: &'a Context,
+    channel: Rc<Channel>,
+}
+
+impl Drop for Auditor<'_> {
+    fn drop(&mut self) {
+        let audit = self.channel.audit();
+        self.ctx.at_end_of_job(Box::new(move |ctx: &Context| {
+            let senders = audit.unreceived(ctx)?;
+            if senders.is_empty() {
+                return Ok(());
+            }
+            Err(CoreError::CollectiveMismatch(format!(
+                "world rank(s) {senders:?} sent world rank {} team messages it never received",
+                ctx.rank()
+            ))
+            .into())
+        }));
+    }
 }
 
 /// Per member: "landed" messages still to send to it, expected from it, received from it.
@@ -566,11 +595,16 @@ impl<'a> Team<'a> {
         let spans_hosts = members
             .iter()
             .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0)));
+        let channel = Rc::new(Channel::new(me, areas, DEFAULT_CHUNK));
         let team = Team {
             ctx,
             members: Rc::new(members),
             me,
-            channel: Rc::new(Channel::new(me, areas, DEFAULT_CHUNK)),
+            _auditor: Rc::new(Auditor {
+                ctx,
+                channel: channel.clone(),
+            }),
+            channel,
             forced: forced_from_env()?,
             tuned: tuning::in_force()?
                 .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
@@ -788,9 +822,12 @@ impl<'a> Team<'a> {
                 .unwrap_or_else(|| self.model(op, bytes)),
         };
         let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
-        if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
-            return default_algorithm(op, self.size(), bytes);
-        }
+        let alg = if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
+            default_algorithm(op, self.size(), bytes)
+        } else {
+            alg
+        };
+        self.channel.record_algorithm(alg);
         alg
     }
 
@@ -835,10 +872,17 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Checked mode: make sure every member called the same collective with matching
-    /// arguments, and name the members that differ. One ring exchange of a descriptor.
-    /// Runs before any local validation, so a member with a bad argument cannot leave the
-    /// others waiting.
+    /// Start a blocking call: every message it sends carries `call` (the outermost call's,
+    /// if this one is nested inside another collective of the team), until the guard is
+    /// dropped.
+    fn begin_call(&self, call: Signature) -> CallGuard {
+        self.channel.enter_call(call)
+    }
+
+    /// Start a blocking collective: record its signature for its messages, and in checked
+    /// mode make sure every member called the same collective with matching arguments,
+    /// naming the members that differ (one ring exchange of a descriptor). Runs before any
+    /// local validation, so a member with a bad argument cannot leave the others waiting.
     fn check_call(
         &self,
         op: Collective,
@@ -846,27 +890,56 @@ impl<'a> Team<'a> {
         count: usize,
         elem: usize,
         reduction: Option<Op>,
-    ) -> Result<()> {
+    ) -> Result<CallGuard> {
+        let guard = self.begin_call(Signature::new(
+            op,
+            Form::Blocking,
+            root,
+            count,
+            elem,
+            reduction.map(SigReduction::Builtin),
+        ));
         if !self.ctx.checked_mode() || self.size() == 1 {
-            return Ok(());
+            return Ok(guard);
         }
         let mine = signature(op, root, count, elem, reduction);
         let n = self.size();
         let mut all = vec![0u64; 5 * n];
         all[5 * self.me..5 * self.me + 5].copy_from_slice(&mine);
         let (right, left) = ((self.me + 1) % n, (self.me + n - 1) % n);
+        let call = self.channel.call();
+        self.channel.set_call(Signature::AGREEMENT);
         for s in 0..n - 1 {
             let out = (self.me + n - s) % n;
             let inb = (self.me + 2 * n - s - 1) % n;
-            self.sendrecv_within(
+            let moved = self.sendrecv_within(
                 right,
                 left,
                 &mut all,
                 5 * out..5 * out + 5,
                 5 * inb..5 * inb + 5,
-            )?;
+            );
+            if moved.is_err() {
+                self.channel.set_call(call);
+                moved?;
+            }
         }
-        agree(&self.members, &all)
+        self.channel.set_call(call);
+        agree(&self.members, &all)?;
+        Ok(guard)
+    }
+
+    /// Start a blocking collective with a user reduction (no checked-mode agreement: the
+    /// operation cannot be compared).
+    fn begin_user<T>(&self, op: Collective, root: Option<usize>, count: usize) -> CallGuard {
+        self.begin_call(Signature::new(
+            op,
+            Form::Blocking,
+            root,
+            count,
+            std::mem::size_of::<T>(),
+            Some(SigReduction::User),
+        ))
     }
 
     /// In checked mode, start the agreement check of a nonblocking call: a ring allgather
@@ -880,6 +953,14 @@ impl<'a> Team<'a> {
         count: usize,
         reduction: Option<Op>,
     ) -> Result<()> {
+        self.channel.set_call(Signature::new(
+            op,
+            Form::Nonblocking,
+            root,
+            count,
+            std::mem::size_of::<T>(),
+            reduction.map(SigReduction::Builtin),
+        ));
         if !self.ctx.checked_mode() || self.size() == 1 {
             return Ok(());
         }
@@ -889,7 +970,8 @@ impl<'a> Team<'a> {
         let verify = Box::new(move |all: &[u64]| agree(&members, all));
         let mut st = self.schedules.borrow_mut();
         self.reserve_from_channel(&mut st)?;
-        let schedule = allgather_rounds(&mut st.reserved, self.channel.chunk(), &mine, n, me);
+        let schedule = allgather_rounds(&mut st.reserved, self.channel.chunk(), &mine, n, me)
+            .carrying(Signature::AGREEMENT);
         drop(st);
         self.enqueue::<u64>(Box::new(Checked::new(schedule, verify)))
             .map(|request| request.detach())
@@ -897,9 +979,10 @@ impl<'a> Team<'a> {
 
     /// The start of a rooted operation without a reduction: checked-mode agreement, then a
     /// valid root.
-    fn enter_rooted<T>(&self, op: Collective, root: usize, count: usize) -> Result<()> {
-        self.check_call(op, Some(root), count, std::mem::size_of::<T>(), None)?;
-        self.check_root(root)
+    fn enter_rooted<T>(&self, op: Collective, root: usize, count: usize) -> Result<CallGuard> {
+        let guard = self.check_call(op, Some(root), count, std::mem::size_of::<T>(), None)?;
+        self.check_root(root)?;
+        Ok(guard)
     }
 
     /// The start of an operation with a built-in reduction: checked-mode agreement, then
@@ -910,9 +993,10 @@ impl<'a> Team<'a> {
         root: Option<usize>,
         count: usize,
         reduction: Op,
-    ) -> Result<()> {
-        self.check_call(op, root, count, std::mem::size_of::<T>(), Some(reduction))?;
-        check_op::<T>(reduction)
+    ) -> Result<CallGuard> {
+        let guard = self.check_call(op, root, count, std::mem::size_of::<T>(), Some(reduction))?;
+        check_op::<T>(reduction)?;
+        Ok(guard)
     }
 
     /// Send `buf[out]` to `to` while receiving `buf[inb]` from `from`, straight from and
@@ -964,7 +1048,7 @@ impl<'a> Team<'a> {
 
     /// Block until every member has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
-        self.check_call(Collective::Barrier, None, 0, 0, None)?;
+        let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let n = self.size();
         match self.choose(Collective::Barrier, 0, true) {
             Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
@@ -1006,7 +1090,7 @@ impl<'a> Team<'a> {
 
     /// Copy `data` from member `root` to every member's `data`.
     pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
-        self.enter_rooted::<T>(Collective::Broadcast, root, data.len())?;
+        let _call = self.enter_rooted::<T>(Collective::Broadcast, root, data.len())?;
         let n = self.size();
         if n == 1 {
             return Ok(());
@@ -1069,7 +1153,7 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         op: Op,
     ) -> Result<()> {
-        self.enter_reduction::<T>(Collective::Reduce, Some(root), src.len(), op)?;
+        let _call = self.enter_reduction::<T>(Collective::Reduce, Some(root), src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.reduce_impl(root, src, dst, &combine, native_reduction::<T>(op))
     }
@@ -1083,6 +1167,7 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        let _call = self.begin_user::<T>(Collective::Reduce, Some(root), src.len());
         self.reduce_impl(root, src, dst, combine, None)
     }
 
@@ -1172,7 +1257,7 @@ impl<'a> Team<'a> {
 
     /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
     pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
+        let _call = self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.allreduce_impl(src, dst, &combine, native_reduction::<T>(op))
     }
@@ -1184,6 +1269,7 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        let _call = self.begin_user::<T>(Collective::Allreduce, None, src.len());
         self.allreduce_impl(src, dst, combine, None)
     }
 
@@ -1323,7 +1409,7 @@ impl<'a> Team<'a> {
     /// Gather every member's `src` (all the same length) into `dst` on `root`, in rank order
     /// (`dst.len() == size · src.len()` there; untouched and possibly empty elsewhere).
     pub fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.enter_rooted::<T>(Collective::Gather, root, src.len())?;
+        let _call = self.enter_rooted::<T>(Collective::Gather, root, src.len())?;
         let n = self.size();
         let b = src.len();
         if self.me == root && dst.len() != n * b {
@@ -1387,7 +1473,7 @@ impl<'a> Team<'a> {
     /// Every member gets every member's `src` in rank order
     /// (`dst.len() == size · src.len()`).
     pub fn allgather<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.check_call(
+        let _call = self.check_call(
             Collective::Allgather,
             None,
             src.len(),
@@ -1457,7 +1543,7 @@ impl<'a> Team<'a> {
 
     /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
     pub fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.enter_rooted::<T>(Collective::Scatter, root, dst.len())?;
+        let _call = self.enter_rooted::<T>(Collective::Scatter, root, dst.len())?;
         let n = self.size();
         let b = dst.len();
         if self.me == root && src.len() != n * b {
@@ -1510,7 +1596,7 @@ impl<'a> Team<'a> {
     /// All-to-all: block `j` of `src` goes to member `j`, and block `i` of `dst` comes from
     /// member `i` (blocks of `src.len() / size` elements).
     pub fn exchange<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
-        self.check_call(
+        let _call = self.check_call(
             Collective::Exchange,
             None,
             src.len(),
@@ -1587,6 +1673,15 @@ impl<'a> Team<'a> {
         dst: &mut [T],
         recv_counts: &[usize],
     ) -> Result<()> {
+        // Counts differ between members here, so the signature leaves them out.
+        let _call = self.begin_call(Signature::new(
+            Collective::Exchange,
+            Form::Blocking,
+            None,
+            0,
+            std::mem::size_of::<T>(),
+            None,
+        ));
         self.exchange_v_impl(src, send_counts, dst, recv_counts, false)
     }
 
@@ -1713,6 +1808,7 @@ impl<'a> Team<'a> {
         sources: impl Iterator<Item = usize> + Clone,
         put: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        let _call = self.begin_call(Signature::SINGLE_ADDRESS);
         let exchange = |to: &mut dyn Iterator<Item = usize>,
                         from: &mut dyn Iterator<Item = usize>| {
             let mut sends: Vec<Outgoing> = to.map(|t| Outgoing::new(t, &[])).collect();
@@ -1787,11 +1883,18 @@ impl<'a> Team<'a> {
     fn progress_nonblocking(&self) -> Result<()> {
         let mut st = self.nb.borrow_mut();
         for t in 0..self.size() {
-            while st.unsent[t] > 0 && self.channel.try_send_chunk(self.ctx, t, &[])? {
+            while st.unsent[t] > 0
+                && self
+                    .channel
+                    .try_send_chunk(self.ctx, t, &[], Signature::SINGLE_ADDRESS)?
+            {
                 st.unsent[t] -= 1;
             }
             while st.received[t] < st.expected[t]
-                && self.channel.try_recv_chunk(self.ctx, t, &mut [])?.is_some()
+                && self
+                    .channel
+                    .try_recv_chunk(self.ctx, t, &mut [], Signature::SINGLE_ADDRESS)?
+                    .is_some()
             {
                 st.received[t] += 1;
             }
@@ -2084,7 +2187,7 @@ impl<'a> Team<'a> {
 
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
     pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
+        let _call = self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.scan_impl(src, dst, false, &combine, native_reduction::<T>(op))
     }
@@ -2092,7 +2195,7 @@ impl<'a> Team<'a> {
     /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
     /// `dst` is set to zeros.
     pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
-        self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
+        let _call = self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.scan_impl(src, dst, true, &combine, native_reduction::<T>(op))
     }
@@ -2105,6 +2208,7 @@ impl<'a> Team<'a> {
         exclusive: bool,
         combine: &Combine<'_, T>,
     ) -> Result<()> {
+        let _call = self.begin_user::<T>(Collective::Scan, None, src.len());
         self.scan_impl(src, dst, exclusive, combine, None)
     }
 
@@ -2226,7 +2330,7 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         let mut st = self.schedules.borrow_mut();
         self.reserve_from_channel(&mut st)?;
-        let schedule = build(&mut st.reserved, self.channel.chunk());
+        let schedule = build(&mut st.reserved, self.channel.chunk()).carrying(self.channel.call());
         drop(st);
         self.enqueue(Box::new(schedule))
     }
@@ -2624,6 +2728,15 @@ impl<'a> Team<'a> {
         send_counts: &[usize],
         recv_counts: &[usize],
     ) -> Result<CollRequest<'a, T>> {
+        // Counts differ between members, so the signature leaves them out.
+        self.channel.set_call(Signature::new(
+            Collective::Exchange,
+            Form::Nonblocking,
+            None,
+            0,
+            std::mem::size_of::<T>(),
+            None,
+        ));
         let recv_total = recv_counts.iter().sum();
         let (so, ro) = self.exchange_v_layout(src.len(), send_counts, recv_total, recv_counts)?;
         let (n, me) = (self.size(), self.me);
@@ -2922,7 +3035,7 @@ fn split_range(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
 }
 
 /// Every built-in reduction, for naming them in checked-mode reports.
-const ALL_OPS: [Op; 11] = [
+pub(crate) const ALL_OPS: [Op; 11] = [
     Op::Sum,
     Op::Prod,
     Op::Min,

@@ -1,0 +1,261 @@
+//! Call signatures: one 64-bit word that says which collective call a team message belongs
+//! to, carried in the header of every message the team channel moves (no extra message, no
+//! extra cache line: it sits next to the length) and compared on arrival.
+//!
+//! A signature packs the operation, the form of the call (blocking, nonblocking schedule,
+//! single-address synchronisation, checked-mode agreement), the algorithm and its radix,
+//! the reduction, the element size, the root and the element count:
+//!
+//! ```text
+//! bits  0..4   operation (Collective index)        4..6   form
+//!       6..10  algorithm                          10..16  radix (k-nomial)
+//!      16..20  reduction (0 none, 15 user)        20..28  element size (255 = 255 or more)
+//!      28..38  root + 1 (0 none; mod 1023)        38..64  element count (mod 2^26)
+//! ```
+//!
+//! The count and root are kept modulo their field sizes: a mismatch that differs only by a
+//! multiple of 2²⁶ elements goes unnoticed here (checked mode compares them in full).
+//!
+//! This module must never allocate or branch much on the hot path: [`Signature::new`] is a
+//! handful of shifts, called once per collective.
+
+use std::fmt;
+
+use super::ops::Op;
+use super::team::{Algorithm, Collective, ALL_OPS};
+
+/// How a collective was called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// A blocking mailbox collective.
+    Blocking = 0,
+    /// A nonblocking mailbox collective (a schedule).
+    Nonblocking = 1,
+    /// The "entered"/"landed" messages of the single-address forms.
+    SingleAddress = 2,
+    /// Checked mode's agreement messages.
+    Agreement = 3,
+}
+
+/// One call's signature (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Signature(pub(crate) u64);
+
+const ALGORITHMS: [Algorithm; 13] = [
+    Algorithm::Flat,
+    Algorithm::Binomial,
+    Algorithm::Knomial(0),
+    Algorithm::Chain,
+    Algorithm::Dissemination,
+    Algorithm::RecursiveDoubling,
+    Algorithm::Ring,
+    Algorithm::ReduceBroadcast,
+    Algorithm::GatherBroadcast,
+    Algorithm::Bruck,
+    Algorithm::Pairwise,
+    Algorithm::Linear,
+    Algorithm::Native,
+];
+
+fn algorithm_code(alg: Algorithm) -> (u64, u64) {
+    let code = ALGORITHMS
+        .iter()
+        .position(|&a| {
+            a == alg || matches!((a, alg), (Algorithm::Knomial(_), Algorithm::Knomial(_)))
+        })
+        .map_or(15, |i| i as u64 + 1);
+    let radix = match alg {
+        Algorithm::Knomial(k) => u64::from(k.min(63)),
+        _ => 0,
+    };
+    (code, radix)
+}
+
+impl Signature {
+    /// The signature of single-address synchronisation messages (all alike).
+    pub(crate) const SINGLE_ADDRESS: Signature = Signature((Form::SingleAddress as u64) << 4);
+    /// The signature of checked-mode agreement messages (all alike: the agreement itself
+    /// compares the calls).
+    pub(crate) const AGREEMENT: Signature = Signature((Form::Agreement as u64) << 4);
+
+    /// The signature of a call (no algorithm yet: [`Signature::with_algorithm`]).
+    pub(crate) fn new(
+        op: Collective,
+        form: Form,
+        root: Option<usize>,
+        count: usize,
+        elem: usize,
+        reduction: Option<Reduction>,
+    ) -> Signature {
+        let reduction = match reduction {
+            None => 0,
+            Some(Reduction::User) => 15,
+            Some(Reduction::Builtin(op)) => ALL_OPS
+                .iter()
+                .position(|&o| o == op)
+                .map_or(14, |i| i as u64 + 1),
+        };
+        let root = root.map_or(0, |r| (r % 1023) as u64 + 1);
+        Signature(
+            op.index() as u64
+                | (form as u64) << 4
+                | reduction << 16
+                | (elem.min(255) as u64) << 20
+                | root << 28
+                | (count as u64 & ((1 << 26) - 1)) << 38,
+        )
+    }
+
+    /// The same call with its algorithm recorded.
+    pub(crate) fn with_algorithm(self, alg: Algorithm) -> Signature {
+        let (code, radix) = algorithm_code(alg);
+        Signature((self.0 & !(0x3ff << 6)) | code << 6 | radix << 10)
+    }
+}
+
+/// A reduction as a signature sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduction {
+    /// A built-in operation.
+    Builtin(Op),
+    /// A user operation (`*_with`).
+    User,
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        let form = (s >> 4) & 3;
+        if form == Form::SingleAddress as u64 {
+            return f.write_str("the synchronisation of a single-address collective");
+        }
+        if form == Form::Agreement as u64 {
+            return f.write_str("checked mode's agreement on a call");
+        }
+        let op = Collective::ALL
+            .get((s & 15) as usize)
+            .map_or("an unknown collective", |c| c.name());
+        write!(f, "{op}")?;
+        if form == Form::Nonblocking as u64 {
+            f.write_str("_nb")?;
+        }
+        let mut parts = Vec::new();
+        let root = (s >> 28) & 0x3ff;
+        if root != 0 {
+            parts.push(format!("root {}", root - 1));
+        }
+        match (s >> 16) & 15 {
+            0 => {}
+            15 => parts.push("a user operation".into()),
+            r => parts.push(
+                ALL_OPS
+                    .get(r as usize - 1)
+                    .map_or("an unknown operation".into(), |o| format!("{o:?}")),
+            ),
+        }
+        let elem = (s >> 20) & 255;
+        if elem > 0 {
+            parts.push(format!("{} elements of {elem} bytes", s >> 38));
+        }
+        let code = (s >> 6) & 15;
+        if code != 0 {
+            let alg = match ALGORITHMS.get(code as usize - 1) {
+                Some(Algorithm::Knomial(_)) => {
+                    Algorithm::Knomial(((s >> 10) & 63) as u32).to_string()
+                }
+                Some(a) => a.to_string(),
+                None => "an unknown algorithm".into(),
+            };
+            parts.push(format!("algorithm {alg}"));
+        }
+        write!(f, "({})", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_of_a_call_changes_the_signature_and_reads_back() {
+        let base = Signature::new(
+            Collective::Allreduce,
+            Form::Blocking,
+            None,
+            8,
+            8,
+            Some(Reduction::Builtin(Op::Sum)),
+        )
+        .with_algorithm(Algorithm::Knomial(4));
+        assert_eq!(
+            base.to_string(),
+            "allreduce(Sum, 8 elements of 8 bytes, algorithm knomial4)"
+        );
+        let variants = [
+            Signature::new(
+                Collective::Allreduce,
+                Form::Blocking,
+                None,
+                8,
+                8,
+                Some(Reduction::Builtin(Op::Max)),
+            )
+            .with_algorithm(Algorithm::Knomial(4)),
+            Signature::new(
+                Collective::Allreduce,
+                Form::Blocking,
+                None,
+                16,
+                8,
+                Some(Reduction::Builtin(Op::Sum)),
+            )
+            .with_algorithm(Algorithm::Knomial(4)),
+            Signature::new(
+                Collective::Allreduce,
+                Form::Blocking,
+                None,
+                8,
+                4,
+                Some(Reduction::Builtin(Op::Sum)),
+            )
+            .with_algorithm(Algorithm::Knomial(4)),
+            Signature::new(
+                Collective::Allreduce,
+                Form::Nonblocking,
+                None,
+                8,
+                8,
+                Some(Reduction::Builtin(Op::Sum)),
+            )
+            .with_algorithm(Algorithm::Knomial(4)),
+            Signature::new(
+                Collective::Allreduce,
+                Form::Blocking,
+                None,
+                8,
+                8,
+                Some(Reduction::User),
+            )
+            .with_algorithm(Algorithm::Knomial(4)),
+            base.with_algorithm(Algorithm::Knomial(8)),
+            base.with_algorithm(Algorithm::Ring),
+            Signature::new(
+                Collective::Reduce,
+                Form::Blocking,
+                Some(0),
+                8,
+                8,
+                Some(Reduction::Builtin(Op::Sum)),
+            ),
+            Signature::SINGLE_ADDRESS,
+            Signature::AGREEMENT,
+        ];
+        for v in variants {
+            assert_ne!(v, base, "{v}");
+        }
+        let a = Signature::new(Collective::Broadcast, Form::Blocking, Some(0), 4, 4, None);
+        let b = Signature::new(Collective::Broadcast, Form::Blocking, Some(2), 4, 4, None);
+        assert_ne!(a, b);
+        assert_eq!(b.to_string(), "broadcast(root 2, 4 elements of 4 bytes)");
+    }
+}

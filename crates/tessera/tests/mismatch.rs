@@ -1,0 +1,163 @@
+//! Ranks that make different collective calls are caught without checked mode: every team
+//! message carries its call's signature, a team's leftover messages are checked at the end
+//! of the job, and every barrier compares the ranks' collective allocations. Each case
+//! fails with both calls named instead of returning wrong values or hanging. Every job is
+//! bounded by a watchdog.
+
+use std::time::{Duration, Instant};
+
+use tessera::{Algorithm, Collective, Job, Op, Team};
+
+fn job(ranks: usize) -> Job {
+    Job::threads(ranks)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(20))
+}
+
+/// Run `body` on `ranks` threads; it must fail within the bound, reporting every part.
+fn fails_reporting(
+    ranks: usize,
+    parts: &[&str],
+    body: impl Fn(&tessera::Context) -> tessera::RankResult + Sync,
+) {
+    let started = Instant::now();
+    let err = job(ranks)
+        .run(body)
+        .expect_err("the job should fail")
+        .to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    for part in parts {
+        assert!(err.contains(part), "expected {part:?} in: {err}");
+    }
+}
+
+#[test]
+fn reductions_with_different_operations_are_caught() {
+    fails_reporting(
+        2,
+        &[
+            "collective calls differ between ranks",
+            "allreduce(Sum, 4 elements of 8 bytes",
+            "allreduce(Max, 4 elements of 8 bytes",
+        ],
+        |ctx| {
+            let world = Team::world(ctx)?;
+            let op = if ctx.rank() == 0 { Op::Sum } else { Op::Max };
+            let mut out = [0u64; 4];
+            world.allreduce(&[ctx.rank() as u64; 4], &mut out, op)?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn reductions_of_different_lengths_are_caught() {
+    fails_reporting(
+        2,
+        &["65536 elements of 8 bytes", "131072 elements of 8 bytes"],
+        |ctx| {
+            let world = Team::world(ctx)?;
+            let n = if ctx.rank() == 0 { 64 << 10 } else { 128 << 10 };
+            let src = vec![1.0f64; n];
+            let mut out = vec![0.0f64; n];
+            world.allreduce(&src, &mut out, Op::Sum)?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn ranks_following_different_algorithms_are_caught() {
+    fails_reporting(
+        4,
+        &["algorithm ring", "algorithm recursive_doubling"],
+        |ctx| {
+            let world = Team::world(ctx)?;
+            let alg = if ctx.rank() == 1 {
+                Algorithm::Ring
+            } else {
+                Algorithm::RecursiveDoubling
+            };
+            let team = world.with_algorithm(Collective::Allreduce, alg)?;
+            let mut out = [0u64; 64];
+            team.allreduce(&[1u64; 64], &mut out, Op::Sum)?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn broadcasts_from_different_roots_are_caught() {
+    // Each rank believes it is the root, so each sends and none receives: the calls return
+    // with each rank's own data. The unreceived messages fail the job at its end.
+    fails_reporting(
+        2,
+        &["sent world rank", "team messages it never received"],
+        |ctx| {
+            let world = Team::world(ctx)?;
+            let mut data = [ctx.rank() as u32; 8];
+            world.broadcast(ctx.rank(), &mut data)?;
+            Ok(())
+        },
+    );
+    // With three ranks, rank 2 sends as a root and returns; the message rank 0 sent it as
+    // the root it believes in arrives in its next call.
+    fails_reporting(
+        3,
+        &["collective calls differ", "a message of broadcast(root "],
+        |ctx| {
+            let world = Team::world(ctx)?;
+            let root = if ctx.rank() == 2 { 2 } else { 0 };
+            let mut data = [7u32; 8];
+            world.broadcast(root, &mut data)?;
+            world.barrier()?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn collective_allocations_that_differ_are_caught_at_the_next_barrier() {
+    fails_reporting(
+        3,
+        &[
+            "collective allocations differ between ranks",
+            "rank 2: 2 collective allocation(s), the last of 2048 bytes",
+            "rank 0: 2 collective allocation(s), the last of 1024 bytes",
+        ],
+        |ctx| {
+            let n = if ctx.rank() == 2 { 256 } else { 128 };
+            ctx.alloc_collective::<u64>(n)?;
+            ctx.barrier()?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn matching_calls_still_pass() {
+    job(4)
+        .run(|ctx| {
+            let world = Team::world(ctx)?;
+            let (row, col) = world.grid(2, 2)?;
+            let mut out = [0u64; 3];
+            world.allreduce(&[1, 2, 3], &mut out, Op::Sum)?;
+            assert_eq!(out, [4, 8, 12]);
+            row.allreduce_with(&[1u64], &mut out[..1], &|a: &mut [u64], b: &[u64]| {
+                a[0] += b[0];
+                Ok(())
+            })?;
+            assert_eq!(out[0], 2);
+            let mut b = [ctx.rank() as u32; 2];
+            col.broadcast(1, &mut b)?;
+            assert_eq!(b, [(ctx.rank() % 2 + 2) as u32; 2]);
+            let r = world.allreduce_nb(&[2u64], Op::Max)?.wait()?;
+            assert_eq!(r, [2]);
+            Ok(())
+        })
+        .unwrap();
+}
