@@ -11,7 +11,11 @@
 //! Options: `--barriers N` (default 1000), `--forever`, `--panic-rank R`, `--exit-rank R
 //! --code C`, `--error-rank R` (return an error), `--return-rank R` (return `Ok` early,
 //! skipping the remaining barriers), `--pid-dir DIR` (each rank writes its pid and the job
-//! id to DIR/rank-R once it is inside the barrier loop).
+//! id to DIR/rank-R once it is inside the barrier loop), `--sleep-rank R --sleep-ms N`
+//! (rank R sleeps N ms halfway, so the others wait for it), `--all-error` (every rank
+//! returns an error at once), `--ring LAPS [--short-rank R]` (instead of barriers, pass a
+//! token around the ring with signalling puts; rank R stops after 10 laps, so the others
+//! wait for a token that never comes: a deadlock).
 
 use std::path::PathBuf;
 
@@ -24,6 +28,11 @@ struct Options {
     code: i32,
     error_rank: Option<usize>,
     return_rank: Option<usize>,
+    sleep_rank: Option<usize>,
+    sleep_ms: u64,
+    all_error: bool,
+    ring: Option<u64>,
+    short_rank: Option<usize>,
     pid_dir: Option<PathBuf>,
 }
 
@@ -51,6 +60,11 @@ fn parse() -> Options {
             "--code" => o.code = number(value()) as i32,
             "--error-rank" => o.error_rank = Some(number(value()) as usize),
             "--return-rank" => o.return_rank = Some(number(value()) as usize),
+            "--sleep-rank" => o.sleep_rank = Some(number(value()) as usize),
+            "--sleep-ms" => o.sleep_ms = number(value()),
+            "--all-error" => o.all_error = true,
+            "--ring" => o.ring = Some(number(value())),
+            "--short-rank" => o.short_rank = Some(number(value()) as usize),
             "--pid-dir" => o.pid_dir = Some(PathBuf::from(value())),
             other => usage(&format!("unknown option {other}")),
         }
@@ -59,7 +73,7 @@ fn parse() -> Options {
 }
 
 fn usage(problem: &str) -> ! {
-    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--pid-dir DIR]");
+    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]");
     std::process::exit(2)
 }
 
@@ -74,6 +88,10 @@ fn main() {
                 dir.join(format!("rank-{me}")),
                 format!("{} {job}", std::process::id()),
             )?;
+        }
+        if let Some(laps) = o.ring {
+            let laps = if o.short_rank == Some(me) { 10 } else { laps };
+            return ring(ctx, laps);
         }
         let mut round = 0u64;
         while o.forever || round < o.barriers {
@@ -90,6 +108,14 @@ fn main() {
                 if o.return_rank == Some(me) {
                     return Ok(());
                 }
+                if o.sleep_rank == Some(me) {
+                    std::thread::sleep(std::time::Duration::from_millis(o.sleep_ms));
+                }
+                if o.all_error {
+                    return Err(
+                        format!("rank {me} of all ranks returns an error on purpose").into(),
+                    );
+                }
             }
             ctx.barrier()?;
             round += 1;
@@ -103,4 +129,22 @@ fn main() {
         }
         Ok(())
     });
+}
+
+/// Pass a token around the ring `laps` times with signalling puts.
+fn ring(ctx: &tessera::Context, laps: u64) -> tessera::RankResult {
+    let (me, p) = (ctx.rank(), ctx.ranks());
+    let inbox = ctx.alloc_collective::<u64>(1)?;
+    let arrived = ctx.semaphore_collective()?;
+    let right = (me + 1) % p;
+    for lap in 0..laps {
+        if me != 0 || lap > 0 {
+            arrived.wait(ctx, 1)?;
+        }
+        ctx.put_signal(inbox.on(right), &[lap], arrived.on(right))?;
+    }
+    if me == 0 {
+        arrived.wait(ctx, 1)?;
+    }
+    Ok(())
 }

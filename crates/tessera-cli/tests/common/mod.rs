@@ -78,9 +78,10 @@ pub fn run(cmd: &mut Command, secs: u64) -> Finished {
     finish(spawn(cmd), Duration::from_secs(secs))
 }
 
-/// Shared-memory objects in /dev/shm belonging to `job_id`.
+/// Shared-memory objects in /dev/shm belonging to `job_id` (named objects live in the
+/// directory `tessera-<job id>`; the launcher's private memory has no name at all).
 pub fn shm_objects(job_id: &str) -> Vec<String> {
-    let prefix = format!("tessera-{job_id}-");
+    let prefix = format!("tessera-{job_id}");
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.filter_map(|e| e.ok())

@@ -23,6 +23,8 @@
 //! Split phase: [`Context::barrier_notify`] signals round 0 and returns; later rounds
 //! advance whenever the rank makes progress; [`Context::barrier_wait`] completes them.
 //!
+//! The rounds' decisions live in `protocol::barrier`, which model-checks them with loom.
+//!
 //! Memory ordering: the label words are written first, then the epoch with a release
 //! atomic store; the waiter loads the epoch with acquire before reading the labels. The
 //! chain of release/acquire pairs makes every rank's writes before `notify` visible to
@@ -35,6 +37,7 @@ use bytemuck::{Pod, Zeroable};
 use super::atomic::Remote;
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
+use crate::protocol::barrier as protocol;
 use crate::Result;
 
 const MAX_ROUNDS: usize = 32;
@@ -95,7 +98,7 @@ impl BarrierState {
         // Unchecked: in checked mode a collective allocation runs a barrier, which does not
         // exist yet.
         let area = ctx.alloc_in::<Area>(super::alloc::Arena::Collective, 1)?;
-        let rounds = ctx.ranks().next_power_of_two().trailing_zeros() as usize;
+        let rounds = protocol::rounds(ctx.ranks());
         Ok(BarrierState {
             area: Some(area),
             rounds,
@@ -188,7 +191,7 @@ impl Context {
         self.complete_signals()?;
         self.complete_active_messages()?;
         let epoch = b.epoch.get() + 1;
-        let parity = (epoch % 2) as usize;
+        let parity = protocol::parity(epoch);
         let area = b.area();
         let fingerprint = b.digest.get() | if end_of_job { END_OF_JOB } else { 0 };
         for (offset, value) in [
@@ -229,8 +232,8 @@ impl Context {
     fn barrier_signal(&self, round: usize) -> Result<()> {
         let b = &self.barrier;
         let epoch = b.epoch.get();
-        let partner = (self.rank() + (1 << round)) % self.ranks();
-        let slot = slot_ptr(b.area().on(partner), (epoch % 2) as usize, round);
+        let partner = protocol::partner(self.rank(), round, self.ranks());
+        let slot = slot_ptr(b.area().on(partner), protocol::parity(epoch), round);
         let combined = b.combined.get();
         self.signal(
             Some((field::<u8>(slot.cast(), 8), bytemuck::cast_slice(&combined))),
@@ -243,22 +246,16 @@ impl Context {
     pub(crate) fn barrier_advance(&self) -> Result<bool> {
         let b = &self.barrier;
         let epoch = b.epoch.get();
-        let parity = (epoch % 2) as usize;
+        let parity = protocol::parity(epoch);
         while b.round.get() < b.rounds {
             let round = b.round.get();
             let slot = slot_ptr(b.area(), parity, round);
-            if self.atomic_load(slot.cast::<u64>())? < epoch {
+            if !protocol::signalled(self.atomic_load(slot.cast::<u64>())?, epoch) {
                 return Ok(false);
             }
             let mut theirs = [0u64; 4];
             self.get(field::<u64>(slot.cast(), 8), &mut theirs)?;
-            let ours = b.combined.get();
-            b.combined.set([
-                ours[0].min(theirs[0]),
-                ours[1].max(theirs[1]),
-                ours[2].min(theirs[2]),
-                ours[3].max(theirs[3]),
-            ]);
+            b.combined.set(protocol::combine(b.combined.get(), theirs));
             b.round.set(round + 1);
             if round + 1 < b.rounds {
                 self.barrier_signal(round + 1)?;
@@ -299,7 +296,7 @@ impl Context {
     }
 
     fn barrier_is_end_of_job(&self) -> bool {
-        let parity = (self.barrier.epoch.get() % 2) as usize;
+        let parity = protocol::parity(self.barrier.epoch.get());
         self.get_value(field::<u64>(
             self.barrier.area(),
             std::mem::offset_of!(Area, fingerprint) + 8 * parity,
@@ -322,7 +319,7 @@ impl Context {
 
     /// Each rank's value of the `offset` field of the Area in the current parity.
     fn barrier_fields(&self, offset: usize) -> Result<Vec<u64>> {
-        let parity = (self.barrier.epoch.get() % 2) as usize;
+        let parity = protocol::parity(self.barrier.epoch.get());
         let area = self.barrier.area();
         (0..self.ranks())
             .map(|r| self.get_value(field::<u64>(area.on(r), offset + 8 * parity)))
@@ -364,7 +361,7 @@ impl Context {
 
     /// "rank 0: label 5, rank 1: anonymous, ..." for the current epoch.
     fn barrier_labels(&self) -> Result<String> {
-        let parity = (self.barrier.epoch.get() % 2) as usize;
+        let parity = protocol::parity(self.barrier.epoch.get());
         let area = self.barrier.area();
         let mut parts = Vec::with_capacity(self.ranks());
         for r in 0..self.ranks() {
@@ -401,7 +398,7 @@ impl Context {
         if late.is_empty() {
             // Everyone entered: we wait for one round's signal.
             let round = self.barrier.round.get();
-            let from = (self.rank() + self.ranks() - (1 << round) % self.ranks()) % self.ranks();
+            let from = protocol::source(self.rank(), round, self.ranks());
             return format!(
                 "every rank entered barrier number {epoch}; waiting for rank {from}'s signal of round {round}"
             );

@@ -91,7 +91,10 @@ impl std::fmt::Debug for Options {
 struct WaitWatch {
     started: Instant,
     started_ms: u64,
+    /// On the board as waiting.
     published: bool,
+    /// With its description (after [`board::PUBLISH_AFTER`]).
+    described: bool,
     /// When the published description was last written (time into the wait).
     refreshed: Duration,
     deadlock: board::DeadlockDetector,
@@ -103,6 +106,7 @@ impl WaitWatch {
             started: Instant::now(),
             started_ms: board::now_ms(),
             published: false,
+            described: false,
             refreshed: Duration::ZERO,
             deadlock: board::DeadlockDetector::default(),
         }
@@ -471,11 +475,13 @@ impl Context {
             }
             std::thread::yield_now();
         };
-        if let Some(watch) = watch {
-            if watch.published {
-                if let Some(board) = &self.options.board {
-                    board.record(self.rank).end_wait();
-                }
+        if let (Some(board), Some(watch)) = (&self.options.board, watch) {
+            match &outcome {
+                Ok(()) if watch.published => board.record(self.rank).end_wait(),
+                Ok(()) => {}
+                // Failed at once on the board, so that no other rank takes this one for a
+                // rank that is still running and reports the same stuck job again.
+                Err(e) => board.record(self.rank).fail(&e.to_string()),
             }
         }
         outcome
@@ -493,27 +499,27 @@ impl Context {
         if let Some(board) = &self.options.board {
             let record = board.record(self.rank);
             let handled = self.am.handled();
-            if !watch.published && elapsed >= board::PUBLISH_AFTER {
-                record.publish_wait(
-                    &format!("{what} ({})", describe()),
-                    watch.started_ms,
-                    handled,
-                );
+            if !watch.published {
+                // At once (a clock read and a few stores: the wait is about to yield the
+                // processor anyway), so that no other rank takes this one for running.
+                record.begin_wait(watch.started_ms, handled);
                 watch.published = true;
-                watch.refreshed = elapsed;
-            } else if watch.published {
+            } else {
                 record.beat(handled);
-                if elapsed - watch.refreshed >= Duration::from_secs(1) {
-                    record.refresh_wait(&format!("{what} ({})", describe()));
-                    watch.refreshed = elapsed;
-                }
-                if board.ranks() == self.ranks {
-                    if let Some(report) = watch.deadlock.observe(board, board::now_ms()) {
-                        // One report is enough: the rank waiting longest gives it, the
-                        // others keep waiting until the job ends them.
-                        if board::reports_first(board, self.rank) {
-                            return Err(CoreError::Deadlock(report).into());
-                        }
+            }
+            if !watch.described && elapsed >= board::PUBLISH_AFTER
+                || watch.described && elapsed - watch.refreshed >= Duration::from_secs(1)
+            {
+                record.refresh_wait(&format!("{what} ({})", describe()));
+                watch.described = true;
+                watch.refreshed = elapsed;
+            }
+            if watch.described && board.ranks() == self.ranks {
+                if let Some(report) = watch.deadlock.observe(board, board::now_ms()) {
+                    // One report is enough: the rank waiting longest gives it, the
+                    // others keep waiting until the job ends them.
+                    if board::reports_first(board, self.rank) {
+                        return Err(CoreError::Deadlock(report).into());
                     }
                 }
             }
@@ -522,8 +528,9 @@ impl Context {
             if elapsed > limit {
                 let others = match &self.options.board {
                     Some(board) if board.ranks() == self.ranks => {
-                        // One report: the rank waiting longest gives it.
-                        if watch.published && !board::reports_first(board, self.rank) {
+                        // One report: the rank waiting longest gives it (and anyone
+                        // who has waited twice the limit, whatever the board says).
+                        if elapsed < 2 * limit && !board::reports_first(board, self.rank) {
                             return Ok(());
                         }
                         board::describe_others(board, self.rank)

@@ -2,8 +2,8 @@
 //! the launcher can read, saying what each rank is doing.
 //!
 //! A rank marks itself *starting* when it joins, *running* once its context exists,
-//! *waiting* (with a one-line description of the wait and the ranks it waits for) once a
-//! blocking wait has lasted [`PUBLISH_AFTER`], and *finished* once it has passed the
+//! *waiting* once a blocking wait gets past its first spins (with a one-line description of
+//! the wait and the ranks it waits for once it has lasted [`PUBLISH_AFTER`]), and *finished* once it has passed the
 //! end-of-job barrier (or *failed*). From this the job learns three things no single rank
 //! knows:
 //! - **end-of-job agreement**: a rank whose process ends before it is finished left its
@@ -174,6 +174,12 @@ impl RankRecord {
             std::hint::spin_loop();
         }
         "(changing)".into()
+    }
+
+    /// Announce that the rank is blocked in a wait since `since_ms` (the description follows
+    /// with [`RankRecord::refresh_wait`] once the wait has lasted [`PUBLISH_AFTER`]).
+    pub fn begin_wait(&self, since_ms: u64, handled: u64) {
+        self.publish_wait("", since_ms, handled);
     }
 
     /// Announce that the rank is blocked in the wait `text` since `since_ms`.
@@ -566,18 +572,38 @@ fn seconds_since(now_ms: u64, since_ms: u64) -> f64 {
     now_ms.saturating_sub(since_ms) as f64 / 1000.0
 }
 
-/// One line for `rank`'s record: "rank 2: waits for a barrier (...) since 1.2 s".
+/// Whether the kernel says `tid` is stopped (so it cannot make progress, whatever the
+/// board says).
+fn is_stopped(tid: u64) -> bool {
+    thread_condition(tid).is_some_and(|c| c.starts_with("stopped"))
+}
+
+/// One line for `rank`'s record: "rank 2: waits for a barrier (...) (for 1.2 s)".
 pub fn describe_rank(rank: usize, view: &RankView, now_ms: u64) -> String {
+    let stopped = |line: String| {
+        if is_stopped(view.tid) {
+            format!(
+                "{line}; its thread is {}",
+                thread_condition(view.tid).unwrap_or("stopped")
+            )
+        } else {
+            line
+        }
+    };
     match view.state {
         RankState::Absent => format!("rank {rank}: has not started"),
-        RankState::Starting => format!("rank {rank}: is starting"),
+        RankState::Starting => stopped(format!("rank {rank}: is starting")),
         RankState::Finished => format!("rank {rank}: has finished its part of the job"),
         RankState::Failed => format!("rank {rank}: failed: {}", view.text),
-        RankState::Waiting => format!(
+        RankState::Waiting if view.text.is_empty() => stopped(format!(
+            "rank {rank}: waits (for {:.1} s)",
+            seconds_since(now_ms, view.since_ms)
+        )),
+        RankState::Waiting => stopped(format!(
             "rank {rank}: waits for {} (for {:.1} s)",
             view.text,
             seconds_since(now_ms, view.since_ms)
-        ),
+        )),
         RankState::Running => match thread_condition(view.tid) {
             Some(how) => format!("rank {rank}: not in a wait; its thread is {how}"),
             None => format!("rank {rank}: not in a wait"),
@@ -600,11 +626,15 @@ pub fn describe_all(views: &[RankView], now_ms: u64) -> String {
 pub fn describe_others(board: &Board, me: usize) -> String {
     let views = board.snapshot();
     let now = now_ms();
-    let busy = |v: &RankView| matches!(v.state, RankState::Running | RankState::Starting);
+    // Those that hold the others up: not in a wait, or stopped in one.
+    let holding = |v: &RankView| {
+        matches!(v.state, RankState::Running | RankState::Starting)
+            || v.state == RankState::Waiting && is_stopped(v.tid)
+    };
     let mut out = String::new();
-    for pass_busy in [true, false] {
+    for first in [true, false] {
         for (r, v) in views.iter().enumerate() {
-            if r != me && busy(v) == pass_busy {
+            if r != me && holding(v) == first {
                 let _ = write!(out, "\n  {}", describe_rank(r, v, now));
             }
         }
@@ -614,13 +644,18 @@ pub fn describe_others(board: &Board, me: usize) -> String {
 
 /// Whether `me` is the rank that should report a stuck wait now: among the waiting ranks,
 /// the one whose wait began first (then the lowest), so that one report names the culprit
-/// and the others keep waiting until the job ends them.
+/// and the others keep waiting until the job ends them; nobody once a rank has failed.
 pub fn reports_first(board: &Board, me: usize) -> bool {
     let views = board.snapshot();
+    // A rank that failed has made its report; the job is ending already.
+    if views.iter().any(|v| v.state == RankState::Failed) {
+        return false;
+    }
+    // A stopped rank cannot report: the first of the others does.
     views
         .iter()
         .enumerate()
-        .filter(|(_, v)| v.state == RankState::Waiting)
+        .filter(|&(r, v)| v.state == RankState::Waiting && (r == me || !is_stopped(v.tid)))
         .min_by_key(|(r, v)| (v.since_ms, *r))
         .is_none_or(|(r, _)| r == me)
 }

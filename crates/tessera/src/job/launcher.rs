@@ -481,6 +481,25 @@ fn end_strays(ranks: &[Rank]) {
     }
 }
 
+/// The failure for ranks that exited with status 0 without ever joining the job, once some
+/// other rank has joined it (the joined ones would wait for them forever).
+fn skipped_ranks(board: &Board, skipped: &[usize]) -> Option<String> {
+    let views = board.snapshot();
+    let joined =
+        (0..views.len()).any(|r| !skipped.contains(&r) && views[r].state != RankState::Absent);
+    let never: Vec<usize> = skipped
+        .iter()
+        .copied()
+        .filter(|&r| views[r].state == RankState::Absent)
+        .collect();
+    (joined && !never.is_empty()).then(|| {
+        format!(
+            "rank(s) {never:?} exited with status 0 without joining the job while other ranks did (did a wrapper script skip the program on those ranks?); the ranks stood so:\n{}",
+            board::describe_all(&views, board::now_ms()).trim_end()
+        )
+    })
+}
+
 /// Why a rank that exited with status 0 did so too early, if it did.
 fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String> {
     let views = board.snapshot();
@@ -502,12 +521,6 @@ fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String
     if !unfinished.is_empty() {
         return Some(format!(
             "{who} exited with status 0 before the end of the job (rank(s) {unfinished:?} never reached the end-of-job barrier: a call to exit, or a wrapper that ended first); the ranks stood so:\n{}",
-            board::describe_all(&views, now).trim_end()
-        ));
-    }
-    if conduit == ConduitKind::Smp && !started(rank) && (0..views.len()).any(started) {
-        return Some(format!(
-            "rank {rank} exited with status 0 without joining the job while other ranks did (did a wrapper script skip the program on that rank?); the ranks stood so:\n{}",
             board::describe_all(&views, now).trim_end()
         ));
     }
@@ -581,6 +594,9 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     let mut termed = false;
     let mut killed = false;
     let mut quits_served = QUIT_REQUESTS.load(Ordering::SeqCst);
+    // Ranks that exited with status 0 before joining the job (fine for programs that do
+    // not use Tessera, a failure once another rank joins).
+    let mut skipped: Vec<usize> = Vec::new();
     loop {
         for r in ranks.iter_mut().filter(|r| r.status.is_none()) {
             if let Ok(Some(status)) = r.child.try_wait() {
@@ -589,7 +605,14 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                     continue;
                 }
                 let early = match (&board, status.success()) {
-                    (Some(b), true) => early_exit(b, r.rank, spec.conduit),
+                    (Some(b), true) => {
+                        if spec.conduit == ConduitKind::Smp
+                            && b.record(r.rank).view().state == RankState::Absent
+                        {
+                            skipped.push(r.rank);
+                        }
+                        early_exit(b, r.rank, spec.conduit)
+                    }
                     _ => None,
                 };
                 if !status.success() || early.is_some() {
@@ -618,6 +641,13 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                     failure = Some((Some(r.rank), why));
                     teardown = Some(Instant::now());
                 }
+            }
+        }
+        if teardown.is_none() && !skipped.is_empty() {
+            if let Some(why) = board.as_ref().and_then(|b| skipped_ranks(b, &skipped)) {
+                failure = Some((skipped.first().copied(), why));
+                code = 1;
+                teardown = Some(Instant::now());
             }
         }
         if ranks.iter().all(|r| r.status.is_some()) {

@@ -30,6 +30,9 @@
 //! Messages longer than one chunk travel as consecutive chunks. With two slots the sender
 //! fills one while the receiver drains the other, so large transfers are pipelined.
 //!
+//! The handshake's decisions live in `protocol::mailbox`, which model-checks them with
+//! loom.
+//!
 //! This module must never assume that a member's area is mapped: everything goes through
 //! global pointers.
 
@@ -38,6 +41,7 @@ use std::rc::Rc;
 
 use super::signature::Signature;
 use crate::error::CoreError;
+use crate::protocol::mailbox;
 use crate::{Context, GlobalPtr, Result};
 
 /// Bytes of a slot header (flag, padding, signature, length: one cache line).
@@ -163,8 +167,8 @@ impl Channel {
     }
 
     /// Slot `parity` of the inbox that `owner` keeps for messages from `source`.
-    fn slot(&self, owner: usize, source: usize, parity: u64) -> GlobalPtr<u8> {
-        self.areas[owner].add((source * 2 + parity as usize) * (HEADER + self.chunk))
+    fn slot(&self, owner: usize, source: usize, parity: usize) -> GlobalPtr<u8> {
+        self.areas[owner].add((source * 2 + parity) * (HEADER + self.chunk))
     }
 
     /// The word in `owner`'s area where `peer` acknowledges messages from `owner`.
@@ -304,23 +308,27 @@ impl Channel {
         call: Signature,
     ) -> Result<bool> {
         let seq = self.sent.borrow()[to];
-        if seq >= 2 && ctx.atomic_load(self.ack(self.me, to))? + 2 <= seq {
+        if seq >= 2 && !mailbox::may_send_after(ctx.atomic_load(self.ack(self.me, to))?, seq) {
             return Ok(false);
         }
-        let slot = self.slot(to, self.me, seq % 2);
+        let slot = self.slot(to, self.me, mailbox::slot_of(seq));
         let words = slot.add(SIGNATURE_AT);
         let header = [call.0, chunk.len() as u64];
         if ctx.is_addressable(slot) {
             ctx.put(slot.add(HEADER), chunk)?;
             ctx.put(words.cast::<u64>(), &header)?;
-            ctx.signal_store(None, slot.cast(), seq + 1)?;
+            ctx.signal_store(None, slot.cast(), mailbox::published(seq))?;
         } else {
             // Signature, length and data are adjacent, so they travel with the flag in one
             // message.
             let mut payload = Vec::with_capacity(16 + chunk.len());
             payload.extend_from_slice(bytemuck::cast_slice(&header));
             payload.extend_from_slice(chunk);
-            ctx.signal_store(Some((words, &payload)), slot.cast(), seq + 1)?;
+            ctx.signal_store(
+                Some((words, &payload)),
+                slot.cast(),
+                mailbox::published(seq),
+            )?;
         }
         self.sent.borrow_mut()[to] = seq + 1;
         Ok(true)
@@ -336,8 +344,8 @@ impl Channel {
         call: Signature,
     ) -> Result<Option<usize>> {
         let seq = self.received.borrow()[from];
-        let slot = self.slot(self.me, from, seq % 2);
-        if ctx.atomic_load(slot.cast::<u64>())? != seq + 1 {
+        let slot = self.slot(self.me, from, mailbox::slot_of(seq));
+        if !mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, seq) {
             return Ok(None);
         }
         let mut header = [0u64; 2];
@@ -364,7 +372,7 @@ impl Channel {
             .into());
         }
         ctx.get(slot.add(HEADER), &mut out[..len])?;
-        ctx.signal_store(None, self.ack(from, self.me), seq + 1)?;
+        ctx.signal_store(None, self.ack(from, self.me), mailbox::published(seq))?;
         self.received.borrow_mut()[from] = seq + 1;
         Ok(Some(len))
     }
@@ -431,8 +439,8 @@ impl ChannelAudit {
         for (source, &got) in self.received.iter().enumerate() {
             let slot = self
                 .inbox
-                .add((source * 2 + (got % 2) as usize) * (HEADER + self.chunk));
-            if ctx.atomic_load(slot.cast::<u64>())? == got + 1 {
+                .add((source * 2 + mailbox::slot_of(got)) * (HEADER + self.chunk));
+            if mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, got) {
                 senders.push(self.sources[source]);
             }
         }

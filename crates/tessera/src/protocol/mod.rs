@@ -1,7 +1,10 @@
 //! Cross-rank synchronisation protocols in their in-process form.
 //!
 //! The bounded active-message ring and the semaphore are written once here, generic over
-//! the memory they live in and the atomic word type. The conduits instantiate them over
+//! the memory they live in and the atomic word type; the team channel's handshake
+//! (`mailbox`) and the barrier's rounds (`barrier`) keep their decisions here, which the
+//! model layer's channel and the core's barrier call on the values their global-pointer
+//! loads return. The conduits instantiate them over
 //! shared-memory mappings with `std` atomics. Under `--cfg loom` the tests instantiate them
 //! over [loom](https://docs.rs/loom) atomics, which check every interleaving, and every
 //! weak-memory outcome loom models, of producers and consumers.
@@ -12,6 +15,8 @@
 //!
 //! This module sits below the conduit and core layers and must never depend on them.
 
+pub(crate) mod barrier;
+pub(crate) mod mailbox;
 pub(crate) mod ring;
 pub(crate) mod semaphore;
 

@@ -1,0 +1,555 @@
+//! What a user (or another user) does wrong, and what the job does about it: it never hangs
+//! silently, never lies about success, and cannot be broken through shared memory. Each
+//! case ran into a hang, a wrong exit status, a panic or a garbled message before; each is
+//! bounded in time and checks that no process is left behind.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Wait (up to 5 s) until no process's command line contains `marker`.
+fn assert_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "processes with {marker:?} survived the job: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-rel-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_rank_that_finishes_early_is_reported_as_a_deadlock_within_seconds() {
+    // Rank 3 stops after 10 laps and waits in the end-of-job barrier; the others wait on
+    // their semaphores for a token that never comes. Before: 100 % CPU forever.
+    let started = Instant::now();
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "4", "--"])
+            .arg(common::example("failure_demo"))
+            .args(["--ring", "100000", "--short-rank", "3"]),
+        30,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(f.status.code(), Some(1), "stderr: {}", f.stderr);
+    for part in [
+        "deadlock: every rank is blocked",
+        "rank 3: waits for the end-of-job barrier",
+        "rank 0: waits for a semaphore",
+    ] {
+        assert!(f.stderr.contains(part), "{part:?} missing: {}", f.stderr);
+    }
+    // One report, not one per rank.
+    assert_eq!(
+        f.stderr.matches("failed: deadlock").count(),
+        1,
+        "{}",
+        f.stderr
+    );
+}
+
+#[test]
+fn a_deadlock_under_threads_is_reported_too() {
+    // Rank 1 waits on its own semaphore, which nobody posts; the others wait for it in the
+    // end-of-job barrier.
+    let started = Instant::now();
+    let err = tessera::Job::threads(3)
+        .segment(1 << 20)
+        .run(|ctx| {
+            if ctx.rank() == 1 {
+                ctx.semaphore_new()?.wait(ctx, 1)?;
+            }
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(err.contains("deadlock"), "{err}");
+    assert!(err.contains("rank 1: waits for a semaphore"), "{err}");
+    assert!(
+        err.contains("rank 0: waits for the end-of-job barrier"),
+        "{err}"
+    );
+}
+
+#[test]
+fn exit_zero_in_the_middle_of_the_job_fails_it() {
+    for conduit in ["smp", "threads"] {
+        let f = common::run(
+            common::tessera()
+                .args(["run", "-n", "4", "--conduit", conduit, "--"])
+                .arg(common::example("failure_demo"))
+                .args(["--exit-rank", "1", "--code", "0"]),
+            30,
+        );
+        assert_eq!(f.status.code(), Some(1), "{conduit}: {}", f.stderr);
+        assert!(
+            f.stderr.contains("rank 1 called exit(0) while rank(s) ["),
+            "{conduit}: {}",
+            f.stderr
+        );
+    }
+}
+
+#[test]
+fn a_wrapper_that_skips_the_program_on_one_rank_fails_the_job() {
+    let demo = common::example("failure_demo");
+    let started = Instant::now();
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "3", "--", "bash", "-c"])
+            .arg(format!(
+                "if [ $TESSERA_RANK = 2 ]; then exit 0; fi; exec {} --barriers 10",
+                demo.display()
+            )),
+        30,
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
+    assert!(
+        f.stderr
+            .contains("rank(s) [2] exited with status 0 without joining the job"),
+        "{}",
+        f.stderr
+    );
+    // A program that never uses Tessera is no job member and may end as it likes.
+    let f = common::run(common::tessera().args(["run", "-n", "3", "--", "true"]), 30);
+    assert!(f.status.success(), "{}", f.stderr);
+}
+
+#[test]
+fn returning_early_meets_the_others_barrier_and_is_reported() {
+    for conduit in ["smp", "threads"] {
+        let f = common::run(
+            common::tessera()
+                .args(["run", "-n", "4", "--conduit", conduit, "--"])
+                .arg(common::example("failure_demo"))
+                .args(["--return-rank", "2"]),
+            30,
+        );
+        assert_eq!(f.status.code(), Some(1), "{conduit}: {}", f.stderr);
+        assert!(
+            f.stderr.contains(
+                "rank(s) [2] ended their part of the job (the end-of-job barrier) while rank(s) [0, 1, 3] entered an ordinary barrier"
+            ),
+            "{conduit}: {}",
+            f.stderr
+        );
+    }
+}
+
+/// Start failure_demo forever on 4 ranks with pid files in `dir` and `env`.
+fn forever(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> std::process::Child {
+    common::spawn(
+        common::tessera()
+            .args(["run", "-n", "4", "--"])
+            .arg(common::example("failure_demo"))
+            .args(["--forever", "--pid-dir", dir.to_str().unwrap()])
+            .args(extra)
+            .envs(env.iter().copied()),
+    )
+}
+
+fn pids(dir: &Path, ranks: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let files: Vec<String> = (0..ranks)
+            .filter_map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}"))).ok())
+            .filter(|t| t.contains(' '))
+            .collect();
+        if files.len() == ranks {
+            return files
+                .iter()
+                .map(|f| f.split_whitespace().next().unwrap().parse().unwrap())
+                .collect();
+        }
+        assert!(Instant::now() < deadline, "ranks never wrote their pids");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_stopped_rank_is_named_by_the_watchdog() {
+    let dir = temp_dir("stopped");
+    let child = forever(&dir, &[("TESSERA_WAIT_TIMEOUT", "2")], &[]);
+    let ranks = pids(&dir, 4);
+    kill(Pid::from_raw(ranks[2]), Signal::SIGSTOP).unwrap();
+    let f = common::finish(child, Duration::from_secs(30));
+    let _ = kill(Pid::from_raw(ranks[2]), Signal::SIGCONT);
+    assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
+    assert!(f.stderr.contains("watchdog"), "{}", f.stderr);
+    assert!(
+        f.stderr
+            .contains("its thread is stopped (SIGSTOP or job control)")
+            && f.stderr
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("  rank 2: ")),
+        "the stopped rank is not named: {}",
+        f.stderr
+    );
+    // One report, from the rank that waited longest, not one per waiting rank.
+    let reports = f
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("tessera: rank") && l.contains("failed: watchdog"))
+        .count();
+    assert_eq!(reports, 1, "{}", f.stderr);
+    for pid in ranks {
+        assert!(!common::alive(pid) || is_zombie(pid), "rank {pid} survived");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        .unwrap_or(true)
+}
+
+#[test]
+fn sigquit_shows_every_wait_and_the_job_goes_on() {
+    let dir = temp_dir("sigquit");
+    // Rank 1 sleeps for 1.5 s halfway; meanwhile the others wait for it at a barrier.
+    let child = common::spawn(
+        common::tessera()
+            .args(["run", "-n", "3", "--"])
+            .arg(common::example("failure_demo"))
+            .args([
+                "--barriers",
+                "20",
+                "--sleep-rank",
+                "1",
+                "--sleep-ms",
+                "1500",
+            ])
+            .args(["--pid-dir", dir.to_str().unwrap()]),
+    );
+    pids(&dir, 3);
+    std::thread::sleep(Duration::from_millis(700));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGQUIT).unwrap();
+    let f = common::finish(child, Duration::from_secs(30));
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("(SIGQUIT; the job goes on)"),
+        "{}",
+        f.stderr
+    );
+    assert!(
+        f.stderr.contains("rank 0: waits for a barrier"),
+        "{}",
+        f.stderr
+    );
+    assert!(f.stderr.contains("rank 1: not in a wait"), "{}", f.stderr);
+    assert!(f.stdout.contains("20 barriers on 3 ranks"), "{}", f.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn children_of_ranks_end_with_the_job_and_never_hold_it() {
+    // A background child holding the output pipe: the job ends when the rank does.
+    let started = Instant::now();
+    let f = common::run(
+        common::tessera()
+            .args(["run", "--label", "-n", "1", "--", "bash", "-c"])
+            .arg("sleep 31.4159 & echo started"),
+        20,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(f.stdout.trim(), "[0] started");
+    assert_gone("sleep 31.4159");
+    // On failure (the time limit) and on success, grandchildren go too.
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "2", "--timeout", "1", "--", "bash", "-c"])
+            .arg("sleep 303.14159 & wait"),
+        20,
+    );
+    assert_eq!(f.status.code(), Some(124), "{}", f.stderr);
+    assert_gone("sleep 303.14159");
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "2", "--", "bash", "-c"])
+            .arg("(setsid sleep 27.1828 &) ; true"),
+        20,
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_gone("sleep 27.1828");
+}
+
+#[test]
+fn bad_values_are_refused_by_name_without_a_panic() {
+    let demo = common::example("failure_demo");
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        common::run(
+            common::tessera()
+                .arg("run")
+                .args(args)
+                .args(["-n", "2", "--"])
+                .arg(&demo)
+                .args(["--barriers", "3"])
+                .envs(env.iter().copied()),
+            30,
+        )
+    };
+    for value in ["-1", "inf", "NaN", "0", "1e20", "soon"] {
+        let f = run(&[("TESSERA_WAIT_TIMEOUT", value)], &[]);
+        assert_eq!(f.status.code(), Some(2), "{value}: {}", f.stderr);
+        assert!(
+            f.stderr.contains("TESSERA_WAIT_TIMEOUT"),
+            "{value}: {}",
+            f.stderr
+        );
+        assert!(!f.stderr.contains("panicked"), "{value}: {}", f.stderr);
+        // Once, from the launcher, not once per rank.
+        assert_eq!(
+            f.stderr.matches("TESSERA_WAIT_TIMEOUT=").count(),
+            1,
+            "{}",
+            f.stderr
+        );
+    }
+    for value in ["-1", "NaN", "inf", "1e20", "0"] {
+        let f = run(&[], &["--timeout", value]);
+        assert_eq!(f.status.code(), Some(2), "--timeout {value}: {}", f.stderr);
+        assert!(f.stderr.contains("--timeout"), "{}", f.stderr);
+        assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
+    }
+    for (var, value) in [
+        ("TESSERA_BOOT_TIMEOUT", "-1"),
+        ("TESSERA_CHECK", "maybe"),
+        ("TESSERA_AM_QUEUE", "1T"),
+        ("TESSERA_SEGMENT", "lots"),
+    ] {
+        let f = run(&[(var, value)], &[]);
+        assert_eq!(f.status.code(), Some(2), "{var}={value}: {}", f.stderr);
+        assert!(f.stderr.contains(var), "{var}: {}", f.stderr);
+        assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
+    }
+    // Empty means unset; `off` switches the watchdog off; `false` is a switch value.
+    for (var, value) in [
+        ("TESSERA_TUNING", ""),
+        ("TESSERA_WAIT_TIMEOUT", "off"),
+        ("TESSERA_CHECK", "false"),
+        ("TESSERA_SEGMENT", ""),
+    ] {
+        let f = run(&[(var, value)], &[]);
+        assert!(f.status.success(), "{var}={value:?}: {}", f.stderr);
+    }
+}
+
+#[test]
+fn a_closed_output_ends_commands_quietly() {
+    for args in [
+        vec!["npb", "ep", "--class", "S", "-n", "2"],
+        vec!["run", "-n", "2", "--"],
+    ] {
+        let mut cmd = common::tessera();
+        cmd.args(&args);
+        if args[0] == "run" {
+            cmd.arg(common::example("failure_demo"))
+                .args(["--barriers", "3"]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away at once
+        let f = finish_without_stdout(child, Duration::from_secs(60));
+        assert!(!f.stderr.contains("panicked"), "{args:?}: {}", f.stderr);
+        assert!(!f.stderr.contains("job failed"), "{args:?}: {}", f.stderr);
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            f.status.code() == Some(141) || f.status.signal() == Some(13),
+            "{args:?}: {:?} {}",
+            f.status,
+            f.stderr
+        );
+    }
+}
+
+#[test]
+fn labelled_lines_are_bounded_and_each_written_whole() {
+    // One 1 MiB line without a newline: forwarded in labelled pieces of at most 64 KiB.
+    let f = common::run(
+        common::tessera()
+            .args(["run", "--label", "-n", "1", "--", "bash", "-c"])
+            .arg("head -c 1048576 /dev/zero | tr '\\0' x"),
+        30,
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let lines: Vec<&str> = f.stdout.lines().collect();
+    assert!(lines.len() >= 16, "{} lines", lines.len());
+    for line in &lines {
+        assert!(line.starts_with("[0] "), "unlabelled piece");
+        assert!(
+            line.len() <= 64 * 1024 + 4,
+            "a piece of {} bytes",
+            line.len()
+        );
+    }
+    let xs: usize = lines.iter().map(|l| l.len() - 4).sum();
+    assert_eq!(xs, 1 << 20);
+    // Eight ranks failing at once: every line of the report is whole.
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "8", "--"])
+            .arg(common::example("failure_demo"))
+            .arg("--all-error"),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(1));
+    for line in f.stderr.lines() {
+        assert!(
+            line.starts_with("tessera: ") || line.starts_with("  "),
+            "garbled line {line:?} in:\n{}",
+            f.stderr
+        );
+    }
+}
+
+#[test]
+fn a_rank_killed_by_sigbus_gets_a_hint() {
+    let f = common::run(
+        common::tessera().args(["run", "-n", "1", "--", "bash", "-c", "kill -BUS $$"]),
+        20,
+    );
+    assert_eq!(f.status.code(), Some(128 + 7));
+    assert!(f.stderr.contains("SIGBUS"), "{}", f.stderr);
+    assert!(f.stderr.contains("shared memory ran out"), "{}", f.stderr);
+}
+
+#[test]
+fn named_objects_and_a_strict_umask_work() {
+    let demo = common::example("failure_demo");
+    for names in ["0", "1"] {
+        let f = common::run(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!(
+                    "umask 0277; exec {} run -n 3 -- {} --barriers 5",
+                    env!("CARGO_BIN_EXE_tessera"),
+                    demo.display()
+                ))
+                .env("TESSERA_SHM_NAMES", names),
+            30,
+        );
+        assert!(f.status.success(), "names={names}: {}", f.stderr);
+        assert!(
+            f.stdout
+                .contains("5 barriers on 3 ranks of the smp conduit"),
+            "{}",
+            f.stdout
+        );
+    }
+}
+
+#[test]
+fn another_users_object_in_the_way_is_refused_by_name() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: making a file of another user needs root");
+        return;
+    }
+    // A directory under the job's name, made by another user (nobody) and open to all:
+    // ranks started with that job id must refuse it, naming it, and never map anything in
+    // it. (Real job ids are 128 random bits; here the test picks one to plant under.)
+    let id = format!("plantedtest{}", std::process::id());
+    let dir = Path::new("/dev/shm").join(format!("tessera-{id}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let rank = |r: usize| {
+        common::spawn(
+            Command::new(common::example("failure_demo"))
+                .args(["--barriers", "3"])
+                .env("TESSERA_CONDUIT", "smp")
+                .env("TESSERA_RANKS", "2")
+                .env("TESSERA_RANK", r.to_string())
+                .env("TESSERA_JOB_ID", &id)
+                .env("TESSERA_BOOT_TIMEOUT", "5")
+                .env_remove("TESSERA_JOB_FD"),
+        )
+    };
+    let (r0, r1) = (rank(0), rank(1));
+    let f0 = common::finish(r0, Duration::from_secs(20));
+    let f1 = common::finish(r1, Duration::from_secs(20));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!f0.status.success() && !f1.status.success());
+    assert!(
+        f0.stderr.contains(&dir.display().to_string()),
+        "{}",
+        f0.stderr
+    );
+    assert!(f0.stderr.contains("already exists"), "{}", f0.stderr);
+    assert!(f1.stderr.contains("belongs to user 65534"), "{}", f1.stderr);
+}
+
+/// Wait for `child` (whose stdout the caller dropped) at most `limit`, reading stderr.
+fn finish_without_stdout(mut child: std::process::Child, limit: Duration) -> common::Finished {
+    use std::io::Read;
+    let started = Instant::now();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return common::Finished {
+                status,
+                stdout: String::new(),
+                stderr: reader.join().unwrap(),
+                elapsed: started.elapsed(),
+            };
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("command did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
