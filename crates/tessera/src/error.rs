@@ -104,12 +104,10 @@ pub enum CoreError {
         ranks: usize,
     },
     /// An access through a global pointer whose arithmetic left the address space.
-    #[error("invalid global pointer (rank {rank}, offset {offset}): {why}; no access through it is possible")]
+    #[error("invalid global pointer (rank {rank}): {why}; no access through it is possible")]
     InvalidPointer {
         /// The rank it names.
         rank: usize,
-        /// The offset it holds.
-        offset: u64,
         /// What made it invalid.
         why: String,
     },

@@ -120,3 +120,39 @@ fn strided_and_indexed_match_a_plain_copy() {
         })
         .unwrap();
 }
+
+/// Global-pointer arithmetic that leaves the address space never lands on a valid
+/// address: a rank beyond 32 bits is not truncated to another rank, `sub` below offset 0
+/// does not clamp into the runtime's part of the segment, `add` past the end does not wrap.
+#[test]
+fn invalid_global_pointers_are_refused_not_wrapped() {
+    tessera::Job::threads(2)
+        .segment(1 << 20)
+        .run(|ctx| {
+            let cell = ctx.alloc_collective::<u64>(4)?;
+            ctx.put(cell, &[1, 2, 3, 4])?;
+            ctx.barrier()?;
+            let cases = [
+                (
+                    tessera::GlobalPtr::<u64>::new((1 << 32) + 1, cell.offset()),
+                    "rank beyond",
+                ),
+                (cell.sub(cell.offset() as usize / 8 + 1), "below offset 0"),
+                (cell.add(usize::MAX / 8), "past the largest offset"),
+            ];
+            for (bad, why) in cases {
+                let err = ctx.put_value(bad, 9).unwrap_err().to_string();
+                assert!(
+                    err.contains("invalid global pointer") && err.contains(why),
+                    "{err}"
+                );
+                assert!(ctx.get_value(bad).is_err());
+            }
+            ctx.barrier()?;
+            let mut got = [0u64; 4];
+            ctx.get(cell.on(1 - ctx.rank()), &mut got)?;
+            assert_eq!(got, [1, 2, 3, 4], "a bad put landed somewhere");
+            Ok(())
+        })
+        .unwrap();
+}

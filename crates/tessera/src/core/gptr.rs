@@ -13,8 +13,8 @@ use bytemuck::{Pod, Zeroable};
 /// range inside the segment, alignment) and fails with an error instead of faulting.
 /// Arithmetic never wraps: a rank beyond 2³² − 1, an [`add`](GlobalPtr::add) past the
 /// largest offset or a [`sub`](GlobalPtr::sub) below offset 0 gives a pointer marked
-/// invalid ([`GlobalPtr::is_valid`] is false), and every access through it fails naming
-/// what went wrong, instead of landing on some other valid address.
+/// invalid ([`GlobalPtr::is_valid`] is false, its offset the largest), and every access
+/// through it fails naming what went wrong, instead of landing on some other valid address.
 ///
 /// ```
 /// use tessera::GlobalPtr;
@@ -80,7 +80,7 @@ impl<T> GlobalPtr<T> {
     pub const fn new(rank: usize, offset: u64) -> Self {
         if rank > u32::MAX as usize {
             return GlobalPtr {
-                offset,
+                offset: u64::MAX,
                 rank: u32::MAX,
                 invalid: Invalid::RANK,
                 _type: PhantomData,
@@ -94,9 +94,13 @@ impl<T> GlobalPtr<T> {
         }
     }
 
+    /// The pointer marked invalid for `why`. Its offset becomes the largest, so every
+    /// access fails the ordinary bounds check (no extra test on the hot path); the error
+    /// path then reports why.
     const fn marked(self, why: u32) -> Self {
         GlobalPtr {
             invalid: self.invalid | why,
+            offset: u64::MAX,
             ..self
         }
     }
@@ -113,6 +117,7 @@ impl<T> GlobalPtr<T> {
 
     /// Whether the pointer is an address at all: false once arithmetic left the address
     /// space or the rank did not fit (every access through it then fails).
+    #[inline]
     pub const fn is_valid(&self) -> bool {
         self.invalid == 0
     }
@@ -161,8 +166,11 @@ impl<T> GlobalPtr<T> {
     /// The same offset on another rank: for data allocated collectively, the peer's copy.
     pub const fn on(self, rank: usize) -> Self {
         let moved = GlobalPtr::<T>::new(rank, self.offset);
+        // An invalid pointer stays invalid on any rank: its offset is gone.
+        let invalid = moved.invalid | self.invalid;
         GlobalPtr {
-            invalid: moved.invalid | (self.invalid & !Invalid::RANK),
+            invalid,
+            offset: if invalid != 0 { u64::MAX } else { self.offset },
             ..moved
         }
     }
@@ -218,6 +226,9 @@ mod tests {
         assert_ne!(big.rank(), 1);
         assert!(big.invalid_reason().unwrap().contains("rank"));
         assert!(!GlobalPtr::<u8>::new(0, 0).on(1 << 40).is_valid());
-        assert!(big.on(2).is_valid());
+        // An invalid pointer's offset is beyond every segment, so accesses fail the plain
+        // bounds check too.
+        assert_eq!(GlobalPtr::<u64>::new(0, 8).sub(2).offset(), u64::MAX);
+        assert!(!big.on(2).is_valid(), "its offset was lost with the rank");
     }
 }

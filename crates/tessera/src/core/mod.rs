@@ -294,43 +294,18 @@ impl Context {
     // ----- checked addressing ---------------------------------------------------------
 
     /// Check an access of `len` bytes at `ptr` aligned to `align`, and say where it lives.
+    #[inline]
     pub(crate) fn target<T>(&self, ptr: GlobalPtr<T>, len: usize, align: usize) -> Result<Target> {
-        if let Some(why) = ptr.invalid_reason() {
-            return Err(CoreError::InvalidPointer {
-                rank: ptr.rank(),
-                offset: ptr.offset(),
-                why,
-            }
-            .into());
-        }
-        let rank = ptr.rank();
-        if rank >= self.ranks {
-            return Err(CoreError::NoSuchRank {
-                rank,
-                ranks: self.ranks,
-            }
-            .into());
-        }
-        let offset = ptr.offset();
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > self.segment_len as u64)
-        {
-            return Err(CoreError::OutOfSegment {
-                rank,
-                offset,
-                len: len as u64,
-                segment: self.segment_len,
-            }
-            .into());
-        }
-        if !offset.is_multiple_of(align as u64) {
-            return Err(CoreError::Misaligned {
-                rank,
-                offset,
-                align,
-            }
-            .into());
+        // One test on the hot path; every refusal is worked out off it. An invalid pointer
+        // has rank u32::MAX or offset u64::MAX, so it fails here too.
+        let (rank, offset) = (ptr.rank(), ptr.offset());
+        let fits = rank < self.ranks
+            && offset
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= self.segment_len as u64)
+            && offset.is_multiple_of(align as u64);
+        if !fits {
+            return Err(self.refusal(rank, offset, len, align, ptr.invalid_reason()));
         }
         Ok(match self.bases[rank] {
             // SAFETY: offset + len <= segment_len (checked above), inside the mapping.
@@ -344,10 +319,52 @@ impl Context {
         })
     }
 
+    /// Why an access of `len` bytes at (`rank`, `offset`) aligned to `align` is refused.
+    #[cold]
+    #[inline(never)]
+    fn refusal(
+        &self,
+        rank: usize,
+        offset: u64,
+        len: usize,
+        align: usize,
+        invalid: Option<String>,
+    ) -> crate::Error {
+        if let Some(why) = invalid {
+            return CoreError::InvalidPointer { rank, why }.into();
+        }
+        if rank >= self.ranks {
+            return CoreError::NoSuchRank {
+                rank,
+                ranks: self.ranks,
+            }
+            .into();
+        }
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.segment_len as u64)
+        {
+            return CoreError::OutOfSegment {
+                rank,
+                offset,
+                len: len as u64,
+                segment: self.segment_len,
+            }
+            .into();
+        }
+        CoreError::Misaligned {
+            rank,
+            offset,
+            align,
+        }
+        .into()
+    }
+
     /// Whether `ptr`'s target is mapped in this process, so that [`Context::local_ptr`]
     /// gives a usable address (Titanium's `isLocal`).
     pub fn is_addressable<T>(&self, ptr: GlobalPtr<T>) -> bool {
-        ptr.is_valid() && ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
+        // An invalid pointer's rank or offset is out of range: `target` refuses it.
+        ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
     }
 
     /// A raw pointer to the `len` elements at `ptr` when they are mapped in this process

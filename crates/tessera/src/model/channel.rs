@@ -316,6 +316,11 @@ impl Channel {
         let header = [call.0, chunk.len() as u64];
         if ctx.is_addressable(slot) {
             ctx.put(slot.add(HEADER), chunk)?;
+            // `--cfg tessera_no_signatures` builds the channel without signatures, only to
+            // measure what they cost (docs/PERFORMANCE.md); the length alone then moves.
+            #[cfg(tessera_no_signatures)]
+            ctx.put_value(words.cast::<u64>().add(1), header[1])?;
+            #[cfg(not(tessera_no_signatures))]
             ctx.put(words.cast::<u64>(), &header)?;
             ctx.signal_store(None, slot.cast(), mailbox::published(seq))?;
         } else {
@@ -348,9 +353,17 @@ impl Channel {
         if !mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, seq) {
             return Ok(None);
         }
-        let mut header = [0u64; 2];
-        ctx.get(slot.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
-        let [theirs, len] = header;
+        #[cfg(tessera_no_signatures)]
+        let (theirs, len) = (
+            call.0,
+            ctx.get_value(slot.add(SIGNATURE_AT + 8).cast::<u64>())?,
+        );
+        #[cfg(not(tessera_no_signatures))]
+        let [theirs, len] = {
+            let mut header = [0u64; 2];
+            ctx.get(slot.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
+            header
+        };
         let len = len as usize;
         if theirs != call.0 {
             return Err(CoreError::CollectiveMismatch(format!(

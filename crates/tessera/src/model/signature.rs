@@ -57,18 +57,40 @@ const ALGORITHMS: [Algorithm; 13] = [
     Algorithm::Native,
 ];
 
-fn algorithm_code(alg: Algorithm) -> (u64, u64) {
-    let code = ALGORITHMS
-        .iter()
-        .position(|&a| {
-            a == alg || matches!((a, alg), (Algorithm::Knomial(_), Algorithm::Knomial(_)))
-        })
-        .map_or(15, |i| i as u64 + 1);
-    let radix = match alg {
-        Algorithm::Knomial(k) => u64::from(k.min(63)),
-        _ => 0,
-    };
-    (code, radix)
+/// The algorithm's 4-bit code (its place in [`ALGORITHMS`] plus one) and radix.
+const fn algorithm_code(alg: Algorithm) -> (u64, u64) {
+    match alg {
+        Algorithm::Flat => (1, 0),
+        Algorithm::Binomial => (2, 0),
+        Algorithm::Knomial(k) => (3, if k > 63 { 63 } else { k as u64 }),
+        Algorithm::Chain => (4, 0),
+        Algorithm::Dissemination => (5, 0),
+        Algorithm::RecursiveDoubling => (6, 0),
+        Algorithm::Ring => (7, 0),
+        Algorithm::ReduceBroadcast => (8, 0),
+        Algorithm::GatherBroadcast => (9, 0),
+        Algorithm::Bruck => (10, 0),
+        Algorithm::Pairwise => (11, 0),
+        Algorithm::Linear => (12, 0),
+        Algorithm::Native => (13, 0),
+    }
+}
+
+/// An operation's 4-bit code (its place in [`ALL_OPS`] plus one).
+const fn op_code(op: Op) -> u64 {
+    match op {
+        Op::Sum => 1,
+        Op::Prod => 2,
+        Op::Min => 3,
+        Op::Max => 4,
+        Op::BitAnd => 5,
+        Op::BitOr => 6,
+        Op::BitXor => 7,
+        Op::LogicalAnd => 8,
+        Op::LogicalOr => 9,
+        Op::MinLoc => 10,
+        Op::MaxLoc => 11,
+    }
 }
 
 impl Signature {
@@ -79,6 +101,7 @@ impl Signature {
     pub(crate) const AGREEMENT: Signature = Signature((Form::Agreement as u64) << 4);
 
     /// The signature of a call (no algorithm yet: [`Signature::with_algorithm`]).
+    #[inline]
     pub(crate) fn new(
         op: Collective,
         form: Form,
@@ -90,12 +113,16 @@ impl Signature {
         let reduction = match reduction {
             None => 0,
             Some(Reduction::User) => 15,
-            Some(Reduction::Builtin(op)) => ALL_OPS
-                .iter()
-                .position(|&o| o == op)
-                .map_or(14, |i| i as u64 + 1),
+            Some(Reduction::Builtin(op)) => op_code(op),
         };
-        let root = root.map_or(0, |r| (r % 1023) as u64 + 1);
+        // Roots below 1023 as they are, larger ones folded (no division on the common path).
+        let root = root.map_or(0, |r| {
+            if r < 1023 {
+                r as u64 + 1
+            } else {
+                (r % 1023) as u64 + 1
+            }
+        });
         Signature(
             op.index() as u64
                 | (form as u64) << 4
@@ -107,6 +134,7 @@ impl Signature {
     }
 
     /// The same call with its algorithm recorded.
+    #[inline]
     pub(crate) fn with_algorithm(self, alg: Algorithm) -> Signature {
         let (code, radix) = algorithm_code(alg);
         Signature((self.0 & !(0x3ff << 6)) | code << 6 | radix << 10)
@@ -175,6 +203,16 @@ impl fmt::Display for Signature {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_follow_the_tables_used_to_read_them_back() {
+        for (i, &alg) in ALGORITHMS.iter().enumerate() {
+            assert_eq!(algorithm_code(alg).0, i as u64 + 1, "{alg}");
+        }
+        for (i, &op) in ALL_OPS.iter().enumerate() {
+            assert_eq!(op_code(op), i as u64 + 1, "{op:?}");
+        }
+    }
 
     #[test]
     fn every_field_of_a_call_changes_the_signature_and_reads_back() {
