@@ -4,46 +4,14 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// Wait until every rank has written its pid file; returns (pids, job id).
-fn wait_for_ranks(dir: &Path, ranks: usize) -> (Vec<i32>, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let files: Vec<String> = (0..ranks)
-            .filter_map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}"))).ok())
-            .collect();
-        if files.len() == ranks && files.iter().all(|f| f.contains(' ')) {
-            let job = files[0]
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or_default()
-                .to_string();
-            let pids = files
-                .iter()
-                .map(|f| f.split_whitespace().next().unwrap().parse().unwrap())
-                .collect();
-            return (pids, job);
-        }
-        assert!(Instant::now() < deadline, "ranks never reported their pids");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn sigkill_in_a_barrier_ends_the_job_and_leaves_nothing_behind() {
-    let dir = temp_dir("sigkill");
+    let dir = common::temp_dir("sigkill");
     let ranks = 4;
     let child = common::spawn(
         common::tessera()
@@ -51,7 +19,7 @@ fn sigkill_in_a_barrier_ends_the_job_and_leaves_nothing_behind() {
             .arg(common::example("failure_demo"))
             .args(["--forever", "--pid-dir", dir.to_str().unwrap()]),
     );
-    let (pids, job) = wait_for_ranks(&dir, ranks);
+    let (pids, job) = common::wait_for_ranks(&dir, ranks);
     assert!(!job.is_empty(), "ranks did not see a job id");
     // Every rank attached, so every name is already unlinked.
     assert!(
@@ -161,14 +129,14 @@ fn threads_conduit_names_the_failing_rank() {
 
 #[test]
 fn sigterm_to_the_launcher_ends_the_whole_job() {
-    let dir = temp_dir("sigterm");
+    let dir = common::temp_dir("sigterm");
     let child = common::spawn(
         common::tessera()
             .args(["run", "-n", "3", "--"])
             .arg(common::example("failure_demo"))
             .args(["--forever", "--pid-dir", dir.to_str().unwrap()]),
     );
-    let (pids, job) = wait_for_ranks(&dir, 3);
+    let (pids, job) = common::wait_for_ranks(&dir, 3);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let f = common::finish(child, Duration::from_secs(10));
     assert_eq!(f.status.code(), Some(128 + 15), "stderr: {}", f.stderr);

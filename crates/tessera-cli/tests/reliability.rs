@@ -42,13 +42,6 @@ fn assert_gone(marker: &str) {
     }
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-rel-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn a_rank_that_finishes_early_is_reported_as_a_deadlock_within_seconds() {
     // Rank 3 stops after 10 laps and waits in the end-of-job barrier; the others wait on
@@ -186,26 +179,12 @@ fn forever(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> std::process::Ch
 }
 
 fn pids(dir: &Path, ranks: usize) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let files: Vec<String> = (0..ranks)
-            .filter_map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}"))).ok())
-            .filter(|t| t.contains(' '))
-            .collect();
-        if files.len() == ranks {
-            return files
-                .iter()
-                .map(|f| f.split_whitespace().next().unwrap().parse().unwrap())
-                .collect();
-        }
-        assert!(Instant::now() < deadline, "ranks never wrote their pids");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for_ranks(dir, ranks).0
 }
 
 #[test]
 fn a_stopped_rank_is_named_by_the_watchdog() {
-    let dir = temp_dir("stopped");
+    let dir = common::temp_dir("stopped");
     let child = forever(&dir, &[("TESSERA_WAIT_TIMEOUT", "2")], &[]);
     let ranks = pids(&dir, 4);
     kill(Pid::from_raw(ranks[2]), Signal::SIGSTOP).unwrap();
@@ -244,7 +223,7 @@ fn is_zombie(pid: i32) -> bool {
 
 #[test]
 fn sigquit_shows_every_wait_and_the_job_goes_on() {
-    let dir = temp_dir("sigquit");
+    let dir = common::temp_dir("sigquit");
     // Rank 1 sleeps for 1.5 s halfway; meanwhile the others wait for it at a barrier.
     let child = common::spawn(
         common::tessera()

@@ -163,3 +163,37 @@ pub fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
         .unwrap()
         .is_empty());
 }
+
+/// A fresh scratch directory for one test, named after it and this process.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Wait until `ranks` ranks of failure_demo have written their pid files into `dir`
+/// ("PID JOBID"); returns the pids and the job id.
+pub fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let files: Vec<String> = (0..ranks)
+            .filter_map(|r| std::fs::read_to_string(dir.join(format!("rank-{r}"))).ok())
+            .filter(|f| f.contains(' '))
+            .collect();
+        if files.len() == ranks {
+            let job = files[0]
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            let pids = files
+                .iter()
+                .map(|f| f.split_whitespace().next().unwrap().parse().unwrap())
+                .collect();
+            return (pids, job);
+        }
+        assert!(Instant::now() < deadline, "ranks never reported their pids");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

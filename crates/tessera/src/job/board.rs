@@ -415,18 +415,14 @@ impl JobFile {
         let header = unsafe { &*(map.as_mut_ptr() as *const FileHeader) };
         header.ranks.store(ranks as u64, Ordering::Relaxed);
         if let Some(s) = span {
-            header
-                .regions_offset
-                .store(s.offset as u64, Ordering::Relaxed);
-            header
-                .region_len
-                .store(s.region_len as u64, Ordering::Relaxed);
-            header
-                .segment_len
-                .store(s.segment_len as u64, Ordering::Relaxed);
-            header
-                .ring_capacity
-                .store(s.ring_capacity as u64, Ordering::Relaxed);
+            for (word, value) in [
+                (&header.regions_offset, s.offset),
+                (&header.region_len, s.region_len),
+                (&header.segment_len, s.segment_len),
+                (&header.ring_capacity, s.ring_capacity),
+            ] {
+                word.store(value as u64, Ordering::Relaxed);
+            }
         }
         header.magic.store(MAGIC, Ordering::Release);
         let board = board_over(map, ranks)?;

@@ -216,75 +216,25 @@ mod tests {
 
     #[test]
     fn every_field_of_a_call_changes_the_signature_and_reads_back() {
-        let base = Signature::new(
-            Collective::Allreduce,
-            Form::Blocking,
-            None,
-            8,
-            8,
-            Some(Reduction::Builtin(Op::Sum)),
-        )
-        .with_algorithm(Algorithm::Knomial(4));
+        let allreduce = |form, count, elem, red| {
+            Signature::new(Collective::Allreduce, form, None, count, elem, Some(red))
+                .with_algorithm(Algorithm::Knomial(4))
+        };
+        let sum = Reduction::Builtin(Op::Sum);
+        let base = allreduce(Form::Blocking, 8, 8, sum);
         assert_eq!(
             base.to_string(),
             "allreduce(Sum, 8 elements of 8 bytes, algorithm knomial4)"
         );
         let variants = [
-            Signature::new(
-                Collective::Allreduce,
-                Form::Blocking,
-                None,
-                8,
-                8,
-                Some(Reduction::Builtin(Op::Max)),
-            )
-            .with_algorithm(Algorithm::Knomial(4)),
-            Signature::new(
-                Collective::Allreduce,
-                Form::Blocking,
-                None,
-                16,
-                8,
-                Some(Reduction::Builtin(Op::Sum)),
-            )
-            .with_algorithm(Algorithm::Knomial(4)),
-            Signature::new(
-                Collective::Allreduce,
-                Form::Blocking,
-                None,
-                8,
-                4,
-                Some(Reduction::Builtin(Op::Sum)),
-            )
-            .with_algorithm(Algorithm::Knomial(4)),
-            Signature::new(
-                Collective::Allreduce,
-                Form::Nonblocking,
-                None,
-                8,
-                8,
-                Some(Reduction::Builtin(Op::Sum)),
-            )
-            .with_algorithm(Algorithm::Knomial(4)),
-            Signature::new(
-                Collective::Allreduce,
-                Form::Blocking,
-                None,
-                8,
-                8,
-                Some(Reduction::User),
-            )
-            .with_algorithm(Algorithm::Knomial(4)),
+            allreduce(Form::Blocking, 8, 8, Reduction::Builtin(Op::Max)),
+            allreduce(Form::Blocking, 16, 8, sum),
+            allreduce(Form::Blocking, 8, 4, sum),
+            allreduce(Form::Nonblocking, 8, 8, sum),
+            allreduce(Form::Blocking, 8, 8, Reduction::User),
             base.with_algorithm(Algorithm::Knomial(8)),
             base.with_algorithm(Algorithm::Ring),
-            Signature::new(
-                Collective::Reduce,
-                Form::Blocking,
-                Some(0),
-                8,
-                8,
-                Some(Reduction::Builtin(Op::Sum)),
-            ),
+            Signature::new(Collective::Reduce, Form::Blocking, Some(0), 8, 8, Some(sum)),
             Signature::SINGLE_ADDRESS,
             Signature::AGREEMENT,
         ];
