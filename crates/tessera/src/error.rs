@@ -188,7 +188,7 @@ pub enum CoreError {
     #[error("barriers do not match: {0}")]
     BarrierMismatch(String),
     /// A wait exceeded the watchdog set by TESSERA_WAIT_TIMEOUT.
-    #[error("watchdog: rank {rank} waited more than {secs} s for {what} ({detail}); raise TESSERA_WAIT_TIMEOUT, or set it to `off`, if such waits are legitimate{others}")]
+    #[error("watchdog: rank {rank} waited more than {secs} s for {what} ({detail}")]
     WaitTimeout {
         /// The waiting rank.
         rank: usize,
@@ -196,11 +196,10 @@ pub enum CoreError {
         secs: f64,
         /// What it waited for.
         what: &'static str,
-        /// Who did not arrive, when known.
+        /// Who did not arrive, when known, the advice, and, where the job's status board
+        /// exists, the other ranks (the ones not waiting, which hold everybody up, first),
+        /// one per line. (One string, so that every `Result` of the library stays small.)
         detail: String,
-        /// Where the job's status board exists: the other ranks, the ones not waiting
-        /// (holding everybody up) first, one per line.
-        others: String,
     },
     /// Team members are in different collective calls (detected by the call signature
     /// every team message carries).

@@ -558,8 +558,10 @@ impl Context {
                     rank: self.rank,
                     secs: limit.as_secs_f64(),
                     what,
-                    detail: describe(),
-                    others,
+                    detail: format!(
+                        "{}); raise TESSERA_WAIT_TIMEOUT, or set it to `off`, if such waits are legitimate{others}",
+                        describe()
+                    ),
                 }
                 .into());
             }
