@@ -532,3 +532,31 @@ fn finish_without_stdout(mut child: std::process::Child, limit: Duration) -> com
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn segments_larger_than_the_memory_are_announced_before_the_start() {
+    let demo = common::example("failure_demo");
+    // 100 GiB segments: reserved lazily, so the job runs (it touches little), but both
+    // the private memory (smp under the launcher) and /dev/shm (named objects) say so.
+    for names in ["0", "1"] {
+        let f = common::run(
+            common::tessera()
+                .args(["run", "-n", "2", "--segment", "100G", "--"])
+                .arg(&demo)
+                .args(["--barriers", "3"])
+                .env("TESSERA_SHM_NAMES", names),
+            30,
+        );
+        assert!(f.status.success(), "names={names}: {}", f.stderr);
+        let said = if names == "1" {
+            "/dev/shm has"
+        } else {
+            "MiB of memory is available"
+        };
+        assert!(
+            f.stderr.contains("warning") && f.stderr.contains(said),
+            "names={names}: {}",
+            f.stderr
+        );
+    }
+}

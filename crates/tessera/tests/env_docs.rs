@@ -9,7 +9,11 @@ fn every_variable_is_in_the_readme_and_the_job_docs() {
     let job_docs = std::fs::read_to_string(root.join("src/job/mod.rs")).unwrap();
     for var in tessera::job::env::VARIABLES {
         let quoted = format!("`{}", var.name);
-        assert!(readme.contains(&quoted), "README.md does not document {}", var.name);
+        assert!(
+            readme.contains(&quoted),
+            "README.md does not document {}",
+            var.name
+        );
         assert!(
             job_docs.contains(&quoted),
             "the job module's contract does not document {}",

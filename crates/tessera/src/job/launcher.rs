@@ -411,12 +411,35 @@ fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
                 None => default_ring_capacity(spec.ranks),
             };
             let layout = RegionLayout::new(spec.ranks, segment, queue);
+            warn_if_memory_is_short(&layout);
             JobFile::create(
                 spec.ranks,
                 Some((layout.region_len, layout.segment_len, layout.ring_capacity)),
             )
             .map(Some)
         }
+    }
+}
+
+/// Warn when one rank's region is larger than the memory available: regions are reserved
+/// lazily, so a job may well run, but a rank that touches more memory than there is gets
+/// killed (SIGBUS), which is better said before the start.
+fn warn_if_memory_is_short(layout: &RegionLayout) {
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib << 10)
+    });
+    if let Some(available) = available.filter(|&a| (layout.segment_len as u64) > a) {
+        write_fd(
+            2,
+            format!(
+                "tessera: warning: each rank's segment is {} MiB but only {} MiB of memory is available; a rank that touches more is killed by SIGBUS (lower --segment / TESSERA_SEGMENT)\n",
+                layout.segment_len >> 20,
+                available >> 20
+            )
+            .as_bytes(),
+        );
     }
 }
 
