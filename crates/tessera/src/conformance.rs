@@ -639,8 +639,33 @@ fn active_messages(ctx: &Context) -> RankResult {
     ensure(ctx.am_request_short(ctx.ranks(), add, &[]).is_err(), || {
         "request to a missing rank accepted".into()
     })?;
+    // A barrier completes the messages sent before it: requests to every peer, no wait for
+    // their replies, then a barrier; every handler and every reply has run after it. (The
+    // counts are read before the barrier that opens the round: a peer that leaves it first
+    // may send while this rank still waits in it.)
+    let (before_sum, before_replies) = (sum.get(), replies.get());
     ctx.barrier()?;
     ctx.free_collective(landing)?;
+    const EACH: u64 = 200;
+    for _ in 0..EACH {
+        for peer in (0..ctx.ranks()).filter(|&p| p != ctx.rank()) {
+            ctx.am_request_short(peer, add, &[1])?;
+        }
+    }
+    ctx.barrier()?;
+    let others = ctx.ranks() as u64 - 1;
+    ensure(
+        sum.get() - before_sum == EACH * others && replies.get() - before_replies == EACH * others,
+        || {
+            format!(
+                "after the barrier {} of {} requests were handled here and {} replies came back",
+                sum.get() - before_sum,
+                EACH * others,
+                replies.get() - before_replies
+            )
+        },
+    )?;
+    ctx.barrier()?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ## Environment contract
 //! `tessera run` (see [`launcher`]) starts ranks with the variables below; a program that
-//! finds none of them runs as a single rank. Every variable is read by [`env`], which
+//! finds none of them runs as a single rank. Every variable is read by [`mod@env`], which
 //! applies one parser per kind (sizes, seconds, switches) and never panics on a value;
 //! empty means unset.
 //!

@@ -5,11 +5,14 @@
 //! order, which gives the per-source order the core relies on.
 //!
 //! Flow control by credits: a sender may have at most [`CREDITS`] frames of one class
-//! outstanding to one destination; the receiver counts the frames it delivers and, every
-//! `CREDITS / 2`, returns that many credits in a small message (tag 2). A sender without
-//! credits reports the queue full (`Ok(false)`) and the core makes progress and retries,
-//! as it does for a full shared-memory ring, so the memory MPI spends on frames a
-//! receiver has not taken yet stays bounded.
+//! outstanding to one destination; the receiver counts the frames whose handlers have
+//! run and returns that many credits in a small message (tag 2), every `CREDITS / 2` and at
+//! the end of every poll that delivered any. A sender without credits reports the queue
+//! full (`Ok(false)`) and the core makes progress and retries, as it does for a full
+//! shared-memory ring, so the memory MPI spends on frames a receiver has not taken yet
+//! stays bounded. Since credits come back only after the handlers ran, a sender holding
+//! all its credits knows every frame it sent has been handled ([`Messenger::all_handled`]),
+//! which is what the barrier waits for.
 //!
 //! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
 //! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
@@ -156,24 +159,47 @@ impl Messenger {
     ) -> Result<usize, ConduitError> {
         self.absorb_credits();
         let mut count = 0;
+        let mut sources: Vec<usize> = Vec::new();
         while let Some((source, frame)) = self.receive::<u8>(tag(class)) {
-            let due = {
+            deliver(source, &frame);
+            count += 1;
+            // Counted once the handler has run: a returned credit says "handled".
+            let full = {
                 let mut delivered = self.delivered.borrow_mut();
                 let d = &mut delivered[source][class as usize];
                 *d += 1;
-                if *d >= CREDITS / 2 {
-                    std::mem::replace(d, 0)
-                } else {
-                    0
-                }
+                *d >= CREDITS / 2
             };
-            if due > 0 {
-                let credit: Vec<u8> = bytemuck::cast_slice(&[class as u32, due]).to_vec();
-                self.start(source, CREDIT_TAG, credit)?;
+            if full {
+                self.return_credits(source, class)?;
+            } else if !sources.contains(&source) {
+                sources.push(source);
             }
-            deliver(source, &frame);
-            count += 1;
+        }
+        // Whatever is left, at once: a sender may be waiting for its frames to be handled.
+        for source in sources {
+            self.return_credits(source, class)?;
         }
         Ok(count)
+    }
+
+    /// Return the credits of the frames of `class` from `source` handled so far.
+    fn return_credits(&self, source: usize, class: AmClass) -> Result<(), ConduitError> {
+        let due = std::mem::replace(&mut self.delivered.borrow_mut()[source][class as usize], 0);
+        if due > 0 {
+            let credit: Vec<u8> = bytemuck::cast_slice(&[class as u32, due]).to_vec();
+            self.start(source, CREDIT_TAG, credit)?;
+        }
+        Ok(())
+    }
+
+    /// Whether every frame this rank sent has been handled at its target (all credits are
+    /// back). Takes the credit messages that have arrived.
+    pub(crate) fn all_handled(&self) -> bool {
+        self.absorb_credits();
+        self.credits
+            .borrow()
+            .iter()
+            .all(|c| c[0] == CREDITS && c[1] == CREDITS)
     }
 }

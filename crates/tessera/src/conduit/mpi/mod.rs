@@ -357,9 +357,9 @@ impl Conduit for MpiConduit {
         self.messenger.try_send(dest, class, parts)
     }
     fn am_all_consumed(&self) -> bool {
-        // Ranks of this host: exactly. Other hosts: frames are two-sided MPI messages whose
-        // delivery the sender does not learn (DESIGN.md, "Barrier and active messages").
-        self.local.am_all_consumed()
+        // Ranks of this host through the rings; other hosts through the credits, which
+        // come back only once the handlers have run.
+        self.local.am_all_consumed() && (!self.remote || self.messenger.all_handled())
     }
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
         let world_rank = &self.world_rank;
