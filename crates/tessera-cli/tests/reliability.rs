@@ -560,3 +560,42 @@ fn segments_larger_than_the_memory_are_announced_before_the_start() {
         );
     }
 }
+
+#[test]
+fn a_global_exit_ends_the_job_promptly_with_its_status() {
+    let demo = common::example("session_demo");
+    let f = common::run(
+        common::tessera().args(["run", "-n", "3", "--"]).arg(&demo),
+        30,
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(
+        f.stdout.contains("3 ranks, neighbours' values arrived"),
+        "{}",
+        f.stdout
+    );
+    for status in [7, 0] {
+        let started = Instant::now();
+        let f = common::run(
+            common::tessera()
+                .args(["run", "-n", "3", "--"])
+                .arg(&demo)
+                .args(["--global-exit", "1", &status.to_string()]),
+            30,
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(f.status.code(), Some(status), "{}", f.stderr);
+        if status != 0 {
+            assert!(
+                f.stderr
+                    .contains("rank 1 ended the job with global exit status 7"),
+                "{}",
+                f.stderr
+            );
+        }
+    }
+}

@@ -52,7 +52,7 @@ pub use crate::core::rpc::RpcHandle;
 pub use crate::core::sync::{GlobalLock, Semaphore};
 pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
-pub use crate::job::{spmd, ConduitKind, Job, RankResult};
+pub use crate::job::{spmd, ConduitKind, Job, RankResult, Session};
 pub use crate::model::domain::{Domain, Point, RectDomain, Side};
 pub use crate::model::global_grid::{GlobalGrid, GridRef, GridSource};
 pub use crate::model::grid::{Grid, GridView, GridViewMut};

@@ -12,16 +12,29 @@ pub fn tessera() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
 }
 
-/// A built example (cargo builds examples before integration tests).
+/// A built example. `cargo test` builds the examples before the integration tests but
+/// leaves them under hashed names (`name-<hash>`); `cargo build --examples` adds the plain
+/// name. The newest of them is the one this build made.
 pub fn example(name: &str) -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
-    let path = exe.parent().unwrap().join("examples").join(name);
-    assert!(
-        path.exists(),
-        "example {name} not built at {}",
-        path.display()
-    );
-    path
+    let dir = exe.parent().unwrap().join("examples");
+    let hashed = |file: &str| {
+        file.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let newest = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            file == name || hashed(&file)
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p);
+    newest.unwrap_or_else(|| panic!("example {name} not built in {}", dir.display()))
 }
 
 pub struct Finished {

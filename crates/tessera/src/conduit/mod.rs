@@ -363,6 +363,10 @@ pub trait Conduit {
     fn check_alive(&self) -> Result<(), ConduitError>;
     /// Tell the rest of the job that this rank failed and the job must end.
     fn abort(&self, reason: &str);
+    /// This rank ends the whole job with exit status `status` (the caller exits right
+    /// after): a conduit whose ranks are not watched by `tessera run` ends them itself
+    /// (the mpi conduit: `MPI_Abort` with the status).
+    fn global_exit(&self, _status: i32) {}
     /// The job's final barrier has passed on this rank: teardown may now be collective.
     fn job_done(&self) {}
     /// Ranks running on this rank's host (for the wait policy).

@@ -78,6 +78,9 @@ pub enum RankState {
     Finished,
     /// Failed (an error or a panic); the job is ending.
     Failed,
+    /// Ended the whole job on purpose with an exit status (OpenSHMEM's
+    /// `shmem_global_exit`; [`RankRecord::global_exit`]).
+    GlobalExit,
 }
 
 impl RankState {
@@ -91,6 +94,7 @@ impl RankState {
             3 => RankState::Waiting,
             4 => RankState::Finished,
             5 => RankState::Failed,
+            6 => RankState::GlobalExit,
             _ => RankState::Absent,
         }
     }
@@ -112,7 +116,8 @@ pub struct RankRecord {
     since_ms: AtomicU64,
     /// Sequence lock of `text`.
     seq: AtomicU64,
-    _reserved: AtomicU64,
+    /// The status of a global exit.
+    status: AtomicU64,
     text: [AtomicU64; TEXT_WORDS],
 }
 
@@ -219,6 +224,18 @@ impl RankRecord {
             .store(RankState::Failed.code(), Ordering::Release);
     }
 
+    /// The rank is ending the whole job with `status` (it exits right after).
+    pub fn global_exit(&self, status: i32) {
+        self.status.store(status as u32 as u64, Ordering::Relaxed);
+        self.state
+            .store(RankState::GlobalExit.code(), Ordering::Release);
+    }
+
+    /// The status of a global exit (meaningful in state [`RankState::GlobalExit`]).
+    pub fn exit_status(&self) -> i32 {
+        self.status.load(Ordering::Relaxed) as u32 as i32
+    }
+
     /// What the record says now.
     pub fn view(&self) -> RankView {
         let state = RankState::from_code(self.state.load(Ordering::Acquire));
@@ -315,7 +332,7 @@ impl RankRecord {
             heartbeat: AtomicU64::new(0),
             since_ms: AtomicU64::new(0),
             seq: AtomicU64::new(0),
-            _reserved: AtomicU64::new(0),
+            status: AtomicU64::new(0),
             text: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -591,6 +608,7 @@ pub fn describe_rank(rank: usize, view: &RankView, now_ms: u64) -> String {
         RankState::Starting => stopped(format!("rank {rank}: is starting")),
         RankState::Finished => format!("rank {rank}: has finished its part of the job"),
         RankState::Failed => format!("rank {rank}: failed: {}", view.text),
+        RankState::GlobalExit => format!("rank {rank}: ended the job (global exit)"),
         RankState::Waiting if view.text.is_empty() => stopped(format!(
             "rank {rank}: waits (for {:.1} s)",
             seconds_since(now_ms, view.since_ms)

@@ -627,6 +627,30 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                 if teardown.is_some() {
                     continue;
                 }
+                if let Some(b) = board.as_ref() {
+                    // A rank that ended the whole job on purpose (global exit): its status
+                    // is the job's, and the others are ended.
+                    let record = b.record(r.rank.min(b.ranks() - 1));
+                    let by =
+                        (0..b.ranks()).find(|&x| b.record(x).view().state == RankState::GlobalExit);
+                    if let Some(by) = by.filter(|_| {
+                        spec.conduit != ConduitKind::Smp
+                            || record.view().state == RankState::GlobalExit
+                    }) {
+                        let status_code = b.record(by).exit_status();
+                        code = status_code;
+                        failure = (status_code != 0).then(|| {
+                            (
+                                Some(by),
+                                format!(
+                                    "rank {by} ended the job with global exit status {status_code}"
+                                ),
+                            )
+                        });
+                        teardown = Some(Instant::now());
+                        continue;
+                    }
+                }
                 let early = match (&board, status.success()) {
                     (Some(b), true) => {
                         if spec.conduit == ConduitKind::Smp

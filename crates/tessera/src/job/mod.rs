@@ -41,6 +41,9 @@
 pub mod board;
 pub mod env;
 pub mod launcher;
+mod session;
+
+pub use session::Session;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
@@ -321,24 +324,8 @@ impl Job {
                 let board = self.job_file.as_ref().map(|f| f.board().clone());
                 let rank = launched.rank;
                 let _watch = RankWatch::enter(board.as_ref(), rank);
-                let conduit = match (&self.job_file, self.shm_names) {
-                    (Some(file), false) => {
-                        smp::attach_file(file, rank, self.layout(), self.boot_timeout)
-                    }
-                    _ => smp::attach_named(
-                        &launched.job_id,
-                        rank,
-                        self.layout(),
-                        self.boot_timeout,
-                    ),
-                }
-                .inspect_err(|e| {
-                    if let Some(b) = &board {
-                        b.record(rank).fail(&e.to_string());
-                    }
-                })?
-                .hide_peers(self.hide_peers);
-                run_rank(Box::new(conduit), self.options_with(board), &body)
+                let conduit = self.attach_smp(launched, board.as_ref())?;
+                run_rank(conduit, self.options_with(board), &body)
                     .map_err(|why| JobError::RankFailed { rank, why })
             }
             (None, ConduitKind::Smp) => Err(JobError::Usage(
@@ -347,6 +334,25 @@ impl Job {
             (_, ConduitKind::Threads) => self.run_threads(&body),
             (_, ConduitKind::Mpi) => self.run_mpi(&body),
         }
+    }
+
+    /// This smp rank's conduit (the launcher's private memory, or named objects).
+    fn attach_smp(
+        &self,
+        launched: &Launched,
+        board: Option<&Arc<Board>>,
+    ) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
+        let rank = launched.rank;
+        let conduit = match (&self.job_file, self.shm_names) {
+            (Some(file), false) => smp::attach_file(file, rank, self.layout(), self.boot_timeout),
+            _ => smp::attach_named(&launched.job_id, rank, self.layout(), self.boot_timeout),
+        }
+        .inspect_err(|e| {
+            if let Some(b) = board {
+                b.record(rank).fail(&e.to_string());
+            }
+        })?;
+        Ok(Box::new(conduit.hide_peers(self.hide_peers)))
     }
 
     fn options_with(&self, board: Option<Arc<Board>>) -> Options {
@@ -361,6 +367,15 @@ impl Job {
     where
         F: Fn(&Context) -> RankResult + Sync,
     {
+        let conduit = self.attach_mpi()?;
+        let rank = conduit.rank();
+        run_rank(conduit, self.options.clone(), body)
+            .map_err(|why| JobError::RankFailed { rank, why })
+    }
+
+    /// This process's rank of an mpi job.
+    #[cfg(feature = "mpi")]
+    fn attach_mpi(&self) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
         let bypass = self.mpi_bypass && !self.hide_peers;
         let progress = env::number::<u64>(
             "TESSERA_MPI_PROGRESS",
@@ -368,16 +383,20 @@ impl Job {
         )?
         .filter(|&us| us > 0)
         .map(Duration::from_micros);
-        let conduit = crate::conduit::mpi::MpiConduit::start(
+        Ok(Box::new(crate::conduit::mpi::MpiConduit::start(
             self.segment,
             self.am_queue,
             bypass,
             progress,
             self.boot_timeout,
-        )?;
-        let rank = crate::conduit::Conduit::rank(&conduit);
-        run_rank(Box::new(conduit), self.options.clone(), body)
-            .map_err(|why| JobError::RankFailed { rank, why })
+        )?))
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn attach_mpi(&self) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
+        Err(JobError::Usage(
+            "this Tessera was built without MPI; rebuild with `--features mpi`".into(),
+        ))
     }
 
     #[cfg(not(feature = "mpi"))]

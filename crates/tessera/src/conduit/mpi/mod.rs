@@ -384,6 +384,10 @@ impl Conduit for MpiConduit {
         use mpi::traits::Communicator as _;
         raw::serial(|| self.world.abort(1));
     }
+    fn global_exit(&self, status: i32) {
+        use mpi::traits::Communicator as _;
+        raw::serial(|| self.world.abort(status));
+    }
     fn job_done(&self) {
         self.messenger.drain();
         self.done.set(true);

@@ -1,0 +1,124 @@
+//! A rank as an owned handle: start it, use its context for as long as the program likes,
+//! finish it. This is what a library with an init/finalize interface (the OpenSHMEM C
+//! layer) needs, where [`Job::run`](super::Job::run) wants the rank's work as a closure.
+//!
+//! A session is one rank per process: the `smp` conduit under `tessera run`, the `mpi`
+//! conduit, or a program started directly (one rank).
+//!
+//! This module must never run a rank's work itself; it only starts and ends ranks.
+
+use std::sync::Arc;
+
+use super::board::{Board, RankState};
+use super::{ConduitKind, Job, RankWatch};
+use crate::core::Context;
+use crate::error::JobError;
+
+/// One rank of the job this process belongs to, started and not yet finished.
+///
+/// ```no_run
+/// let session = tessera::Session::start().expect("a rank");
+/// let ctx = session.context();
+/// let cell = ctx.alloc_collective::<u64>(1).unwrap();
+/// ctx.put_value(cell.on((ctx.rank() + 1) % ctx.ranks()), 7).unwrap();
+/// ctx.barrier().unwrap();
+/// session.finish().unwrap();
+/// ```
+pub struct Session {
+    ctx: Context,
+    board: Option<Arc<Board>>,
+    _watch: RankWatch,
+}
+
+impl Session {
+    /// Join the job this process belongs to (from the environment contract; one rank when
+    /// started directly). Collective: every rank of the job calls it.
+    pub fn start() -> Result<Session, JobError> {
+        Job::from_env()?.session()
+    }
+
+    /// The rank's context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// End the rank's part: the end-of-job barrier (collective), then the rank is finished.
+    pub fn finish(self) -> Result<(), JobError> {
+        let rank = self.ctx.rank();
+        let outcome = self.ctx.finish();
+        if let Some(b) = &self.board {
+            match &outcome {
+                Ok(()) => b.record(rank).set_state(RankState::Finished),
+                Err(e) => b.record(rank).fail(&e.to_string()),
+            }
+        }
+        outcome.map_err(|e| JobError::RankFailed {
+            rank,
+            why: e.to_string(),
+        })
+    }
+
+    /// Record that this rank failed for `why` (before the process exits with an error).
+    pub fn fail(&self, why: &str) {
+        if let Some(b) = &self.board {
+            b.record(self.ctx.rank()).fail(why);
+        }
+        self.ctx.conduit().abort(why);
+    }
+
+    /// End the whole job now with exit status `status` (OpenSHMEM's `shmem_global_exit`):
+    /// the launcher ends every other rank and exits with `status`.
+    pub fn global_exit(&self, status: i32) -> ! {
+        if let Some(b) = &self.board {
+            b.record(self.ctx.rank()).global_exit(status);
+        }
+        self.ctx.conduit().global_exit(status);
+        // SAFETY: _exit ends the process at once, without running destructors or exit
+        // handlers that would take this for an unfinished rank.
+        unsafe { libc::_exit(status) }
+    }
+}
+
+impl Job {
+    /// This process's rank as a [`Session`] (one rank per process).
+    pub fn session(&self) -> Result<Session, JobError> {
+        super::guard_exit();
+        let (board, rank) = match (&self.launched, self.conduit) {
+            (Some(l), ConduitKind::Smp) => (self.job_file.as_ref().map(|f| f.board().clone()), l.rank),
+            (None, ConduitKind::Smp) => {
+                return Err(JobError::Usage(
+                    "the smp conduit needs ranks started by `tessera run`".into(),
+                ))
+            }
+            (_, ConduitKind::Threads) if self.ranks != 1 => {
+                return Err(JobError::Usage(format!(
+                    "a session is one rank per process, and the threads conduit runs {} ranks in this one; use the smp conduit (`tessera run -n {} -- PROGRAM`)",
+                    self.ranks, self.ranks
+                )))
+            }
+            (_, ConduitKind::Threads) => (Some(Board::in_process(1)), 0),
+            (_, ConduitKind::Mpi) => (None, 0),
+        };
+        let watch = RankWatch::enter(board.as_ref(), rank);
+        let conduit = match (&self.launched, self.conduit) {
+            (Some(l), ConduitKind::Smp) => self.attach_smp(l, board.as_ref())?,
+            (_, ConduitKind::Mpi) => self.attach_mpi()?,
+            _ => Box::new(crate::conduit::threads::ThreadsJob::new(self.layout())?.conduit(0)),
+        };
+        let rank = conduit.rank();
+        let ctx = Context::new(conduit, self.options_with(board.clone())).map_err(|e| {
+            JobError::RankFailed {
+                rank,
+                why: format!("start-up: {e}"),
+            }
+        })?;
+        if let Some(b) = &board {
+            b.record(rank).set_state(RankState::Running);
+        }
+        Ok(Session {
+            ctx,
+            board,
+            _watch: watch,
+        })
+    }
+}
