@@ -466,3 +466,64 @@ fn bad_arguments_are_reported() {
         })
         .unwrap();
 }
+
+/// Teams made by a subset of the members alone (OpenSHMEM's active sets): strided and
+/// reordered subsets run every collective, checked against a sequential computation, in
+/// between collectives of the whole team on the same streams.
+#[test]
+fn subsets_made_by_their_members_alone() {
+    tessera::Job::threads(5)
+        .segment(16 << 20)
+        .wait_timeout(std::time::Duration::from_secs(30))
+        .run(|ctx| {
+            let world = tessera::Team::world(ctx)?;
+            let me = ctx.rank();
+            for round in 0..3u64 {
+                // Odd ranks in reverse order; even ranks strided by two.
+                let set: Vec<usize> = if me % 2 == 1 {
+                    vec![3, 1]
+                } else {
+                    vec![0, 2, 4]
+                };
+                let team = world.subset(&set)?;
+                let n = set.len();
+                let value = 10 * me as u64 + round;
+                let sum: u64 = set.iter().map(|&r| 10 * r as u64 + round).sum();
+                if team.allreduce_value(value, tessera::Op::Sum)? != sum {
+                    return Err(format!("subset {set:?} allreduce").into());
+                }
+                let mut b = [value; 3];
+                team.broadcast(n - 1, &mut b)?;
+                if b != [10 * set[n - 1] as u64 + round; 3] {
+                    return Err(format!("subset {set:?} broadcast {b:?}").into());
+                }
+                let mut all = vec![0u64; n];
+                team.allgather(&[value], &mut all)?;
+                let want: Vec<u64> = set.iter().map(|&r| 10 * r as u64 + round).collect();
+                if all != want {
+                    return Err(format!("subset {set:?} allgather {all:?}").into());
+                }
+                let src: Vec<u64> = (0..n as u64).map(|j| 100 * value + j).collect();
+                let mut dst = vec![0u64; n];
+                team.exchange(&src, &mut dst)?;
+                let t = team.rank() as u64;
+                let want: Vec<u64> = set
+                    .iter()
+                    .map(|&r| 100 * (10 * r as u64 + round) + t)
+                    .collect();
+                if dst != want {
+                    return Err(format!("subset {set:?} exchange {dst:?}").into());
+                }
+                team.barrier()?;
+                // The whole team in between, on the same streams.
+                if world.allreduce_value(1u64, tessera::Op::Sum)? != 5 {
+                    return Err("world allreduce between subsets".into());
+                }
+            }
+            if world.subset(&[me, me]).is_ok() || world.subset(&[(me + 1) % 5]).is_ok() {
+                return Err("bad subsets accepted".into());
+            }
+            Ok(())
+        })
+        .unwrap();
+}

@@ -60,9 +60,12 @@ pub(crate) fn area_len(size: usize, chunk: usize) -> usize {
     size * 2 * (HEADER + chunk) + size * ACK_STRIDE
 }
 
-/// The channel of one member of a team.
-pub(crate) struct Channel {
-    /// This member's index in the team.
+/// The pair streams of a set of members: every member's mailbox area and the messages
+/// sent to and received from each so far. A team's channel and the channels of its subsets
+/// ([`Channel::subset`]) share one, so a pair's messages stay in one ordered stream
+/// whichever team sends them.
+struct Streams {
+    /// This member's index among the streams' members.
     me: usize,
     /// Every member's mailbox area.
     areas: Vec<GlobalPtr<u8>>,
@@ -70,9 +73,16 @@ pub(crate) struct Channel {
     /// Messages sent to / received from each member so far.
     sent: RefCell<Vec<u64>>,
     received: RefCell<Vec<u64>>,
-    /// Nonblocking collectives in flight: their messages share the pair streams, so a
-    /// blocking transfer must not start meanwhile.
+    /// Nonblocking collectives in flight over these streams (any team's): their messages
+    /// share the pair streams, so a blocking transfer must not start meanwhile.
     nonblocking: Cell<usize>,
+}
+
+/// The channel of one member of a team: its view of the pair streams.
+pub(crate) struct Channel {
+    streams: Rc<Streams>,
+    /// Team index → index among the streams' members (`None`: the same).
+    members: Option<Rc<[usize]>>,
     /// The signature of the blocking call in progress, carried by its messages.
     call: Cell<Signature>,
     /// Blocking calls in progress, nested (a composed algorithm calls others): the
@@ -93,14 +103,39 @@ impl Channel {
     pub(crate) fn new(me: usize, areas: Vec<GlobalPtr<u8>>, chunk: usize) -> Channel {
         let size = areas.len();
         Channel {
-            me,
-            areas,
-            chunk,
-            sent: RefCell::new(vec![0; size]),
-            received: RefCell::new(vec![0; size]),
-            nonblocking: Cell::new(0),
+            streams: Rc::new(Streams {
+                me,
+                areas,
+                chunk,
+                sent: RefCell::new(vec![0; size]),
+                received: RefCell::new(vec![0; size]),
+                nonblocking: Cell::new(0),
+            }),
+            members: None,
             call: Cell::new(Signature(0)),
             depth: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// The channel of a subset of this channel's members (`members` are indices here; this
+    /// member must be one). It shares the pair streams, so no member outside the subset
+    /// takes part in making it.
+    pub(crate) fn subset(&self, members: &[usize]) -> Channel {
+        let members: Rc<[usize]> = members.iter().map(|&m| self.at(m)).collect();
+        Channel {
+            streams: self.streams.clone(),
+            members: Some(members),
+            call: Cell::new(Signature(0)),
+            depth: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// The streams' index of team member `i`.
+    #[inline]
+    fn at(&self, i: usize) -> usize {
+        match &self.members {
+            None => i,
+            Some(m) => m[i],
         }
     }
 
@@ -134,47 +169,54 @@ impl Channel {
     /// What this member has received from each source so far, and where its inbox is, for
     /// the end-of-job check that nothing was sent to it that it never received.
     pub(crate) fn audit(&self) -> ChannelAudit {
+        let st = &self.streams;
         ChannelAudit {
-            inbox: self.areas[self.me],
-            chunk: self.chunk,
-            sources: self.areas.iter().map(|a| a.rank()).collect(),
-            received: self.received.borrow().clone(),
+            inbox: st.areas[st.me],
+            chunk: st.chunk,
+            sources: st.areas.iter().map(|a| a.rank()).collect(),
+            received: st.received.borrow().clone(),
         }
     }
 
-    fn size(&self) -> usize {
-        self.areas.len()
+    /// Members of the streams (all of them: the areas' layout depends on it).
+    fn streams_size(&self) -> usize {
+        self.streams.areas.len()
     }
 
     /// Data bytes per chunk (messages longer than this travel as several).
     pub(crate) fn chunk(&self) -> usize {
-        self.chunk
+        self.streams.chunk
     }
 
-    /// Chunks sent to member `to` so far (the next one's sequence number).
+    /// Chunks sent to team member `to` so far (the next one's sequence number).
     pub(crate) fn sent_to(&self, to: usize) -> u64 {
-        self.sent.borrow()[to]
+        self.streams.sent.borrow()[self.at(to)]
     }
 
-    /// Chunks received from member `from` so far.
+    /// Chunks received from team member `from` so far.
     pub(crate) fn received_from(&self, from: usize) -> u64 {
-        self.received.borrow()[from]
+        self.streams.received.borrow()[self.at(from)]
     }
 
-    /// Nonblocking collectives of any kind in flight.
+    /// Nonblocking collectives of any kind, on any team sharing these streams, in flight.
     pub(crate) fn nonblocking(&self) -> usize {
-        self.nonblocking.get()
+        self.streams.nonblocking.get()
     }
 
-    /// Slot `parity` of the inbox that `owner` keeps for messages from `source`.
+    /// World rank of team member `i`.
+    fn world_rank(&self, i: usize) -> usize {
+        self.streams.areas[self.at(i)].rank()
+    }
+
+    /// Slot `parity` of the inbox that streams member `owner` keeps for `source`.
     fn slot(&self, owner: usize, source: usize, parity: usize) -> GlobalPtr<u8> {
-        self.areas[owner].add((source * 2 + parity) * (HEADER + self.chunk))
+        self.streams.areas[owner].add((source * 2 + parity) * (HEADER + self.streams.chunk))
     }
 
-    /// The word in `owner`'s area where `peer` acknowledges messages from `owner`.
+    /// The word in streams member `owner`'s area where `peer` acknowledges its messages.
     fn ack(&self, owner: usize, peer: usize) -> GlobalPtr<u64> {
-        self.areas[owner]
-            .add(self.size() * 2 * (HEADER + self.chunk) + peer * ACK_STRIDE)
+        self.streams.areas[owner]
+            .add(self.streams_size() * 2 * (HEADER + self.streams.chunk) + peer * ACK_STRIDE)
             .cast()
     }
 
@@ -213,10 +255,10 @@ impl Channel {
         sends: &mut [Outgoing<'_>],
         recvs: &mut [Incoming<'_>],
     ) -> Result<()> {
-        if self.nonblocking.get() > 0 {
+        if self.nonblocking() > 0 {
             return Err(crate::error::CoreError::Invalid(format!(
-                "{} nonblocking collective(s) still in flight on this team: wait for their handles before starting another kind of collective on it",
-                self.nonblocking.get()
+                "{} nonblocking collective(s) still in flight on this team (or a team sharing its channel: a subset or its parent): wait for their handles before starting another kind of collective on it",
+                self.nonblocking()
             ))
             .into());
         }
@@ -237,7 +279,7 @@ impl Channel {
             blocked_send.set(None);
             for s in sends.iter_mut() {
                 while !s.done() {
-                    let end = (s.offset + self.chunk).min(s.data.len());
+                    let end = (s.offset + self.chunk()).min(s.data.len());
                     if !self.try_send_chunk(ctx, s.to, &s.data[s.offset..end], call)? {
                         if blocked_send.get().is_none() {
                             blocked_send.set(Some(s.to));
@@ -276,13 +318,13 @@ impl Channel {
             if let Some(from) = blocked_recv.get() {
                 parts.push(format!(
                     "a message from world rank {}",
-                    self.areas[from].rank()
+                    self.world_rank(from)
                 ));
             }
             if let Some(to) = blocked_send.get() {
                 parts.push(format!(
                     "world rank {} to consume a message",
-                    self.areas[to].rank()
+                    self.world_rank(to)
                 ));
             }
             format!("in {call}, waiting for {}", parts.join(" and "))
@@ -292,11 +334,13 @@ impl Channel {
 
     /// A nonblocking collective starts on this channel.
     pub(crate) fn begin_nonblocking(&self) {
-        self.nonblocking.set(self.nonblocking.get() + 1);
+        let n = &self.streams.nonblocking;
+        n.set(n.get() + 1);
     }
 
     pub(crate) fn end_nonblocking(&self) {
-        self.nonblocking.set(self.nonblocking.get() - 1);
+        let n = &self.streams.nonblocking;
+        n.set(n.get() - 1);
     }
 
     /// Send one chunk of call `call` if the slot is free; `false` when it is still in use.
@@ -307,11 +351,12 @@ impl Channel {
         chunk: &[u8],
         call: Signature,
     ) -> Result<bool> {
-        let seq = self.sent.borrow()[to];
-        if seq >= 2 && !mailbox::may_send_after(ctx.atomic_load(self.ack(self.me, to))?, seq) {
+        let (me, to) = (self.streams.me, self.at(to));
+        let seq = self.streams.sent.borrow()[to];
+        if seq >= 2 && !mailbox::may_send_after(ctx.atomic_load(self.ack(me, to))?, seq) {
             return Ok(false);
         }
-        let slot = self.slot(to, self.me, mailbox::slot_of(seq));
+        let slot = self.slot(to, me, mailbox::slot_of(seq));
         let words = slot.add(SIGNATURE_AT);
         let header = [call.0, chunk.len() as u64];
         if ctx.is_addressable(slot) {
@@ -335,7 +380,7 @@ impl Channel {
                 mailbox::published(seq),
             )?;
         }
-        self.sent.borrow_mut()[to] = seq + 1;
+        self.streams.sent.borrow_mut()[to] = seq + 1;
         Ok(true)
     }
 
@@ -348,8 +393,9 @@ impl Channel {
         out: &mut [u8],
         call: Signature,
     ) -> Result<Option<usize>> {
-        let seq = self.received.borrow()[from];
-        let slot = self.slot(self.me, from, mailbox::slot_of(seq));
+        let (me, from) = (self.streams.me, self.at(from));
+        let seq = self.streams.received.borrow()[from];
+        let slot = self.slot(me, from, mailbox::slot_of(seq));
         if !mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, seq) {
             return Ok(None);
         }
@@ -368,7 +414,7 @@ impl Channel {
         if theirs != call.0 {
             return Err(CoreError::CollectiveMismatch(format!(
                 "world rank {} sent a message of {} while world rank {} is in {}",
-                self.areas[from].rank(),
+                self.streams.areas[from].rank(),
                 Signature(theirs),
                 ctx.rank(),
                 call
@@ -378,15 +424,15 @@ impl Channel {
         if len > out.len() || (len == 0 && !out.is_empty()) {
             return Err(CoreError::CollectiveMismatch(format!(
                 "in {call}, world rank {} sent {len} bytes where world rank {} expected {}",
-                self.areas[from].rank(),
+                self.streams.areas[from].rank(),
                 ctx.rank(),
                 out.len()
             ))
             .into());
         }
         ctx.get(slot.add(HEADER), &mut out[..len])?;
-        ctx.signal_store(None, self.ack(from, self.me), mailbox::published(seq))?;
-        self.received.borrow_mut()[from] = seq + 1;
+        ctx.signal_store(None, self.ack(from, me), mailbox::published(seq))?;
+        self.streams.received.borrow_mut()[from] = seq + 1;
         Ok(Some(len))
     }
 }

@@ -789,6 +789,73 @@ impl<'a> Team<'a> {
         Ok(Some(team))
     }
 
+    /// The team of `members` (indices in this team, in the new team's order), made by
+    /// those members alone: nobody else takes part, and nothing is allocated. This is how
+    /// OpenSHMEM's active sets (a start, a stride and a size, named by the members only)
+    /// run on Tessera's collectives. The new team shares this team's message streams, so
+    /// its collectives and this team's must be called in the same order by the members
+    /// they share (as any overlapping collectives must), and nonblocking collectives of
+    /// one must be finished before the other starts any. Every member of `members` must
+    /// call it, and this member must be one.
+    ///
+    /// ```
+    /// use tessera::{Job, Op, Team};
+    /// Job::threads(4).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     if ctx.rank() % 2 == 0 {
+    ///         // Ranks 0 and 2 only; 1 and 3 go on without them.
+    ///         let evens = world.subset(&[0, 2])?;
+    ///         assert_eq!(evens.allreduce_value(ctx.rank() as u64, Op::Sum)?, 2);
+    ///     }
+    ///     world.barrier()?;
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn subset(&self, members: &[usize]) -> Result<Team<'a>> {
+        let n = self.size();
+        let mut seen = vec![false; n];
+        for &m in members {
+            if m >= n || std::mem::replace(&mut seen[m], true) {
+                return Err(CoreError::Invalid(format!(
+                    "subset: member {m} is {} (this team has members 0..{n}, each at most once)",
+                    if m >= n {
+                        "not a member"
+                    } else {
+                        "listed twice"
+                    }
+                ))
+                .into());
+            }
+        }
+        let Some(me) = members.iter().position(|&m| m == self.me) else {
+            return Err(CoreError::Invalid(format!(
+                "subset: this member ({}) is not in {members:?}; only the subset's members make it",
+                self.me
+            ))
+            .into());
+        };
+        let size = members.len();
+        Ok(Team {
+            ctx: self.ctx,
+            members: Rc::new(members.iter().map(|&m| self.members[m]).collect()),
+            me,
+            channel: Rc::new(self.channel.subset(members)),
+            forced: self.forced,
+            tuned: tuning::in_force()?
+                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            sync: self.sync,
+            nb: Rc::new(RefCell::new(NonblockingState {
+                unsent: vec![0; size],
+                expected: vec![0; size],
+                received: vec![0; size],
+            })),
+            schedules: Rc::new(RefCell::new(Schedules::default())),
+            native: None,
+            spans_hosts: self.spans_hosts,
+            _auditor: self._auditor.clone(),
+        })
+    }
+
     /// The row and column teams of a `rows × cols` process grid laid out row-major over
     /// this team (member r sits at row r / cols, column r % cols). Collective.
     pub fn grid(&self, rows: usize, cols: usize) -> Result<(Team<'a>, Team<'a>)> {
