@@ -207,3 +207,79 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
         })
         .unwrap();
 }
+
+/// The ticket lock on a plain word: mutual exclusion under contention (a non-atomic
+/// read-modify-write inside it never loses an update), on mapped and hidden peers, and
+/// the word is free again afterwards.
+#[test]
+fn ticket_lock_excludes_and_is_free_afterwards() {
+    for hide in [false, true] {
+        tessera::Job::threads(4)
+            .segment(1 << 20)
+            .hide_peers(hide)
+            .wait_timeout(std::time::Duration::from_secs(30))
+            .run(|ctx| {
+                let words = ctx.alloc_collective::<u64>(2)?;
+                ctx.barrier()?;
+                let lock = tessera::TicketLock::at(words.on(2));
+                for _ in 0..200 {
+                    lock.lock(ctx)?;
+                    let v = ctx.get_value(words.on(2).add(1))?;
+                    ctx.put_value(words.on(2).add(1), v + 1)?;
+                    lock.unlock(ctx)?;
+                }
+                ctx.barrier()?;
+                assert_eq!(ctx.get_value(words.on(2).add(1))?, 800);
+                if ctx.rank() == 0 {
+                    assert!(lock.try_lock(ctx)?, "free after the last unlock");
+                    assert!(!lock.try_lock(ctx)?, "taken twice");
+                    lock.unlock(ctx)?;
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("hide={hide}: {e}"));
+    }
+}
+
+/// Waiting on a word of any width until it compares true, fed by another rank's atomic
+/// stores; every comparison.
+#[test]
+fn wait_value_on_every_width() {
+    use tessera::Compare;
+    tessera::Job::threads(2)
+        .segment(1 << 20)
+        .wait_timeout(std::time::Duration::from_secs(30))
+        .run(|ctx| {
+            let w64 = ctx.alloc_collective::<u64>(1)?;
+            let w32 = ctx.alloc_collective::<i32>(1)?;
+            let w16 = ctx.alloc_collective::<u16>(2)?;
+            ctx.barrier()?;
+            if ctx.rank() == 0 {
+                for step in 1..=5u64 {
+                    ctx.atomic_store(w64.on(1), step)?;
+                    ctx.atomic_store(w32.on(1), -(step as i32))?;
+                    ctx.barrier()?;
+                }
+                ctx.put_value(w16.on(1), 7)?;
+                ctx.barrier()?;
+            } else {
+                for step in 1..=5u64 {
+                    assert_eq!(ctx.wait_value(w64, Compare::Ge, step)?, step);
+                    ctx.wait_value(w32, Compare::Le, -(step as i32))?;
+                    assert!(ctx.test_value(w64, Compare::Eq, step)?);
+                    assert!(!ctx.test_value(w64, Compare::Gt, step)?);
+                    assert!(ctx.test_value(w64, Compare::Lt, step + 1)?);
+                    assert!(ctx.test_value(w32, Compare::Ne, 0)?);
+                    ctx.barrier()?;
+                }
+                ctx.barrier()?;
+                assert_eq!(ctx.wait_value(w16, Compare::Eq, 7)?, 7);
+            }
+            // Only the owner waits on a word.
+            assert!(ctx
+                .wait_value(w64.on(1 - ctx.rank()), Compare::Eq, 0)
+                .is_err());
+            Ok(())
+        })
+        .unwrap();
+}

@@ -9,7 +9,8 @@
 //! - [`alloc`]: collective and local allocation in the segment;
 //! - [`rma`]: put and get: blocking, with handles, implicit; bulk, strided and indexed;
 //! - [`atomic`]: remote atomics on 32- and 64-bit integers;
-//! - [`sync`]: semaphores, signalling put, global locks;
+//! - [`sync`]: semaphores, signalling put, global locks (and fair ticket locks);
+//! - [`wait`]: waiting on a word of the rank's own segment until it compares true;
 //! - [`barrier`]: the dissemination barrier, split-phase and labelled;
 //! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them.
 //!
@@ -36,6 +37,7 @@ pub(crate) mod native;
 pub mod rma;
 pub mod rpc;
 pub mod sync;
+pub mod wait;
 
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;

@@ -10,7 +10,8 @@
 //! with no barrier and no flag round trip.
 //!
 //! A [`GlobalLock`] (UPC's `upc_lock_t`) is a word holding 0 when free and holder+1 when
-//! held, taken with compare-and-swap (acquire) and released with a store (release).
+//! held, taken with compare-and-swap (acquire) and released with a store (release). A
+//! [`TicketLock`] is fair: a word of tickets taken and ticket served, taken in order.
 
 use std::sync::atomic::AtomicU64;
 
@@ -172,6 +173,95 @@ impl GlobalLock {
             Ok(0) => "the lock is free now".into(),
             Ok(holder) => format!("it is held by rank {}", holder - 1),
             Err(e) => e.to_string(),
+        }
+    }
+}
+
+/// A fair lock on any 64-bit word of the global address space (OpenSHMEM's
+/// `shmem_set_lock` on a symmetric `long`): a ticket lock, so ranks get it in the order
+/// they asked. The word's high half counts tickets taken, its low half the ticket now
+/// served; a zeroed word is a free lock, so any zeroed memory can serve.
+///
+/// Taking it is one remote fetch-add and a wait for the served half; releasing it one
+/// fetch-add. A wait polls the word with atomic loads (remote ones on another host), and
+/// honours the watchdog.
+///
+/// ```
+/// use tessera::{Job, TicketLock};
+/// Job::threads(3).segment(1 << 20).run(|ctx| {
+///     let words = ctx.alloc_collective::<u64>(2)?; // [lock, counter], zeroed
+///     ctx.barrier()?;
+///     let lock = TicketLock::at(words.on(0));
+///     for _ in 0..10 {
+///         lock.lock(ctx)?;
+///         let v = ctx.get_value(words.on(0).add(1))?;
+///         ctx.put_value(words.on(0).add(1), v + 1)?;
+///         lock.unlock(ctx)?;
+///     }
+///     ctx.barrier()?;
+///     assert_eq!(ctx.get_value(words.on(0).add(1))?, 30);
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TicketLock {
+    word: GlobalPtr<u64>,
+}
+
+const TICKET: u64 = 1 << 32;
+
+impl TicketLock {
+    /// The lock whose state is the word at `word` (zeroed means free).
+    pub fn at(word: GlobalPtr<u64>) -> TicketLock {
+        TicketLock { word }
+    }
+
+    /// Block until this rank holds the lock.
+    pub fn lock(&self, ctx: &Context) -> Result<()> {
+        let mine = ctx.atomic_fetch(self.word, AtomicOp::Add(TICKET))? >> 32;
+        ctx.wait_until(
+            "a lock",
+            || Ok(ctx.atomic_load(self.word)? & 0xFFFF_FFFF == mine & 0xFFFF_FFFF),
+            || match ctx.atomic_load(self.word) {
+                Ok(w) => format!(
+                    "holding ticket {mine}; ticket {} is being served, {} are waiting",
+                    w & 0xFFFF_FFFF,
+                    (w >> 32).wrapping_sub(w & 0xFFFF_FFFF)
+                ),
+                Err(e) => e.to_string(),
+            },
+        )
+    }
+
+    /// Take the lock if it is free now; never blocks.
+    pub fn try_lock(&self, ctx: &Context) -> Result<bool> {
+        let w = ctx.atomic_load(self.word)?;
+        if (w >> 32) & 0xFFFF_FFFF != w & 0xFFFF_FFFF {
+            return Ok(false);
+        }
+        Ok(ctx.atomic_compare_swap(self.word, w, w.wrapping_add(TICKET))? == w)
+    }
+
+    /// Release the lock (by the rank holding it).
+    pub fn unlock(&self, ctx: &Context) -> Result<()> {
+        let w = ctx.atomic_load(self.word)?;
+        if (w >> 32) & 0xFFFF_FFFF == w & 0xFFFF_FFFF {
+            return Err(CoreError::Invalid(format!(
+                "rank {} released a lock that nobody holds",
+                ctx.rank()
+            ))
+            .into());
+        }
+        // Advance the served half without carrying into the tickets (others may take
+        // tickets meanwhile, so compare-and-swap until the word did not move).
+        let mut w = w;
+        loop {
+            let next = (w & !0xFFFF_FFFF) | (w.wrapping_add(1) & 0xFFFF_FFFF);
+            let found = ctx.atomic_compare_swap(self.word, w, next)?;
+            if found == w {
+                return Ok(());
+            }
+            w = found;
         }
     }
 }
