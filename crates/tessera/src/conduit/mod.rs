@@ -338,6 +338,14 @@ pub trait Conduit {
         Ok(())
     }
 
+    /// The memory file holding this rank's segment and the segment's offset in it, where
+    /// the segment is a file mapping (the `smp` conduit, and the mpi conduit's host part):
+    /// what lets a library map segment pages a second time at addresses of its choosing
+    /// (OpenSHMEM's symmetric global variables).
+    fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        None
+    }
+
     /// Largest active-message frame (bytes of payload) this conduit carries.
     fn am_max_frame(&self) -> usize;
     /// Try to queue one frame, the concatenation of `parts`, to `dest`. Returns `Ok(false)`

@@ -310,6 +310,8 @@ pub(crate) struct ShmConduit {
     /// [`Conduit::put_bytes`]/[`Conduit::get_bytes`], as a conduit across hosts would (a
     /// testing aid: it drives the core's paths for unmapped peers on one machine).
     hide_peers: bool,
+    /// The file this rank's region is mapped from and the region's offset in it.
+    region_file: Option<(std::os::fd::OwnedFd, u64)>,
     _mappings: Arc<dyn KeepAlive>,
 }
 
@@ -338,8 +340,15 @@ impl ShmConduit {
             undrained_flag: (0..layout.ranks).map(|_| Cell::new(false)).collect(),
             abort,
             hide_peers: false,
+            region_file: None,
             _mappings: mappings,
         }
+    }
+
+    /// The same conduit, its own region mapped from `file` at `offset`.
+    pub(crate) fn with_region_file(mut self, file: std::os::fd::OwnedFd, offset: u64) -> Self {
+        self.region_file = Some((file, offset));
+        self
     }
 
     /// The same conduit reporting another kind (the mpi conduit's host-local part).
@@ -412,6 +421,12 @@ impl Conduit for ShmConduit {
             )
         };
         Ok(())
+    }
+    fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        use std::os::fd::AsFd;
+        self.region_file
+            .as_ref()
+            .map(|(fd, off)| (fd.as_fd(), off + self.layout.segment_offset as u64))
     }
     fn am_max_frame(&self) -> usize {
         self.layout.max_frame()

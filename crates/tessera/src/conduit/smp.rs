@@ -204,7 +204,15 @@ pub(crate) fn attach_file(
     let maps = attach_peers(rank, own, &layout, timeout, |peer| {
         map_region(peer).map(Some)
     })?;
-    Ok(conduit_over(rank, layout, maps))
+    let file_copy = file
+        .fd()
+        .try_clone_to_owned()
+        .map_err(|source| JobError::Os {
+            what: "keeping the job's memory file open".into(),
+            source,
+        })?;
+    Ok(conduit_over(rank, layout, maps)
+        .with_region_file(file_copy, (span.offset + rank * span.region_len) as u64))
 }
 
 /// Refuse a file or directory that is not this user's with exactly `mode`.
@@ -451,7 +459,7 @@ pub(crate) fn attach_named(
     // The last rank of the host to unlink removes the directory (the others find it not
     // yet empty).
     let _ = std::fs::remove_dir(&dir);
-    Ok(conduit_over(rank, layout, maps))
+    Ok(conduit_over(rank, layout, maps).with_region_file(OwnedFd::from(file), 0))
 }
 
 /// Unlinks our object when dropped unless disarmed (error paths during attach).

@@ -201,6 +201,14 @@ impl Context {
         self.options.checked
     }
 
+    /// The memory file holding this rank's segment and the segment's offset in it, when
+    /// the conduit maps segments from files (`smp`, and each host of `mpi`); `None`
+    /// otherwise (`threads`). Mapping the file's pages a second time elsewhere is how the
+    /// OpenSHMEM layer makes a program's global variables part of the segment.
+    pub fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        self.conduit.segment_file()
+    }
+
     pub(crate) fn conduit(&self) -> &dyn Conduit {
         &*self.conduit
     }

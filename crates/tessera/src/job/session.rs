@@ -27,6 +27,7 @@ use crate::error::JobError;
 pub struct Session {
     ctx: Context,
     board: Option<Arc<Board>>,
+    ended: std::cell::Cell<bool>,
     _watch: RankWatch,
 }
 
@@ -44,6 +45,15 @@ impl Session {
 
     /// End the rank's part: the end-of-job barrier (collective), then the rank is finished.
     pub fn finish(self) -> Result<(), JobError> {
+        self.end()
+    }
+
+    /// [`Session::finish`] in place, for a session that must outlive its end (a library
+    /// whose teams borrow the context); a second call does nothing.
+    pub fn end(&self) -> Result<(), JobError> {
+        if self.ended.replace(true) {
+            return Ok(());
+        }
         let rank = self.ctx.rank();
         let outcome = self.ctx.finish();
         if let Some(b) = &self.board {
@@ -118,6 +128,7 @@ impl Job {
         Ok(Session {
             ctx,
             board,
+            ended: std::cell::Cell::new(false),
             _watch: watch,
         })
     }

@@ -356,6 +356,9 @@ impl Conduit for MpiConduit {
         }
         self.messenger.try_send(dest, class, parts)
     }
+    fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        self.local.segment_file()
+    }
     fn am_all_consumed(&self) -> bool {
         // Ranks of this host through the rings; other hosts through the credits, which
         // come back only once the handlers have run.
