@@ -12,6 +12,7 @@
 mod bench;
 mod npb;
 mod selftest;
+mod shmem;
 mod tune;
 
 use std::ffi::OsString;
@@ -171,6 +172,11 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// OpenSHMEM for C and C++: install the library, shmem.h, oshcc and oshrun.
+    Shmem {
+        #[command(subcommand)]
+        what: shmem::ShmemCommand,
+    },
     /// Micro-benchmarks.
     Bench {
         #[command(subcommand)]
@@ -278,6 +284,7 @@ fn main() -> ExitCode {
             json,
         } => npb::drive(&kernel, &class, &job, variant.as_deref(), json.as_deref()),
         Command::Bench { what } => bench::drive(what),
+        Command::Shmem { what } => shmem::drive(what),
         Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),
         Command::Rank { what } => {
             let job = match tessera::Job::from_env() {

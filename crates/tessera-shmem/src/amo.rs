@@ -1,0 +1,104 @@
+//! Atomic memory operations (their exported functions are generated; they call these).
+//! Every AMO runs on the runtime's remote atomics over a 32- or 64-bit word of the same
+//! size as the C type: `float` and `double` move as their bit patterns (fetch, set and swap
+//! only, as the specification allows).
+//!
+//! This module must never touch a word except through the runtime's atomics.
+
+use bytemuck::Pod;
+use libc::c_int;
+use tessera::{AtomicInt, AtomicOp};
+
+use crate::{check, state};
+
+/// A C value as the atomic word of the same size.
+pub(crate) fn to_word<R: Pod, W: Pod>(v: R) -> W {
+    bytemuck::cast(v)
+}
+
+/// The C value of an atomic word.
+pub(crate) fn from_word<R: Pod, W: Pod>(w: W) -> R {
+    bytemuck::cast(w)
+}
+
+/// # Safety
+/// `src` symmetric.
+pub(crate) unsafe fn fetch<W: AtomicInt>(call: &str, src: *const W, pe: c_int) -> W {
+    let s = state(call);
+    let at = s.remote(call, src, 1, pe);
+    check(call, s.session.context().atomic_load(at))
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn set<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) {
+    let s = state(call);
+    let at = s.remote(call, dest.cast_const(), 1, pe);
+    check(call, s.session.context().atomic_store(at, value))
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn compare_swap<W: AtomicInt>(
+    call: &str,
+    dest: *mut W,
+    cond: W,
+    value: W,
+    pe: c_int,
+) -> W {
+    let s = state(call);
+    let at = s.remote(call, dest.cast_const(), 1, pe);
+    check(
+        call,
+        s.session.context().atomic_compare_swap(at, cond, value),
+    )
+}
+
+fn rmw<W: AtomicInt>(call: &str, dest: *mut W, op: AtomicOp<W>, pe: c_int) -> W {
+    let s = state(call);
+    let at = s.remote(call, dest.cast_const(), 1, pe);
+    check(call, s.session.context().atomic_fetch(at, op))
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn swap<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) -> W {
+    rmw(call, dest, AtomicOp::Swap(value), pe)
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn fetch_add<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) -> W {
+    rmw(call, dest, AtomicOp::Add(value), pe)
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn fetch_and<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) -> W {
+    rmw(call, dest, AtomicOp::And(value), pe)
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn fetch_or<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) -> W {
+    rmw(call, dest, AtomicOp::Or(value), pe)
+}
+
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn fetch_xor<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) -> W {
+    rmw(call, dest, AtomicOp::Xor(value), pe)
+}
+
+/// `shmem_swap` (deprecated generic swap on `long`).
+///
+/// # Safety
+/// `target` symmetric.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_swap(
+    target: *mut libc::c_long,
+    value: libc::c_long,
+    pe: c_int,
+) -> libc::c_long {
+    rmw::<i64>("shmem_swap", target.cast(), AtomicOp::Swap(value), pe)
+}

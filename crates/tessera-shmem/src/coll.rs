@@ -1,0 +1,405 @@
+//! Collectives over active sets (OpenSHMEM 1.4's `PE_start`, `logPE_stride`, `PE_size`):
+//! each active set is a [`Team::subset`] of the world team, made by its members alone the
+//! first time they use it and kept, so every collective runs on Tessera's tuned algorithms.
+//! `pSync` and `pWrk` are accepted and left alone: the teams keep their own state.
+//!
+//! This module must never implement a collective algorithm: it translates arguments and
+//! calls the team's.
+
+use bytemuck::Pod;
+use libc::{c_int, c_long, c_void};
+use tessera::{Op, Team};
+
+use crate::{check, fatal, state, ComplexD, ComplexF, LongDouble};
+
+/// The team of the active set (start, 2^log_stride, size), which this PE must be in.
+fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> Team<'static> {
+    let s = state(call);
+    let n = s.session.context().ranks() as i64;
+    let me = s.session.context().rank() as i64;
+    let bad = |why: String| -> ! {
+        fatal(
+            call,
+            format!(
+                "active set (PE_start {start}, logPE_stride {log_stride}, PE_size {size}): {why}"
+            ),
+        )
+    };
+    if size < 1 || start < 0 || !(0..31).contains(&log_stride) {
+        bad("PE_size must be at least 1, PE_start at least 0 and logPE_stride from 0 to 30".into());
+    }
+    let stride = 1i64 << log_stride;
+    let last = start as i64 + (size as i64 - 1) * stride;
+    if last >= n {
+        bad(format!(
+            "its last PE would be {last}, but this job has PEs 0 to {}",
+            n - 1
+        ));
+    }
+    if me < start as i64 || (me - start as i64) % stride != 0 || me > last {
+        bad(format!(
+            "PE {me} is not in it; only its members call the collective"
+        ));
+    }
+    if start == 0 && stride == 1 && size as i64 == n {
+        return s.world.clone();
+    }
+    let key = (start, log_stride, size);
+    if let Some(team) = s.sets.borrow().get(&key) {
+        return team.clone();
+    }
+    let members: Vec<usize> = (0..size as i64)
+        .map(|i| (start as i64 + i * stride) as usize)
+        .collect();
+    let team = check(call, s.world.subset(&members));
+    s.sets.borrow_mut().insert(key, team.clone());
+    team
+}
+
+/// `shmem_barrier_all`: every PE's puts complete, then a barrier.
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_barrier_all() {
+    const CALL: &str = "shmem_barrier_all";
+    let s = state(CALL);
+    check(CALL, s.session.context().sync_nbi());
+    check(CALL, s.world.barrier());
+}
+
+/// `shmem_sync_all`: a barrier without completing puts.
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_sync_all() {
+    const CALL: &str = "shmem_sync_all";
+    check(CALL, state(CALL).world.barrier());
+}
+
+/// `shmem_barrier` over an active set.
+///
+/// # Safety
+/// None beyond C's (`pSync` is not used).
+#[no_mangle]
+pub unsafe extern "C" fn shmem_barrier(
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    _psync: *mut c_long,
+) {
+    const CALL: &str = "shmem_barrier";
+    let team = active_set(CALL, start, log_stride, size);
+    check(CALL, state(CALL).session.context().sync_nbi());
+    check(CALL, team.barrier());
+}
+
+/// `shmem_sync` over an active set.
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_sync(
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    _psync: *mut c_long,
+) {
+    const CALL: &str = "shmem_sync";
+    check(CALL, active_set(CALL, start, log_stride, size).barrier());
+}
+
+/// # Safety
+/// `p` valid for `n` elements (or `n` is 0).
+unsafe fn slice<'a, T>(p: *const T, n: usize) -> &'a [T] {
+    if n == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller guarantees p is valid for n elements.
+        unsafe { std::slice::from_raw_parts(p, n) }
+    }
+}
+
+/// # Safety
+/// `p` valid for `n` elements (or `n` is 0).
+unsafe fn slice_mut<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
+    if n == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller guarantees p is valid for n elements.
+        unsafe { std::slice::from_raw_parts_mut(p, n) }
+    }
+}
+
+/// Broadcast `n` elements of `source` on the set's `root` into `dest` on the others (the
+/// root's `dest` is left alone, as 1.4 says).
+///
+/// # Safety
+/// `source` valid for `n` elements on the root, `dest` on the others.
+#[allow(clippy::too_many_arguments)] // the specification's argument list
+unsafe fn broadcast<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    source: *const T,
+    n: usize,
+    root: c_int,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+) {
+    let team = active_set(call, start, log_stride, size);
+    if root < 0 || root >= size {
+        fatal(
+            call,
+            format!(
+                "PE_root {root} is not an index into the active set (0 to {})",
+                size - 1
+            ),
+        );
+    }
+    let mut buf = vec![T::zeroed(); n];
+    if team.rank() == root as usize {
+        // SAFETY: the caller passes a source valid for n elements on the root.
+        buf.copy_from_slice(unsafe { slice(source, n) });
+    }
+    check(call, team.broadcast(root as usize, &mut buf));
+    if team.rank() != root as usize {
+        // SAFETY: the caller passes a destination valid for n elements.
+        unsafe { slice_mut(dest, n) }.copy_from_slice(&buf);
+    }
+}
+
+macro_rules! sized_collectives {
+    ($($bits:literal => $t:ty: $bcast:ident, $collect:ident, $fcollect:ident, $alltoall:ident, $alltoalls:ident;)*) => {$(
+        /// `shmem_broadcast` of 32- or 64-bit elements over an active set.
+        ///
+        /// # Safety
+        /// Buffers as the specification requires.
+        #[no_mangle]
+        pub unsafe extern "C" fn $bcast(
+            dest: *mut c_void, source: *const c_void, nelems: usize, root: c_int,
+            start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
+        ) {
+            // SAFETY: as the caller guarantees.
+            unsafe { broadcast::<$t>(stringify!($bcast), dest.cast(), source.cast(), nelems, root, start, log_stride, size) }
+        }
+
+        /// `shmem_collect`: every member's `nelems` (which may differ) concatenated in
+        /// member order.
+        ///
+        /// # Safety
+        /// Buffers as the specification requires.
+        #[no_mangle]
+        pub unsafe extern "C" fn $collect(
+            dest: *mut c_void, source: *const c_void, nelems: usize,
+            start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
+        ) {
+            const CALL: &str = stringify!($collect);
+            let team = active_set(CALL, start, log_stride, size);
+            let n = team.size();
+            let mut counts = vec![0u64; n];
+            check(CALL, team.allgather(&[nelems as u64], &mut counts));
+            let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+            // SAFETY: the caller passes a source valid for nelems elements.
+            let mine = unsafe { slice(source.cast::<$t>(), nelems) };
+            let src: Vec<$t> = (0..n).flat_map(|_| mine.iter().copied()).collect();
+            let total: usize = counts.iter().sum();
+            // SAFETY: the caller passes a destination valid for the total.
+            let out = unsafe { slice_mut(dest.cast::<$t>(), total) };
+            check(CALL, team.exchange_v(&src, &vec![nelems; n], out, &counts));
+        }
+
+        /// `shmem_fcollect`: every member's `nelems` concatenated in member order.
+        ///
+        /// # Safety
+        /// Buffers as the specification requires.
+        #[no_mangle]
+        pub unsafe extern "C" fn $fcollect(
+            dest: *mut c_void, source: *const c_void, nelems: usize,
+            start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
+        ) {
+            const CALL: &str = stringify!($fcollect);
+            let team = active_set(CALL, start, log_stride, size);
+            // SAFETY: the caller passes buffers of nelems and size × nelems elements.
+            let (src, out) = unsafe {
+                (slice(source.cast::<$t>(), nelems).to_vec(), slice_mut(dest.cast::<$t>(), nelems * team.size()))
+            };
+            check(CALL, team.allgather(&src, out));
+        }
+
+        /// `shmem_alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`.
+        ///
+        /// # Safety
+        /// Buffers as the specification requires.
+        #[no_mangle]
+        pub unsafe extern "C" fn $alltoall(
+            dest: *mut c_void, source: *const c_void, nelems: usize,
+            start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
+        ) {
+            const CALL: &str = stringify!($alltoall);
+            let team = active_set(CALL, start, log_stride, size);
+            let total = nelems * team.size();
+            // SAFETY: the caller passes buffers of size × nelems elements.
+            let (src, out) = unsafe {
+                (slice(source.cast::<$t>(), total).to_vec(), slice_mut(dest.cast::<$t>(), total))
+            };
+            check(CALL, team.exchange(&src, out));
+        }
+
+        /// `shmem_alltoalls`: as `alltoall` with elements `sst` apart in `source` and `dst`
+        /// apart in `dest`.
+        ///
+        /// # Safety
+        /// Buffers as the specification requires.
+        #[no_mangle]
+        pub unsafe extern "C" fn $alltoalls(
+            dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize,
+            start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
+        ) {
+            const CALL: &str = stringify!($alltoalls);
+            let team = active_set(CALL, start, log_stride, size);
+            if dst < 1 || sst < 1 {
+                fatal(CALL, format!("strides must be at least 1 (dst {dst}, sst {sst})"));
+            }
+            let (n, dst, sst) = (team.size(), dst as usize, sst as usize);
+            let (src, dest) = (source.cast::<$t>(), dest.cast::<$t>());
+            // SAFETY: the caller passes a strided source of n blocks of nelems elements.
+            let packed: Vec<$t> = (0..n * nelems).map(|k| unsafe { *src.add(k * sst) }).collect();
+            let mut out = vec![<$t>::default(); n * nelems];
+            check(CALL, team.exchange(&packed, &mut out));
+            for (k, v) in out.into_iter().enumerate() {
+                // SAFETY: the caller passes a strided destination of n blocks.
+                unsafe { *dest.add(k * dst) = v };
+            }
+        }
+    )*};
+}
+sized_collectives! {
+    32 => u32: shmem_broadcast32, shmem_collect32, shmem_fcollect32, shmem_alltoall32, shmem_alltoalls32;
+    64 => u64: shmem_broadcast64, shmem_collect64, shmem_fcollect64, shmem_alltoall64, shmem_alltoalls64;
+}
+
+/// The operation of a `_to_all` reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReduceOp {
+    And,
+    Or,
+    Xor,
+    Max,
+    Min,
+    Sum,
+    Prod,
+}
+
+/// Element types of the `_to_all` reductions: how a team reduces them.
+pub(crate) trait ToAll: Pod {
+    fn allreduce(
+        team: &Team<'static>,
+        op: ReduceOp,
+        src: &[Self],
+        dst: &mut [Self],
+    ) -> tessera::Result<()>;
+}
+
+fn builtin(op: ReduceOp) -> Op {
+    match op {
+        ReduceOp::And => Op::BitAnd,
+        ReduceOp::Or => Op::BitOr,
+        ReduceOp::Xor => Op::BitXor,
+        ReduceOp::Max => Op::Max,
+        ReduceOp::Min => Op::Min,
+        ReduceOp::Sum => Op::Sum,
+        ReduceOp::Prod => Op::Prod,
+    }
+}
+
+macro_rules! builtin_to_all {
+    ($($t:ty),*) => {$(
+        impl ToAll for $t {
+            fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
+                team.allreduce(src, dst, builtin(op))
+            }
+        }
+    )*};
+}
+builtin_to_all!(i16, i32, i64, f32, f64);
+
+extern "C" {
+    /// `src/longdouble.c`: `acc[i] = acc[i] op other[i]` on `long double`.
+    fn tessera_longdouble_reduce(
+        op: c_int,
+        acc: *mut LongDouble,
+        other: *const LongDouble,
+        n: usize,
+    );
+}
+
+impl ToAll for LongDouble {
+    fn allreduce(
+        team: &Team<'static>,
+        op: ReduceOp,
+        src: &[Self],
+        dst: &mut [Self],
+    ) -> tessera::Result<()> {
+        let code = match op {
+            ReduceOp::Max => 0,
+            ReduceOp::Min => 1,
+            ReduceOp::Sum => 2,
+            _ => 3,
+        };
+        team.allreduce_with(src, dst, &|acc: &mut [LongDouble], other: &[LongDouble]| {
+            // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths).
+            unsafe { tessera_longdouble_reduce(code, acc.as_mut_ptr(), other.as_ptr(), acc.len()) };
+            Ok(())
+        })
+    }
+}
+
+macro_rules! complex_to_all {
+    ($($t:ty),*) => {$(
+        impl ToAll for $t {
+            fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
+                let prod = op == ReduceOp::Prod;
+                team.allreduce_with(src, dst, &move |acc: &mut [$t], other: &[$t]| {
+                    for (a, b) in acc.iter_mut().zip(other) {
+                        *a = if prod {
+                            [a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]]
+                        } else {
+                            [a[0] + b[0], a[1] + b[1]]
+                        };
+                    }
+                    Ok(())
+                })
+            }
+        }
+    )*};
+}
+complex_to_all!(ComplexF, ComplexD);
+
+/// A `_to_all` reduction over an active set (`source` and `dest` may be the same array).
+///
+/// # Safety
+/// `source` and `dest` valid for `nreduce` elements.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn to_all<T: ToAll>(
+    call: &str,
+    op: ReduceOp,
+    dest: *mut T,
+    source: *const T,
+    nreduce: c_int,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+) {
+    if nreduce < 0 {
+        fatal(call, format!("nreduce {nreduce} is negative"));
+    }
+    let team = active_set(call, start, log_stride, size);
+    let n = nreduce as usize;
+    // SAFETY: the caller passes a source of nreduce elements; copied, as dest may alias it.
+    let src = unsafe { slice(source, n) }.to_vec();
+    // SAFETY: the caller passes a destination of nreduce elements.
+    let out = unsafe { slice_mut(dest, n) };
+    check(call, T::allreduce(&team, op, &src, out));
+}

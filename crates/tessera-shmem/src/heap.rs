@@ -1,0 +1,171 @@
+//! The symmetric heap: the segment's collective arena. Every allocation routine is
+//! collective (every PE calls it with the same arguments, in the same order) and ends with
+//! a barrier, as the specification says; a mismatch is caught by the runtime's barrier
+//! fingerprint.
+//!
+//! This module must never hand out memory outside the segment.
+
+use libc::{c_long, c_void};
+
+use crate::{check, fatal, state, State};
+
+/// Allocate `size` bytes aligned to `align` (a power of two) on every PE; null for size 0.
+fn allocate(call: &str, size: usize, align: usize) -> *mut c_void {
+    let s = state(call);
+    let ctx = s.session.context();
+    if size == 0 {
+        check(call, ctx.barrier());
+        return std::ptr::null_mut();
+    }
+    if !align.is_power_of_two() {
+        fatal(call, format!("alignment {align} is not a power of two"));
+    }
+    let padded = size
+        .checked_add(align - 1)
+        .unwrap_or_else(|| fatal(call, format!("{size} bytes is more than the address space")));
+    let block = match ctx.alloc_collective::<u8>(padded) {
+        Ok(p) => p,
+        Err(e) => fatal(
+            call,
+            format!("{e}\n  (the symmetric heap is the segment: raise SHMEM_SYMMETRIC_SIZE, e.g. SHMEM_SYMMETRIC_SIZE=4G)"),
+        ),
+    };
+    let aligned = block.offset().next_multiple_of(align as u64);
+    let addr = s.local_address(aligned);
+    s.blocks.borrow_mut().insert(addr as usize, (block, size));
+    check(call, ctx.barrier());
+    addr
+}
+
+fn release(call: &str, ptr: *mut c_void) {
+    let s = state(call);
+    let ctx = s.session.context();
+    if !ptr.is_null() {
+        let Some((block, _)) = s.blocks.borrow_mut().remove(&(ptr as usize)) else {
+            fatal(
+                call,
+                format!("{ptr:p} was not returned by shmem_malloc (or was freed already)"),
+            );
+        };
+        check(call, ctx.free_collective(block));
+    }
+    check(call, ctx.barrier());
+}
+
+fn reallocate(call: &str, ptr: *mut c_void, size: usize) -> *mut c_void {
+    let s: &State = state(call);
+    if ptr.is_null() {
+        return allocate(call, size, 16);
+    }
+    let Some(&(_, old)) = s.blocks.borrow().get(&(ptr as usize)) else {
+        fatal(call, format!("{ptr:p} was not returned by shmem_malloc"));
+    };
+    let new = allocate(call, size, 16);
+    if !new.is_null() {
+        // SAFETY: both blocks are this PE's, in its segment, at least min(old, size) long,
+        // and distinct (the old one is still allocated).
+        unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, new as *mut u8, old.min(size)) };
+    }
+    release(call, ptr);
+    new
+}
+
+/// `shmem_malloc`: `size` bytes on every PE (collective).
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_malloc(size: usize) -> *mut c_void {
+    allocate("shmem_malloc", size, 16)
+}
+
+/// `shmem_malloc_with_hints`: as `shmem_malloc` (hints are accepted and need nothing here).
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_malloc_with_hints(size: usize, _hints: c_long) -> *mut c_void {
+    allocate("shmem_malloc_with_hints", size, 16)
+}
+
+/// `shmem_calloc`: `count × size` zeroed bytes on every PE.
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
+    const CALL: &str = "shmem_calloc";
+    let bytes = count
+        .checked_mul(size)
+        .unwrap_or_else(|| fatal(CALL, format!("{count} × {size} bytes overflows")));
+    let p = allocate(CALL, bytes, 16);
+    if !p.is_null() {
+        // SAFETY: p is this PE's fresh block of `bytes` bytes.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
+        check(CALL, crate::ctx(CALL).barrier());
+    }
+    p
+}
+
+/// `shmem_align`: `size` bytes aligned to `alignment` on every PE.
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
+    allocate("shmem_align", size, alignment.max(16))
+}
+
+/// `shmem_realloc`: a block of `size` bytes holding the old block's contents.
+///
+/// # Safety
+/// `ptr` is null or from `shmem_malloc`.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    reallocate("shmem_realloc", ptr, size)
+}
+
+/// `shmem_free` (collective).
+///
+/// # Safety
+/// `ptr` is null or from `shmem_malloc`.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_free(ptr: *mut c_void) {
+    release("shmem_free", ptr);
+}
+
+/// `shmalloc` (deprecated name of `shmem_malloc`).
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmalloc(size: usize) -> *mut c_void {
+    allocate("shmalloc", size, 16)
+}
+
+/// `shfree` (deprecated name of `shmem_free`).
+///
+/// # Safety
+/// `ptr` is null or from `shmalloc`.
+#[no_mangle]
+pub unsafe extern "C" fn shfree(ptr: *mut c_void) {
+    release("shfree", ptr);
+}
+
+/// `shrealloc` (deprecated name of `shmem_realloc`).
+///
+/// # Safety
+/// `ptr` is null or from `shmalloc`.
+#[no_mangle]
+pub unsafe extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    reallocate("shrealloc", ptr, size)
+}
+
+/// `shmemalign` (deprecated name of `shmem_align`).
+///
+/// # Safety
+/// None beyond C's.
+#[no_mangle]
+pub unsafe extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
+    allocate("shmemalign", size, alignment.max(16))
+}

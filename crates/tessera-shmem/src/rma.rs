@@ -1,0 +1,211 @@
+//! Remote memory access: the typed, sized and untyped put and get families (their
+//! exported functions are generated; they call these).
+//!
+//! Puts are complete at the target when they return on shared memory, and ordered with
+//! `shmem_quiet`/`shmem_fence` (the runtime's `sync_nbi`) on other conduits; the `_nbi`
+//! forms may complete at once, as the specification allows.
+//!
+//! This module must never read or write a peer's memory except through the runtime.
+
+use bytemuck::Pod;
+use libc::{c_int, c_void};
+
+use crate::{check, fatal, state};
+
+/// A slice of `n` elements at `p`, or the end of the job naming `call` if `p` is null.
+///
+/// # Safety
+/// `p` must be valid for `n` elements.
+unsafe fn local<'a, T>(call: &str, p: *const T, n: usize) -> &'a [T] {
+    if n == 0 {
+        return &[];
+    }
+    if p.is_null() {
+        fatal(call, "a null buffer");
+    }
+    // SAFETY: the caller guarantees p is valid for n elements.
+    unsafe { std::slice::from_raw_parts(p, n) }
+}
+
+/// # Safety
+/// `p` must be valid for `n` elements.
+unsafe fn local_mut<'a, T>(call: &str, p: *mut T, n: usize) -> &'a mut [T] {
+    if n == 0 {
+        return &mut [];
+    }
+    if p.is_null() {
+        fatal(call, "a null buffer");
+    }
+    // SAFETY: the caller guarantees p is valid for n elements.
+    unsafe { std::slice::from_raw_parts_mut(p, n) }
+}
+
+/// Put `n` elements from `src` to symmetric `dest` on `pe`.
+///
+/// # Safety
+/// `src` valid for `n` elements; `dest` symmetric.
+pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usize, pe: c_int) {
+    let s = state(call);
+    let to = s.remote(call, dest.cast_const(), n, pe);
+    // SAFETY: the caller passes a source valid for n elements.
+    let data = unsafe { local(call, src, n) };
+    check(call, s.session.context().put(to, data));
+}
+
+/// Get `n` elements from symmetric `src` on `pe` into `dest`.
+///
+/// # Safety
+/// `dest` valid for `n` elements; `src` symmetric.
+pub(crate) unsafe fn get<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usize, pe: c_int) {
+    let s = state(call);
+    let from = s.remote(call, src, n, pe);
+    // SAFETY: the caller passes a destination valid for n elements.
+    let out = unsafe { local_mut(call, dest, n) };
+    check(call, s.session.context().get(from, out));
+}
+
+/// Put one value.
+///
+/// # Safety
+/// `dest` symmetric.
+pub(crate) unsafe fn p<T: Pod>(call: &str, dest: *mut T, value: T, pe: c_int) {
+    let s = state(call);
+    let to = s.remote(call, dest.cast_const(), 1, pe);
+    check(call, s.session.context().put_value(to, value));
+}
+
+/// Get one value.
+///
+/// # Safety
+/// `src` symmetric.
+pub(crate) unsafe fn g<T: Pod>(call: &str, src: *const T, pe: c_int) -> T {
+    let s = state(call);
+    let from = s.remote(call, src, 1, pe);
+    check(call, s.session.context().get_value(from))
+}
+
+/// Put `n` elements taken every `sst` from `src` to every `dst` of symmetric `dest`.
+///
+/// # Safety
+/// `src` valid for its strided elements; `dest` symmetric for its strided elements.
+pub(crate) unsafe fn iput<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    src: *const T,
+    dst: isize,
+    sst: isize,
+    n: usize,
+    pe: c_int,
+) {
+    if n == 0 {
+        return;
+    }
+    let s = state(call);
+    if dst <= 0 || sst <= 0 {
+        fatal(
+            call,
+            format!("strides must be positive (dst {dst}, sst {sst})"),
+        );
+    }
+    let span = (n - 1) * dst as usize + 1;
+    let to = s.remote(call, dest.cast_const(), span, pe);
+    let ctx = s.session.context();
+    for i in 0..n {
+        // SAFETY: the caller passes a source valid for its strided elements.
+        let v = unsafe { *src.add(i * sst as usize) };
+        check(call, ctx.put_value(to.add(i * dst as usize), v));
+    }
+}
+
+/// Get `n` elements every `sst` of symmetric `src` into every `dst` of `dest`.
+///
+/// # Safety
+/// `dest` valid for its strided elements; `src` symmetric for its strided elements.
+pub(crate) unsafe fn iget<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    src: *const T,
+    dst: isize,
+    sst: isize,
+    n: usize,
+    pe: c_int,
+) {
+    if n == 0 {
+        return;
+    }
+    let s = state(call);
+    if dst <= 0 || sst <= 0 {
+        fatal(
+            call,
+            format!("strides must be positive (dst {dst}, sst {sst})"),
+        );
+    }
+    let span = (n - 1) * sst as usize + 1;
+    let from = s.remote(call, src, span, pe);
+    let ctx = s.session.context();
+    for i in 0..n {
+        let v = check(call, ctx.get_value(from.add(i * sst as usize)));
+        // SAFETY: the caller passes a destination valid for its strided elements.
+        unsafe { *dest.add(i * dst as usize) = v };
+    }
+}
+
+/// `shmem_putmem`.
+///
+/// # Safety
+/// `source` valid for `nelems` bytes; `dest` symmetric.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_putmem(
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe: c_int,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { put::<u8>("shmem_putmem", dest.cast(), source.cast(), nelems, pe) }
+}
+
+/// `shmem_getmem`.
+///
+/// # Safety
+/// `dest` valid for `nelems` bytes; `source` symmetric.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_getmem(
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe: c_int,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { get::<u8>("shmem_getmem", dest.cast(), source.cast(), nelems, pe) }
+}
+
+/// `shmem_putmem_nbi` (complete at once, which the specification allows).
+///
+/// # Safety
+/// As `shmem_putmem`.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_putmem_nbi(
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe: c_int,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { put::<u8>("shmem_putmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+}
+
+/// `shmem_getmem_nbi` (complete at once).
+///
+/// # Safety
+/// As `shmem_getmem`.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_getmem_nbi(
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe: c_int,
+) {
+    // SAFETY: as the caller guarantees.
+    unsafe { get::<u8>("shmem_getmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+}
