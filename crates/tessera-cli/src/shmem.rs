@@ -103,7 +103,8 @@ fn wrapper(prefix: &Path, which: &str, compiler: &str) -> String {
     format!(
         r#"#!/bin/sh
 # {which}: compile and link against Tessera's OpenSHMEM (written by `tessera shmem install`).
-# The include directory is added always; the library, with an rpath, only when linking.
+# The include directory is added always; the library, with an rpath, only when linking
+# (DT_RPATH, which LD_LIBRARY_PATH does not override: the program runs with this library).
 prefix='{prefix}'
 compiler="${{{env}:-{compiler}}}"
 link=yes
@@ -117,7 +118,7 @@ for arg in "$@"; do
 done
 [ "$inputs" = no ] && link=no
 if [ "$link" = yes ]; then
-  exec "$compiler" -I"$prefix/include" "$@" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lsma -lpthread -ldl -lm
+  exec "$compiler" -I"$prefix/include" "$@" -L"$prefix/lib" -Wl,--disable-new-dtags,-rpath,"$prefix/lib" -lsma -lpthread -ldl -lm
 else
   exec "$compiler" -I"$prefix/include" "$@"
 fi

@@ -209,3 +209,55 @@ pub unsafe extern "C" fn shmem_getmem_nbi(
     // SAFETY: as the caller guarantees.
     unsafe { get::<u8>("shmem_getmem_nbi", dest.cast(), source.cast(), nelems, pe) }
 }
+
+// `shmem_longdouble_p` and `shmem_longdouble_g` take or return `long double` by value. On
+// x86-64 (System V) an 80-bit `long double` argument is passed in memory, on the stack,
+// and one is returned in the x87 register st(0); Rust has no type for either, so these two
+// are written in assembly over the pointer forms.
+
+/// `shmem_longdouble_p(dest, value, pe)`: a tail call of
+/// `shmem_longdouble_put(dest, &value, 1, pe)`, with `&value` the argument's stack slot.
+///
+/// # Safety
+/// As `shmem_longdouble_put` with one element.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn shmem_longdouble_p() {
+    // SAFETY: on entry rdi = dest, esi = pe and the value sits at [rsp + 8] (the caller's
+    // argument area, alive for the whole call); the jump keeps that frame, so the put
+    // reads the value in place and returns straight to our caller.
+    core::arch::naked_asm!(
+        "mov ecx, esi",
+        "lea rsi, [rsp + 8]",
+        "mov edx, 1",
+        "jmp {put}",
+        put = sym crate::typed::shmem_longdouble_put,
+    )
+}
+
+/// `shmem_longdouble_g(source, pe)`: `shmem_longdouble_get` into a stack slot, then the
+/// value loaded into st(0).
+///
+/// # Safety
+/// As `shmem_longdouble_get` with one element.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn shmem_longdouble_g() {
+    // SAFETY: on entry rdi = source, esi = pe and rsp is 8 mod 16; 24 bytes of stack make
+    // it 16-aligned for the call and hold the 16-byte value, which the get writes and
+    // `fld` loads into st(0), where the ABI returns a long double.
+    core::arch::naked_asm!(
+        "sub rsp, 24",
+        "mov ecx, esi",
+        "mov rsi, rdi",
+        "mov rdi, rsp",
+        "mov edx, 1",
+        "call {get}",
+        "fld tbyte ptr [rsp]",
+        "add rsp, 24",
+        "ret",
+        get = sym crate::typed::shmem_longdouble_get,
+    )
+}
