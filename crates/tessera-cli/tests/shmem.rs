@@ -129,3 +129,170 @@ fn every_typed_family_at_one_to_four_pes() {
         assert_eq!(f.stdout.trim(), "typed: OK", "{pes} PEs: {}", f.stderr);
     }
 }
+
+#[test]
+fn the_hand_written_c_suite_at_one_to_four_pes() {
+    let prefix = install("suite");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/c");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    assert!(sources.len() >= 2, "no C tests in {}", dir.display());
+    for src in sources {
+        let name = src.file_stem().unwrap().to_string_lossy().into_owned();
+        let exe = prefix.join(&name);
+        compile(
+            &prefix,
+            "oshcc",
+            &src,
+            &exe,
+            &["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror"],
+        );
+        for pes in 1..=4 {
+            let f = common::run(
+                Command::new(prefix.join("bin/oshrun"))
+                    .args(["-np", &pes.to_string()])
+                    .arg(&exe),
+                120,
+            );
+            assert!(
+                f.status.success(),
+                "{name} at {pes} PEs: {}\n{}",
+                f.stdout,
+                f.stderr
+            );
+            assert_eq!(
+                f.stdout.trim(),
+                format!("{name}: OK"),
+                "{name} at {pes} PEs: {}",
+                f.stderr
+            );
+        }
+    }
+}
+
+/// Compile `body` (a C `main`'s statements, with `me` and `n` defined after shmem_init)
+/// and run it on `pes` PEs with `env`; the outcome.
+fn bad(prefix: &Path, name: &str, body: &str, pes: u32, env: &[(&str, &str)]) -> common::Finished {
+    let src = prefix.join(format!("{name}.c"));
+    std::fs::write(
+        &src,
+        format!(
+            "#include <shmem.h>\n#include <stdio.h>\nstatic long g[4];\nint main(void) {{\n    int me, n;\n    long local[4] = {{0}};\n    (void) local; (void) g;\n{body}\n    return 0;\n}}\n"
+        ),
+    )
+    .unwrap();
+    let exe = prefix.join(name);
+    compile(
+        prefix,
+        "oshcc",
+        &src,
+        &exe,
+        &["-std=c99", "-Wno-unused-variable"],
+    );
+    common::run(
+        Command::new(prefix.join("bin/oshrun"))
+            .args(["-np", &pes.to_string()])
+            .arg(&exe)
+            .envs(env.iter().copied()),
+        60,
+    )
+}
+
+#[test]
+fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
+    let prefix = install("bad");
+    let init = "    shmem_init(); me = shmem_my_pe(); n = shmem_n_pes(); (void) me; (void) n;\n";
+    let cases: &[(&str, String, u32, &[(&str, &str)], i32, &[&str])] = &[
+        (
+            "stack",
+            format!("{init}    shmem_long_put(local, g, 4, (me + 1) % n);"),
+            2,
+            &[],
+            1,
+            &["shmem_long_put", "is not symmetric", "shmem_malloc"],
+        ),
+        (
+            "no_such_pe",
+            format!("{init}    shmem_long_p(&g[0], 1, n + 3);"),
+            2,
+            &[],
+            1,
+            &["shmem_long_p", "PE 5 does not exist", "PEs 0 to 1"],
+        ),
+        (
+            "before_init",
+            "    shmem_long_p(&g[0], 1, 0);".into(),
+            2,
+            &[],
+            1,
+            &["shmem_long_p", "before shmem_init"],
+        ),
+        (
+            "misaligned",
+            format!("{init}    shmem_long_atomic_inc((long *) ((char *) g + 1), 0);"),
+            2,
+            &[],
+            1,
+            &["shmem_long_atomic_inc", "not aligned"],
+        ),
+        (
+            "too_big",
+            format!("{init}    void *p = shmem_malloc((size_t) 1 << 30); (void) p;"),
+            2,
+            &[("SHMEM_SYMMETRIC_SIZE", "16M")],
+            1,
+            &["shmem_malloc", "raise SHMEM_SYMMETRIC_SIZE"],
+        ),
+        (
+            "not_in_set",
+            format!("{init}    static long ps[SHMEM_BARRIER_SYNC_SIZE];\n    shmem_barrier(1, 0, n - 1, ps);"),
+            3,
+            &[],
+            1,
+            &["shmem_barrier", "PE 0 is not in it"],
+        ),
+        (
+            "set_too_large",
+            format!("{init}    static long ps[SHMEM_BARRIER_SYNC_SIZE];\n    shmem_barrier(0, 1, n, ps);"),
+            3,
+            &[],
+            1,
+            &["shmem_barrier", "its last PE would be 4"],
+        ),
+        (
+            "global_exit",
+            format!("{init}    if (me == 1) shmem_global_exit(3);\n    shmem_barrier_all();\n    shmem_barrier_all();"),
+            3,
+            &[],
+            3,
+            &["global exit status 3"],
+        ),
+    ];
+    for (name, body, pes, env, status, parts) in cases {
+        let started = std::time::Instant::now();
+        let f = bad(&prefix, name, body, *pes, env);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name} took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(f.status.code(), Some(*status), "{name}: {}", f.stderr);
+        for part in *parts {
+            assert!(
+                f.stderr.contains(part),
+                "{name}: expected {part:?} in {}",
+                f.stderr
+            );
+        }
+        assert!(
+            !f.stderr.contains("panicked") && !f.stderr.contains("SIGSEGV"),
+            "{name}: {}",
+            f.stderr
+        );
+    }
+}
