@@ -207,7 +207,16 @@ fn bad(prefix: &Path, name: &str, body: &str, pes: u32, env: &[(&str, &str)]) ->
 fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
     let prefix = install("bad");
     let init = "    shmem_init(); me = shmem_my_pe(); n = shmem_n_pes(); (void) me; (void) n;\n";
-    let cases: &[(&str, String, u32, &[(&str, &str)], i32, &[&str])] = &[
+    // (name, body, PEs, environment, exit status, parts of the message)
+    type Case<'a> = (
+        &'a str,
+        String,
+        u32,
+        &'a [(&'a str, &'a str)],
+        i32,
+        &'a [&'a str],
+    );
+    let cases: &[Case] = &[
         (
             "stack",
             format!("{init}    shmem_long_put(local, g, 4, (me + 1) % n);"),
