@@ -305,3 +305,55 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
         );
     }
 }
+
+/// Whether `tool` is on the PATH.
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn an_autotools_project_builds_with_oshcc_and_checks_with_oshrun() {
+    if !(have("autoreconf") && have("libtoolize") && have("automake") && have("make")) {
+        eprintln!("skipped: autoconf, automake, libtool and make are not installed (.ci/run installs them)");
+        return;
+    }
+    let prefix = install("autotools");
+    let project = prefix.join("project");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/autotools");
+    std::fs::create_dir_all(&project).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap().flatten() {
+        std::fs::copy(entry.path(), project.join(entry.file_name())).unwrap();
+    }
+    let oshcc = format!("CC={}", prefix.join("bin/oshcc").display());
+    let oshrun = format!("OSHRUN={}", prefix.join("bin/oshrun").display());
+    for (what, args) in [
+        ("autoreconf", vec!["autoreconf", "-fi"]),
+        (
+            "configure",
+            vec!["./configure", oshcc.as_str(), oshrun.as_str()],
+        ),
+        ("make", vec!["make"]),
+        ("make check", vec!["make", "check"]),
+    ] {
+        let f = common::run(
+            Command::new(args[0]).args(&args[1..]).current_dir(&project),
+            300,
+        );
+        let log = std::fs::read_to_string(project.join("ring.log")).unwrap_or_default();
+        assert!(
+            f.status.success(),
+            "{what}: {}\n{}\n{log}",
+            f.stdout,
+            f.stderr
+        );
+    }
+    let log = std::fs::read_to_string(project.join("ring.log")).unwrap();
+    assert!(
+        log.contains("ring: token 30 after 10 laps of 3 PEs"),
+        "{log}"
+    );
+    assert!(log.contains("PASS ring"), "{log}");
+}
