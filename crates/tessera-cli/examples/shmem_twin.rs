@@ -1,0 +1,136 @@
+//! The operations of `crates/tessera-shmem/bench/shmem_bench.c`, through Tessera's Rust
+//! API with the same method and output, so that `scripts/shmem-bench.sh` shows in one run
+//! what the C layer adds per call.
+//!
+//! ```text
+//! tessera run -n 2 -- target/release/examples/shmem_twin
+//! ```
+
+use std::time::Instant;
+
+use tessera::{AtomicOp, Compare, Context, Op, Team};
+
+fn report(ctx: &Context, name: &str, bytes: usize, value: f64, unit: &str) {
+    if ctx.rank() == 0 {
+        println!("{name:<24} {bytes:>9} {value:>12.3} {unit}");
+    }
+}
+
+/// Best of 5 batches of `iters` calls on rank 0 (the others wait in a barrier).
+fn time_rank0(
+    ctx: &Context,
+    world: &Team,
+    iters: u64,
+    mut body: impl FnMut(u64) -> tessera::Result<()>,
+) -> tessera::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        world.barrier()?;
+        if ctx.rank() == 0 {
+            let t0 = Instant::now();
+            for i in 0..iters {
+                body(i)?;
+            }
+            best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
+        }
+    }
+    world.barrier()?;
+    Ok(best * 1e9)
+}
+
+/// Best of 5 batches of a call every rank makes.
+fn time_all(
+    world: &Team,
+    iters: u64,
+    mut body: impl FnMut() -> tessera::Result<()>,
+) -> tessera::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        world.barrier()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            body()?;
+        }
+        best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
+    }
+    Ok(best * 1e9)
+}
+
+fn main() {
+    tessera::spmd(|ctx| {
+        let (me, n) = (ctx.rank(), ctx.ranks());
+        let peer = (me + 1) % n;
+        let world = Team::world(ctx)?;
+        let words = ctx.alloc_collective::<i64>(1024)?;
+        let flag = ctx.alloc_collective::<i64>(1)?;
+        let buf = ctx.alloc_collective::<u8>(4 << 20)?;
+        let src = vec![1u8; 4 << 20];
+        world.barrier()?;
+        if me == 0 {
+            println!("# shmem_twin (Rust API): {n} ranks");
+        }
+        let t = time_rank0(ctx, &world, 200_000, |i| {
+            ctx.put_value(words.on(peer).add(i as usize & 1023), i as i64)
+        })?;
+        report(ctx, "put8_heap", 8, t, "ns");
+        let t = time_rank0(ctx, &world, 200_000, |i| {
+            ctx.get_value(words.on(peer).add(i as usize & 1023))
+                .map(drop)
+        })?;
+        report(ctx, "get8_heap", 8, t, "ns");
+        let t = time_rank0(ctx, &world, 100_000, |_| {
+            ctx.atomic_fetch(words.on(peer), AtomicOp::Add(1)).map(drop)
+        })?;
+        report(ctx, "fetch_add8_heap", 8, t, "ns");
+        let mut bytes = 8;
+        while bytes <= 4 << 20 {
+            let iters = if bytes < 65536 {
+                20_000
+            } else if bytes < 1 << 20 {
+                2_000
+            } else {
+                200
+            };
+            let t = time_rank0(ctx, &world, iters, |_| ctx.put(buf.on(peer), &src[..bytes]))?;
+            report(ctx, "putmem_bw", bytes, bytes as f64 / t * 1e3, "MB/s");
+            bytes *= 8;
+        }
+        if n >= 2 {
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                ctx.put_value(flag, 0)?;
+                world.barrier()?;
+                let t0 = Instant::now();
+                for round in 1..=20_000i64 {
+                    if me == 0 {
+                        ctx.put_value(flag.on(1), round)?;
+                        ctx.wait_value(flag, Compare::Eq, -round)?;
+                    } else if me == 1 {
+                        ctx.wait_value(flag, Compare::Eq, round)?;
+                        ctx.put_value(flag.on(0), -round)?;
+                    }
+                }
+                best = best.min(t0.elapsed().as_secs_f64() / 20_000.0 / 2.0);
+            }
+            world.barrier()?;
+            report(ctx, "wait_until_wakeup", 8, best * 1e9, "ns");
+        }
+        let t = time_all(&world, 20_000, || world.barrier())?;
+        report(ctx, "barrier_all", 0, t, "ns");
+        let mut out = [0i64];
+        let t = time_all(&world, 20_000, || {
+            world.allreduce(&[1i64], &mut out, Op::Sum)
+        })?;
+        report(ctx, "sum_to_all", 8, t, "ns");
+        let (big, mut big_out) = (vec![1i64; 1 << 17], vec![0i64; 1 << 17]);
+        let t = time_all(&world, 200, || world.allreduce(&big, &mut big_out, Op::Sum))?;
+        report(ctx, "sum_to_all", 1 << 20, t, "ns");
+        let (a, mut b) = (vec![1u64; n], vec![0u64; n]);
+        let t = time_all(&world, 20_000, || world.exchange(&a, &mut b))?;
+        report(ctx, "alltoall64", 8, t, "ns");
+        let (a, mut b) = (vec![1u64; 1024 * n], vec![0u64; 1024 * n]);
+        let t = time_all(&world, 2_000, || world.exchange(&a, &mut b))?;
+        report(ctx, "alltoall64", 8192, t, "ns");
+        Ok(())
+    });
+}
