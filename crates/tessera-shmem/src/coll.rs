@@ -13,7 +13,9 @@ use tessera::{Op, Team};
 use crate::{check, fatal, state, ComplexD, ComplexF, LongDouble};
 
 /// The team of the active set (start, 2^log_stride, size), which this PE must be in.
-fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> Team<'static> {
+/// Teams live as long as the process (a handful per program), so a reference serves and
+/// nothing is cloned per call.
+fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> &'static Team<'static> {
     let s = state(call);
     let n = s.session.context().ranks() as i64;
     let me = s.session.context().rank() as i64;
@@ -42,17 +44,17 @@ fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> Team<
         ));
     }
     if start == 0 && stride == 1 && size as i64 == n {
-        return s.world.clone();
+        return &s.world;
     }
     let key = (start, log_stride, size);
     if let Some(team) = s.sets.borrow().get(&key) {
-        return team.clone();
+        return team;
     }
     let members: Vec<usize> = (0..size as i64)
         .map(|i| (start as i64 + i * stride) as usize)
         .collect();
-    let team = check(call, s.world.subset(&members));
-    s.sets.borrow_mut().insert(key, team.clone());
+    let team: &'static Team<'static> = Box::leak(Box::new(check(call, s.world.subset(&members))));
+    s.sets.borrow_mut().insert(key, team);
     team
 }
 
@@ -108,6 +110,36 @@ pub unsafe extern "C" fn shmem_sync(
 ) {
     const CALL: &str = "shmem_sync";
     check(CALL, active_set(CALL, start, log_stride, size).barrier());
+}
+
+/// Whether `a` (`na` elements) and `b` (`nb` elements) share any byte.
+fn overlap<T>(a: *const T, na: usize, b: *const T, nb: usize) -> bool {
+    let size = std::mem::size_of::<T>();
+    let (a0, b0) = (a as usize, b as usize);
+    na > 0 && nb > 0 && a0 < b0 + nb * size && b0 < a0 + na * size
+}
+
+/// Call `f` with `source` as a slice and `dest` as a mutable one, copying the source first
+/// only where the two overlap (the specification allows `dest == source`).
+///
+/// # Safety
+/// `source` valid for `ns` elements, `dest` for `nd`.
+unsafe fn with_buffers<T: Pod, R>(
+    source: *const T,
+    ns: usize,
+    dest: *mut T,
+    nd: usize,
+    f: impl FnOnce(&[T], &mut [T]) -> R,
+) -> R {
+    if overlap(source, ns, dest.cast_const(), nd) {
+        // SAFETY: as the caller guarantees; the copy ends the borrow of the source.
+        let copy = unsafe { slice(source, ns) }.to_vec();
+        // SAFETY: as the caller guarantees.
+        f(&copy, unsafe { slice_mut(dest, nd) })
+    } else {
+        // SAFETY: as the caller guarantees, and the two do not overlap.
+        unsafe { f(slice(source, ns), slice_mut(dest, nd)) }
+    }
 }
 
 /// # Safety
@@ -222,10 +254,10 @@ macro_rules! sized_collectives {
             const CALL: &str = stringify!($fcollect);
             let team = active_set(CALL, start, log_stride, size);
             // SAFETY: the caller passes buffers of nelems and size × nelems elements.
-            let (src, out) = unsafe {
-                (slice(source.cast::<$t>(), nelems).to_vec(), slice_mut(dest.cast::<$t>(), nelems * team.size()))
+            let r = unsafe {
+                with_buffers(source.cast::<$t>(), nelems, dest.cast::<$t>(), nelems * team.size(), |s, d| team.allgather(s, d))
             };
-            check(CALL, team.allgather(&src, out));
+            check(CALL, r);
         }
 
         /// `shmem_alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`.
@@ -241,10 +273,10 @@ macro_rules! sized_collectives {
             let team = active_set(CALL, start, log_stride, size);
             let total = nelems * team.size();
             // SAFETY: the caller passes buffers of size × nelems elements.
-            let (src, out) = unsafe {
-                (slice(source.cast::<$t>(), total).to_vec(), slice_mut(dest.cast::<$t>(), total))
+            let r = unsafe {
+                with_buffers(source.cast::<$t>(), total, dest.cast::<$t>(), total, |s, d| team.exchange(s, d))
             };
-            check(CALL, team.exchange(&src, out));
+            check(CALL, r);
         }
 
         /// `shmem_alltoalls`: as `alltoall` with elements `sst` apart in `source` and `dst`
@@ -397,9 +429,8 @@ pub(crate) unsafe fn to_all<T: ToAll>(
     }
     let team = active_set(call, start, log_stride, size);
     let n = nreduce as usize;
-    // SAFETY: the caller passes a source of nreduce elements; copied, as dest may alias it.
-    let src = unsafe { slice(source, n) }.to_vec();
-    // SAFETY: the caller passes a destination of nreduce elements.
-    let out = unsafe { slice_mut(dest, n) };
-    check(call, T::allreduce(&team, op, &src, out));
+    // SAFETY: the caller passes a source and a destination of nreduce elements (which may
+    // be the same array: with_buffers copies the source then).
+    let r = unsafe { with_buffers(source, n, dest, n, |s, d| T::allreduce(team, op, s, d)) };
+    check(call, r);
 }

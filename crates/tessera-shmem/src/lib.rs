@@ -69,7 +69,7 @@ struct State {
     session: &'static Session,
     world: Team<'static>,
     /// Teams of the active sets used so far, by (start, log stride, size).
-    sets: RefCell<HashMap<(c_int, c_int, c_int), Team<'static>>>,
+    sets: RefCell<HashMap<(c_int, c_int, c_int), &'static Team<'static>>>,
     /// This PE's segment in this process's memory.
     seg_base: usize,
     seg_len: usize,
