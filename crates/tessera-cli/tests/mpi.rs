@@ -184,3 +184,58 @@ fn a_failing_rank_ends_the_job_and_is_named() {
         "ended by the timeout, not the failure"
     );
 }
+
+/// OpenSHMEM C programs over the mpi conduit: installed from this (mpi-enabled) build and
+/// started with `oshrun --conduit mpi`, with ranks of a host sharing memory and with every
+/// rank reached through MPI (`TESSERA_MPI_BYPASS=0`, as if on separate hosts): globals,
+/// heap, RMA, AMOs, waits, locks and active-set collectives.
+#[test]
+fn openshmem_c_programs_over_mpi() {
+    let prefix = common::temp_dir("shmem-mpi");
+    let f = common::run(
+        common::tessera()
+            .args(["shmem", "install", "--prefix"])
+            .arg(&prefix),
+        60,
+    );
+    assert!(f.status.success(), "install: {}", f.stderr);
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/c");
+    let typed = prefix.join("typed_test.c");
+    std::fs::write(&typed, sma::header::TYPED_TEST_C).unwrap();
+    for (name, src) in [
+        ("typed", typed.clone()),
+        ("setup", tests.join("setup.c")),
+        ("collectives", tests.join("collectives.c")),
+    ] {
+        let exe = prefix.join(name);
+        let f = common::run(
+            std::process::Command::new(prefix.join("bin/oshcc"))
+                .args(["-O1", "-std=c99"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&exe),
+            120,
+        );
+        assert!(f.status.success(), "oshcc {name}: {}", f.stderr);
+        for bypass in ["1", "0"] {
+            let f = common::run(
+                std::process::Command::new(prefix.join("bin/oshrun"))
+                    .args(["--conduit", "mpi", "-np", "3"])
+                    .arg(&exe)
+                    .env("TESSERA_MPI_BYPASS", bypass),
+                240,
+            );
+            assert!(
+                f.status.success(),
+                "{name} (bypass {bypass}): {}\n{}",
+                f.stdout,
+                f.stderr
+            );
+            assert!(
+                f.stdout.contains(&format!("{name}: OK")),
+                "{name} (bypass {bypass}): {}",
+                f.stdout
+            );
+        }
+    }
+}

@@ -82,6 +82,8 @@ struct State {
 
 thread_local! {
     static STATE: Cell<Option<&'static State>> = const { Cell::new(None) };
+    /// This thread's PE was finalised (and its state dropped).
+    static FINALIZED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// True once `shmem_init` ran anywhere in the process (to tell "not initialised" from
@@ -102,8 +104,12 @@ pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
     std::process::exit(1)
 }
 
-/// The state, or the end of the job with a message saying why there is none.
+/// The state, or the end of the job with a message saying why there is none (this is the
+/// check every call makes before using any reference into the runtime).
 fn state(call: &str) -> &'static State {
+    if FINALIZED.with(|f| f.get()) {
+        fatal(call, "called after shmem_finalize");
+    }
     match STATE.with(|s| s.get()) {
         Some(s) if !s.finalized.get() => s,
         Some(_) => fatal(call, "called after shmem_finalize"),
@@ -184,6 +190,12 @@ impl State {
 fn init(call: &str) {
     if STATE.with(|s| s.get()).is_some() {
         return; // the spec allows a second init to do nothing
+    }
+    if FINALIZED.with(|f| f.get()) {
+        fatal(
+            call,
+            "the library was finalised on this thread; a program initialises it once",
+        );
     }
     let session = match Session::start() {
         Ok(s) => Box::leak(Box::new(s)),
@@ -279,10 +291,27 @@ fn finalize() {
     }
     let ctx = s.session.context();
     check("shmem_finalize", ctx.sync_nbi());
-    // Collective: every PE's part ends together. The session stays (leaked) so that any
-    // Team borrowing it remains valid; it is only marked finished.
+    // Collective: every PE's part ends together.
     if let Err(e) = s.session.end() {
         fatal("shmem_finalize", e);
+    }
+    // Then the runtime goes: the world team, then the session (on the mpi conduit this is
+    // where MPI is finalised). Every later call finds the library finalised (state()
+    // refuses it), so nothing reaches them again; the teams of active sets stay leaked,
+    // unused. The program's global data stays mapped (that mapping is not the session's).
+    STATE.with(|slot| slot.set(None));
+    FINALIZED.with(|f| f.set(true));
+    let (state, session) = (
+        s as *const State as *mut State,
+        s.session as *const Session as *mut Session,
+    );
+    // SAFETY: both were made by Box::leak in `init` on this thread and nothing else owns
+    // them; the references handed out (to `State`, its teams, the context) are only used
+    // by library calls, which check FINALIZED first. The state goes first: its teams
+    // borrow the session.
+    unsafe {
+        drop(Box::from_raw(state));
+        drop(Box::from_raw(session));
     }
 }
 

@@ -59,12 +59,14 @@ int main(void)
         }
         shmem_free(z);
     }
-    /* shmem_ptr: every PE of this host is mapped; it is a plain pointer to the peer's. */
+    /* shmem_ptr: a plain pointer to a peer's object where this process maps it (every PE
+     * of a host under oshrun's default conduit), NULL where it does not (another host). */
     {
-        int *peer = shmem_ptr(&global_int, (me + 1) % n);
-        CHECK(peer != NULL, "shmem_ptr");
+        int *peer = shmem_ptr(&global_int, (me + 1) % n), *mine = shmem_ptr(&global_int, me);
+        CHECK(mine == &global_int, "shmem_ptr to this PE's own object");
         shmem_barrier_all();
         if (peer) *peer = 100 + me;
+        else shmem_int_p(&global_int, 100 + me, (me + 1) % n);
         shmem_barrier_all();
         CHECK(global_int == 100 + (me + n - 1) % n, "a store through shmem_ptr");
     }
