@@ -357,3 +357,43 @@ fn an_autotools_project_builds_with_oshcc_and_checks_with_oshrun() {
     );
     assert!(log.contains("PASS ring"), "{log}");
 }
+
+#[test]
+fn shmem_version_info_and_debug_say_what_the_spec_says() {
+    let prefix = install("env");
+    let body = "    shmem_init(); shmem_finalize();";
+    let f = bad(&prefix, "version", body, 2, &[("SHMEM_VERSION", "1")]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(
+        f.stdout.matches("OpenSHMEM 1.5 (Tessera").count(),
+        1,
+        "{}",
+        f.stdout
+    );
+    let f = bad(&prefix, "info", body, 2, &[("SHMEM_INFO", "yes")]);
+    assert!(f.status.success(), "{}", f.stderr);
+    for part in [
+        "SHMEM_SYMMETRIC_SIZE",
+        "SHMEM_VERSION",
+        "SHMEM_DEBUG",
+        "2 PEs",
+    ] {
+        assert!(f.stdout.contains(part), "{part} missing: {}", f.stdout);
+    }
+    let f = bad(&prefix, "debug", body, 2, &[("SHMEM_DEBUG", "on")]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(
+        f.stderr.matches("tessera-shmem: PE").count(),
+        2,
+        "{}",
+        f.stderr
+    );
+    // Without them: nothing printed.
+    let f = bad(&prefix, "quiet", body, 2, &[]);
+    assert!(
+        f.status.success() && f.stdout.is_empty(),
+        "{}{}",
+        f.stdout,
+        f.stderr
+    );
+}

@@ -260,6 +260,14 @@ fn init(call: &str) {
     }
 }
 
+/// Whether an informational variable is set: the specification asks only that it be
+/// defined, so any value counts but an empty one or an explicit no (`0`, `false`, `no`,
+/// `off`).
+fn defined(var: &str) -> bool {
+    tessera::job::env::text(var)
+        .is_some_and(|v| tessera::job::env::parse_switch(&v) != Some(false))
+}
+
 fn print_info(ctx: &Context) {
     println!(
         "OpenSHMEM 1.5 on Tessera {}: {} PEs on the {} conduit\n\
