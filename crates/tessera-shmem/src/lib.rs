@@ -212,10 +212,7 @@ fn init(call: &str) {
     };
     let globals = globals::map_into_segment(ctx).unwrap_or_else(|e| fatal(call, e));
     let world = check(call, Team::world(ctx));
-    let debug = tessera::job::env::switch("SHMEM_DEBUG")
-        .ok()
-        .flatten()
-        .unwrap_or(false);
+    let debug = defined("SHMEM_DEBUG");
     let state: &'static State = Box::leak(Box::new(State {
         session,
         world,
@@ -228,20 +225,10 @@ fn init(call: &str) {
     }));
     STATE.with(|s| s.set(Some(state)));
     INITIALISED.store(true, std::sync::atomic::Ordering::Release);
-    if tessera::job::env::switch("SHMEM_VERSION")
-        .ok()
-        .flatten()
-        .unwrap_or(false)
-        && ctx.rank() == 0
-    {
+    if defined("SHMEM_VERSION") && ctx.rank() == 0 {
         println!("OpenSHMEM 1.5 (Tessera {})", env!("CARGO_PKG_VERSION"));
     }
-    if tessera::job::env::switch("SHMEM_INFO")
-        .ok()
-        .flatten()
-        .unwrap_or(false)
-        && ctx.rank() == 0
-    {
+    if defined("SHMEM_INFO") && ctx.rank() == 0 {
         print_info(ctx);
     }
     if debug {
@@ -264,8 +251,7 @@ fn init(call: &str) {
 /// defined, so any value counts but an empty one or an explicit no (`0`, `false`, `no`,
 /// `off`).
 fn defined(var: &str) -> bool {
-    tessera::job::env::text(var)
-        .is_some_and(|v| tessera::job::env::parse_switch(&v) != Some(false))
+    tessera::job::env::text(var).is_some_and(|v| tessera::job::env::parse_switch(&v) != Some(false))
 }
 
 fn print_info(ctx: &Context) {
