@@ -191,14 +191,7 @@ fn a_failing_rank_ends_the_job_and_is_named() {
 /// heap, RMA, AMOs, waits, locks and active-set collectives.
 #[test]
 fn openshmem_c_programs_over_mpi() {
-    let prefix = common::temp_dir("shmem-mpi");
-    let f = common::run(
-        common::tessera()
-            .args(["shmem", "install", "--prefix"])
-            .arg(&prefix),
-        60,
-    );
-    assert!(f.status.success(), "install: {}", f.stderr);
+    let prefix = common::install_shmem("mpi");
     let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/c");
     let typed = prefix.join("typed_test.c");
     std::fs::write(&typed, sma::header::TYPED_TEST_C).unwrap();

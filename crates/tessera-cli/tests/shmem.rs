@@ -8,18 +8,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Install into a fresh directory (once per test binary would be faster; each test keeps
-/// its own so they can run in parallel).
 fn install(name: &str) -> PathBuf {
-    let prefix = common::temp_dir(&format!("shmem-{name}"));
-    let f = common::run(
-        common::tessera()
-            .args(["shmem", "install", "--prefix"])
-            .arg(&prefix),
-        60,
-    );
-    assert!(f.status.success(), "install: {}", f.stderr);
-    prefix
+    common::install_shmem(name)
 }
 
 fn compile(prefix: &Path, wrapper: &str, source: &Path, out: &Path, flags: &[&str]) {

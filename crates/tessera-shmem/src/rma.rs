@@ -84,6 +84,27 @@ pub(crate) unsafe fn g<T: Pod>(call: &str, src: *const T, pe: c_int) -> T {
     check(call, s.session.context().get_value(from))
 }
 
+/// The strides of a strided call as element counts, and the span in elements of `n`
+/// elements `remote` apart on the symmetric side; `None` when there is nothing to move.
+fn strides(
+    call: &str,
+    dst: isize,
+    sst: isize,
+    n: usize,
+    remote: isize,
+) -> Option<(usize, usize, usize)> {
+    if n == 0 {
+        return None;
+    }
+    if dst <= 0 || sst <= 0 {
+        fatal(
+            call,
+            format!("strides must be positive (dst {dst}, sst {sst})"),
+        );
+    }
+    Some((dst as usize, sst as usize, (n - 1) * remote as usize + 1))
+}
+
 /// Put `n` elements taken every `sst` from `src` to every `dst` of symmetric `dest`.
 ///
 /// # Safety
@@ -97,23 +118,15 @@ pub(crate) unsafe fn iput<T: Pod>(
     n: usize,
     pe: c_int,
 ) {
-    if n == 0 {
+    let Some((dst, sst, span)) = strides(call, dst, sst, n, dst) else {
         return;
-    }
+    };
     let s = state(call);
-    if dst <= 0 || sst <= 0 {
-        fatal(
-            call,
-            format!("strides must be positive (dst {dst}, sst {sst})"),
-        );
-    }
-    let span = (n - 1) * dst as usize + 1;
     let to = s.remote(call, dest.cast_const(), span, pe);
-    let ctx = s.session.context();
     for i in 0..n {
         // SAFETY: the caller passes a source valid for its strided elements.
-        let v = unsafe { *src.add(i * sst as usize) };
-        check(call, ctx.put_value(to.add(i * dst as usize), v));
+        let v = unsafe { *src.add(i * sst) };
+        check(call, s.session.context().put_value(to.add(i * dst), v));
     }
 }
 
@@ -130,23 +143,15 @@ pub(crate) unsafe fn iget<T: Pod>(
     n: usize,
     pe: c_int,
 ) {
-    if n == 0 {
+    let Some((dst, sst, span)) = strides(call, dst, sst, n, sst) else {
         return;
-    }
+    };
     let s = state(call);
-    if dst <= 0 || sst <= 0 {
-        fatal(
-            call,
-            format!("strides must be positive (dst {dst}, sst {sst})"),
-        );
-    }
-    let span = (n - 1) * sst as usize + 1;
     let from = s.remote(call, src, span, pe);
-    let ctx = s.session.context();
     for i in 0..n {
-        let v = check(call, ctx.get_value(from.add(i * sst as usize)));
+        let v = check(call, s.session.context().get_value(from.add(i * sst)));
         // SAFETY: the caller passes a destination valid for its strided elements.
-        unsafe { *dest.add(i * dst as usize) = v };
+        unsafe { *dest.add(i * dst) = v };
     }
 }
 

@@ -210,3 +210,16 @@ pub fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, String)
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// `tessera shmem install` into a fresh directory named after `name`; the prefix.
+pub fn install_shmem(name: &str) -> PathBuf {
+    let prefix = temp_dir(&format!("shmem-{name}"));
+    let f = run(
+        tessera()
+            .args(["shmem", "install", "--prefix"])
+            .arg(&prefix),
+        60,
+    );
+    assert!(f.status.success(), "install: {}", f.stderr);
+    prefix
+}
