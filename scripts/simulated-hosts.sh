@@ -6,9 +6,9 @@
 # here and reaches each namespace through a tiny launch agent (`ip netns exec` plus
 # `unshare --uts`, so that each namespace has its own host name and MPI sees two hosts).
 # Runs the conduit conformance suite at 4 ranks (2 + 2) and 3 ranks (2 + 1), NPB IS and
-# CG class S at 4 ranks, and the busy_target example with the progress thread (reads
-# from a computing rank must complete), then removes everything it created, even on
-# failure.
+# CG class S at 4 ranks, the busy_target example with the progress thread (reads
+# from a computing rank must complete), and OpenSHMEM C programs at 3 PEs (2 + 1), then
+# removes everything it created, even on failure.
 # `scripts/simulated-hosts.sh run A,B ARGS...` runs one tessera command instead, with A
 # ranks on the first host and B on the second.
 #
@@ -119,4 +119,16 @@ if [ "${gets:-0}" -lt 10 ]; then
   echo "simulated hosts: FAILED: with the progress thread only ${gets:-0} gets completed while the target computed" >&2
   exit 1
 fi
+# OpenSHMEM C programs across the two hosts: globals, heap, RMA, AMOs, waits, locks and
+# active-set collectives, with the library installed from the same build.
+shmem=$(mktemp -d /tmp/tessera-shmem-hosts.XXXXXX)
+trap 'cleanup; rm -rf "$shmem"' EXIT
+"$tessera" shmem install --prefix "$shmem" >/dev/null
+cp crates/tessera-shmem/tests/c/setup.c crates/tessera-shmem/tests/c/collectives.c "$shmem/"
+for t in setup collectives; do
+  "$shmem/bin/oshcc" -O1 -std=c99 "$shmem/$t.c" -o "$shmem/$t"
+  out=$(run 2,1 run -n 3 -- "$shmem/$t")
+  echo "$out"
+  echo "$out" | grep -q "^$t: OK" || { echo "simulated hosts: FAILED: OpenSHMEM $t across hosts" >&2; exit 1; }
+done
 echo "== simulated hosts: passed"
