@@ -387,3 +387,54 @@ fn shmem_version_info_and_debug_say_what_the_spec_says() {
         f.stderr
     );
 }
+
+#[test]
+fn a_cxx_program_builds_with_oshcxx_and_runs() {
+    let prefix = install("cxx");
+    let src = prefix.join("ring.cpp");
+    std::fs::write(
+        &src,
+        r#"#include <shmem.h>
+#include <cstdio>
+#include <vector>
+static long slot;
+int main() {
+    shmem_init();
+    const int me = shmem_my_pe(), n = shmem_n_pes();
+    std::vector<long> mine(4, me);
+    long *heap = static_cast<long *>(shmem_malloc(4 * sizeof(long)));
+    shmem_long_put(heap, mine.data(), 4, (me + 1) % n);
+    shmem_long_atomic_add(&slot, me + 1, 0);
+    shmem_barrier_all();
+    const bool ok = heap[3] == (me + n - 1) % n && (me != 0 || slot == n * (n + 1) / 2);
+    static int fails, total, w[4];
+    static long s[SHMEM_REDUCE_SYNC_SIZE];
+    fails = ok ? 0 : 1;
+    shmem_int_sum_to_all(&total, &fails, 1, 0, 0, n, w, s);
+    if (me == 0) std::printf("cxx: %s\n", total == 0 ? "OK" : "FAILED");
+    shmem_free(heap);
+    shmem_finalize();
+    return total != 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = prefix.join("ring_cxx");
+    compile(
+        &prefix,
+        "oshc++",
+        &src,
+        &exe,
+        &["-std=c++11", "-O1", "-Wall", "-Werror"],
+    );
+    for pes in [1, 3] {
+        let f = common::run(
+            Command::new(prefix.join("bin/oshrun"))
+                .args(["-n", &pes.to_string()])
+                .arg(&exe),
+            60,
+        );
+        assert!(f.status.success(), "{pes} PEs: {}", f.stderr);
+        assert_eq!(f.stdout.trim(), "cxx: OK");
+    }
+}
