@@ -17,6 +17,10 @@ use crate::{check, fatal, state, ComplexD, ComplexF, LongDouble};
 /// nothing is cloned per call.
 fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> &'static Team<'static> {
     let s = state(call);
+    // The whole job, the common case, before any arithmetic.
+    if start == 0 && log_stride == 0 && size as usize == s.world.size() {
+        return &s.world;
+    }
     let n = s.session.context().ranks() as i64;
     let me = s.session.context().rank() as i64;
     let bad = |why: String| -> ! {
@@ -42,9 +46,6 @@ fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> &'sta
         bad(format!(
             "PE {me} is not in it; only its members call the collective"
         ));
-    }
-    if start == 0 && stride == 1 && size as i64 == n {
-        return &s.world;
     }
     let key = (start, log_stride, size);
     if let Some(team) = s.sets.borrow().get(&key) {

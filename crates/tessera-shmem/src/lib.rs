@@ -22,6 +22,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_long, c_void};
 use tessera::{Context, GlobalPtr, Session, Team};
@@ -80,25 +81,40 @@ struct State {
     finalized: Cell<bool>,
 }
 
-thread_local! {
-    static STATE: Cell<Option<&'static State>> = const { Cell::new(None) };
-    /// This thread's PE was finalised (and its state dropped).
-    static FINALIZED: Cell<bool> = const { Cell::new(false) };
+/// The library's state while initialised (null before `shmem_init` and after
+/// `shmem_finalize`), and the thread it serves. Plain statics rather than thread-locals: in
+/// a shared library every thread-local access is a call to `__tls_get_addr`, which cost
+/// several nanoseconds per routine; `pthread_self` reads the thread pointer directly.
+static STATE: AtomicPtr<State> = AtomicPtr::new(std::ptr::null_mut());
+static OWNER: AtomicUsize = AtomicUsize::new(0);
+/// `shmem_init` ran, and `shmem_finalize` ran (for the messages).
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+static FINALIZED: AtomicBool = AtomicBool::new(false);
+
+fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
 }
 
-/// True once `shmem_init` ran anywhere in the process (to tell "not initialised" from
-/// "another thread").
-static INITIALISED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The state if this is the thread that initialised the library.
+fn current() -> Option<&'static State> {
+    let p = STATE.load(Ordering::Acquire);
+    if p.is_null() || OWNER.load(Ordering::Relaxed) != this_thread() {
+        return None;
+    }
+    // SAFETY: a non-null STATE points to the State leaked by `init` on the owning thread
+    // (checked above), which only `finalize`, on that thread, frees after nulling STATE.
+    Some(unsafe { &*p })
+}
 
 /// Print `msg` for `call`, mark this PE failed and end it; the launcher ends the others.
 pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
-    let pe = STATE
-        .with(|s| s.get())
+    let pe = current()
         .map(|s| s.session.context().rank().to_string())
         .unwrap_or_else(|| "?".into());
     let text = format!("tessera-shmem: PE {pe}: {call}: {msg}");
     tessera::job::write_stderr(&format!("{text}\n"));
-    if let Some(s) = STATE.with(|s| s.get()) {
+    if let Some(s) = current() {
         s.session.fail(&text);
     }
     std::process::exit(1)
@@ -107,18 +123,19 @@ pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
 /// The state, or the end of the job with a message saying why there is none (this is the
 /// check every call makes before using any reference into the runtime).
 fn state(call: &str) -> &'static State {
-    if FINALIZED.with(|f| f.get()) {
+    if let Some(s) = current() {
+        return s;
+    }
+    if FINALIZED.load(Ordering::Acquire) {
         fatal(call, "called after shmem_finalize");
     }
-    match STATE.with(|s| s.get()) {
-        Some(s) if !s.finalized.get() => s,
-        Some(_) => fatal(call, "called after shmem_finalize"),
-        None if INITIALISED.load(std::sync::atomic::Ordering::Acquire) => fatal(
+    if INITIALISED.load(Ordering::Acquire) {
+        fatal(
             call,
             "called from a thread other than the one that called shmem_init (this library provides SHMEM_THREAD_FUNNELED)",
-        ),
-        None => fatal(call, "called before shmem_init; call shmem_init first"),
+        );
     }
+    fatal(call, "called before shmem_init; call shmem_init first")
 }
 
 /// The context of an initialised PE.
@@ -188,10 +205,10 @@ impl State {
 // ----- setup, exit, query -------------------------------------------------------------
 
 fn init(call: &str) {
-    if STATE.with(|s| s.get()).is_some() {
+    if current().is_some() {
         return; // the spec allows a second init to do nothing
     }
-    if FINALIZED.with(|f| f.get()) {
+    if FINALIZED.load(Ordering::Acquire) {
         fatal(
             call,
             "the library was finalised on this thread; a program initialises it once",
@@ -223,8 +240,9 @@ fn init(call: &str) {
         blocks: RefCell::new(HashMap::new()),
         finalized: Cell::new(false),
     }));
-    STATE.with(|s| s.set(Some(state)));
-    INITIALISED.store(true, std::sync::atomic::Ordering::Release);
+    OWNER.store(this_thread(), Ordering::Relaxed);
+    STATE.store(state as *const State as *mut State, Ordering::Release);
+    INITIALISED.store(true, Ordering::Release);
     if defined("SHMEM_VERSION") && ctx.rank() == 0 {
         println!("OpenSHMEM 1.5 (Tessera {})", env!("CARGO_PKG_VERSION"));
     }
@@ -269,7 +287,7 @@ fn print_info(ctx: &Context) {
 }
 
 extern "C" fn finalize_at_exit() {
-    if let Some(s) = STATE.with(|s| s.get()) {
+    if let Some(s) = current() {
         if !s.finalized.get() {
             finalize();
         }
@@ -277,7 +295,7 @@ extern "C" fn finalize_at_exit() {
 }
 
 fn finalize() {
-    let Some(s) = STATE.with(|s| s.get()) else {
+    let Some(s) = current() else {
         return;
     };
     if s.finalized.replace(true) {
@@ -293,8 +311,8 @@ fn finalize() {
     // where MPI is finalised). Every later call finds the library finalised (state()
     // refuses it), so nothing reaches them again; the teams of active sets stay leaked,
     // unused. The program's global data stays mapped (that mapping is not the session's).
-    STATE.with(|slot| slot.set(None));
-    FINALIZED.with(|f| f.set(true));
+    STATE.store(std::ptr::null_mut(), Ordering::Release);
+    FINALIZED.store(true, Ordering::Release);
     let (state, session) = (
         s as *const State as *mut State,
         s.session as *const Session as *mut Session,
