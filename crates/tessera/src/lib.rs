@@ -45,7 +45,7 @@ pub use crate::conduit::mpi::reference as mpi_reference;
 mod protocol;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};
-pub use crate::core::atomic::{AtomicInt, AtomicOp};
+pub use crate::core::atomic::{AtomicFloat, AtomicInt, AtomicOp};
 pub use crate::core::gptr::GlobalPtr;
 pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;

@@ -440,3 +440,56 @@ impl Context {
         self.atomic_any(ptr, Remote::Store(value)).map(|_| ())
     }
 }
+
+/// Floating-point numbers with remote atomic load, store and swap (the operations that
+/// move a value whole: OpenSHMEM's fetch, set and swap on `float` and `double`), carried
+/// out on the integer of the same width.
+pub trait AtomicFloat: Pod + sealed_float::Sealed {
+    #[doc(hidden)]
+    /// The integer of the same width.
+    type Bits: AtomicInt;
+}
+
+mod sealed_float {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+impl AtomicFloat for f32 {
+    type Bits = u32;
+}
+impl AtomicFloat for f64 {
+    type Bits = u64;
+}
+
+impl Context {
+    /// Atomically read the float at `ptr` (any rank).
+    ///
+    /// ```
+    /// tessera::Job::threads(2).segment(1 << 20).run(|ctx| {
+    ///     let x = ctx.alloc_collective::<f64>(1)?;
+    ///     ctx.barrier()?;
+    ///     if ctx.rank() == 0 {
+    ///         ctx.atomic_float_store(x.on(1), 1.5)?;
+    ///         assert_eq!(ctx.atomic_float_swap(x.on(1), 2.5)?, 1.5);
+    ///         assert_eq!(ctx.atomic_float_load(x.on(1))?, 2.5);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn atomic_float_load<F: AtomicFloat>(&self, ptr: GlobalPtr<F>) -> Result<F> {
+        self.atomic_load(ptr.cast::<F::Bits>()).map(bytemuck::cast)
+    }
+
+    /// Atomically write the float at `ptr` (release).
+    pub fn atomic_float_store<F: AtomicFloat>(&self, ptr: GlobalPtr<F>, value: F) -> Result<()> {
+        self.atomic_store(ptr.cast::<F::Bits>(), bytemuck::cast(value))
+    }
+
+    /// Atomically replace the float at `ptr`; the value it held.
+    pub fn atomic_float_swap<F: AtomicFloat>(&self, ptr: GlobalPtr<F>, value: F) -> Result<F> {
+        self.atomic_fetch(ptr.cast::<F::Bits>(), AtomicOp::Swap(bytemuck::cast(value)))
+            .map(bytemuck::cast)
+    }
+}
