@@ -241,6 +241,15 @@ fn check_owned(
     Ok(())
 }
 
+/// Whether a peer's object is this user's and not yet sized: its owner sets its mode
+/// (0600, whatever the umask made of it) before sizing it, so until then neither mode nor
+/// size is final.
+fn still_being_made(meta: &nix::sys::stat::FileStat, region_len: usize) -> bool {
+    // SAFETY: getuid has no preconditions.
+    let mine = meta.st_uid == unsafe { libc::getuid() };
+    mine && (meta.st_size as u64) < region_len as u64
+}
+
 /// Open the host's meeting directory, creating it (mode 0700) on the host's first rank.
 fn open_job_dir(job_id: &str, creator: bool, deadline: Instant) -> Result<OwnedFd, JobError> {
     let dir = job_dir(job_id);
@@ -351,6 +360,7 @@ pub(crate) fn attach_named(
         )
     })?;
     let mut guard = UnlinkGuard(Some(path.clone()));
+    // Before sizing it: peers take the mode of a sized object as final.
     nix::sys::stat::fchmod(&fd, Mode::S_IRUSR | Mode::S_IWUSR)
         .map_err(|e| os(format!("setting the mode of {}", path.display()), e))?;
     let file = File::from(fd);
@@ -390,6 +400,28 @@ pub(crate) fn attach_named(
             ) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) => return Ok(None),
+                Err(Errno::EACCES) => {
+                    // Under a strict umask the owner's object is briefly read-only (it
+                    // sets 0600 right after creating it): wait for that, but name any
+                    // other reason for the refusal.
+                    let meta = nix::sys::stat::fstatat(
+                        &dir_fd,
+                        peer_name.as_str(),
+                        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .map_err(|e| os(format!("stat of {}", peer_path.display()), e))?;
+                    if still_being_made(&meta, layout.region_len) {
+                        return Ok(None);
+                    }
+                    check_owned("shared-memory object", &peer_path, &meta, 0o600)?;
+                    return Err(os(
+                        format!(
+                            "opening rank {peer}'s shared memory {}",
+                            peer_path.display()
+                        ),
+                        Errno::EACCES,
+                    ));
+                }
                 Err(Errno::ELOOP) => {
                     return Err(JobError::Usage(format!(
                     "{} is a symbolic link, not a rank's shared memory; remove it and start again",
@@ -414,10 +446,10 @@ pub(crate) fn attach_named(
                     peer_path.display()
                 )));
             }
-            check_owned("shared-memory object", &peer_path, &meta, 0o600)?;
-            if (meta.st_size as u64) < layout.region_len as u64 {
-                return Ok(None); // the owner has not sized it yet
+            if still_being_made(&meta, layout.region_len) {
+                return Ok(None);
             }
+            check_owned("shared-memory object", &peer_path, &meta, 0o600)?;
             let map = MmapOptions::new()
                 .len(layout.region_len)
                 .map_raw(fd.as_raw_fd())
