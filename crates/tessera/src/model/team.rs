@@ -1680,8 +1680,10 @@ impl<'a> Team<'a> {
             .into());
         }
         let b = src.len() / n;
-        let counts = vec![b; n];
-        self.exchange_v_impl(src, &counts, dst, &counts, true)
+        // Equal blocks: ranges computed, nothing allocated (this is the per-call cost of
+        // small all-to-alls, OpenSHMEM's `alltoall` among them).
+        let block = |j: usize| j * b..(j + 1) * b;
+        self.exchange_blocks(src, block, dst, block, true)
     }
 
     /// Check an all-to-all with varying counts (one count per member each way, totals
@@ -1749,25 +1751,32 @@ impl<'a> Team<'a> {
             std::mem::size_of::<T>(),
             None,
         ));
-        self.exchange_v_impl(src, send_counts, dst, recv_counts, false)
+        let (so, ro) = self.exchange_v_layout(src.len(), send_counts, dst.len(), recv_counts)?;
+        self.exchange_blocks(
+            src,
+            |j| so[j]..so[j] + send_counts[j],
+            dst,
+            |i| ro[i]..ro[i] + recv_counts[i],
+            false,
+        )
     }
 
-    /// [`Team::exchange_v`]; `uniform`: every member passes equal counts (an
+    /// The all-to-all itself: `send(j)` is the range of `src` that goes to member `j`,
+    /// `recv(i)` the range of `dst` that comes from member `i` (checked, consecutive and
+    /// in member order). `uniform`: every member passes equal counts (an
     /// [`Team::exchange`]), which MPI's all-to-all needs. Equal counts on this member
     /// alone do not say that, and members must all choose MPI or all not.
-    fn exchange_v_impl<T: Pod>(
+    fn exchange_blocks<T: Pod>(
         &self,
         src: &[T],
-        send_counts: &[usize],
+        send: impl Fn(usize) -> std::ops::Range<usize>,
         dst: &mut [T],
-        recv_counts: &[usize],
+        recv: impl Fn(usize) -> std::ops::Range<usize>,
         uniform: bool,
     ) -> Result<()> {
         let n = self.size();
-        let (so, ro) = self.exchange_v_layout(src.len(), send_counts, dst.len(), recv_counts)?;
         let me = self.me;
-        dst[ro[me]..ro[me] + recv_counts[me]]
-            .copy_from_slice(&src[so[me]..so[me] + send_counts[me]]);
+        dst[recv(me)].copy_from_slice(&src[send(me)]);
         match self.choose(
             Collective::Exchange,
             std::mem::size_of_val(src) / n,
@@ -1781,20 +1790,18 @@ impl<'a> Team<'a> {
             Algorithm::Flat => {
                 let mut sends: Vec<Outgoing> = (0..n)
                     .filter(|&j| j != me)
-                    .map(|j| {
-                        Outgoing::new(j, bytemuck::cast_slice(&src[so[j]..so[j] + send_counts[j]]))
-                    })
+                    .map(|j| Outgoing::new(j, bytemuck::cast_slice(&src[send(j)])))
                     .collect();
                 let mut rest: &mut [T] = dst;
-                let mut recvs = Vec::with_capacity(n);
+                let mut recvs = Vec::with_capacity(n - 1);
                 let mut consumed = 0;
                 for i in 0..n {
-                    let (head, tail) =
-                        std::mem::take(&mut rest).split_at_mut(ro[i] + recv_counts[i] - consumed);
-                    consumed = ro[i] + recv_counts[i];
+                    let range = recv(i);
+                    let (head, tail) = std::mem::take(&mut rest).split_at_mut(range.end - consumed);
+                    consumed = range.end;
                     rest = tail;
                     if i != me {
-                        let start = head.len() - recv_counts[i];
+                        let start = head.len() - range.len();
                         recvs.push(Incoming::new(
                             i,
                             bytemuck::cast_slice_mut(&mut head[start..]),
@@ -1806,12 +1813,7 @@ impl<'a> Team<'a> {
             _ => {
                 for s in 1..n {
                     let (to, from) = ((me + s) % n, (me + n - s) % n);
-                    self.sendrecv(
-                        to,
-                        &src[so[to]..so[to] + send_counts[to]],
-                        from,
-                        &mut dst[ro[from]..ro[from] + recv_counts[from]],
-                    )?;
+                    self.sendrecv(to, &src[send(to)], from, &mut dst[recv(from)])?;
                 }
                 Ok(())
             }
