@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use tessera::{Context, RankResult};
+use indicatif::{ProgressBar, ProgressStyle};
+use tessera::{ConduitKind, Context, RankResult};
 use tessera_npb::{Class, Kernel, Outcome};
 
 use crate::JobArgs;
@@ -37,15 +38,75 @@ fn plan(
         vec![kernel.parse::<Kernel>()?]
     };
     let class = class.parse::<Class>()?;
+    let level = std::env::var(tessera_npb::simd::ENV).ok();
+    tessera_npb::simd::Level::choose(level.as_deref())?;
     for k in &kernels {
         k.check_run(class, variant.unwrap_or(k.variants()[0]), ranks)?;
+        check_memory(*k, class, job)?;
     }
     Ok((kernels, class))
 }
 
-/// The watchdog on every wait inside a kernel, in seconds (the longest legitimate wait is
-/// a rank waiting while a peer generates its share of class B data, well under this).
-const WAIT_TIMEOUT_S: &str = "120";
+/// Refuse, before starting, a run whose arrays cannot fit in this machine's memory (all
+/// ranks share it on the smp and threads conduits; across hosts under mpi each host has
+/// its own, which this cannot see).
+fn check_memory(kernel: Kernel, class: Class, job: &JobArgs) -> Result<(), String> {
+    if job.conduit == ConduitKind::Mpi {
+        return Ok(());
+    }
+    let ranks = job.ranks as usize;
+    let need = (kernel.footprint(class, ranks).total() as u64).saturating_mul(ranks as u64);
+    match tessera::job::available_memory() {
+        Some(available) if need > available => Err(format!(
+            "{} class {class} on {ranks} rank(s) needs about {:.1} GiB of memory, but {:.1} GiB is available here; run a smaller class, or spread it over hosts with --conduit mpi",
+            kernel.name().to_uppercase(),
+            need as f64 / GIB,
+            available as f64 / GIB
+        )),
+        _ => Ok(()),
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The segment each rank needs for `kernel` at `class`: what it allocates collectively,
+/// an eighth more and 64 MiB for the runtime, and never less than the default.
+fn segment_for(kernel: Kernel, class: Class, ranks: usize) -> usize {
+    let need = kernel.footprint(class, ranks).segment;
+    (need + need / 8 + (64 << 20))
+        .next_multiple_of(1 << 20)
+        .max(tessera::job::DEFAULT_SEGMENT)
+}
+
+/// The watchdog on every wait inside a kernel, in seconds. The longest legitimate wait is
+/// a rank waiting while a peer generates its share of the data or finishes a slower part,
+/// which grows with the class: well under 120 s up to B; C's arrays are 4–16 times B's and
+/// D's 16–64 times C's.
+fn wait_timeout_s(class: Class) -> &'static str {
+    match class {
+        Class::S | Class::W | Class::A | Class::B => "120",
+        Class::C => "900",
+        Class::D => "7200",
+    }
+}
+
+/// A bar over the kernels of one command, with the running kernel's elapsed time ticking
+/// (hidden when standard error is not a terminal, where the plain lines stand instead).
+fn progress(kernels: usize) -> ProgressBar {
+    let bar = ProgressBar::new(kernels as u64);
+    if bar.is_hidden() {
+        return bar;
+    }
+    bar.set_style(
+        ProgressStyle::with_template(
+            "npb: {spinner} [{bar:20}] {pos}/{len} running {msg} ({elapsed} in all)",
+        )
+        .expect("the template is valid")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
 
 pub fn drive(
     kernel: &str,
@@ -56,14 +117,22 @@ pub fn drive(
 ) -> Result<ExitCode, String> {
     let (kernels, class) = plan(kernel, class, job, variant)?;
     let mut outcomes = Vec::new();
-    for k in &kernels {
+    let bar = progress(kernels.len());
+    for (done, k) in kernels.iter().enumerate() {
         let v = variant.unwrap_or(k.variants()[0]);
-        eprintln!(
+        let line = format!(
             "npb: {} class {class} on {} rank(s) of the {} conduit ...",
             k.name().to_uppercase(),
             job.ranks,
             job.conduit
         );
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+        bar.set_position(done as u64);
+        bar.set_message(format!("{} class {class}", k.name().to_uppercase()));
         let result = crate::ResultFile::new(&format!("npb-{}.json", k.name()))?;
         let file = result.path();
         let mut launch = job.launch_self(&[
@@ -76,12 +145,17 @@ pub fn drive(
             "--out",
             &file.to_string_lossy(),
         ])?;
+        // Size the segment for the kernel unless the user chose one.
+        if launch.segment.is_none() && std::env::var_os("TESSERA_SEGMENT").is_none() {
+            let bytes = segment_for(*k, class, job.ranks as usize);
+            launch.segment = Some(format!("{}M", bytes >> 20));
+        }
         // No kernel waits long in a correct run, so a wait that does is a bug: fail naming
         // it instead of hanging (TESSERA_WAIT_TIMEOUT in the environment overrides this).
         if std::env::var_os("TESSERA_WAIT_TIMEOUT").is_none() {
             launch
                 .env
-                .push(("TESSERA_WAIT_TIMEOUT".into(), WAIT_TIMEOUT_S.into()));
+                .push(("TESSERA_WAIT_TIMEOUT".into(), wait_timeout_s(class).into()));
         }
         let outcome = launch.run().map_err(|e| e.to_string())?;
         if outcome.broken_pipe {
@@ -96,13 +170,14 @@ pub fn drive(
         }
         let text = result.read()?;
         let o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        print!("{o}");
+        bar.suspend(|| print!("{o}"));
         outcomes.push(o);
     }
+    bar.finish_and_clear();
     if outcomes.len() > 1 {
         println!(
-            "\n {:<6} {:<5} {:>6} {:>12} {:>12}  verification",
-            "kernel", "class", "ranks", "time (s)", "Mop/s"
+            "\n {:<6} {:<5} {:>6} {:>12} {:>12} {:>14} {:>7}  verification",
+            "kernel", "class", "ranks", "time (s)", "Mop/s", "MiB/rank", "SIMD"
         );
         for o in &outcomes {
             let v = match o.verified {
@@ -110,9 +185,10 @@ pub fn drive(
                 Some(false) => "UNSUCCESSFUL",
                 None => "NOT PERFORMED",
             };
+            let peak = o.resident_share_bytes.iter().max().copied().unwrap_or(0) >> 20;
             println!(
-                " {:<6} {:<5} {:>6} {:>12.3} {:>12.2}  {v}",
-                o.kernel, o.class, o.ranks, o.time_s, o.mops
+                " {:<6} {:<5} {:>6} {:>12.3} {:>12.2} {:>14} {:>7}  {v}",
+                o.kernel, o.class, o.ranks, o.time_s, o.mops, peak, o.simd
             );
         }
     }

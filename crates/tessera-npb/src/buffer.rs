@@ -40,6 +40,53 @@ enum Storage<T: Pod> {
 }
 
 impl<T: Pod> HugePageArray<T> {
+    /// `len` zeros, to be filled in place with [`HugePageArray::as_mut_slice`] (so a large
+    /// array is never held twice while it is built).
+    ///
+    /// ```
+    /// use tessera_npb::buffer::HugePageArray;
+    /// let mut a = HugePageArray::<u32>::zeroed(5);
+    /// a.as_mut_slice()[4] = 9;
+    /// a.truncate(5);
+    /// assert_eq!(&a[..], &[0, 0, 0, 0, 9]);
+    /// ```
+    pub fn zeroed(len: usize) -> HugePageArray<T> {
+        let bytes = len * size_of::<T>();
+        if bytes >= HUGE_PAGE {
+            if let Ok(map) = MmapOptions::new()
+                .len(bytes.next_multiple_of(HUGE_PAGE))
+                .map_anon()
+            {
+                // Anonymous pages read as zeros, which is a valid value of any `Pod` type.
+                let _ = map.advise(Advice::HugePage);
+                return HugePageArray {
+                    storage: Storage::Mapped { map, len },
+                };
+            }
+        }
+        HugePageArray {
+            storage: Storage::Heap(vec![T::zeroed(); len]),
+        }
+    }
+
+    /// The values, to change in place.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        match &mut self.storage {
+            Storage::Mapped { map, len } => {
+                bytemuck::cast_slice_mut(&mut map[..*len * size_of::<T>()])
+            }
+            Storage::Heap(v) => v,
+        }
+    }
+
+    /// Keep only the first `len` values (no effect if there are fewer).
+    pub fn truncate(&mut self, new_len: usize) {
+        match &mut self.storage {
+            Storage::Mapped { len, .. } => *len = new_len.min(*len),
+            Storage::Heap(v) => v.truncate(new_len),
+        }
+    }
+
     /// A copy of `data`.
     pub fn from_slice(data: &[T]) -> HugePageArray<T> {
         let bytes: &[u8] = bytemuck::cast_slice(data);

@@ -22,6 +22,7 @@ pub mod is;
 pub mod mg;
 pub mod report;
 pub mod rng;
+pub mod simd;
 
 use std::fmt;
 use std::str::FromStr;
@@ -88,7 +89,29 @@ impl Kernel {
         }
         match self {
             Kernel::Ft => ft::check_run(class, variant, ranks),
+            // The specification's minimum for class D (its per-rank arrays pass 2³¹ bytes
+            // below four ranks).
+            Kernel::Is if class == Class::D && ranks < 4 => Err(format!(
+                "is class D runs on at least 4 ranks (the specification's minimum), not {ranks}"
+            )),
             _ => Ok(()),
+        }
+    }
+
+    /// What one rank holds at `class` on `ranks` ranks (see [`Footprint`]).
+    ///
+    /// ```
+    /// use tessera_npb::{Class, Kernel};
+    /// // FT class C: 512³ complex numbers (2 GiB), held five times over, split in two.
+    /// assert_eq!(Kernel::Ft.footprint(Class::C, 2).total(), 5 << 30);
+    /// ```
+    pub fn footprint(self, class: Class, ranks: usize) -> Footprint {
+        match self {
+            Kernel::Ep => ep::footprint(class, ranks),
+            Kernel::Is => is::footprint(class, ranks),
+            Kernel::Cg => cg::footprint(class, ranks),
+            Kernel::Mg => mg::footprint(class, ranks),
+            Kernel::Ft => ft::footprint(class, ranks),
         }
     }
 
@@ -145,6 +168,24 @@ impl FromStr for Kernel {
     }
 }
 
+/// What one rank of a kernel holds, in bytes: in its segment of the global address space,
+/// and privately. An upper bound over the kernel's variants, without the runtime's own
+/// few megabytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Collectively allocated: the segment must hold this.
+    pub segment: usize,
+    /// Private arrays.
+    pub private: usize,
+}
+
+impl Footprint {
+    /// Both together.
+    pub fn total(self) -> usize {
+        self.segment + self.private
+    }
+}
+
 /// A problem class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
@@ -156,11 +197,36 @@ pub enum Class {
     A,
     /// Class B.
     B,
+    /// Class C.
+    C,
+    /// Class D: its official values are deliberately not carried here, so a class D run
+    /// prints its computed values with `Verification = NOT PERFORMED`.
+    D,
 }
 
 impl Class {
-    /// Every class with official verification values here.
-    pub const ALL: [Class; 4] = [Class::S, Class::W, Class::A, Class::B];
+    /// Every class.
+    pub const ALL: [Class; 6] = [Class::S, Class::W, Class::A, Class::B, Class::C, Class::D];
+
+    /// Whether this crate carries the class's official verification values.
+    ///
+    /// ```
+    /// use tessera_npb::Class;
+    /// assert!(Class::C.verifiable());
+    /// assert!(!Class::D.verifiable());
+    /// ```
+    pub fn verifiable(self) -> bool {
+        self != Class::D
+    }
+}
+
+/// The row of `table` for `class`: every kernel's table has a row for every class, which
+/// a unit test checks.
+pub(crate) fn class_data<T>(table: &[T], class_of: impl Fn(&T) -> Class, class: Class) -> &T {
+    table
+        .iter()
+        .find(|row| class_of(row) == class)
+        .expect("every kernel's class table has a row for every class")
 }
 
 impl fmt::Display for Class {
@@ -170,6 +236,8 @@ impl fmt::Display for Class {
             Class::W => "W",
             Class::A => "A",
             Class::B => "B",
+            Class::C => "C",
+            Class::D => "D",
         })
     }
 }
@@ -182,23 +250,140 @@ impl FromStr for Class {
             "W" | "w" => Ok(Class::W),
             "A" | "a" => Ok(Class::A),
             "B" | "b" => Ok(Class::B),
-            _ => Err(format!("unknown class {s:?}; classes are S, W, A, B")),
+            "C" | "c" => Ok(Class::C),
+            "D" | "d" => Ok(Class::D),
+            "E" | "e" | "F" | "f" => Err(format!(
+                "class {s} is not supported: its arrays exceed one machine's memory; classes are S, W, A, B, C, D"
+            )),
+            _ => Err(format!("unknown class {s:?}; classes are S, W, A, B, C, D")),
         }
     }
 }
 
-/// Run `kernel` at `class` on this rank; rank 0 gets the outcome.
+/// Run `kernel` at `class` on this rank; rank 0 gets the outcome, with every rank's peak
+/// resident memory.
 pub fn run(
     ctx: &tessera::Context,
     kernel: Kernel,
     class: Class,
     variant: &str,
 ) -> tessera::Result<Option<Outcome>> {
-    match kernel {
+    let outcome = match kernel {
         Kernel::Ep => ep::run(ctx, class, variant),
         Kernel::Is => is::run(ctx, class, variant),
         Kernel::Cg => cg::run(ctx, class, variant),
         Kernel::Mg => mg::run(ctx, class, variant),
         Kernel::Ft => ft::run(ctx, class, variant),
+    }?;
+    let world = tessera::Team::world(ctx)?;
+    let mut gathered = vec![
+        0u64;
+        if world.rank() == 0 {
+            2 * world.size()
+        } else {
+            0
+        }
+    ];
+    let mine = [
+        peak_resident_bytes(),
+        RESIDENT_SHARE.load(std::sync::atomic::Ordering::Relaxed),
+    ];
+    world.gather(0, &mine, &mut gathered)?;
+    Ok(outcome.map(|o| Outcome {
+        peak_rss_bytes: gathered.iter().step_by(2).copied().collect(),
+        resident_share_bytes: gathered.iter().skip(1).step_by(2).copied().collect(),
+        ..o
+    }))
+}
+
+/// The largest [`resident_share_bytes`] noted so far in this process.
+static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Note this process's share of resident memory; kernels call it at the end of their timed
+/// region, while every array is held.
+pub(crate) fn note_resident_share() {
+    RESIDENT_SHARE.fetch_max(resident_share_bytes(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// This process's proportional share of resident memory in bytes (`Pss` of
+/// `/proc/self/smaps_rollup`): a page shared by k processes counts 1/k in each, so the
+/// shares of a job's ranks add up to what the job holds. 0 where the system does not say.
+pub fn resident_share_bytes() -> u64 {
+    proc_kib("/proc/self/smaps_rollup", "Pss:") * 1024
+}
+
+/// The value in KiB of the line starting `key` in a `/proc` file, or 0.
+fn proc_kib(path: &str, key: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with(key))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// This process's peak resident memory in bytes (`VmHWM` of `/proc/self/status`), or 0
+/// where the system does not say. Pages of the shared segment count in every process that
+/// touched them, so across ranks these overlap.
+pub fn peak_resident_bytes() -> u64 {
+    proc_kib("/proc/self/status", "VmHWM:") * 1024
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel's table has exactly one row per class, and carries official values
+    /// exactly for the classes that are verifiable.
+    #[test]
+    fn every_class_is_wired_in_every_kernel() {
+        for class in Class::ALL {
+            let rows = |found: usize, name: &str| assert_eq!(found, 1, "{name} class {class}");
+            let count =
+                |classes: &mut dyn Iterator<Item = Class>| classes.filter(|&c| c == class).count();
+            rows(count(&mut ep::CLASSES.iter().map(|c| c.class)), "ep");
+            rows(count(&mut is::CLASSES.iter().map(|c| c.class)), "is");
+            rows(count(&mut cg::CLASSES.iter().map(|c| c.class)), "cg");
+            rows(count(&mut mg::CLASSES.iter().map(|c| c.class)), "mg");
+            rows(count(&mut ft::CLASSES.iter().map(|c| c.class)), "ft");
+            let v = class.verifiable();
+            assert_eq!(
+                class_data(&ep::CLASSES, |c| c.class, class).sums.is_some(),
+                v
+            );
+            assert_eq!(
+                class_data(&is::CLASSES, |c| c.class, class).tests.is_some(),
+                v
+            );
+            assert_eq!(
+                class_data(&cg::CLASSES, |c| c.class, class).zeta.is_some(),
+                v
+            );
+            assert_eq!(
+                class_data(&mg::CLASSES, |c| c.class, class).rnm2.is_some(),
+                v
+            );
+            let ft = class_data(&ft::CLASSES, |c| c.class, class);
+            assert_eq!(ft.checksums.len(), if v { ft.niter } else { 0 });
+            assert_eq!(class.to_string().parse::<Class>(), Ok(class));
+        }
+        let err = "E".parse::<Class>().unwrap_err();
+        assert!(err.contains("memory"), "{err}");
+    }
+
+    /// Class C's IS test ranks follow the specification's rule from its first row: the
+    /// first three rise by one per iteration, the last two fall.
+    #[test]
+    fn class_c_is_test_ranks_follow_the_shift_rule() {
+        let tests = class_data(&is::CLASSES, |c| c.class, Class::C)
+            .tests
+            .unwrap();
+        for (it, row) in tests.ranks.iter().enumerate() {
+            for (i, (&now, &first)) in row.iter().zip(&tests.ranks[0]).enumerate() {
+                let step = if i <= 2 { it as i64 } else { -(it as i64) };
+                assert_eq!(now as i64, first as i64 + step);
+            }
+        }
     }
 }

@@ -36,6 +36,19 @@ pub struct Outcome {
     /// kernels that measure it, e.g. `compute_s`, `communication_s`, `wait_s`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile: BTreeMap<String, f64>,
+    /// The instruction-set level the kernels ran at (`avx512`, `avx2` or `scalar`; see
+    /// [`crate::simd`]).
+    #[serde(default)]
+    pub simd: String,
+    /// Each rank's peak resident memory in bytes (the process's high-water mark; pages of
+    /// the shared segment count for every rank that touched them).
+    #[serde(default)]
+    pub peak_rss_bytes: Vec<u64>,
+    /// Each rank's proportional share of resident memory at the end of the timed region,
+    /// in bytes (shared pages divided among the ranks that touched them: the shares add up
+    /// to what the job holds). This is the figure to compare with a reference's arrays.
+    #[serde(default)]
+    pub resident_share_bytes: Vec<u64>,
 }
 
 impl fmt::Display for Outcome {
@@ -66,6 +79,17 @@ impl fmt::Display for Outcome {
             },
         )?;
         row(f, "Variant", &self.variant)?;
+        row(f, "SIMD level", &self.simd)?;
+        let mib = |bytes: &[u64]| {
+            let each: Vec<String> = bytes.iter().map(|&b| (b >> 20).to_string()).collect();
+            format!("{} MiB", each.join(" "))
+        };
+        if !self.resident_share_bytes.is_empty() {
+            row(f, "Memory/rank", &mib(&self.resident_share_bytes))?;
+        }
+        if !self.peak_rss_bytes.is_empty() {
+            row(f, "Peak RSS/rank", &mib(&self.peak_rss_bytes))?;
+        }
         row(
             f,
             "Version",

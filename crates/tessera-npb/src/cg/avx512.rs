@@ -33,11 +33,9 @@ const LANES: usize = 4;
 /// distances and longer ones slower.
 const PREFETCH_AHEAD: usize = 192;
 
-/// Whether this CPU runs [`multiply`].
+/// Whether the chosen level is AVX-512, so this CPU runs [`multiply`].
 pub(super) fn available() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512bw")
+    crate::simd::level() == crate::simd::Level::Avx512
 }
 
 /// `out = m · x`, as `Matrix::multiply`, which has checked `x.len() >= m.ncols` and

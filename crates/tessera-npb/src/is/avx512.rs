@@ -25,9 +25,10 @@ const LANES: usize = 16;
 /// every boundary, which stops paying somewhere beyond this.
 pub(super) const MAX_DESTINATIONS: usize = 16;
 
-/// Whether this CPU runs [`group`] and it suits `destinations` ranks.
+/// Whether the chosen level is AVX-512 (so this CPU runs [`group`]) and it suits
+/// `destinations` ranks.
 pub(super) fn available(destinations: usize) -> bool {
-    destinations <= MAX_DESTINATIONS && std::is_x86_feature_detected!("avx512f")
+    destinations <= MAX_DESTINATIONS && crate::simd::level() == crate::simd::Level::Avx512
 }
 
 /// Append every key `k` of `keys` to `outs[d]` at `cursor[d]` (moving the cursor on), for

@@ -23,11 +23,13 @@ use std::arch::x86_64::{
 /// Lanes per vector.
 const LANES: usize = 8;
 
-/// Whether this CPU runs the functions here, and the block shape suits them (rows whose
-/// interior is a whole number of vectors).
+/// Whether the chosen level is AVX-512 (so this CPU runs the functions here), and the
+/// block shape suits them (rows whose interior is a whole number of vectors).
 pub(super) fn available(s: Shape) -> bool {
     let interior = s.m[2] - 2;
-    interior >= LANES && interior.is_multiple_of(LANES) && std::is_x86_feature_detected!("avx512f")
+    interior >= LANES
+        && interior.is_multiple_of(LANES)
+        && crate::simd::level() == crate::simd::Level::Avx512
 }
 
 /// The eight values of `row` from `at`.

@@ -425,12 +425,8 @@ fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
 /// lazily, so a job may well run, but a rank that touches more memory than there is gets
 /// killed (SIGBUS), which is better said before the start.
 fn warn_if_memory_is_short(layout: &RegionLayout) {
-    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib << 10)
-    });
-    if let Some(available) = available.filter(|&a| (layout.segment_len as u64) > a) {
+    if let Some(available) = super::available_memory().filter(|&a| (layout.segment_len as u64) > a)
+    {
         write_fd(
             2,
             format!(

@@ -75,6 +75,21 @@ pub const DEFAULT_SEGMENT: usize = 2 << 30;
 /// What an SPMD body returns: `Ok(())`, or any error (`?` works on Tessera's and others').
 pub type RankResult = std::result::Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
+/// Memory this machine can give to new work without swapping, in bytes (`MemAvailable`
+/// of `/proc/meminfo`), or `None` where the system does not say.
+///
+/// ```
+/// if let Some(bytes) = tessera::job::available_memory() {
+///     assert!(bytes > 0);
+/// }
+/// ```
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
+}
+
 /// Parse a size such as `4096`, `64K`, `512M`, `2G` or `1T` (binary multiples).
 ///
 /// ```
