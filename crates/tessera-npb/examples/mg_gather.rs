@@ -28,7 +28,12 @@ fn main() {
         }
     };
     tessera::spmd(|ctx| {
-        if let Some(o) = mg::run_gathering(ctx, class, "26msg", gather_below)? {
+        if let Some(o) = mg::run_gathering(
+            ctx,
+            class,
+            tessera_npb::mg::Variant::TwentySix,
+            gather_below,
+        )? {
             println!(
                 "MG {class} on {} ranks, gathering below {gather_below}: {:.3} s, verified {:?}",
                 o.ranks, o.time_s, o.verified

@@ -119,9 +119,6 @@ pub const CLASSES: [ClassData; 6] = [
     },
 ];
 
-/// The variants; the first is the default.
-pub const VARIANTS: [&str; 2] = ["signal", "barrier"];
-
 /// The `i`-th of `parts` nearly equal blocks of `0..n` (the first `n % parts` one longer).
 fn block(n: usize, parts: usize, i: usize) -> Range<usize> {
     let (q, r) = (n / parts, n % parts);
@@ -503,13 +500,41 @@ fn compress(
     }
 }
 
-/// How a receiver learns that its partner's data has arrived.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sync {
-    /// Signalling put; the receiver waits on its semaphore (point to point).
-    Signal,
-    /// Plain put, then a barrier of the process row (or the world, for the transpose).
-    Barrier,
+variants! {
+    /// How a receiver learns that its partner's data has arrived.
+    pub enum Variant {
+        /// Signalling put; the receiver waits on its semaphore (point to point).
+        Signal => "signal",
+        /// Plain put, then a barrier of the process row (or the world, for the transpose).
+        Barrier => "barrier",
+    }
+}
+
+/// CG in the kernel registry.
+pub struct Cg;
+
+impl crate::Benchmark for Cg {
+    fn name(&self) -> &'static str {
+        "cg"
+    }
+    fn variants(&self) -> &'static [&'static str] {
+        Variant::NAMES
+    }
+    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        if ranks.is_power_of_two() {
+            Ok(())
+        } else {
+            Err(format!(
+                "cg runs on a power-of-two number of ranks, not {ranks}"
+            ))
+        }
+    }
+    fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
+        footprint(class, ranks)
+    }
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+        run(ctx, class, crate::parse_variant("cg", variant)?)
+    }
 }
 
 /// Pairwise exchanges through inboxes in the global address space.
@@ -521,7 +546,7 @@ enum Sync {
 /// use `u`: two inboxes never overrun.
 struct Exchanger<'a> {
     ctx: &'a Context,
-    sync: Sync,
+    sync: Variant,
     row_team: Team<'a>,
     world: &'a Team<'a>,
     inbox: GlobalPtr<f64>,
@@ -546,13 +571,13 @@ impl Exchanger<'_> {
         self.uses[slot] += 1;
         let inbox = self.inbox.add((2 * slot + parity) * self.capacity);
         match self.sync {
-            Sync::Signal => {
+            Variant::Signal => {
                 let sem = self.arrived[slot];
                 self.ctx
                     .put_signal(inbox.on(partner), data, sem.on(partner))?;
                 sem.wait(self.ctx, 1)?;
             }
-            Sync::Barrier => {
+            Variant::Barrier => {
                 self.ctx.put(inbox.on(partner), data)?;
                 self.barrier(across_rows)?;
             }
@@ -634,7 +659,7 @@ impl Operator<'_> {
         let owned = &self.w[self.layout.owned.clone()];
         if self.layout.transpose == self.me {
             dst.copy_from_slice(owned);
-            if self.comm.sync == Sync::Barrier && self.layout.rows > 1 {
+            if self.comm.sync == Variant::Barrier && self.layout.rows > 1 {
                 self.comm.barrier(true)?; // the others' transposes cross ranks
             }
         } else {
@@ -715,24 +740,12 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
 }
 
 /// Run CG at `class`; rank 0 gets the outcome.
-pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
-    let sync = match variant {
-        "signal" => Sync::Signal,
-        "barrier" => Sync::Barrier,
-        _ => {
-            return Err(CoreError::Invalid(format!(
-                "cg has no variant {variant:?}; variants: {}",
-                VARIANTS.join(", ")
-            ))
-            .into())
-        }
-    };
+    let sync = variant;
     let world = Team::world(ctx)?;
     let (ranks, me) = (world.size(), world.rank());
-    crate::Kernel::Cg
-        .check_ranks(ranks)
-        .map_err(CoreError::Invalid)?;
+    crate::Benchmark::check_ranks(&Cg, ranks).map_err(CoreError::Invalid)?;
     let layout = Layout::new(data.na, ranks, me);
     let row_team = world
         .split(Some(layout.row as u32), layout.col as u64)?
@@ -787,7 +800,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         kernel: "CG".into(),
         class: class.to_string(),
         ranks,
-        variant: variant.into(),
+        variant: variant.to_string(),
         time_s: elapsed,
         mops: flops / elapsed / 1e6,
         verified: data.zeta.map(|z| ((zeta - z) / z).abs() <= EPSILON),

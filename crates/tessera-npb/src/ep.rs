@@ -118,8 +118,41 @@ pub fn footprint(_class: Class, _ranks: usize) -> crate::Footprint {
     }
 }
 
+variants! {
+    /// EP has one way to run.
+    pub enum Variant {
+        /// Contiguous ranges of batches per rank, one allreduce.
+        Default => "default",
+    }
+}
+
+/// EP in the kernel registry.
+pub struct Ep;
+
+impl crate::Benchmark for Ep {
+    fn name(&self) -> &'static str {
+        "ep"
+    }
+    fn variants(&self) -> &'static [&'static str] {
+        Variant::NAMES
+    }
+    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        if ranks >= 1 {
+            Ok(())
+        } else {
+            Err("ep runs on any number of ranks ≥ 1".into())
+        }
+    }
+    fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
+        footprint(class, ranks)
+    }
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+        run(ctx, class, crate::parse_variant("ep", variant)?)
+    }
+}
+
 /// Run EP at `class` on every rank of `ctx`'s job; rank 0 gets the outcome.
-pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let m = data.m;
     let world = Team::world(ctx)?;
@@ -158,7 +191,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         kernel: "EP".into(),
         class: class.to_string(),
         ranks: world.size(),
-        variant: variant.into(),
+        variant: variant.to_string(),
         time_s: elapsed,
         mops: numbers / elapsed / 1e6,
         verified,

@@ -40,11 +40,55 @@ const TESTS: usize = 5;
 const SEED: u64 = 314_159_265;
 /// Interleaved streams in the counting and grouping loops.
 const CHUNKS: usize = 4;
-/// Variants: how the owner of a key range counts its keys. `tally`: every sender tallies
-/// its keys per value and the owner sums the tallies over its range; `count`: the owner
-/// counts the keys it receives; `default`: `tally` where the key range is at most
-/// [`TALLY_LIMIT`], `count` above it.
-pub const VARIANTS: [&str; 3] = ["default", "tally", "count"];
+variants! {
+    /// How the owner of a key range counts its keys.
+    pub enum Variant {
+        /// `tally` where the key range is at most [`TALLY_LIMIT`], `count` above it.
+        Default => "default",
+        /// Every sender tallies its keys per value; the owner sums the tallies over its
+        /// range.
+        Tally => "tally",
+        /// The owner counts the keys it receives.
+        Count => "count",
+    }
+}
+
+/// IS in the kernel registry.
+pub struct Is;
+
+impl crate::Benchmark for Is {
+    fn name(&self) -> &'static str {
+        "is"
+    }
+    fn variants(&self) -> &'static [&'static str] {
+        Variant::NAMES
+    }
+    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        if ranks.is_power_of_two() && ranks <= 128 {
+            Ok(())
+        } else {
+            Err(format!(
+                "is runs on a power-of-two number of ranks up to 128, not {ranks}"
+            ))
+        }
+    }
+    fn check_class(&self, class: Class, _variant: &str, ranks: usize) -> Result<(), String> {
+        // The specification's minimum for class D (its per-rank arrays pass 2³¹ bytes below
+        // four ranks).
+        if class == Class::D && ranks < 4 {
+            return Err(format!(
+                "is class D runs on at least 4 ranks (the specification's minimum), not {ranks}"
+            ));
+        }
+        Ok(())
+    }
+    fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
+        footprint(class, ranks)
+    }
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+        run(ctx, class, crate::parse_variant("is", variant)?)
+    }
+}
 /// Largest key range (bytes of tally per rank) for which senders tally key values. The
 /// tally competes for L2 with the keys streaming through. With the one-key-at-a-time
 /// grouping, class A's 512 KiB tally gained 9 % and class B's 2 MiB tally lost 4 %; with
@@ -343,13 +387,11 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
 }
 
 /// Run IS at `class`; rank 0 gets the outcome.
-pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let world = Team::world(ctx)?;
     let (p, me) = (world.size(), world.rank());
-    crate::Kernel::Is
-        .check_ranks(p)
-        .map_err(CoreError::Invalid)?;
+    crate::Benchmark::check_ranks(&Is, p).map_err(CoreError::Invalid)?;
     let total = 1usize << data.total_keys_log2;
     let max_key = 1usize << data.max_key_log2;
     let buckets = 1usize << data.buckets_log2;
@@ -378,9 +420,9 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         tallies: ctx.alloc_collective::<u8>(2 * (max_key + 1))?,
         pass: 0,
         tally: match variant {
-            "tally" => true,
-            "count" => false,
-            _ => max_key <= TALLY_LIMIT,
+            Variant::Tally => true,
+            Variant::Count => false,
+            Variant::Default => max_key <= TALLY_LIMIT,
         },
         grouped: vec![0; local],
         counts: vec![0u64; buckets + TESTS],
@@ -416,7 +458,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         kernel: "IS".into(),
         class: class.to_string(),
         ranks: p,
-        variant: variant.into(),
+        variant: variant.to_string(),
         time_s: elapsed,
         mops: (ITERATIONS * total) as f64 / elapsed / 1e6,
         verified: data.tests.map(|_| passed == want),

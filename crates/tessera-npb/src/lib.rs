@@ -14,6 +14,53 @@
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
+/// Define a kernel's variants: an enum with a name per variant (the first is the
+/// default), `ALL`, `NAMES`, `Display` and `FromStr` (whose error lists the names).
+macro_rules! variants {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident {
+        $($(#[$vmeta:meta])* $v:ident => $text:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        $vis enum $name {
+            $($(#[$vmeta])* $v),+
+        }
+
+        impl $name {
+            /// Every variant, the default first.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            /// Their names, in the same order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            /// The name, as `--variant` takes it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$v => $text),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name() == s)
+                    .ok_or_else(|| {
+                        format!("no variant {s:?}; variants: {}", $name::NAMES.join(", "))
+                    })
+            }
+        }
+    };
+}
+
 pub mod buffer;
 pub mod cg;
 pub mod ep;
@@ -27,7 +74,41 @@ pub mod simd;
 use std::fmt;
 use std::str::FromStr;
 
+use tessera::{Context, CoreError};
+
 pub use report::Outcome;
+
+/// One NPB kernel as the driver sees it: its name, the rank counts, variants and classes it
+/// takes, what each rank holds, and how it runs. Each kernel's module implements it on a
+/// unit struct; [`Kernel::benchmark`] is the registry.
+pub trait Benchmark: Sync {
+    /// Lower-case name, as `tessera npb` takes it.
+    fn name(&self) -> &'static str;
+    /// Variant names, the default first.
+    fn variants(&self) -> &'static [&'static str];
+    /// Which rank counts it runs on, as an error message if `ranks` is not one.
+    fn check_ranks(&self, ranks: usize) -> Result<(), String>;
+    /// Limits that depend on the class or the variant (`variant` is one of
+    /// [`Benchmark::variants`]), as an error message.
+    fn check_class(&self, _class: Class, _variant: &str, _ranks: usize) -> Result<(), String> {
+        Ok(())
+    }
+    /// What one rank holds at `class` on `ranks` ranks.
+    fn footprint(&self, class: Class, ranks: usize) -> Footprint;
+    /// Run on every rank of `ctx`'s job; rank 0 gets the outcome. `variant` is parsed here,
+    /// once.
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>>;
+}
+
+/// Parse a kernel's variant, naming the kernel in the error.
+pub(crate) fn parse_variant<V: FromStr<Err = String>>(
+    kernel: &str,
+    variant: &str,
+) -> tessera::Result<V> {
+    variant
+        .parse()
+        .map_err(|e| CoreError::Invalid(format!("{kernel} has {e}")).into())
+}
 
 /// A benchmark kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,26 +129,26 @@ impl Kernel {
     /// Every kernel built so far.
     pub const ALL: [Kernel; 5] = [Kernel::Ep, Kernel::Is, Kernel::Cg, Kernel::Mg, Kernel::Ft];
 
+    /// The kernel's implementation. Registering a new kernel is its variant above and its
+    /// row here.
+    pub fn benchmark(self) -> &'static dyn Benchmark {
+        match self {
+            Kernel::Ep => &ep::Ep,
+            Kernel::Is => &is::Is,
+            Kernel::Cg => &cg::Cg,
+            Kernel::Mg => &mg::Mg,
+            Kernel::Ft => &ft::Ft,
+        }
+    }
+
     /// Lower-case name.
     pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Ep => "ep",
-            Kernel::Is => "is",
-            Kernel::Cg => "cg",
-            Kernel::Mg => "mg",
-            Kernel::Ft => "ft",
-        }
+        self.benchmark().name()
     }
 
     /// Variants (the first is the default).
     pub fn variants(self) -> &'static [&'static str] {
-        match self {
-            Kernel::Ep => &["default"],
-            Kernel::Is => &is::VARIANTS,
-            Kernel::Cg => &cg::VARIANTS,
-            Kernel::Mg => &mg::VARIANTS,
-            Kernel::Ft => &ft::VARIANTS,
-        }
+        self.benchmark().variants()
     }
 
     /// Whether the kernel runs `variant` at `class` on `ranks`, as a one-line error saying
@@ -87,15 +168,7 @@ impl Kernel {
                 self.variants().join(", ")
             ));
         }
-        match self {
-            Kernel::Ft => ft::check_run(class, variant, ranks),
-            // The specification's minimum for class D (its per-rank arrays pass 2³¹ bytes
-            // below four ranks).
-            Kernel::Is if class == Class::D && ranks < 4 => Err(format!(
-                "is class D runs on at least 4 ranks (the specification's minimum), not {ranks}"
-            )),
-            _ => Ok(()),
-        }
+        self.benchmark().check_class(class, variant, ranks)
     }
 
     /// What one rank holds at `class` on `ranks` ranks (see [`Footprint`]).
@@ -106,40 +179,12 @@ impl Kernel {
     /// assert_eq!(Kernel::Ft.footprint(Class::C, 2).total(), 5 << 30);
     /// ```
     pub fn footprint(self, class: Class, ranks: usize) -> Footprint {
-        match self {
-            Kernel::Ep => ep::footprint(class, ranks),
-            Kernel::Is => is::footprint(class, ranks),
-            Kernel::Cg => cg::footprint(class, ranks),
-            Kernel::Mg => mg::footprint(class, ranks),
-            Kernel::Ft => ft::footprint(class, ranks),
-        }
+        self.benchmark().footprint(class, ranks)
     }
 
     /// Which rank counts the kernel runs on, as an error message if `ranks` is not one.
     pub fn check_ranks(self, ranks: usize) -> Result<(), String> {
-        match self {
-            Kernel::Ep if ranks >= 1 => Ok(()),
-            Kernel::Ep => Err("ep runs on any number of ranks ≥ 1".into()),
-            Kernel::Is if ranks.is_power_of_two() && ranks <= 128 => Ok(()),
-            Kernel::Is => Err(format!(
-                "is runs on a power-of-two number of ranks up to 128, not {ranks}"
-            )),
-            Kernel::Cg if ranks.is_power_of_two() => Ok(()),
-            Kernel::Cg => Err(format!(
-                "cg runs on a power-of-two number of ranks, not {ranks}"
-            )),
-            // Coarse levels are gathered; the finest (S: 32³) needs two points per rank and
-            // dimension, which 1024 ranks (16 × 8 × 8) still have.
-            Kernel::Mg if ranks.is_power_of_two() && ranks <= 1024 => Ok(()),
-            // Slabs up to min(nz, ny) ranks, pencils beyond (S holds 4096 of them).
-            Kernel::Ft if ranks.is_power_of_two() && ranks <= 1024 => Ok(()),
-            Kernel::Ft => Err(format!(
-                "ft runs on a power-of-two number of ranks up to 1024, not {ranks}"
-            )),
-            Kernel::Mg => Err(format!(
-                "mg runs on a power-of-two number of ranks up to 1024, not {ranks}"
-            )),
-        }
+        self.benchmark().check_ranks(ranks)
     }
 }
 
@@ -152,19 +197,23 @@ impl fmt::Display for Kernel {
 impl FromStr for Kernel {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "ep" => Ok(Kernel::Ep),
-            "is" => Ok(Kernel::Is),
-            "cg" => Ok(Kernel::Cg),
-            "mg" => Ok(Kernel::Mg),
-            "ft" => Ok(Kernel::Ft),
-            "lu" | "sp" | "bt" => Err(format!(
-                "kernel {s} is not implemented yet; available: ep, is, cg, mg, ft"
-            )),
-            _ => Err(format!(
-                "unknown kernel {s:?}; available: ep, is, cg, mg, ft (or `all`)"
-            )),
+        let names: Vec<&str> = Kernel::ALL.iter().map(|k| k.name()).collect();
+        if let Some(&k) = Kernel::ALL
+            .iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+        {
+            return Ok(k);
         }
+        if ["lu", "sp", "bt"].contains(&s.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "kernel {s} is not implemented yet; available: {}",
+                names.join(", ")
+            ));
+        }
+        Err(format!(
+            "unknown kernel {s:?}; available: {} (or `all`)",
+            names.join(", ")
+        ))
     }
 }
 
@@ -268,13 +317,7 @@ pub fn run(
     class: Class,
     variant: &str,
 ) -> tessera::Result<Option<Outcome>> {
-    let outcome = match kernel {
-        Kernel::Ep => ep::run(ctx, class, variant),
-        Kernel::Is => is::run(ctx, class, variant),
-        Kernel::Cg => cg::run(ctx, class, variant),
-        Kernel::Mg => mg::run(ctx, class, variant),
-        Kernel::Ft => ft::run(ctx, class, variant),
-    }?;
+    let outcome = kernel.benchmark().run(ctx, class, variant)?;
     let world = tessera::Team::world(ctx)?;
     let mut gathered = vec![
         0u64;

@@ -94,8 +94,54 @@ pub const CLASSES: [ClassData; 6] = [
 /// Relative tolerance of the verification.
 const EPSILON: f64 = 1e-8;
 
-/// Variants: the ghost-exchange strategy (the first is the default).
-pub const VARIANTS: [&str; 2] = ["26msg", "6msg"];
+variants! {
+    /// The ghost-exchange strategy.
+    pub enum Variant {
+        /// Every neighbour's face, edge and corner in one phase.
+        TwentySix => "26msg",
+        /// Three phases of face exchanges, edges and corners carried along.
+        Six => "6msg",
+    }
+}
+
+impl Variant {
+    /// The halo layer's strategy for this variant.
+    fn strategy(self) -> HaloStrategy {
+        match self {
+            Variant::TwentySix => HaloStrategy::TwentySixMessages,
+            Variant::Six => HaloStrategy::SixMessages,
+        }
+    }
+}
+
+/// MG in the kernel registry.
+pub struct Mg;
+
+impl crate::Benchmark for Mg {
+    fn name(&self) -> &'static str {
+        "mg"
+    }
+    fn variants(&self) -> &'static [&'static str] {
+        Variant::NAMES
+    }
+    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        // Coarse levels are gathered; the finest (S: 32³) needs two points per rank and
+        // dimension, which 1024 ranks (16 × 8 × 8) still have.
+        if ranks.is_power_of_two() && ranks <= 1024 {
+            Ok(())
+        } else {
+            Err(format!(
+                "mg runs on a power-of-two number of ranks up to 1024, not {ranks}"
+            ))
+        }
+    }
+    fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
+        footprint(class, ranks)
+    }
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+        run(ctx, class, crate::parse_variant("mg", variant)?)
+    }
+}
 
 /// The residual operator's coefficients (a₁ = 0 is skipped, as in the reference).
 const RESIDUAL: [f64; 4] = [-8.0 / 3.0, 0.0, 1.0 / 6.0, 1.0 / 12.0];
@@ -969,7 +1015,7 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
 }
 
 /// Run MG at `class`; rank 0 gets the outcome.
-pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     run_gathering(ctx, class, variant, GATHER_BELOW)
 }
 
@@ -980,7 +1026,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
 /// # fn main() -> tessera::Result<()> {
 /// tessera::Job::threads(4).run(|ctx| {
 ///     // Every level below the finest is gathered onto every rank.
-///     let outcome = tessera_npb::mg::run_gathering(ctx, tessera_npb::Class::S, "26msg", 64)?;
+///     let outcome = tessera_npb::mg::run_gathering(ctx, tessera_npb::Class::S, tessera_npb::mg::Variant::TwentySix, 64)?;
 ///     assert!(outcome.map_or(true, |o| o.verified == Some(true)));
 ///     Ok(())
 /// })?;
@@ -990,7 +1036,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
 pub fn run_gathering(
     ctx: &Context,
     class: Class,
-    variant: &str,
+    variant: Variant,
     gather_below: usize,
 ) -> tessera::Result<Option<Outcome>> {
     if gather_below < 2 {
@@ -1000,19 +1046,8 @@ pub fn run_gathering(
         .into());
     }
     let data = crate::class_data(&CLASSES, |c| c.class, class);
-    let strategy: HaloStrategy = match variant {
-        "6msg" | "26msg" => variant.parse()?,
-        _ => {
-            return Err(CoreError::Invalid(format!(
-                "mg has no variant {variant:?}; variants: {}",
-                VARIANTS.join(", ")
-            ))
-            .into())
-        }
-    };
-    crate::Kernel::Mg
-        .check_ranks(ctx.ranks())
-        .map_err(CoreError::Invalid)?;
+    let strategy = variant.strategy();
+    crate::Benchmark::check_ranks(&Mg, ctx.ranks()).map_err(CoreError::Invalid)?;
     let mut mg = Multigrid::new(ctx, data, strategy, gather_below)?;
     // Untimed: set up, one V-cycle, set up again (as the reference does).
     mg.zran3()?;
@@ -1055,7 +1090,7 @@ pub fn run_gathering(
         kernel: "MG".into(),
         class: class.to_string(),
         ranks: ctx.ranks(),
-        variant: variant.into(),
+        variant: variant.to_string(),
         time_s: elapsed,
         mops: 58.0 * data.nit as f64 * points / elapsed / 1e6,
         verified: data.rnm2.map(|r| ((rnm2 - r) / r).abs() <= EPSILON),

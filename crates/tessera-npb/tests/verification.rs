@@ -100,7 +100,12 @@ fn ft_turns_to_pencils_beyond_the_slabs_and_verifies() {
 /// Run MG class S on `ranks` threads, gathering levels thinner than `gather_below`.
 fn mg_gathering(ranks: usize, gather_below: usize) -> Outcome {
     run_on(ranks, |ctx| {
-        tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", gather_below)
+        tessera_npb::mg::run_gathering(
+            ctx,
+            Class::S,
+            tessera_npb::mg::Variant::TwentySix,
+            gather_below,
+        )
     })
 }
 
@@ -133,7 +138,15 @@ fn mg_class_s_verifies_beyond_the_coarsest_level_at_16_and_64_ranks() {
 #[test]
 fn mg_refuses_a_gather_threshold_below_two() {
     let err = Job::threads(1)
-        .run(|ctx| Ok(tessera_npb::mg::run_gathering(ctx, Class::S, "26msg", 1).map(|_| ())?))
+        .run(|ctx| {
+            Ok(tessera_npb::mg::run_gathering(
+                ctx,
+                Class::S,
+                tessera_npb::mg::Variant::TwentySix,
+                1,
+            )
+            .map(|_| ())?)
+        })
         .unwrap_err();
     assert!(
         err.to_string().contains("gather_below must be at least 2"),

@@ -186,10 +186,51 @@ const EPSILON: f64 = 1e-12;
 const SEED: u64 = 314_159_265;
 const ALPHA: f64 = 1e-6;
 
-/// Variants: how the transposes move data (the first is the default), and `2d`, the pencil
-/// decomposition over a 2-D process grid (which `slabs` also becomes on more ranks than
-/// the slabs allow).
-pub const VARIANTS: [&str; 4] = ["slabs", "packed", "pencils", "2d"];
+variants! {
+    /// How the transposes move data, and `2d`, the pencil decomposition over a 2-D process
+    /// grid (which `slabs` also becomes on more ranks than the slabs allow).
+    pub enum Variant {
+        /// A plane's pieces go out as soon as its FFTs are done.
+        Slabs => "slabs",
+        /// All planes first, then one contiguous buffer per owner.
+        Packed => "packed",
+        /// Every row goes out as soon as it is ready.
+        Pencils => "pencils",
+        /// Pencils over a 2-D process grid.
+        TwoD => "2d",
+    }
+}
+
+/// FT in the kernel registry.
+pub struct Ft;
+
+impl crate::Benchmark for Ft {
+    fn name(&self) -> &'static str {
+        "ft"
+    }
+    fn variants(&self) -> &'static [&'static str] {
+        Variant::NAMES
+    }
+    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        // Slabs up to min(nz, ny) ranks, pencils beyond (S holds 4096 of them).
+        if ranks.is_power_of_two() && ranks <= 1024 {
+            Ok(())
+        } else {
+            Err(format!(
+                "ft runs on a power-of-two number of ranks up to 1024, not {ranks}"
+            ))
+        }
+    }
+    fn check_class(&self, class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+        check_run(class, variant.parse()?, ranks)
+    }
+    fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
+        footprint(class, ranks)
+    }
+    fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+        run(ctx, class, crate::parse_variant("ft", variant)?)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transpose {
@@ -695,15 +736,15 @@ fn total_checksum(team: &Team<'_>, mine: C, n: [usize; 3]) -> tessera::Result<C>
     Ok(C::new(re, im) / n.iter().product::<usize>() as f64)
 }
 
-/// Whether FT runs `variant` (one of [`VARIANTS`]) at `class` on `ranks` (a power of two):
-/// slabs hold whole z- and y-planes, so `packed` and `pencils` stop at `min(nz, ny)` ranks,
-/// where `slabs` turns into `2d`; `2d` needs a process grid that fits.
-pub fn check_run(class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+/// Whether FT runs `variant` at `class` on `ranks` (a power of two): slabs hold whole z-
+/// and y-planes, so `packed` and `pencils` stop at `min(nz, ny)` ranks, where `slabs`
+/// turns into `2d`; `2d` needs a process grid that fits.
+pub fn check_run(class: Class, variant: Variant, ranks: usize) -> Result<(), String> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let slab_limit = data.slab_limit();
     let n = [data.nx, data.ny, data.nz];
-    let pencils = variant == "2d" || ranks > slab_limit;
-    if pencils && variant != "slabs" && variant != "2d" {
+    let pencils = variant == Variant::TwoD || ranks > slab_limit;
+    if pencils && variant != Variant::Slabs && variant != Variant::TwoD {
         return Err(format!(
             "ft --variant {variant} holds whole planes, so class {class} runs on at most {slab_limit} ranks that way; use --variant slabs or 2d for {ranks} ranks"
         ));
@@ -731,23 +772,27 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
 }
 
 /// Run FT at `class`; rank 0 gets the outcome.
-pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
+pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
-    crate::Kernel::Ft
-        .check_run(class, variant, ctx.ranks())
+    crate::Benchmark::check_ranks(&Ft, ctx.ranks())
+        .and_then(|()| check_run(class, variant, ctx.ranks()))
         .map_err(CoreError::Invalid)?;
     let slabs_fit = ctx.ranks() <= data.slab_limit();
-    let (mut solver, ran): (Box<dyn Steps + '_>, &str) = match variant {
-        "slabs" if slabs_fit => (Box::new(Solver::new(ctx, data, Transpose::Slabs)?), variant),
-        "packed" => (
+    let (mut solver, ran): (Box<dyn Steps + '_>, Variant) = match variant {
+        Variant::Slabs if slabs_fit => {
+            (Box::new(Solver::new(ctx, data, Transpose::Slabs)?), variant)
+        }
+        Variant::Packed => (
             Box::new(Solver::new(ctx, data, Transpose::Packed)?),
             variant,
         ),
-        "pencils" => (
+        Variant::Pencils => (
             Box::new(Solver::new(ctx, data, Transpose::Pencils)?),
             variant,
         ),
-        _ => (Box::new(grid2d::Solver::new(ctx, data)?), "2d"),
+        Variant::Slabs | Variant::TwoD => {
+            (Box::new(grid2d::Solver::new(ctx, data)?), Variant::TwoD)
+        }
     };
     // Untimed pass, as the reference does: initial conditions and one forward FFT.
     solver.initial_conditions()?;
@@ -806,7 +851,7 @@ pub fn run(ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option
         kernel: "FT".into(),
         class: class.to_string(),
         ranks: ctx.ranks(),
-        variant: ran.into(),
+        variant: ran.to_string(),
         time_s: elapsed,
         mops: ops / elapsed / 1e6,
         verified,
