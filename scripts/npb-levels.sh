@@ -24,7 +24,9 @@ for c in $classes; do
     for k in $kernels; do
         for i in $(seq "$runs"); do
             for l in $levels; do
-                TESSERA_SIMD=$l $bin npb "$k" --class "$c" -n "$ranks" --json "$out/$k-$c-$l-$i.json" >/dev/null
+                TESSERA_SIMD=$l $bin npb "$k" --class "$c" -n "$ranks" \
+                    --json "$out/$k-$c-$l-$i.json" >/dev/null 2>"$out/log" \
+                    || { cat "$out/log" >&2; exit 1; }
             done
         done
     done

@@ -35,6 +35,8 @@ use std::time::Instant;
 use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 
 use crate::buffer::HugePageArray;
@@ -320,14 +322,19 @@ impl Matrix {
         }
     }
 
-    /// The product over one index width: the AVX-512 form where the matrix streams from
-    /// memory and this CPU has the instructions, else the portable one. Both give the
+    /// The product over one index width: where the matrix streams from memory, the
+    /// AVX-512 or AVX2 form for the chosen level, else the portable one. All give the
     /// same bits. The caller has checked the lengths.
     fn multiply_with<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
         if self.gather && avx512::available() {
             // SAFETY: `available` checked that this CPU has the features it enables.
             return unsafe { avx512::multiply(self, colidx, x, out) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.gather && avx2::available() {
+            // SAFETY: `available` checked that this CPU has AVX2.
+            return unsafe { avx2::multiply(self, colidx, x, out) };
         }
         self.multiply_portable(colidx, x, out);
     }
@@ -990,37 +997,56 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn the_vector_product_equals_the_portable_one_bit_for_bit() {
-        if !super::avx512::available() {
-            eprintln!("no AVX-512F/VL/BW here: the vector product cannot run");
+    fn the_vector_products_equal_the_portable_one_bit_for_bit() {
+        if !super::avx2::available() {
+            eprintln!("no AVX2 here: the vector products cannot run");
             return;
+        }
+        type Product<I> = unsafe fn(&Matrix, &[I], &[f64], &mut [f64]);
+        let mut narrow: Vec<(&str, Product<u16>)> = vec![("avx2", super::avx2::multiply)];
+        let mut wide: Vec<(&str, Product<u32>)> = vec![("avx2", super::avx2::multiply)];
+        if super::avx512::available() {
+            narrow.push(("avx512", super::avx512::multiply));
+            wide.push(("avx512", super::avx512::multiply));
+        } else {
+            eprintln!("no AVX-512 at this level: only the AVX2 product is checked");
         }
         // 16-bit and 32-bit column indices.
         for (ncols, seed) in [(5_000, 1), (70_000, 2)] {
             let m = random_matrix(600, ncols, seed);
             let x: Vec<f64> = (0..ncols).map(|i| (i as f64 * 0.618).sin() * 1e3).collect();
             let mut want = vec![0.0; 600];
-            let mut got = vec![0.0; 600];
+            let mut results = Vec::new();
             match &m.colidx {
                 Columns::Narrow(c) => {
                     assert!(ncols < 1 << 16);
                     m.multiply_portable(c, &x, &mut want);
-                    // SAFETY: `available` said this CPU has the features.
-                    unsafe { super::avx512::multiply(&m, c, &x, &mut got) };
+                    for &(name, product) in &narrow {
+                        let mut got = vec![0.0; 600];
+                        // SAFETY: `available` said this CPU has the features.
+                        unsafe { product(&m, c, &x, &mut got) };
+                        results.push((name, got));
+                    }
                 }
                 Columns::Wide(c) => {
                     assert!(ncols >= 1 << 16);
                     m.multiply_portable(c, &x, &mut want);
-                    // SAFETY: as above.
-                    unsafe { super::avx512::multiply(&m, c, &x, &mut got) };
+                    for &(name, product) in &wide {
+                        let mut got = vec![0.0; 600];
+                        // SAFETY: as above.
+                        unsafe { product(&m, c, &x, &mut got) };
+                        results.push((name, got));
+                    }
                 }
             }
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(
-                    g.to_bits(),
-                    w.to_bits(),
-                    "{ncols} columns, row {i}: {g} vs {w}"
-                );
+            for (name, got) in &results {
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "{name}, {ncols} columns, row {i}: {g} vs {w}"
+                    );
+                }
             }
         }
     }

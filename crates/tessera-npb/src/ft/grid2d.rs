@@ -19,7 +19,6 @@
 
 use std::time::{Duration, Instant};
 
-use rustfft::FftPlanner;
 use tessera::{Context, CoreError, GlobalPtr, Semaphore, Team};
 
 use super::{
@@ -87,7 +86,7 @@ impl<'c> Solver<'c> {
         let [p1, p2] = grid;
         let at = [ctx.rank() / p2, ctx.rank() % p2];
         let local = n.iter().product::<usize>() / ctx.ranks();
-        let mut planner = FftPlanner::new();
+        let mut planner = super::Planner::new();
         let forward = Plans::new(&mut planner, n, true);
         let inverse = Plans::new(&mut planner, n, false);
         Ok(Solver {

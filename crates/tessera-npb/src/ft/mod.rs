@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex;
-use rustfft::{Fft, FftDirection, FftPlanner};
+use rustfft::{Fft, FftDirection, FftPlanner, FftPlannerScalar};
 use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
 
 use crate::rng::{mul_mod, pow_mod, vranlc, A};
@@ -325,9 +325,33 @@ struct Plans {
     z: Arc<dyn Fft<f64>>,
 }
 
+/// The FFT planner for the chosen instruction-set level: rustfft's AVX + FMA algorithms
+/// at `avx2` and `avx512` (where the CPU has them; rustfft has none for AVX-512), its
+/// scalar ones at `scalar`.
+enum Planner {
+    Simd(FftPlanner<f64>),
+    Scalar(FftPlannerScalar<f64>),
+}
+
+impl Planner {
+    fn new() -> Planner {
+        match crate::simd::level() {
+            crate::simd::Level::Scalar => Planner::Scalar(FftPlannerScalar::new()),
+            _ => Planner::Simd(FftPlanner::new()),
+        }
+    }
+
+    fn plan_fft(&mut self, len: usize, direction: FftDirection) -> Arc<dyn Fft<f64>> {
+        match self {
+            Planner::Simd(p) => p.plan_fft(len, direction),
+            Planner::Scalar(p) => p.plan_fft(len, direction),
+        }
+    }
+}
+
 impl Plans {
     /// NPB's forward (`+1`) is rustfft's inverse direction, and vice versa.
-    fn new(planner: &mut FftPlanner<f64>, n: [usize; 3], npb_forward: bool) -> Plans {
+    fn new(planner: &mut Planner, n: [usize; 3], npb_forward: bool) -> Plans {
         let direction = if npb_forward {
             FftDirection::Inverse
         } else {
@@ -393,7 +417,7 @@ impl<'c> Solver<'c> {
             Transpose::Packed => Some(ctx.alloc_collective::<C>(local)?),
             Transpose::Slabs | Transpose::Pencils => None,
         };
-        let mut planner = FftPlanner::new();
+        let mut planner = Planner::new();
         let forward = Plans::new(&mut planner, n, true);
         let inverse = Plans::new(&mut planner, n, false);
         let scratch_len = scratch_len(&[&forward, &inverse]);
