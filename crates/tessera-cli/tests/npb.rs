@@ -276,3 +276,58 @@ fn npb_all_skips_kernels_that_cannot_run_at_the_rank_count() {
         .contains("Verification    =               SUCCESSFUL"));
     assert!(!f.stdout.contains("MG Benchmark"), "{}", f.stdout);
 }
+
+/// `TESSERA_SIMD` lowers the level, the JSON says which ran with every rank's memory, a
+/// level that is not one is refused before any rank starts, and a class that cannot fit
+/// is refused naming what it needs.
+#[test]
+fn the_level_switch_memory_figures_and_up_front_refusals() {
+    let path = std::env::temp_dir().join(format!("tessera-npb-simd-{}.json", std::process::id()));
+    let f = common::run(
+        common::tessera()
+            .env("TESSERA_SIMD", "scalar")
+            .args(["npb", "mg", "--class", "S", "-n", "2", "--json"])
+            .arg(&path),
+        150,
+    );
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    let o: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o["simd"], "scalar");
+    assert_eq!(o["verified"], true);
+    for field in ["resident_share_bytes", "peak_rss_bytes"] {
+        let each = o[field].as_array().unwrap();
+        assert_eq!(each.len(), 2, "{field}: {o}");
+        assert!(
+            each.iter().all(|b| b.as_u64().unwrap() > 1 << 20),
+            "{field}: {o}"
+        );
+    }
+    assert!(
+        f.stdout
+            .contains("SIMD level      =                   scalar"),
+        "{}",
+        f.stdout
+    );
+
+    let bad = common::run(
+        common::tessera()
+            .env("TESSERA_SIMD", "avx1024")
+            .args(["npb", "ep", "--class", "S", "-n", "1"]),
+        60,
+    );
+    assert!(!bad.status.success());
+    assert!(
+        bad.stderr.contains("TESSERA_SIMD") && bad.stderr.contains("avx2"),
+        "{}",
+        bad.stderr
+    );
+
+    let huge = common::run(
+        common::tessera().args(["npb", "ft", "--class", "D", "-n", "2"]),
+        60,
+    );
+    assert!(!huge.status.success());
+    assert!(huge.stderr.contains("GiB of memory"), "{}", huge.stderr);
+}

@@ -20,7 +20,8 @@ use memmap2::{Advice, MmapMut, MmapOptions};
 /// The size of a transparent huge page on x86-64 and most arm64 systems.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// An immutable array of plain values, on huge pages where the system grants them.
+/// An array of plain values, on huge pages where the system grants them: made as a copy
+/// of a slice, or zeroed and filled in place.
 ///
 /// ```
 /// use tessera_npb::buffer::HugePageArray;

@@ -823,9 +823,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         iterations: data.niter as u64,
         operation: "floating point".into(),
         profile: BTreeMap::new(),
-        simd: crate::simd::level().to_string(),
-        peak_rss_bytes: Vec::new(),
-        resident_share_bytes: Vec::new(),
+        ..Outcome::default()
     }))
 }
 

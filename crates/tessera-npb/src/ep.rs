@@ -358,9 +358,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         iterations: 0,
         operation: "Random numbers generated".into(),
         profile: BTreeMap::new(),
-        simd: crate::simd::level().to_string(),
-        peak_rss_bytes: Vec::new(),
-        resident_share_bytes: Vec::new(),
+        ..Outcome::default()
     }))
 }
 

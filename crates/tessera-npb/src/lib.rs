@@ -309,8 +309,8 @@ impl FromStr for Class {
     }
 }
 
-/// Run `kernel` at `class` on this rank; rank 0 gets the outcome, with every rank's peak
-/// resident memory.
+/// Run `kernel` at `class` on this rank; rank 0 gets the outcome, with the instruction-set
+/// level and every rank's memory filled in.
 pub fn run(
     ctx: &tessera::Context,
     kernel: Kernel,
@@ -333,6 +333,7 @@ pub fn run(
     ];
     world.gather(0, &mine, &mut gathered)?;
     Ok(outcome.map(|o| Outcome {
+        simd: simd::level().to_string(),
         peak_rss_bytes: gathered.iter().step_by(2).copied().collect(),
         resident_share_bytes: gathered.iter().skip(1).step_by(2).copied().collect(),
         ..o
@@ -352,25 +353,14 @@ pub(crate) fn note_resident_share() {
 /// `/proc/self/smaps_rollup`): a page shared by k processes counts 1/k in each, so the
 /// shares of a job's ranks add up to what the job holds. 0 where the system does not say.
 pub fn resident_share_bytes() -> u64 {
-    proc_kib("/proc/self/smaps_rollup", "Pss:") * 1024
-}
-
-/// The value in KiB of the line starting `key` in a `/proc` file, or 0.
-fn proc_kib(path: &str, key: &str) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with(key))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        })
-        .unwrap_or(0)
+    tessera::job::proc_bytes("/proc/self/smaps_rollup", "Pss:").unwrap_or(0)
 }
 
 /// This process's peak resident memory in bytes (`VmHWM` of `/proc/self/status`), or 0
 /// where the system does not say. Pages of the shared segment count in every process that
 /// touched them, so across ranks these overlap.
 pub fn peak_resident_bytes() -> u64 {
-    proc_kib("/proc/self/status", "VmHWM:") * 1024
+    tessera::job::proc_bytes("/proc/self/status", "VmHWM:").unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1103,9 +1103,7 @@ pub fn run_gathering(
         iterations: data.nit as u64,
         operation: "floating point".into(),
         profile,
-        simd: crate::simd::level().to_string(),
-        peak_rss_bytes: Vec::new(),
-        resident_share_bytes: Vec::new(),
+        ..Outcome::default()
     }))
 }
 

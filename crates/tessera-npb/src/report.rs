@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// How a benchmark run ended.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Outcome {
     /// Kernel name (upper case, as NPB prints it).
     pub kernel: String,
@@ -37,7 +37,8 @@ pub struct Outcome {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile: BTreeMap<String, f64>,
     /// The instruction-set level the kernels ran at (`avx512`, `avx2` or `scalar`; see
-    /// [`crate::simd`]).
+    /// [`crate::simd`]). This and the memory figures below are filled in by
+    /// [`crate::run`]; a kernel's own `run` leaves them empty.
     #[serde(default)]
     pub simd: String,
     /// Each rank's peak resident memory in bytes (the process's high-water mark; pages of

@@ -888,8 +888,6 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         iterations: data.niter as u64,
         operation: "floating point".into(),
         profile,
-        simd: crate::simd::level().to_string(),
-        peak_rss_bytes: Vec::new(),
-        resident_share_bytes: Vec::new(),
+        ..Outcome::default()
     }))
 }

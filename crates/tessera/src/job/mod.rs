@@ -84,8 +84,21 @@ pub type RankResult = std::result::Result<(), Box<dyn std::error::Error + Send +
 /// }
 /// ```
 pub fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    proc_bytes("/proc/meminfo", "MemAvailable:")
+}
+
+/// The value of the line starting with `key` in a Linux `/proc` file that counts in kB
+/// (`/proc/meminfo`, `/proc/self/status`, `/proc/self/smaps_rollup`), in bytes; `None`
+/// where the file or the line is missing.
+///
+/// ```
+/// if let Some(peak) = tessera::job::proc_bytes("/proc/self/status", "VmHWM:") {
+///     assert!(peak > 0);
+/// }
+/// ```
+pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib << 10)
 }
