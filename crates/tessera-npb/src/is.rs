@@ -31,6 +31,8 @@ use crate::rng::{mul_mod, pow_mod, randlc, A};
 use crate::Class;
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 
 /// Timed iterations.
@@ -193,19 +195,41 @@ fn count_keys<const TALLY: bool>(keys: &[i32], shift: u32, counts: &mut [u32], t
 }
 
 /// Group `keys` into `outs` by destination (`starts[d] <= key < starts[d + 1]` goes to
-/// `outs[d]`, each filled from its start) with the AVX-512 grouping, where this CPU has it
-/// and there are few enough destinations; false (nothing written) otherwise.
+/// `outs[d]`, each filled from its start) with a vector grouping: AVX-512's
+/// compress-store or AVX2's permutation table, whichever the chosen level has, where there
+/// are few enough destinations; false (nothing written) otherwise.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn group_vectorised(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if avx512::available(outs.len()) {
+    {
         let mut cursor = vec![0usize; outs.len()];
-        // SAFETY: `available` checked that this CPU has AVX-512F.
-        unsafe { avx512::group(keys, starts, outs, &mut cursor) };
+        if avx512::available(outs.len()) {
+            // SAFETY: `available` checked that this CPU has AVX-512F.
+            unsafe { avx512::group(keys, starts, outs, &mut cursor) };
+        } else if avx2::available(outs.len()) {
+            // SAFETY: `available` checked that this CPU has AVX2.
+            unsafe { avx2::group(keys, starts, outs, &mut cursor) };
+        } else {
+            return false;
+        }
         debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
         return true;
     }
+    #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Append every key of `keys` to `outs[d]` at `cursor[d]` (moving the cursor on) for
+/// the `d` with `starts[d] <= key < starts[d + 1]`, one key at a time: the vector
+/// groupings' tail.
+#[cfg(target_arch = "x86_64")]
+fn group_one_by_one(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]], cursor: &mut [usize]) {
+    let p = outs.len();
+    for &key in keys {
+        let d = starts[1..p].partition_point(|&s| s <= key);
+        outs[d][cursor[d]] = key;
+        cursor[d] += 1;
+    }
 }
 
 /// Add byte tallies into 32-bit counts.
@@ -619,9 +643,9 @@ impl State<'_> {
                 }
             }
         }
-        // Group the local keys by destination: sixteen at a time where the CPU has AVX-512,
-        // else one at a time in the chunks interleaved as above, each chunk with its own
-        // cursor per destination.
+        // Group the local keys by destination: sixteen at a time at the AVX-512 level,
+        // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
+        // each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
         if !group_vectorised(&self.keys, &key_starts, &mut outs) {
             let mut destination = vec![0u32; buckets];
@@ -835,9 +859,22 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_grouping_puts_every_key_with_its_destination_in_order() {
-        if !super::avx512::available(1) {
-            eprintln!("no AVX-512F here: the vector grouping cannot run");
-            return;
+        type Group = fn(&[i32], &[i32], &mut [&mut [i32]], &mut [usize]);
+        let mut forms: Vec<(&str, Group)> = Vec::new();
+        if super::avx512::available(1) {
+            // SAFETY: `available` said this CPU has AVX-512F.
+            forms.push(("avx512", |k, s, o, c| unsafe {
+                super::avx512::group(k, s, o, c)
+            }));
+        }
+        if super::avx2::available(1) {
+            // SAFETY: `available` said this CPU has AVX2.
+            forms.push(("avx2", |k, s, o, c| unsafe {
+                super::avx2::group(k, s, o, c)
+            }));
+        }
+        if forms.is_empty() {
+            eprintln!("no AVX2 here (or TESSERA_SIMD=scalar): the vector groupings cannot run");
         }
         let mut x = 271_828_183u64;
         let mut next = |below: u64| {
@@ -846,31 +883,32 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             (x >> 33) % below
         };
-        for p in 1..=super::avx512::MAX_DESTINATIONS {
-            // Lengths around whole vectors; boundaries anywhere, empty ranges included.
-            let len = 16 * (1 + next(40) as usize) + next(16) as usize;
-            let keys: Vec<i32> = (0..len).map(|_| next(1000) as i32).collect();
-            let mut starts: Vec<i32> = (1..p).map(|_| next(1001) as i32).collect();
-            starts.sort_unstable();
-            starts.insert(0, 0);
-            starts.push(1000);
-            let want: Vec<Vec<i32>> = (0..p)
-                .map(|d| {
-                    let (lo, hi) = (starts[d], starts[d + 1]);
-                    keys.iter()
-                        .copied()
-                        .filter(|&k| lo <= k && k < hi)
-                        .collect()
-                })
-                .collect();
-            let mut space: Vec<Vec<i32>> = want.iter().map(|w| vec![-1; w.len()]).collect();
-            let mut outs: Vec<&mut [i32]> = space.iter_mut().map(|v| &mut v[..]).collect();
-            let mut cursor = vec![0; p];
-            // SAFETY: `available` said this CPU has AVX-512F.
-            unsafe { super::avx512::group(&keys, &starts, &mut outs, &mut cursor) };
-            assert_eq!(space, want, "{p} destinations, {len} keys");
-            let counts: Vec<usize> = want.iter().map(Vec::len).collect();
-            assert_eq!(cursor, counts);
+        for (name, group) in forms {
+            for p in 1..=super::avx2::MAX_DESTINATIONS.min(super::avx512::MAX_DESTINATIONS) {
+                // Lengths around whole vectors; boundaries anywhere, empty ranges included.
+                let len = 16 * (1 + next(40) as usize) + next(16) as usize;
+                let keys: Vec<i32> = (0..len).map(|_| next(1000) as i32).collect();
+                let mut starts: Vec<i32> = (1..p).map(|_| next(1001) as i32).collect();
+                starts.sort_unstable();
+                starts.insert(0, 0);
+                starts.push(1000);
+                let want: Vec<Vec<i32>> = (0..p)
+                    .map(|d| {
+                        let (lo, hi) = (starts[d], starts[d + 1]);
+                        keys.iter()
+                            .copied()
+                            .filter(|&k| lo <= k && k < hi)
+                            .collect()
+                    })
+                    .collect();
+                let mut space: Vec<Vec<i32>> = want.iter().map(|w| vec![-1; w.len()]).collect();
+                let mut outs: Vec<&mut [i32]> = space.iter_mut().map(|v| &mut v[..]).collect();
+                let mut cursor = vec![0; p];
+                group(&keys, &starts, &mut outs, &mut cursor);
+                assert_eq!(space, want, "{name}: {p} destinations, {len} keys");
+                let counts: Vec<usize> = want.iter().map(Vec::len).collect();
+                assert_eq!(cursor, counts, "{name}");
+            }
         }
     }
 }

@@ -69,11 +69,7 @@ pub(super) fn group(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]], curso
             cursor[d] = at + n;
         }
     }
-    for &key in chunks.remainder() {
-        let d = starts[1..p].partition_point(|&s| s <= key);
-        outs[d][cursor[d]] = key;
-        cursor[d] += 1;
-    }
+    super::group_one_by_one(chunks.remainder(), starts, outs, cursor);
 }
 
 /// The sixteen keys of `chunk`.
