@@ -198,24 +198,25 @@ fn count_keys<const TALLY: bool>(keys: &[i32], shift: u32, counts: &mut [u32], t
 /// `outs[d]`, each filled from its start) with a vector grouping: AVX-512's
 /// compress-store or AVX2's permutation table, whichever the chosen level has, where there
 /// are few enough destinations; false (nothing written) otherwise.
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+#[cfg(target_arch = "x86_64")]
 fn group_vectorised(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut cursor = vec![0usize; outs.len()];
-        if avx512::available(outs.len()) {
-            // SAFETY: `available` checked that this CPU has AVX-512F.
-            unsafe { avx512::group(keys, starts, outs, &mut cursor) };
-        } else if avx2::available(outs.len()) {
-            // SAFETY: `available` checked that this CPU has AVX2.
-            unsafe { avx2::group(keys, starts, outs, &mut cursor) };
-        } else {
-            return false;
-        }
-        debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
-        return true;
+    let mut cursor = vec![0usize; outs.len()];
+    if avx512::available(outs.len()) {
+        // SAFETY: `available` checked that this CPU has AVX-512F.
+        unsafe { avx512::group(keys, starts, outs, &mut cursor) };
+    } else if avx2::available(outs.len()) {
+        // SAFETY: `available` checked that this CPU has AVX2.
+        unsafe { avx2::group(keys, starts, outs, &mut cursor) };
+    } else {
+        return false;
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
+    true
+}
+
+/// No vector grouping off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+fn group_vectorised(_keys: &[i32], _starts: &[i32], _outs: &mut [&mut [i32]]) -> bool {
     false
 }
 
