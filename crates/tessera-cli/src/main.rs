@@ -145,10 +145,12 @@ enum Command {
     /// the official values.
     Npb {
         /// Kernel: ep, is, cg, mg, ft, or `all` for every kernel built so far. Variants:
-        /// cg has `signal` (default) and `barrier`; mg `26msg` (default) and `6msg`; ft
-        /// `slabs` (default), `packed` and `pencils`.
+        /// is has `default` (tally or count by the key range), `tally` and `count`; cg
+        /// `signal` (default) and `barrier`; mg `26msg` (default) and `6msg`; ft `slabs`
+        /// (default), `packed`, `pencils` and `2d`.
         kernel: String,
-        /// Problem class: S, W, A or B.
+        /// Problem class: S, W, A, B, C or D (D has no official values here: it prints the
+        /// computed ones with `Verification = NOT PERFORMED`).
         #[arg(long, default_value = "S")]
         class: String,
         #[command(flatten)]
@@ -159,6 +161,10 @@ enum Command {
         /// Write the result as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Measure memory bandwidth and the floating-point peak first (a few seconds), and
+        /// report each kernel's rate as a fraction of the limit that binds it.
+        #[arg(long)]
+        bounds: bool,
     },
     /// Measure every collective algorithm per operation, message size and team size, and
     /// write the tuning table collectives then follow (default: ~/.config/tessera/tuning.json).
@@ -282,7 +288,15 @@ fn main() -> ExitCode {
             job,
             variant,
             json,
-        } => npb::drive(&kernel, &class, &job, variant.as_deref(), json.as_deref()),
+            bounds,
+        } => npb::drive(
+            &kernel,
+            &class,
+            &job,
+            variant.as_deref(),
+            json.as_deref(),
+            bounds,
+        ),
         Command::Bench { what } => bench::drive(what),
         Command::Shmem { what } => shmem::drive(what),
         Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tessera::{ConduitKind, Context, RankResult};
+use tessera_npb::hardware::Hardware;
 use tessera_npb::{Class, Kernel, Outcome};
 
 use crate::JobArgs;
@@ -108,14 +109,32 @@ fn progress(kernels: usize) -> ProgressBar {
     bar
 }
 
+/// Measure the limits the kernels are compared with, before any rank starts, and say
+/// what they are.
+fn measure_hardware(ranks: usize) -> Hardware {
+    eprintln!("npb: measuring memory bandwidth and the floating-point peak ...");
+    let hw = Hardware::measure(ranks);
+    eprintln!(
+        "npb: triad {:.1} GB/s on {} thread(s), memcpy {:.1} GB/s on one, {:.1} Gflop/s per core at {}",
+        hw.triad_bytes_per_s * 1e-9,
+        hw.threads,
+        hw.memcpy_bytes_per_s * 1e-9,
+        hw.flops_per_core * 1e-9,
+        hw.level
+    );
+    hw
+}
+
 pub fn drive(
     kernel: &str,
     class: &str,
     job: &JobArgs,
     variant: Option<&str>,
     json: Option<&Path>,
+    bounds: bool,
 ) -> Result<ExitCode, String> {
     let (kernels, class) = plan(kernel, class, job, variant)?;
+    let hardware = bounds.then(|| measure_hardware(job.ranks as usize));
     let mut outcomes = Vec::new();
     let bar = progress(kernels.len());
     for (done, k) in kernels.iter().enumerate() {
@@ -169,15 +188,16 @@ pub fn drive(
             ));
         }
         let text = result.read()?;
-        let o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let mut o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        o.bound = hardware.as_ref().and_then(|hw| hw.bound(&o));
         bar.suspend(|| print!("{o}"));
         outcomes.push(o);
     }
     bar.finish_and_clear();
     if outcomes.len() > 1 {
         println!(
-            "\n {:<6} {:<5} {:>6} {:>12} {:>12} {:>14} {:>7}  verification",
-            "kernel", "class", "ranks", "time (s)", "Mop/s", "MiB/rank", "SIMD"
+            "\n {:<6} {:<5} {:>6} {:>12} {:>12} {:>14} {:>7} {:>8}  verification",
+            "kernel", "class", "ranks", "time (s)", "Mop/s", "MiB/rank", "SIMD", "bound"
         );
         for o in &outcomes {
             let v = match o.verified {
@@ -186,8 +206,12 @@ pub fn drive(
                 None => "NOT PERFORMED",
             };
             let peak = o.resident_share_bytes.iter().max().copied().unwrap_or(0) >> 20;
+            let bound = o
+                .bound
+                .as_ref()
+                .map_or("-".to_string(), |b| format!("{:.1}%", 100.0 * b.fraction));
             println!(
-                " {:<6} {:<5} {:>6} {:>12.3} {:>12.2} {:>14} {:>7}  {v}",
+                " {:<6} {:<5} {:>6} {:>12.3} {:>12.2} {:>14} {:>7} {bound:>8}  {v}",
                 o.kernel, o.class, o.ranks, o.time_s, o.mops, peak, o.simd
             );
         }

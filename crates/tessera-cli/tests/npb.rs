@@ -286,7 +286,7 @@ fn the_level_switch_memory_figures_and_up_front_refusals() {
     let f = common::run(
         common::tessera()
             .env("TESSERA_SIMD", "scalar")
-            .args(["npb", "mg", "--class", "S", "-n", "2", "--json"])
+            .args(["npb", "mg", "--class", "S", "-n", "2", "--bounds", "--json"])
             .arg(&path),
         150,
     );
@@ -310,6 +310,16 @@ fn the_level_switch_memory_figures_and_up_front_refusals() {
         "{}",
         f.stdout
     );
+    // MG is bound by memory: its demand is in bytes, and --bounds measured the limit.
+    assert_eq!(o["demand"]["resource"], "memory_bytes", "{o}");
+    let bound = &o["bound"];
+    let (achieved, limit) = (
+        bound["achieved_per_s"].as_f64().unwrap(),
+        bound["limit_per_s"].as_f64().unwrap(),
+    );
+    assert!(achieved > 0.0 && limit > 1e8, "{o}");
+    assert!((bound["fraction"].as_f64().unwrap() - achieved / limit).abs() < 1e-9);
+    assert!(f.stdout.contains("Hardware bound"), "{}", f.stdout);
 
     let bad = common::run(
         common::tessera()

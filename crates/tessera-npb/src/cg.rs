@@ -542,6 +542,24 @@ impl crate::Benchmark for Cg {
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
         run(ctx, class, crate::parse_variant("cg", variant)?)
     }
+    /// CG is bound by memory: each of the 26 sparse products of a step reads every
+    /// nonzero (8-byte value and 4-byte column index, the reference's layout), and each of
+    /// its 25 iterations streams about fourteen vectors of length `na` (the product's
+    /// input and output, two dot products, three updates).
+    fn demand(&self, class: Class, outcome: &Outcome) -> crate::hardware::Demand {
+        let data = crate::class_data(&CLASSES, |c| c.class, class);
+        let nonzeros = outcome
+            .values
+            .get("matrix_nonzeros")
+            .copied()
+            .unwrap_or(0.0);
+        let per_step = 26.0 * 12.0 * nonzeros + 25.0 * 14.0 * 8.0 * data.na as f64;
+        crate::hardware::Demand {
+            resource: crate::hardware::Resource::MemoryBytes,
+            amount: per_step * data.niter as f64,
+            basis: "12 bytes per nonzero per product, 14 vectors per iteration".into(),
+        }
+    }
 }
 
 /// Pairwise exchanges through inboxes in the global address space.

@@ -134,6 +134,12 @@ fn generate_pairs(seed: u64, first: &mut [u64], second: &mut [u64]) {
     }
 }
 
+/// Floating-point operations per candidate pair in the vectorised Gaussian pairs (adds, multiplies,
+/// two divides and a square root, each counted once): 8 to scale the two uniforms, 3 for
+/// `t`, 34 for the logarithm, 3 for the factor, 4 for the deviates and their sums, and 3
+/// for the annulus.
+pub const FLOPS_PER_PAIR: f64 = 55.0;
+
 /// `x · 2⁻⁴⁶` for a generator state `x < 2⁴⁶`, without an integer-to-float instruction
 /// (AVX2 has none for 64-bit lanes): `x` goes into the mantissa of 2⁵², which is then
 /// subtracted. Exact, and equal to `x as f64 * 2⁻⁴⁶`.
@@ -305,6 +311,16 @@ impl crate::Benchmark for Ep {
     }
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
         run(ctx, class, crate::parse_variant("ep", variant)?)
+    }
+    /// EP is bound by arithmetic: [`FLOPS_PER_PAIR`] operations for each of the class's
+    /// 2^M candidate pairs.
+    fn demand(&self, class: Class, _outcome: &Outcome) -> crate::hardware::Demand {
+        let pairs = 2f64.powi(crate::class_data(&CLASSES, |c| c.class, class).m as i32);
+        crate::hardware::Demand {
+            resource: crate::hardware::Resource::Flops,
+            amount: FLOPS_PER_PAIR * pairs,
+            basis: format!("{FLOPS_PER_PAIR} floating-point operations per candidate pair"),
+        }
     }
 }
 

@@ -90,6 +90,18 @@ impl crate::Benchmark for Is {
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
         run(ctx, class, crate::parse_variant("is", variant)?)
     }
+    /// IS is bound by memory: every iteration reads each key to count it, reads and writes
+    /// it to send it to its owner, and the owner reads it to rank it (16 bytes per key; the
+    /// cache-resident counters and tallies are not counted).
+    fn demand(&self, class: Class, _outcome: &Outcome) -> crate::hardware::Demand {
+        let keys =
+            2f64.powi(crate::class_data(&CLASSES, |c| c.class, class).total_keys_log2 as i32);
+        crate::hardware::Demand {
+            resource: crate::hardware::Resource::MemoryBytes,
+            amount: 16.0 * keys * ITERATIONS as f64,
+            basis: "16 bytes per key per iteration".into(),
+        }
+    }
 }
 /// Largest key range (bytes of tally per rank) for which senders tally key values. The
 /// tally competes for L2 with the keys streaming through. With the one-key-at-a-time

@@ -65,6 +65,7 @@ pub mod buffer;
 pub mod cg;
 pub mod ep;
 pub mod ft;
+pub mod hardware;
 pub mod is;
 pub mod mg;
 pub mod report;
@@ -98,6 +99,9 @@ pub trait Benchmark: Sync {
     /// Run on every rank of `ctx`'s job; rank 0 gets the outcome. `variant` is parsed here,
     /// once.
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>>;
+    /// What `outcome`'s timed region needed of the resource that limits the kernel: the
+    /// bytes it must move through memory, or its floating-point operations.
+    fn demand(&self, class: Class, outcome: &Outcome) -> hardware::Demand;
 }
 
 /// Parse a kernel's variant, naming the kernel in the error.
@@ -333,6 +337,7 @@ pub fn run(
     ];
     world.gather(0, &mine, &mut gathered)?;
     Ok(outcome.map(|o| Outcome {
+        demand: Some(kernel.benchmark().demand(class, &o)),
         simd: simd::level().to_string(),
         peak_rss_bytes: gathered.iter().step_by(2).copied().collect(),
         resident_share_bytes: gathered.iter().skip(1).step_by(2).copied().collect(),

@@ -141,6 +141,18 @@ impl crate::Benchmark for Mg {
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
         run(ctx, class, crate::parse_variant("mg", variant)?)
     }
+    /// MG is bound by memory: per iteration, on the finest grid, the residual twice and
+    /// the smoother once (three arrays each), the restriction (one) and the interpolation
+    /// (two): 96 bytes per point, and an eighth more for each coarser level (8/7 in all).
+    fn demand(&self, class: Class, _outcome: &Outcome) -> crate::hardware::Demand {
+        let data = crate::class_data(&CLASSES, |c| c.class, class);
+        let points = (data.n as f64).powi(3);
+        crate::hardware::Demand {
+            resource: crate::hardware::Resource::MemoryBytes,
+            amount: 96.0 * 8.0 / 7.0 * points * data.nit as f64,
+            basis: "about 110 bytes per finest-grid point per iteration".into(),
+        }
+    }
 }
 
 /// The residual operator's coefficients (a₁ = 0 is skipped, as in the reference).

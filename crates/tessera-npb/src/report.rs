@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hardware::{Bound, Demand, Resource};
+
 /// How a benchmark run ended.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Outcome {
@@ -50,6 +52,14 @@ pub struct Outcome {
     /// to what the job holds). This is the figure to compare with a reference's arrays.
     #[serde(default)]
     pub resident_share_bytes: Vec<u64>,
+    /// What the timed region needed of the resource that limits this kernel (filled in by
+    /// [`crate::run`] from [`crate::Benchmark::demand`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Demand>,
+    /// The run's rate against the measured limit of that resource, where the driver
+    /// measured the hardware (`tessera npb --bounds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
 
 impl fmt::Display for Outcome {
@@ -96,6 +106,22 @@ impl fmt::Display for Outcome {
             "Version",
             &concat!("Tessera ", env!("CARGO_PKG_VERSION")),
         )?;
+        if let Some(b) = &self.bound {
+            let (unit, scale) = match b.resource {
+                Resource::MemoryBytes => ("GB/s of memory", 1e-9),
+                Resource::Flops => ("Gflop/s", 1e-9),
+            };
+            row(
+                f,
+                "Hardware bound",
+                &format!(
+                    "{:.1} % ({:.1} of {:.1} {unit})",
+                    100.0 * b.fraction,
+                    b.achieved_per_s * scale,
+                    b.limit_per_s * scale
+                ),
+            )?;
+        }
         for (name, seconds) in &self.profile {
             writeln!(f, " {name:<16}= {seconds:>24.4}")?;
         }

@@ -230,6 +230,15 @@ impl crate::Benchmark for Ft {
     fn run(&self, ctx: &Context, class: Class, variant: &str) -> tessera::Result<Option<Outcome>> {
         run(ctx, class, crate::parse_variant("ft", variant)?)
     }
+    /// FT is bound by arithmetic: the specification's operation count (the one its Mop/s
+    /// uses), nearly all of it in the FFTs.
+    fn demand(&self, _class: Class, outcome: &Outcome) -> crate::hardware::Demand {
+        crate::hardware::Demand {
+            resource: crate::hardware::Resource::Flops,
+            amount: outcome.mops * 1e6 * outcome.time_s,
+            basis: "the specification's FFT operation count".into(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
