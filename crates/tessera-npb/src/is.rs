@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use tessera::{Context, CoreError, Op, Team};
+use tessera::{Context, CoreError, Op, Phase, PhasedArray, Team};
 
 use crate::report::Outcome;
 use crate::rng::{mul_mod, pow_mod, randlc, A};
@@ -398,28 +398,16 @@ pub fn assign_buckets(totals: &[u64], ranks: usize, keys: u64) -> Vec<usize> {
     starts
 }
 
-/// The `count` keys this rank received in the last pass, in place in its segment.
-fn received(
-    ctx: &Context,
-    inbox: tessera::GlobalPtr<i32>,
-    count: usize,
-) -> tessera::Result<&[i32]> {
-    // SAFETY: all P senders have signalled (their puts are complete and visible), and
-    // nobody writes this buffer again before the next pass's allreduce, which this rank
-    // enters only after it has finished with the slice.
-    let keys = unsafe { ctx.local_slice(inbox, count) }?;
-    Ok(keys.expect("a rank's own segment is always mapped"))
-}
-
-/// What a rank of IS holds: its keys and their grouped copy (private), and the receive
-/// buffer and tallies (segment). The reference holds three arrays of 1.5 times the keys.
+/// What a rank of IS holds: its keys (private), and the receive buffer and tallies
+/// (segment; keys are grouped straight into the receivers' buffers). The reference holds
+/// three arrays of 1.5 times the keys.
 pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let local = (1usize << data.total_keys_log2) / ranks;
     let key = size_of::<i32>();
     crate::Footprint {
-        segment: (2 * local + (1 << data.buckets_log2)) * key + 2 * ((1 << data.max_key_log2) + 1),
-        private: 2 * local * key,
+        segment: (2 * local + (1 << data.buckets_log2)) * key + (1 << data.max_key_log2) + 1,
+        private: local * key,
     }
 }
 
@@ -438,12 +426,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
 
     let mut keys = vec![0i32; local];
     generate(first, &mut keys, max_key);
-    // Receive buffer in the global address space, and the arrival semaphore.
-    let capacity = 2 * local + buckets;
-    let inbox = ctx.alloc_collective::<i32>(capacity)?;
-    let arrived = ctx.semaphore_collective()?;
     let mut state = State {
-        ctx,
         world: &world,
         data,
         keys,
@@ -451,17 +434,14 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         max_key,
         buckets,
         shift,
-        inbox,
-        capacity,
-        arrived,
-        tallies: ctx.alloc_collective::<u8>(2 * (max_key + 1))?,
-        pass: 0,
+        // Room for every rank's keys twice over, as the reference allows.
+        inbox: PhasedArray::new(&world, 2 * local + buckets)?,
+        tallies: PhasedArray::new(&world, max_key + 1)?,
         tally: match variant {
             Variant::Tally => true,
             Variant::Count => false,
             Variant::Default => max_key <= TALLY_LIMIT,
         },
-        grouped: vec![0; local],
         counts: vec![0u64; buckets + TESTS],
         chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
@@ -510,7 +490,6 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
 }
 
 struct State<'a> {
-    ctx: &'a Context,
     world: &'a Team<'a>,
     data: &'static ClassData,
     keys: Vec<i32>,
@@ -518,19 +497,13 @@ struct State<'a> {
     max_key: usize,
     buckets: usize,
     shift: u32,
-    inbox: tessera::GlobalPtr<i32>,
-    capacity: usize,
-    arrived: tessera::Semaphore,
-    /// Two buffers (alternate passes), each `max_key` byte counts per key value of this
-    /// rank's keys, read by the ranks that own the values, and a flag byte set when a
-    /// count wrapped.
-    tallies: tessera::GlobalPtr<u8>,
-    /// Passes so far (selects the tally buffer).
-    pass: usize,
+    /// Receive buffers: each rank's keys arrive here, grouped by sender.
+    inbox: PhasedArray<'a, i32>,
+    /// `max_key` byte counts per key value of this rank's keys, read by the ranks that own
+    /// the values, and a flag byte set when a count wrapped.
+    tallies: PhasedArray<'a, u8>,
     /// Whether senders tally key values (false: receivers count the keys they receive).
     tally: bool,
-    /// Local keys grouped by bucket (and so by destination).
-    grouped: Vec<i32>,
     /// Bucket counts, then the test keys' values.
     counts: Vec<u64>,
     /// Bucket counts per interleaved chunk.
@@ -562,23 +535,18 @@ impl State<'_> {
         // Bucket counts, plus the test keys' values where this rank holds them.
         //
         // Where the key range is small enough, the same loop tallies every key value in
-        // bytes, into this pass's tally buffer in the global address space: the rank owning
+        // bytes, into the tally array in the global address space: the rank owning
         // a value range then ranks its keys by summing the senders' tallies over it,
         // instead of counting the keys it receives one by one. A tally above 255 wraps; the
         // byte total then falls short of the key count, and the flag byte after the tally
         // makes every receiver count its keys instead.
         let (buckets, shift) = (self.buckets, self.shift);
         let chunk = local / CHUNKS;
-        let tally_at = (self.pass % 2) * (self.max_key + 1);
-        let tally_ptr = self.tallies.add(tally_at);
-        self.pass += 1;
-        // SAFETY: local_slice_mut checked that the buffer lies in this rank's segment.
-        // Receivers read a tally buffer only between this rank's semaphore post in the pass
-        // that wrote it and their own entry into the next pass's allreduce; this rank wrote
-        // the other buffer last pass and writes this one again only after that allreduce,
-        // so nobody else touches it now.
-        let tally = unsafe { self.ctx.local_slice_mut(tally_ptr, self.max_key + 1)? }
-            .expect("a rank's own segment is always mapped");
+        // The owners read last pass's tallies until they all reach this barrier.
+        if self.tallies.phase() == Phase::Shared {
+            self.tallies.reclaim()?;
+        }
+        let tally = self.tallies.own()?;
         let (tally, wrapped) = tally.split_at_mut(self.max_key);
         if self.tally {
             tally.fill(0);
@@ -603,6 +571,10 @@ impl State<'_> {
                 self.counts[buckets + i] = self.keys[index - self.first] as u64;
             }
         }
+        if self.tally {
+            // Tallies readable by every rank from here on (a barrier).
+            self.tallies.share()?;
+        }
         let mut totals = vec![0u64; buckets + TESTS];
         self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
         let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
@@ -616,46 +588,14 @@ impl State<'_> {
         let send: Vec<u64> = (0..p)
             .map(|d| (0..CHUNKS).map(|c| chunk_dest(c, d) as u64).sum())
             .collect();
-        // Where this rank's keys land in every destination's buffer.
-        let mut offsets = vec![0u64; p];
-        self.world.exscan(&send, &mut offsets, Op::Sum)?;
         let mine: u64 = totals[starts[me]..starts[me + 1]].iter().sum();
-        if mine as usize > self.capacity {
-            return Err(CoreError::Invalid(format!(
-                "is: rank {me} would receive {mine} keys, more than its {}-key buffer",
-                self.capacity
-            ))
-            .into());
-        }
-        // Each destination's range: mapped here (the smp and threads conduits map every
-        // peer), so keys are stored straight into the global address space; or, where a
-        // destination is not mapped, a staging range to send with a signalling put.
-        let targets: Vec<tessera::GlobalPtr<i32>> = (0..p)
-            .map(|d| {
-                self.inbox
-                    .on(self.world.world_rank(d))
-                    .add(offsets[d] as usize)
-            })
-            .collect();
-        let mut mapped = vec![true; p];
-        let mut outs: Vec<&mut [i32]> = Vec::with_capacity(p);
-        let mut staging = &mut self.grouped[..];
-        for d in 0..p {
-            let n = send[d] as usize;
-            let (stage, rest) = std::mem::take(&mut staging).split_at_mut(n);
-            staging = rest;
-            // SAFETY: local_slice_mut checked that the range is mapped and inside rank
-            // d's receive buffer. The exclusive scan gives every sender a disjoint part of
-            // it, and rank d does not read it before this rank's semaphore post below, so
-            // this rank has exclusive access to these `n` keys until then.
-            match unsafe { self.ctx.local_slice_mut(targets[d], n)? } {
-                Some(remote) => outs.push(remote),
-                None => {
-                    mapped[d] = false;
-                    outs.push(stage);
-                }
-            }
-        }
+        // This rank's block in every destination's receive buffer: the destination's
+        // memory where it is mapped here (the smp and threads conduits map every peer),
+        // so keys are stored straight into the global address space; else a staging
+        // block that `finish` sends with a signalling put.
+        let send_counts: Vec<usize> = send.iter().map(|&n| n as usize).collect();
+        let mut exchange = self.inbox.exchange(&send_counts)?;
+        let mut outs = exchange.blocks()?;
         // Group the local keys by destination: sixteen at a time at the AVX-512 level,
         // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
         // each chunk with its own cursor per destination.
@@ -702,16 +642,9 @@ impl State<'_> {
                 k3[de] += 1;
             }
         }
-        // Deliver: a post (release) after direct stores, or a signalling put of the staged keys.
-        for d in 0..p {
-            let sem = self.arrived.on(self.world.world_rank(d));
-            if mapped[d] {
-                sem.post(self.ctx, 1)?;
-            } else {
-                self.ctx.put_signal(targets[d], outs[d], sem)?;
-            }
-        }
-        self.arrived.wait(self.ctx, p as u64)?;
+        // Deliver (a signal to every destination), and wait for every sender's keys.
+        drop(outs);
+        exchange.finish()?;
         // Rank the received keys over this rank's key range.
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
@@ -720,30 +653,14 @@ impl State<'_> {
             if wrapped {
                 break;
             }
-            let flag = self
-                .tallies
-                .on(self.world.world_rank(s))
-                .add(tally_at + self.max_key);
-            // Read after the wait: rank s set the flag before its post.
-            wrapped = self.ctx.get_value(flag)? != 0;
+            // Rank s set its flag before the barrier that shared the tallies.
+            wrapped = self.tallies.peer(s, self.max_key..self.max_key + 1)?[0] != 0;
         }
         if !wrapped {
             self.histogram.clear();
             self.histogram.resize(hi - lo, 0);
             for s in 0..p {
-                let from = self.tallies.on(self.world.world_rank(s)).add(tally_at + lo);
-                // SAFETY: local_slice checked the range is mapped and inside rank s's
-                // tally buffer. Rank s wrote it before its post that this rank's wait
-                // acquired, and rewrites it only two passes on, after this rank has entered
-                // the next pass's allreduce.
-                match unsafe { self.ctx.local_slice(from, hi - lo)? } {
-                    Some(tally) => add_tallies(&mut self.histogram, tally),
-                    None => {
-                        self.narrow.resize(hi - lo, 0);
-                        self.ctx.get(from, &mut self.narrow)?;
-                        add_tallies(&mut self.histogram, &self.narrow);
-                    }
-                }
+                add_tallies(&mut self.histogram, &self.tallies.peer(s, lo..hi)?);
             }
             let mut running = 0u32;
             for h in self.histogram.iter_mut() {
@@ -751,7 +668,7 @@ impl State<'_> {
                 *h = running;
             }
         } else {
-            let received = received(self.ctx, self.inbox, mine as usize)?;
+            let received = &self.inbox.own()?[..mine as usize];
             cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         }
         // Partial verification by the rank that owns each test key's value.
@@ -786,7 +703,7 @@ impl State<'_> {
     /// rank and across the boundary with the previous rank.
     fn full_verify(&mut self) -> tessera::Result<bool> {
         let (lo, count) = self.range;
-        let received = received(self.ctx, self.inbox, count)?.to_vec();
+        let received = self.inbox.own()?[..count].to_vec();
         let mut sorted = vec![0i32; count];
         let mut position = self.histogram.clone();
         for &k in received.iter().rev() {

@@ -59,6 +59,7 @@ pub use crate::model::global_grid::{GlobalGrid, GridRef, GridSource};
 pub use crate::model::grid::{Grid, GridView, GridViewMut};
 pub use crate::model::halo::{HaloGrid, HaloStats, HaloStrategy};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
+pub use crate::model::phased::{Exchange, Phase, PhasedArray};
 pub use crate::model::shared_array::{Affinity, Distribution, SharedArray};
 pub use crate::model::team::{
     Algorithm, CollHandle, CollRequest, Collective, DataSync, SyncMode, Team,

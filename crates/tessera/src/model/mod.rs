@@ -24,6 +24,7 @@ pub mod global_grid;
 pub mod grid;
 pub mod halo;
 pub mod ops;
+pub mod phased;
 mod schedule;
 pub mod shared_array;
 mod signature;

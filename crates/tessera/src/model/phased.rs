@@ -1,0 +1,479 @@
+//! Phased arrays: a collectively allocated array whose parts ranks borrow as plain Rust
+//! slices, safely, because the array itself runs the synchronisation between the phases
+//! in which each kind of borrow is allowed.
+//!
+//! A [`PhasedArray`] has a part of the same length on every rank of a team, and is in one
+//! of three phases, the same on every rank (every change is a collective call):
+//!
+//! | phase | who touches a rank's part | how | entered by |
+//! |---|---|---|---|
+//! | own | that rank alone | [`PhasedArray::own`]: `&mut [T]` | [`new`](PhasedArray::new), [`Exchange::finish`], [`reclaim`](PhasedArray::reclaim) |
+//! | shared | every rank, reading | [`PhasedArray::peer`]: `&[T]` or a copy | [`share`](PhasedArray::share) |
+//! | exchange | the senders, writing disjoint blocks or putting | [`Exchange::blocks`], [`Exchange::put`] | [`exchange`](PhasedArray::exchange) |
+//!
+//! Why no rank can see another's borrow (the argument the kernels used to make by hand in
+//! `unsafe` blocks):
+//! - Every phase change takes `&mut self`, so this rank's slices from the previous phase
+//!   have been dropped; and it is a collective that completes on no rank before every rank
+//!   has entered it (a barrier, an allgather, or a wait for every sender's signal), so when
+//!   any rank is in the new phase, no rank still holds a slice from the old one.
+//! - The array's global address never leaves this module, so nothing but these methods
+//!   reaches its memory.
+//! - In an exchange, the senders' blocks of a receiver's part are laid out from the
+//!   allgathered counts (sender 0's block first, then sender 1's, ...), so two senders'
+//!   blocks never overlap; a block is the receiver's memory where it is mapped here, or a
+//!   staging buffer sent with one signalling put at [`Exchange::finish`].
+//!
+//! This module must never hand out the global address or a slice outside its phase.
+//!
+//! ```
+//! use tessera::{PhasedArray, Team};
+//! tessera::Job::threads(3).run(|ctx| {
+//!     let team = Team::world(ctx)?;
+//!     let mut a = PhasedArray::<u32>::new(&team, 3)?;
+//!     // Each rank sends one element to every rank, tagged with its own rank.
+//!     let mut x = a.exchange(&[1, 1, 1])?;
+//!     for block in x.blocks()? {
+//!         block[0] = ctx.rank() as u32;
+//!     }
+//!     x.finish()?;
+//!     // Own phase again: the senders' blocks arrived in rank order.
+//!     assert_eq!(a.own()?, &[0, 1, 2]);
+//!     Ok(())
+//! }).unwrap();
+//! ```
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use bytemuck::Pod;
+
+use crate::core::gptr::GlobalPtr;
+use crate::core::sync::Semaphore;
+use crate::error::CoreError;
+use crate::model::team::Team;
+use crate::Result;
+
+/// Which borrows a [`PhasedArray`] allows now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Each rank may borrow its own part mutably.
+    Own,
+    /// Every rank may read every part.
+    Shared,
+    /// An [`Exchange`] was dropped before [`Exchange::finish`]: the ranks no longer agree
+    /// on the phase, and every borrow is refused.
+    Abandoned,
+}
+
+/// A collectively allocated array of `len` elements per rank, borrowed by phase (see the
+/// module documentation).
+pub struct PhasedArray<'t, T: Pod> {
+    team: &'t Team<'t>,
+    /// This rank's part; `.on(r)` is rank r's (every part is at the same offset).
+    base: GlobalPtr<T>,
+    len: usize,
+    /// Counts the senders that have finished an exchange into this rank's part.
+    arrived: Semaphore,
+    phase: Phase,
+}
+
+impl<'t, T: Pod> PhasedArray<'t, T> {
+    /// Allocate `len` elements on every rank of `team` (a collective call, which every
+    /// member makes with the same `len`), in the own phase. The contents start as the
+    /// allocator leaves them; write them before reading.
+    pub fn new(team: &'t Team<'t>, len: usize) -> Result<Self> {
+        let ctx = team.context();
+        let base = ctx.alloc_collective::<T>(len)?;
+        let arrived = ctx.semaphore_collective()?;
+        // The allocation and the semaphore are collective over the world; the team's
+        // members must also agree before any of them exchanges.
+        team.barrier()?;
+        Ok(PhasedArray {
+            team,
+            base,
+            len,
+            arrived,
+            phase: Phase::Own,
+        })
+    }
+
+    /// Elements per rank.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether each rank's part is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn expect(&self, want: Phase, call: &str) -> Result<()> {
+        if self.phase == want {
+            return Ok(());
+        }
+        let how = match (self.phase, want) {
+            (Phase::Abandoned, _) => {
+                "an exchange was dropped without Exchange::finish, so the ranks no longer agree \
+                 on the phase; finish every exchange"
+            }
+            (Phase::Shared, Phase::Own) => {
+                "the array is shared; call reclaim() (a collective) to return to the own phase"
+            }
+            _ => "the array is in its own phase; call share() (a collective) first",
+        };
+        Err(CoreError::Invalid(format!("PhasedArray::{call}: {how}")).into())
+    }
+
+    /// This rank's part, mutably: only in the own phase.
+    pub fn own(&mut self) -> Result<&mut [T]> {
+        self.expect(Phase::Own, "own")?;
+        let ctx = self.team.context();
+        // SAFETY: in the own phase no other rank reads or writes this part (module
+        // documentation: every phase change is a collective that takes `&mut self`, and the
+        // address never leaves this module); the returned slice borrows `self` mutably, so
+        // this rank makes no other reference to it and cannot change phase while it lives.
+        let part = unsafe { ctx.local_slice_mut(self.base, self.len)? };
+        Ok(part.expect("a rank's own segment is always mapped"))
+    }
+
+    /// Own phase to shared: every rank's writes to its own part become visible to all (a
+    /// barrier of the team).
+    pub fn share(&mut self) -> Result<()> {
+        self.expect(Phase::Own, "share")?;
+        self.team.barrier()?;
+        self.phase = Phase::Shared;
+        Ok(())
+    }
+
+    /// Shared phase back to own: every rank has finished reading (a barrier of the team).
+    pub fn reclaim(&mut self) -> Result<()> {
+        self.expect(Phase::Shared, "reclaim")?;
+        self.team.barrier()?;
+        self.phase = Phase::Own;
+        Ok(())
+    }
+
+    /// Elements `range` of team rank `rank`'s part, in the shared phase: borrowed where
+    /// that part is mapped here, else fetched.
+    pub fn peer(&self, rank: usize, range: Range<usize>) -> Result<Cow<'_, [T]>> {
+        self.expect(Phase::Shared, "peer")?;
+        if range.start > range.end || range.end > self.len || rank >= self.team.size() {
+            return Err(CoreError::Invalid(format!(
+                "PhasedArray::peer: elements {range:?} of rank {rank}, but the team has {} \
+                 ranks of {} elements",
+                self.team.size(),
+                self.len
+            ))
+            .into());
+        }
+        let ctx = self.team.context();
+        let at = self.base.on(self.team.world_rank(rank)).add(range.start);
+        // SAFETY: in the shared phase nobody writes any part (module documentation), and
+        // the slice borrows `self`, so this rank cannot change phase while it lives.
+        match unsafe { ctx.local_slice(at, range.len())? } {
+            Some(part) => Ok(Cow::Borrowed(part)),
+            None => {
+                let mut copy = vec![T::zeroed(); range.len()];
+                ctx.get(at, &mut copy)?;
+                Ok(Cow::Owned(copy))
+            }
+        }
+    }
+
+    /// Own phase to exchange: this rank will send `counts[d]` elements to each team rank
+    /// `d` (a collective: every rank passes its counts). Each receiver's part takes its
+    /// senders' blocks in rank order from its start; it is an error for them to need more
+    /// than [`len`](PhasedArray::len) elements.
+    pub fn exchange(&mut self, counts: &[usize]) -> Result<Exchange<'_, 't, T>> {
+        self.expect(Phase::Own, "exchange")?;
+        let p = self.team.size();
+        if counts.len() != p {
+            return Err(CoreError::Invalid(format!(
+                "PhasedArray::exchange: {} counts for a team of {p} ranks; pass one per rank",
+                counts.len()
+            ))
+            .into());
+        }
+        // Every rank's counts to every rank. An allgather completes on no rank before all
+        // have entered it, so no rank still holds its own part when the writes start.
+        let mine: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+        let mut all = vec![0u64; p * p];
+        self.team.allgather(&mine, &mut all)?;
+        let me = self.team.rank();
+        let mut offsets = vec![0usize; p];
+        for (d, offset) in offsets.iter_mut().enumerate() {
+            let column =
+                |senders: Range<usize>| -> usize { senders.map(|s| all[s * p + d] as usize).sum() };
+            let total = column(0..p);
+            if total > self.len {
+                return Err(CoreError::Invalid(format!(
+                    "PhasedArray::exchange: rank {d} would receive {total} elements, more than \
+                     its {} (allocate a longer array)",
+                    self.len
+                ))
+                .into());
+            }
+            *offset = column(0..me);
+        }
+        self.phase = Phase::Abandoned; // until finish
+        Ok(Exchange {
+            array: self,
+            counts: counts.to_vec(),
+            offsets,
+            staged: Vec::new(),
+            handed_out: false,
+        })
+    }
+}
+
+/// This rank's writes into the other ranks' parts of a [`PhasedArray`] during one exchange;
+/// [`Exchange::finish`] delivers them and returns the array to the own phase.
+pub struct Exchange<'a, 't, T: Pod> {
+    array: &'a mut PhasedArray<'t, T>,
+    counts: Vec<usize>,
+    /// Where this rank's block starts in each receiver's part.
+    offsets: Vec<usize>,
+    /// Receivers whose part is not mapped here, with the block to send them.
+    staged: Vec<(usize, Vec<T>)>,
+    /// Whether [`Exchange::blocks`] was called.
+    handed_out: bool,
+}
+
+impl<T: Pod> Exchange<'_, '_, T> {
+    /// This rank's block in every receiver's part (`counts[d]` elements for team rank
+    /// `d`), to fill in any order: the receiver's memory where it is mapped here, else a
+    /// staging buffer sent at [`finish`](Exchange::finish). Call it once per exchange.
+    pub fn blocks(&mut self) -> Result<Vec<&mut [T]>> {
+        if std::mem::replace(&mut self.handed_out, true) {
+            return Err(CoreError::Invalid(
+                "Exchange::blocks: called twice in one exchange".to_string(),
+            )
+            .into());
+        }
+        let team = self.array.team;
+        let ctx = team.context();
+        let mut mapped = Vec::with_capacity(self.counts.len());
+        for (d, (&n, &offset)) in self.counts.iter().zip(&self.offsets).enumerate() {
+            let at = self.array.base.on(team.world_rank(d)).add(offset);
+            // SAFETY: in the exchange phase only this rank writes these `n` elements of
+            // rank d's part (the blocks are laid out from the allgathered counts, so they
+            // are disjoint, and `exchange` checked they fit), rank d reads them only after
+            // this rank's signal at `finish`, and the slices borrow this exchange, which
+            // `finish` consumes.
+            let block = unsafe { ctx.local_slice_mut(at, n)? };
+            match block {
+                Some(block) => mapped.push(Some(block)),
+                None => {
+                    mapped.push(None);
+                    self.staged.push((d, vec![T::zeroed(); n]));
+                }
+            }
+        }
+        let mut staged = self.staged.iter_mut();
+        Ok(mapped
+            .into_iter()
+            .map(|block| {
+                block.unwrap_or_else(|| {
+                    &mut staged
+                        .next()
+                        .expect("one staging buffer per unmapped rank")
+                        .1[..]
+                })
+            })
+            .collect())
+    }
+
+    /// Put `src` at element `offset` of team rank `dest`'s part, anywhere in it (for
+    /// scattered layouts such as a transpose's strided pieces). Puts from two senders to
+    /// the same elements leave one sender's values; which is unspecified.
+    pub fn put(&mut self, dest: usize, offset: usize, src: &[T]) -> Result<()> {
+        let at = self.target(dest, offset, src.len())?;
+        self.array.team.context().put(at, src)
+    }
+
+    /// A strided put into team rank `dest`'s part at element `offset`, as
+    /// [`Context::put_strided`](crate::Context::put_strided) with the same strides and
+    /// counts; the whole region must lie in the part.
+    pub fn put_strided(
+        &mut self,
+        dest: usize,
+        offset: usize,
+        dst_strides: &[usize],
+        src: &[T],
+        src_strides: &[usize],
+        count: &[usize],
+    ) -> Result<()> {
+        // One past the last element the region touches (nothing for an empty box).
+        let extent = if count.contains(&0) || count.len() != dst_strides.len() {
+            0
+        } else {
+            1 + count
+                .iter()
+                .zip(dst_strides)
+                .map(|(&c, &s)| (c - 1).saturating_mul(s))
+                .fold(0usize, usize::saturating_add)
+        };
+        let at = self.target(dest, offset, extent)?;
+        self.array
+            .team
+            .context()
+            .put_strided(at, dst_strides, src, src_strides, count)
+    }
+
+    fn target(&self, dest: usize, offset: usize, n: usize) -> Result<GlobalPtr<T>> {
+        let team = self.array.team;
+        if dest >= team.size() || offset.checked_add(n).is_none_or(|end| end > self.array.len) {
+            return Err(CoreError::Invalid(format!(
+                "Exchange::put: {n} elements at {offset} of rank {dest}, but the team has {} \
+                 ranks of {} elements",
+                team.size(),
+                self.array.len
+            ))
+            .into());
+        }
+        Ok(self.array.base.on(team.world_rank(dest)).add(offset))
+    }
+
+    /// Deliver: a signal to every receiver (after the direct stores and puts, with release
+    /// ordering, or carried by the staged block's signalling put), then wait until every
+    /// sender has signalled this rank. The array is then in the own phase, holding what the
+    /// senders wrote.
+    pub fn finish(self) -> Result<()> {
+        let team = self.array.team;
+        let ctx = team.context();
+        let p = team.size();
+        let mut staged = self.staged.iter().peekable();
+        for d in 0..p {
+            let sem = self.array.arrived.on(team.world_rank(d));
+            match staged.next_if(|(s, _)| *s == d) {
+                Some((_, block)) => {
+                    let at = self.array.base.on(team.world_rank(d)).add(self.offsets[d]);
+                    ctx.put_signal(at, block, sem)?;
+                }
+                None => sem.post(ctx, 1)?,
+            }
+        }
+        self.array.arrived.wait(ctx, p as u64)?;
+        self.array.phase = Phase::Own;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Job;
+
+    /// The value sender `s` puts at index `i` of its block for receiver `d`.
+    fn tag(s: usize, d: usize, i: usize) -> u64 {
+        (s * 1000 + d * 100 + i) as u64
+    }
+
+    #[test]
+    fn uneven_blocks_arrive_in_sender_order_pass_after_pass() {
+        Job::threads(4)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let (p, me) = (team.size(), team.rank());
+                let mut a = PhasedArray::<u64>::new(&team, 64)?;
+                for pass in 0..3 {
+                    // Sender s sends (s + d + pass) % 4 elements to d: empty blocks too.
+                    let counts: Vec<usize> = (0..p).map(|d| (me + d + pass) % 4).collect();
+                    let mut x = a.exchange(&counts)?;
+                    for (d, block) in x.blocks()?.into_iter().enumerate() {
+                        assert_eq!(block.len(), counts[d]);
+                        for (i, v) in block.iter_mut().enumerate() {
+                            *v = tag(me, d, i);
+                        }
+                    }
+                    x.finish()?;
+                    let want: Vec<u64> = (0..p)
+                        .flat_map(|s| (0..(s + me + pass) % 4).map(move |i| tag(s, me, i)))
+                        .collect();
+                    assert_eq!(&a.own()?[..want.len()], &want[..], "pass {pass}");
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn shared_parts_are_read_by_everyone_then_reclaimed() {
+        Job::threads(3)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let me = team.rank();
+                let mut a = PhasedArray::<u32>::new(&team, 5)?;
+                for round in 0..2u32 {
+                    for (i, v) in a.own()?.iter_mut().enumerate() {
+                        *v = 100 * round + 10 * me as u32 + i as u32;
+                    }
+                    a.share()?;
+                    for r in 0..team.size() {
+                        let got = a.peer(r, 1..4)?;
+                        let want: Vec<u32> =
+                            (1..4).map(|i| 100 * round + 10 * r as u32 + i).collect();
+                        assert_eq!(&got[..], &want[..]);
+                    }
+                    a.reclaim()?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn puts_land_anywhere_in_a_part_and_out_of_bounds_is_refused() {
+        Job::threads(2)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let (me, other) = (team.rank(), 1 - team.rank());
+                let mut a = PhasedArray::<u16>::new(&team, 8)?;
+                a.own()?.fill(0);
+                let mut x = a.exchange(&[0, 0])?;
+                // Every other element of the peer's part, from a contiguous source.
+                x.put_strided(other, 1, &[2], &[7, 7, 7, 7], &[1], &[4])?;
+                x.put(other, 0, &[me as u16 + 1])?;
+                let past = x.put_strided(other, 2, &[2], &[7, 7, 7, 7], &[1], &[4]);
+                assert!(past.is_err(), "a strided put past the part");
+                assert!(x.put(other, 8, &[1]).is_err(), "a put past the part");
+                x.finish()?;
+                assert_eq!(a.own()?, &[other as u16 + 1, 7, 0, 7, 0, 7, 0, 7]);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn borrows_out_of_phase_are_refused_with_the_way_out() {
+        Job::threads(2)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let mut a = PhasedArray::<u8>::new(&team, 4)?;
+                let err = a.peer(0, 0..1).unwrap_err().to_string();
+                assert!(err.contains("share()"), "{err}");
+                a.share()?;
+                let err = a.own().unwrap_err().to_string();
+                assert!(err.contains("reclaim()"), "{err}");
+                assert!(a.peer(2, 0..1).is_err(), "a rank outside the team");
+                a.reclaim()?;
+                let err = a.exchange(&[1]).err().unwrap().to_string();
+                assert!(err.contains("one per rank"), "{err}");
+                // Every rank sends 3 to rank 0: 6 elements into a part of 4.
+                let err = a.exchange(&[3, 0]).err().unwrap().to_string();
+                assert!(err.contains("rank 0 would receive 6"), "{err}");
+                // The failed exchange left the phase unchanged; an abandoned one does not.
+                drop(a.exchange(&[1, 1])?);
+                let err = a.own().unwrap_err().to_string();
+                assert!(err.contains("Exchange::finish"), "{err}");
+                Ok(())
+            })
+            .unwrap();
+    }
+}
