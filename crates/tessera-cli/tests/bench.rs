@@ -8,28 +8,20 @@ use std::collections::BTreeSet;
 
 #[test]
 fn bench_rma_json_has_every_operation_and_baseline() {
-    let path = std::env::temp_dir().join(format!("tessera-bench-test-{}.json", std::process::id()));
-    let f = common::run(
-        common::tessera()
-            .args([
-                "bench",
-                "rma",
-                "-n",
-                "2",
-                "--quick",
-                "--barrier-ranks",
-                "3",
-                "--segment",
-                "64M",
-                "--json",
-            ])
-            .arg(&path),
+    let (_, report) = common::run_json(
+        common::tessera().args([
+            "bench",
+            "rma",
+            "-n",
+            "2",
+            "--quick",
+            "--barrier-ranks",
+            "3",
+            "--segment",
+            "64M",
+        ]),
         240,
     );
-    assert!(f.status.success(), "stderr: {}", f.stderr);
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert!(
         report["system"]["cpu"].is_string() && report["system"]["cores"].as_u64().unwrap() >= 1
     );
@@ -88,24 +80,15 @@ fn bench_coll_json_has_tuned_and_every_algorithm_for_every_operation() {
 
 #[test]
 fn bench_grid_json_has_every_strategy_and_the_copy_baseline() {
-    let path = std::env::temp_dir().join(format!("tessera-bench-grid-{}.json", std::process::id()));
-    let f = common::run(
-        common::tessera()
-            .args([
-                "bench", "grid", "-n", "3", "--quick", "--edge", "12", "--json",
-            ])
-            .arg(&path),
+    let (f, report) = common::run_json(
+        common::tessera().args(["bench", "grid", "-n", "3", "--quick", "--edge", "12"]),
         120,
     );
-    assert!(f.status.success(), "stderr: {}", f.stderr);
     assert!(
         f.stdout.contains("x the hand-packed exchange's time"),
         "{}",
         f.stdout
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     let results = report["results"].as_array().unwrap();
     let ops: Vec<(&str, &str)> = results
         .iter()

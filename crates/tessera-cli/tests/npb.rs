@@ -33,27 +33,19 @@ fn ep_verifies_over_processes_at_several_rank_counts() {
 
 #[test]
 fn ep_json_and_class_w_on_threads() {
-    let path = std::env::temp_dir().join(format!("tessera-npb-test-{}.json", std::process::id()));
-    let f = common::run(
-        common::tessera()
-            .args([
-                "npb",
-                "ep",
-                "--class",
-                "W",
-                "-n",
-                "4",
-                "--conduit",
-                "threads",
-                "--json",
-            ])
-            .arg(&path),
+    let (_, o) = common::run_json(
+        common::tessera().args([
+            "npb",
+            "ep",
+            "--class",
+            "W",
+            "-n",
+            "4",
+            "--conduit",
+            "threads",
+        ]),
         150,
     );
-    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
-    let o: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert_eq!(o["kernel"], "EP");
     assert_eq!(o["class"], "W");
     assert_eq!(o["ranks"], 4);
@@ -282,18 +274,12 @@ fn npb_all_skips_kernels_that_cannot_run_at_the_rank_count() {
 /// is refused naming what it needs.
 #[test]
 fn the_level_switch_memory_figures_and_up_front_refusals() {
-    let path = std::env::temp_dir().join(format!("tessera-npb-simd-{}.json", std::process::id()));
-    let f = common::run(
+    let (f, o) = common::run_json(
         common::tessera()
             .env("TESSERA_SIMD", "scalar")
-            .args(["npb", "mg", "--class", "S", "-n", "2", "--bounds", "--json"])
-            .arg(&path),
+            .args(["npb", "mg", "--class", "S", "-n", "2", "--bounds"]),
         150,
     );
-    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
-    let o: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert_eq!(o["simd"], "scalar");
     assert_eq!(o["verified"], true);
     for field in ["resident_share_bytes", "peak_rss_bytes"] {

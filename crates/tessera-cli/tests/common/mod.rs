@@ -91,6 +91,23 @@ pub fn run(cmd: &mut Command, secs: u64) -> Finished {
     finish(spawn(cmd), Duration::from_secs(secs))
 }
 
+/// Run `cmd` with `--json FILE` appended (a file of its own in the temporary directory),
+/// within `secs` seconds; it must succeed. Returns the run and the parsed report.
+pub fn run_json(cmd: &mut Command, secs: u64) -> (Finished, serde_json::Value) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "tessera-test-{}-{}.json",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = run(cmd.arg("--json").arg(&path), secs);
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    (f, serde_json::from_str(&text).unwrap())
+}
+
 /// Shared-memory objects in /dev/shm belonging to `job_id` (named objects live in the
 /// directory `tessera-<job id>`; the launcher's private memory has no name at all).
 pub fn shm_objects(job_id: &str) -> Vec<String> {

@@ -85,10 +85,9 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
     pub fn new(team: &'t Team<'t>, len: usize) -> Result<Self> {
         let ctx = team.context();
         let base = ctx.alloc_collective::<T>(len)?;
+        // Collective over the world, ending with a barrier: every member holds the array
+        // before any of them exchanges.
         let arrived = ctx.semaphore_collective()?;
-        // The allocation and the semaphore are collective over the world; the team's
-        // members must also agree before any of them exchanges.
-        team.barrier()?;
         Ok(PhasedArray {
             team,
             base,
