@@ -327,3 +327,24 @@ fn the_level_switch_memory_figures_and_up_front_refusals() {
     assert!(!huge.status.success());
     assert!(huge.stderr.contains("GiB of memory"), "{}", huge.stderr);
 }
+
+/// CG times each product form in its warm-up and reports the one it chose with every
+/// candidate's time; at the scalar level only the portable form is a candidate.
+#[test]
+fn cg_reports_the_product_form_it_timed_and_chose() {
+    for level in ["scalar", "auto"] {
+        let mut cmd = common::tessera();
+        if level == "scalar" {
+            cmd.env("TESSERA_SIMD", "scalar");
+        }
+        let (_, o) = common::run_json(cmd.args(["npb", "cg", "--class", "S", "-n", "2"]), 150);
+        assert_eq!(o["verified"], true, "{o}");
+        let product = o["choices"]["product"].as_str().expect("a product choice");
+        let (chosen, trials) = product.split_once(" (").expect("form (trials)");
+        assert!(trials.contains(&format!("{chosen} ")), "{product}");
+        assert!(trials.contains("portable "), "{product}");
+        if level == "scalar" {
+            assert_eq!(product.matches(" ms").count(), 1, "{product}");
+        }
+    }
+}

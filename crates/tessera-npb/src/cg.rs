@@ -248,18 +248,57 @@ pub struct Matrix {
     values: HugePageArray<f64>,
     /// Columns in the block: every index in `colidx` is below it.
     ncols: usize,
-    /// Whether the product takes the AVX-512 gather form (where the CPU has it): only when
-    /// the matrix streams from memory (see [`STREAMED_BYTES`]).
-    gather: bool,
+    /// How [`Matrix::multiply`] computes the product (see [`ProductForm`]).
+    form: ProductForm,
 }
 
-/// The size of the whole matrix (every rank's block) above which the product uses the
-/// AVX-512 gather form. It pays only when the matrix streams from memory: class B's
-/// matrix (146 MB) takes 11.7–11.9 s at 2 ranks with it against 16.1–16.2 s without. From
-/// cache the gathers are slower than one load per entry: class A's (20 MB, inside the
-/// 32 MiB L3 of the machine measured) takes 0.29–0.35 s with them against 0.20–0.22 s
-/// without. The bound is twice that L3 (docs/PERFORMANCE.md has the figures).
-const STREAMED_BYTES: usize = 64 << 20;
+/// A way to compute the block product. All give the same bits; which is fastest depends
+/// on the CPU and on whether the matrix fits in cache, so [`run`] times each once in the
+/// untimed warm-up ([`choose_form`]) rather than deciding by instruction-set level. On an
+/// AVX-512 Xeon the AVX-512 gathers win when the matrix streams from memory (class B at 2
+/// ranks: 11.7–11.9 s against 16.1–16.2 s) and lose from cache (class A: 0.29–0.35 s
+/// against 0.20–0.22 s); on a Zen 3 EPYC the AVX2 gathers lose at class B (18.9 s against
+/// 15.7 s). docs/PERFORMANCE.md has the figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductForm {
+    /// One scalar load of `x` per entry, four partial sums per row.
+    Portable,
+    /// Four entries at once with AVX2 gathers and software prefetch (`cg::avx2`).
+    Avx2Gather,
+    /// Four entries at once with masked AVX-512VL gathers and prefetch (`cg::avx512`).
+    Avx512Gather,
+}
+
+impl ProductForm {
+    /// The forms this CPU runs at the chosen [`crate::simd`] level, portable first.
+    ///
+    /// ```
+    /// use tessera_npb::cg::ProductForm;
+    /// assert_eq!(ProductForm::available()[0], ProductForm::Portable);
+    /// ```
+    pub fn available() -> Vec<ProductForm> {
+        let mut forms = vec![ProductForm::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx2::available() {
+                forms.push(ProductForm::Avx2Gather);
+            }
+            if avx512::available() {
+                forms.push(ProductForm::Avx512Gather);
+            }
+        }
+        forms
+    }
+
+    /// The form's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProductForm::Portable => "portable",
+            ProductForm::Avx2Gather => "avx2-gather",
+            ProductForm::Avx512Gather => "avx512-gather",
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Columns {
@@ -313,30 +352,55 @@ impl Matrix {
         found.map_or(0.0, |k| self.values[entries.start + k])
     }
 
-    /// `out = self · x`.
+    /// `out = self · x`, in the form chosen by [`Matrix::set_form`] (portable until then).
     pub fn multiply(&self, x: &[f64], out: &mut [f64]) {
+        self.multiply_as(self.form, x, out);
+    }
+
+    /// Compute later products in `form`.
+    ///
+    /// # Panics
+    /// If `form` is not among [`ProductForm::available`].
+    pub fn set_form(&mut self, form: ProductForm) {
+        assert!(
+            ProductForm::available().contains(&form),
+            "the {} product does not run at this SIMD level",
+            form.name()
+        );
+        self.form = form;
+    }
+
+    /// `out = self · x` in `form`, which must be among [`ProductForm::available`].
+    fn multiply_as(&self, form: ProductForm, x: &[f64], out: &mut [f64]) {
         assert!(x.len() >= self.ncols && out.len() + 1 == self.rowstr.len());
         match &self.colidx {
-            Columns::Narrow(c) => self.multiply_with(&c[..], x, out),
-            Columns::Wide(c) => self.multiply_with(&c[..], x, out),
+            Columns::Narrow(c) => self.multiply_with(form, &c[..], x, out),
+            Columns::Wide(c) => self.multiply_with(form, &c[..], x, out),
         }
     }
 
-    /// The product over one index width: where the matrix streams from memory, the
-    /// AVX-512 or AVX2 form for the chosen level, else the portable one. All give the
-    /// same bits. The caller has checked the lengths.
-    fn multiply_with<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.gather && avx512::available() {
-            // SAFETY: `available` checked that this CPU has the features it enables.
-            return unsafe { avx512::multiply(self, colidx, x, out) };
+    /// The product over one index width in `form`. The caller has checked the lengths.
+    fn multiply_with<I: ColumnIndex>(
+        &self,
+        form: ProductForm,
+        colidx: &[I],
+        x: &[f64],
+        out: &mut [f64],
+    ) {
+        match form {
+            #[cfg(target_arch = "x86_64")]
+            ProductForm::Avx512Gather if avx512::available() => {
+                // SAFETY: `available` checked that this CPU has the features it enables.
+                unsafe { avx512::multiply(self, colidx, x, out) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            ProductForm::Avx2Gather if avx2::available() => {
+                // SAFETY: `available` checked that this CPU has AVX2.
+                unsafe { avx2::multiply(self, colidx, x, out) }
+            }
+            ProductForm::Portable => self.multiply_portable(colidx, x, out),
+            _ => panic!("the {} product does not run here", form.name()),
         }
-        #[cfg(target_arch = "x86_64")]
-        if self.gather && avx2::available() {
-            // SAFETY: `available` checked that this CPU has AVX2.
-            return unsafe { avx2::multiply(self, colidx, x, out) };
-        }
-        self.multiply_portable(colidx, x, out);
     }
 
     /// The product, portably. Four partial sums per row break the chain of dependent
@@ -446,9 +510,41 @@ pub fn make_matrix(data: &ClassData, layout: &Layout) -> Matrix {
             *at += 1;
         });
     }
-    let mut matrix = compress(&start, colidx, values, ncols);
-    matrix.gather = matrix.bytes() * layout.rows * layout.cols > STREAMED_BYTES;
-    matrix
+    compress(&start, colidx, values, ncols)
+}
+
+/// Rounds of [`choose_form`]'s trial: each round times one product in every form, and a
+/// form's best round counts. Taking the forms in turns, rather than one after another,
+/// keeps a burst of noise on a shared host from falling on one form alone.
+const TRIAL_ROUNDS: usize = 4;
+
+/// Time every [`ProductForm`] this CPU runs on `matrix` (the best of `TRIAL_ROUNDS` (4)
+/// products each, taken in turns, the slowest rank's time counting), set the fastest, and
+/// return each form's time in seconds. Collective over `world`: every rank picks the same
+/// form.
+pub fn choose_form(matrix: &mut Matrix, world: &Team) -> tessera::Result<Vec<(ProductForm, f64)>> {
+    let x: Vec<f64> = (0..matrix.ncols).map(|i| 1.0 + i as f64 * 1e-6).collect();
+    let mut out = vec![0.0; matrix.rowstr.len() - 1];
+    let forms = ProductForm::available();
+    let mut best = vec![f64::INFINITY; forms.len()];
+    for _ in 0..TRIAL_ROUNDS {
+        for (&form, best) in forms.iter().zip(&mut best) {
+            let start = Instant::now();
+            matrix.multiply_as(form, &x, &mut out);
+            *best = best.min(start.elapsed().as_secs_f64());
+        }
+    }
+    let mut times = Vec::new();
+    for (form, best) in forms.into_iter().zip(best) {
+        times.push((form, world.allreduce_value(best, Op::Max)?));
+    }
+    let fastest = times
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("the portable form always runs")
+        .0;
+    matrix.set_form(fastest);
+    Ok(times)
 }
 
 /// Compressed rows from entries placed row by row in generation order (row `i` at
@@ -503,7 +599,7 @@ fn compress(
         colidx,
         values,
         ncols,
-        gather: false,
+        form: ProductForm::Portable,
     }
 }
 
@@ -764,6 +860,16 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
     }
 }
 
+/// The chosen product form and what each form took, e.g.
+/// `avx2-gather (portable 9.81 ms, avx2-gather 7.02 ms)`.
+fn describe_trials(matrix: &Matrix, trials: &[(ProductForm, f64)]) -> String {
+    let each: Vec<String> = trials
+        .iter()
+        .map(|(form, s)| format!("{} {:.2} ms", form.name(), s * 1e3))
+        .collect();
+    format!("{} ({})", matrix.form.name(), each.join(", "))
+}
+
 /// Run CG at `class`; rank 0 gets the outcome.
 pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
@@ -775,7 +881,8 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     let row_team = world
         .split(Some(layout.row as u32), layout.col as u64)?
         .expect("every rank is in its process row");
-    let matrix = make_matrix(data, &layout);
+    let mut matrix = make_matrix(data, &layout);
+    let trials = choose_form(&mut matrix, &world)?;
     let slots = 2 * layout.phases.len() + 1;
     let capacity = data.na.div_ceil(layout.rows);
     let comm = Exchanger {
@@ -841,6 +948,10 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         iterations: data.niter as u64,
         operation: "floating point".into(),
         profile: BTreeMap::new(),
+        choices: BTreeMap::from([(
+            "product".to_string(),
+            describe_trials(&solver.op.matrix, &trials),
+        )]),
         ..Outcome::default()
     }))
 }
@@ -1011,56 +1122,29 @@ mod tests {
         compress(&start, colidx, values, ncols)
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn the_vector_products_equal_the_portable_one_bit_for_bit() {
-        if !super::avx2::available() {
-            eprintln!("no AVX2 here: the vector products cannot run");
-            return;
-        }
-        type Product<I> = unsafe fn(&Matrix, &[I], &[f64], &mut [f64]);
-        let mut narrow: Vec<(&str, Product<u16>)> = vec![("avx2", super::avx2::multiply)];
-        let mut wide: Vec<(&str, Product<u32>)> = vec![("avx2", super::avx2::multiply)];
-        if super::avx512::available() {
-            narrow.push(("avx512", super::avx512::multiply));
-            wide.push(("avx512", super::avx512::multiply));
-        } else {
-            eprintln!("no AVX-512 at this level: only the AVX2 product is checked");
+    fn every_product_form_equals_the_portable_one_bit_for_bit() {
+        let forms = ProductForm::available();
+        if forms.len() == 1 {
+            eprintln!("no vector product runs at this level: only the portable one is checked");
         }
         // 16-bit and 32-bit column indices.
         for (ncols, seed) in [(5_000, 1), (70_000, 2)] {
-            let m = random_matrix(600, ncols, seed);
+            let mut m = random_matrix(600, ncols, seed);
+            assert_eq!(matches!(m.colidx, Columns::Narrow(_)), ncols <= 1 << 16);
             let x: Vec<f64> = (0..ncols).map(|i| (i as f64 * 0.618).sin() * 1e3).collect();
             let mut want = vec![0.0; 600];
-            let mut results = Vec::new();
-            match &m.colidx {
-                Columns::Narrow(c) => {
-                    assert!(ncols < 1 << 16);
-                    m.multiply_portable(c, &x, &mut want);
-                    for &(name, product) in &narrow {
-                        let mut got = vec![0.0; 600];
-                        // SAFETY: `available` said this CPU has the features.
-                        unsafe { product(&m, c, &x, &mut got) };
-                        results.push((name, got));
-                    }
-                }
-                Columns::Wide(c) => {
-                    assert!(ncols >= 1 << 16);
-                    m.multiply_portable(c, &x, &mut want);
-                    for &(name, product) in &wide {
-                        let mut got = vec![0.0; 600];
-                        // SAFETY: as above.
-                        unsafe { product(&m, c, &x, &mut got) };
-                        results.push((name, got));
-                    }
-                }
-            }
-            for (name, got) in &results {
+            m.multiply(&x, &mut want);
+            for &form in &forms {
+                m.set_form(form);
+                let mut got = vec![0.0; 600];
+                m.multiply(&x, &mut got);
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(
                         g.to_bits(),
                         w.to_bits(),
-                        "{name}, {ncols} columns, row {i}: {g} vs {w}"
+                        "{}, {ncols} columns, row {i}: {g} vs {w}",
+                        form.name()
                     );
                 }
             }

@@ -38,6 +38,10 @@ pub struct Outcome {
     /// kernels that measure it, e.g. `compute_s`, `communication_s`, `wait_s`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile: BTreeMap<String, f64>,
+    /// Choices the kernel made at run time and what decided them (e.g. CG's `product`
+    /// form, with each candidate's trial time).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub choices: BTreeMap<String, String>,
     /// The instruction-set level the kernels ran at (`avx512`, `avx2` or `scalar`; see
     /// [`crate::simd`]). This and the memory figures below are filled in by
     /// [`crate::run`]; a kernel's own `run` leaves them empty.
@@ -91,6 +95,9 @@ impl fmt::Display for Outcome {
         )?;
         row(f, "Variant", &self.variant)?;
         row(f, "SIMD level", &self.simd)?;
+        for (name, choice) in &self.choices {
+            writeln!(f, " {name:<16}= {choice}")?;
+        }
         let mib = |bytes: &[u64]| {
             let each: Vec<String> = bytes.iter().map(|&b| (b >> 20).to_string()).collect();
             format!("{} MiB", each.join(" "))
