@@ -37,7 +37,11 @@ use crate::rng::{pow_mod, vranlc, A};
 use crate::{Class, Outcome};
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod vector;
 
 /// The problem of one class.
 #[derive(Clone, Copy, Debug)]
@@ -258,12 +262,17 @@ fn cross_sums(src: &[f64], s: Shape, i0: usize, i1: usize, faces: &mut [f64], ed
 }
 
 /// `r = v − A u` on the interior rows `part`; `v = None` means `v` is `r` itself (in
-/// place). The AVX-512 form where the CPU and the block allow it.
+/// place). The AVX-512 or AVX2 form where the CPU and the block allow it.
 fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], s: Shape, part: Part, bufs: &mut RowBuffers) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(s) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
         return unsafe { avx512::resid(u, v, r, s, part) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available(s) {
+        // SAFETY: `available` checked that this CPU has AVX2.
+        return unsafe { avx2::resid(u, v, r, s, part) };
     }
     resid_portable(u, v, r, s, part, bufs)
 }
@@ -319,6 +328,11 @@ fn psinv(r: &[f64], u: &mut [f64], s: Shape, part: Part, c: [f64; 4], bufs: &mut
         // SAFETY: `available` checked that this CPU has AVX-512F.
         return unsafe { avx512::psinv(r, u, s, part, c) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available(s) {
+        // SAFETY: `available` checked that this CPU has AVX2.
+        return unsafe { avx2::psinv(r, u, s, part, c) };
+    }
     psinv_portable(r, u, s, part, c, bufs)
 }
 
@@ -351,13 +365,18 @@ crate::multilevel! {
     }
 }
 
-/// Restrict the fine residual `r` onto the coarse level's interior `s`. The AVX-512 form
-/// where the CPU and the block allow it.
+/// Restrict the fine residual `r` onto the coarse level's interior `s`. The AVX-512 or
+/// AVX2 form where the CPU and the block allow it.
 fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, bufs: &mut RowBuffers) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
         return unsafe { avx512::rprj3(r, fine, s, coarse) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available(coarse) {
+        // SAFETY: `available` checked that this CPU has AVX2.
+        return unsafe { avx2::rprj3(r, fine, s, coarse) };
     }
     rprj3_portable(r, fine, s, coarse, bufs)
 }
@@ -1153,41 +1172,94 @@ mod tests {
             .collect()
     }
 
+    /// A vector `resid`: `u`, `v` (or in place), `r`, the block and the rows.
+    #[cfg(target_arch = "x86_64")]
+    type Resid = unsafe fn(&[f64], Option<&[f64]>, &mut [f64], Shape, Part);
+
+    /// One vector width's stencils, for the test below.
+    #[cfg(target_arch = "x86_64")]
+    struct VectorForm {
+        name: &'static str,
+        available: fn(Shape) -> bool,
+        resid: Resid,
+        psinv: unsafe fn(&[f64], &mut [f64], Shape, Part, [f64; 4]),
+        rprj3: unsafe fn(&[f64], Shape, &mut [f64], Shape),
+    }
+
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_stencils_equal_the_portable_ones_bit_for_bit() {
-        #[cfg(target_arch = "x86_64")]
-        if crate::simd::level() != crate::simd::Level::Avx512 {
-            eprintln!("no AVX-512F here: only the portable stencils run");
-        }
+        let forms = [
+            VectorForm {
+                name: "avx512",
+                available: avx512::available,
+                resid: avx512::resid,
+                psinv: avx512::psinv,
+                rprj3: avx512::rprj3,
+            },
+            VectorForm {
+                name: "avx2",
+                available: avx2::available,
+                resid: avx2::resid,
+                psinv: avx2::psinv,
+                rprj3: avx2::rprj3,
+            },
+        ];
         let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for interior in [[4, 4, 8], [3, 5, 32], [2, 2, 16], [4, 2, 64]] {
+        let mut checked = Vec::new();
+        for interior in [
+            [4, 4, 8],
+            [3, 5, 32],
+            [2, 2, 16],
+            [4, 2, 64],
+            [3, 3, 4],
+            [2, 3, 12],
+        ] {
             let s = Shape::with_interior(interior);
             let (u, v, r0) = (
                 noise(s.len(), 271_828_183),
                 noise(s.len(), 314_159_265),
                 noise(s.len(), 1),
             );
-            let mut bufs: RowBuffers = std::array::from_fn(|_| vec![0.0; 2 * s.m[2]]);
-            for with_v in [Some(&v[..]), None] {
-                let (mut fast, mut portable) = (r0.clone(), r0.clone());
-                resid(&u, with_v, &mut fast, s, Part::all(s), &mut bufs);
-                resid_portable(&u, with_v, &mut portable, s, Part::all(s), &mut bufs);
-                assert_eq!(bits(&fast), bits(&portable), "resid, {interior:?}");
-                assert_ne!(bits(&fast), bits(&r0), "resid wrote nothing");
-            }
-            let c = smoother(Class::A);
-            let (mut fast, mut portable) = (u.clone(), u.clone());
-            psinv(&r0, &mut fast, s, Part::all(s), c, &mut bufs);
-            psinv_portable(&r0, &mut portable, s, Part::all(s), c, &mut bufs);
-            assert_eq!(bits(&fast), bits(&portable), "psinv, {interior:?}");
-            assert_ne!(bits(&fast), bits(&u), "psinv wrote nothing");
             let coarse = Shape::with_interior(interior.map(|e| e.div_ceil(2)));
             let fine = Shape::with_interior(coarse.m.map(|e| 2 * (e - 2)));
             let r = noise(fine.len(), 5);
-            let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
-            rprj3(&r, fine, &mut fast, coarse, &mut bufs);
-            rprj3_portable(&r, fine, &mut portable, coarse, &mut bufs);
-            assert_eq!(bits(&fast), bits(&portable), "rprj3, coarse {:?}", coarse.m);
+            let mut bufs: RowBuffers = std::array::from_fn(|_| vec![0.0; 2 * fine.m[2]]);
+            for form in forms.iter().filter(|f| (f.available)(s)) {
+                let name = form.name;
+                for with_v in [Some(&v[..]), None] {
+                    let (mut fast, mut portable) = (r0.clone(), r0.clone());
+                    // SAFETY: `available` said this CPU has the form's features.
+                    unsafe { (form.resid)(&u, with_v, &mut fast, s, Part::all(s)) };
+                    resid_portable(&u, with_v, &mut portable, s, Part::all(s), &mut bufs);
+                    assert_eq!(bits(&fast), bits(&portable), "{name} resid, {interior:?}");
+                    assert_ne!(bits(&fast), bits(&r0), "{name} resid wrote nothing");
+                }
+                let c = smoother(Class::A);
+                let (mut fast, mut portable) = (u.clone(), u.clone());
+                // SAFETY: as above.
+                unsafe { (form.psinv)(&r0, &mut fast, s, Part::all(s), c) };
+                psinv_portable(&r0, &mut portable, s, Part::all(s), c, &mut bufs);
+                assert_eq!(bits(&fast), bits(&portable), "{name} psinv, {interior:?}");
+                assert_ne!(bits(&fast), bits(&u), "{name} psinv wrote nothing");
+                if (form.available)(coarse) {
+                    let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
+                    // SAFETY: as above.
+                    unsafe { (form.rprj3)(&r, fine, &mut fast, coarse) };
+                    rprj3_portable(&r, fine, &mut portable, coarse, &mut bufs);
+                    assert_eq!(bits(&fast), bits(&portable), "{name} rprj3, {:?}", coarse.m);
+                    checked.push((name, "rprj3"));
+                }
+                checked.push((name, "resid psinv"));
+            }
         }
+        let ran: std::collections::BTreeSet<_> = checked.iter().map(|c| c.0).collect();
+        if crate::simd::level() >= crate::simd::Level::Avx2 {
+            assert!(
+                ran.contains("avx2"),
+                "the AVX2 stencils never ran: {checked:?}"
+            );
+        }
+        eprintln!("vector stencils checked: {ran:?}");
     }
 }
