@@ -179,8 +179,8 @@ impl Kernel {
     ///
     /// ```
     /// use tessera_npb::{Class, Kernel};
-    /// // FT class C: 512³ complex numbers (2 GiB), held five times over, split in two.
-    /// assert_eq!(Kernel::Ft.footprint(Class::C, 2).total(), 5 << 30);
+    /// // FT class C: 512³ complex numbers (2 GiB), held four times over, split in two.
+    /// assert_eq!(Kernel::Ft.footprint(Class::C, 2).total(), 4 << 30);
     /// ```
     pub fn footprint(self, class: Class, ranks: usize) -> Footprint {
         self.benchmark().footprint(class, ranks)

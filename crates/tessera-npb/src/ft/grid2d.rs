@@ -13,17 +13,18 @@
 //! frequency only within a column (same `b`). As in the slab variants, every element is put
 //! straight into its place in the owner's array as soon as the plane it belongs to has been
 //! transformed (between row and column, a batch of planes, so that writes run along the
-//! owner's contiguous dimension); each transpose starts with a barrier and ends with one
-//! post per sender.
+//! owner's contiguous dimension); each transpose is an exchange of the receiving array
+//! within the row or column ([`PhasedArray::exchange_within`]): it opens with a barrier of
+//! that group and ends with one signal per sender.
 //! This module must never assume a rank holds a whole plane.
 
 use std::time::{Duration, Instant};
 
-use tessera::{Context, CoreError, GlobalPtr, Semaphore, Team};
+use tessera::{CoreError, PhasedArray, Team};
 
 use super::{
-    checksum_points, decay_tables, initial_row, own_mut, read_timers, scratch_len, total_checksum,
-    ClassData, Plans, Steps, C, PLANE_BATCH,
+    checksum_points, decay_tables, initial_row, read_timers, total_checksum, ClassData, Ffts,
+    Steps, C, PLANE_BATCH, X, Y, Z,
 };
 
 /// The process grid `[p1, p2]` for `ranks` on a grid of `n = [nx, ny, nz]` points: as
@@ -44,8 +45,11 @@ pub fn process_grid(ranks: usize, n: [usize; 3]) -> Option<[usize; 2]> {
 
 /// One rank's state.
 pub(super) struct Solver<'c> {
-    ctx: &'c Context,
-    team: Team<'c>,
+    world: &'c Team<'c>,
+    /// Our row of the process grid (same `a`) and our column (same `b`): the groups of the
+    /// two transposes.
+    row: Team<'c>,
+    column: Team<'c>,
     n: [usize; 3],
     grid: [usize; 2],
     /// This rank's place `(a, b)` in the process grid.
@@ -56,42 +60,43 @@ pub(super) struct Solver<'c> {
     ylen_b: usize,
     xlen: usize,
     ylen_a: usize,
-    /// The three layouts' arrays, one per rank at the same offset.
-    space: GlobalPtr<C>,
-    middle: GlobalPtr<C>,
-    freq: GlobalPtr<C>,
-    arrived: Semaphore,
+    /// The three layouts' arrays: space and frequency written by others only within our
+    /// row and column respectively, middle by either (one exchange at a time).
+    space: PhasedArray<'c, C>,
+    middle: PhasedArray<'c, C>,
+    freq: PhasedArray<'c, C>,
     /// u1 in the frequency layout (private).
     work: Vec<C>,
-    forward: Plans,
-    inverse: Plans,
-    scratch: Vec<C>,
+    ffts: Ffts,
     decay: [Vec<f64>; 3],
     comm: Duration,
     wait: Duration,
 }
 
 impl<'c> Solver<'c> {
-    pub(super) fn new(ctx: &'c Context, data: &ClassData) -> tessera::Result<Self> {
+    pub(super) fn new(world: &'c Team<'c>, data: &ClassData) -> tessera::Result<Self> {
         let n = [data.nx, data.ny, data.nz];
-        let grid = process_grid(ctx.ranks(), n).ok_or_else(|| {
+        let (ranks, me) = (world.size(), world.rank());
+        let grid = process_grid(ranks, n).ok_or_else(|| {
             CoreError::Invalid(format!(
-                "ft: {} ranks do not split a {}x{}x{} grid into pencils (a power-of-two p1 × p2 with p1 ≤ min(nz, ny) and p2 ≤ min(nx, ny)); use fewer ranks",
-                ctx.ranks(),
+                "ft: {ranks} ranks do not split a {}x{}x{} grid into pencils (a power-of-two p1 × p2 with p1 ≤ min(nz, ny) and p2 ≤ min(nx, ny)); use fewer ranks",
                 n[0],
                 n[1],
                 n[2]
             ))
         })?;
         let [p1, p2] = grid;
-        let at = [ctx.rank() / p2, ctx.rank() % p2];
-        let local = n.iter().product::<usize>() / ctx.ranks();
-        let mut planner = super::Planner::new();
-        let forward = Plans::new(&mut planner, n, true);
-        let inverse = Plans::new(&mut planner, n, false);
+        let at = [me / p2, me % p2];
+        let local = n.iter().product::<usize>() / ranks;
+        let split = |colour: usize, key: usize| -> tessera::Result<Team<'c>> {
+            Ok(world
+                .split(Some(colour as u32), key as u64)?
+                .expect("every rank is in its row and its column"))
+        };
         Ok(Solver {
-            ctx,
-            team: Team::world(ctx)?,
+            world,
+            row: split(at[0], at[1])?,
+            column: split(at[1], at[0])?,
             n,
             grid,
             at,
@@ -99,73 +104,15 @@ impl<'c> Solver<'c> {
             ylen_b: data.ny / p2,
             xlen: data.nx / p2,
             ylen_a: data.ny / p1,
-            space: ctx.alloc_collective::<C>(local)?,
-            middle: ctx.alloc_collective::<C>(local)?,
-            freq: ctx.alloc_collective::<C>(local)?,
-            arrived: ctx.semaphore_collective()?,
+            space: PhasedArray::new(world, local)?,
+            middle: PhasedArray::new(world, local)?,
+            freq: PhasedArray::new(world, local)?,
             work: vec![C::default(); local],
-            scratch: vec![C::default(); scratch_len(&[&forward, &inverse])],
-            forward,
-            inverse,
+            ffts: Ffts::new(n),
             decay: decay_tables(n),
             comm: Duration::ZERO,
             wait: Duration::ZERO,
         })
-    }
-
-    fn local_len(&self) -> usize {
-        self.n.iter().product::<usize>() / self.ctx.ranks()
-    }
-
-    /// This rank's part of `self.space`, `self.middle` or `self.freq`.
-    ///
-    /// # Safety
-    /// As the slab solver's: each array is written by other ranks only inside the
-    /// transposes into it, between their opening barrier and the owner's wait for every
-    /// sender, and callers hold the slice only outside that window.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn own_mut(&self, array: GlobalPtr<C>) -> tessera::Result<&'c mut [C]> {
-        // SAFETY: the caller's contract above.
-        unsafe { own_mut(self.ctx, array, self.local_len()) }
-    }
-
-    /// The world rank at process-grid place `(a, b)`.
-    fn rank_at(&self, a: usize, b: usize) -> usize {
-        a * self.grid[1] + b
-    }
-
-    /// Start a transpose: every owner is done with the array it is about to receive.
-    fn open_transpose(&mut self) -> tessera::Result<()> {
-        let t = Instant::now();
-        self.team.barrier()?;
-        self.wait += t.elapsed();
-        Ok(())
-    }
-
-    /// Post every rank in `peers` (this transpose's owners, who are also its senders)
-    /// once, and wait for a post from each of them.
-    fn close_transpose(&mut self, peers: Vec<usize>) -> tessera::Result<()> {
-        let t = Instant::now();
-        for &d in &peers {
-            self.arrived.on(d).post(self.ctx, 1)?;
-        }
-        self.arrived.wait(self.ctx, peers.len() as u64)?;
-        self.wait += t.elapsed();
-        Ok(())
-    }
-
-    /// The ranks of our process-grid row (same `a`).
-    fn row(&self) -> Vec<usize> {
-        (0..self.grid[1])
-            .map(|b| self.rank_at(self.at[0], b))
-            .collect()
-    }
-
-    /// The ranks of our process-grid column (same `b`).
-    fn column(&self) -> Vec<usize> {
-        (0..self.grid[0])
-            .map(|a| self.rank_at(a, self.at[1]))
-            .collect()
     }
 }
 
@@ -173,9 +120,7 @@ impl Steps for Solver<'_> {
     fn initial_conditions(&mut self) -> tessera::Result<()> {
         let nx = self.n[0];
         let (z0, y0) = (self.at[0] * self.zlen, self.at[1] * self.ylen_b);
-        // SAFETY: called before the forward transposes; the space array is written by
-        // others only in the inverse's last transpose, after a barrier we reach later.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let mut randoms = vec![0.0; 2 * nx];
         for (i, row) in space.chunks_exact_mut(nx).enumerate() {
             let (zl, yl) = (i / self.ylen_b, i % self.ylen_b);
@@ -189,23 +134,20 @@ impl Steps for Solver<'_> {
         let (zlen, ylen_b, xlen, ylen_a) = (self.zlen, self.ylen_b, self.xlen, self.ylen_a);
         let [a, b] = self.at;
         // Space → middle, within our row: x FFTs, then each plane's x-blocks to their owners.
-        self.open_transpose()?;
-        // SAFETY: between the two barriers of the forward FFT only this rank uses its space
-        // array.
-        let space = unsafe { self.own_mut(self.space)? };
+        let t = Instant::now();
+        let mut exchange = self.middle.exchange_within(&self.row)?;
+        self.wait += t.elapsed();
+        let space = self.space.own()?;
         for plane in space.chunks_exact_mut(ylen_b * nx) {
-            self.forward
-                .x
-                .process_with_scratch(plane, &mut self.scratch);
+            self.ffts.along(X, true, plane);
         }
         let t = Instant::now();
         for (zl, plane) in space.chunks_exact(ylen_b * nx).enumerate() {
             for b2 in 0..self.grid[1] {
                 // (z, y, x) → middle[z][x − x0][y] on (a, x's block).
-                self.ctx.put_strided(
-                    self.middle
-                        .on(self.rank_at(a, b2))
-                        .add(zl * xlen * ny + b * ylen_b),
+                exchange.put_strided(
+                    a * self.grid[1] + b2,
+                    zl * xlen * ny + b * ylen_b,
                     &[ny, 1],
                     &plane[b2 * xlen..],
                     &[1, nx],
@@ -214,24 +156,23 @@ impl Steps for Solver<'_> {
             }
         }
         self.comm += t.elapsed();
-        self.close_transpose(self.row())?;
+        let t = Instant::now();
+        exchange.finish()?;
 
         // Middle → frequency, within our column: y FFTs, then each plane's y-blocks.
-        self.open_transpose()?;
-        // SAFETY: every row peer has posted: our middle array is complete, and nobody
-        // writes it again before the inverse's first transpose.
-        let middle = unsafe { self.own_mut(self.middle)? };
+        let mut exchange = self.freq.exchange_within(&self.column)?;
+        self.wait += t.elapsed();
+        let middle = self.middle.own()?;
         let batch = PLANE_BATCH.min(zlen);
         for first in (0..zlen).step_by(batch) {
             let planes = &mut middle[first * xlen * ny..(first + batch) * xlen * ny];
-            self.forward
-                .y
-                .process_with_scratch(planes, &mut self.scratch);
+            self.ffts.along(Y, true, planes);
             let t = Instant::now();
             for a2 in 0..self.grid[0] {
                 // (z, x, y) → freq[y − y0][x][z] on (y's block, b): runs of `batch` along z.
-                self.ctx.put_strided(
-                    self.freq.on(self.rank_at(a2, b)).add(a * zlen + first),
+                exchange.put_strided(
+                    a2 * self.grid[1] + b,
+                    a * zlen + first,
                     &[xlen * nz, nz, 1],
                     &planes[a2 * ylen_a..],
                     &[1, ny, xlen * ny],
@@ -240,18 +181,17 @@ impl Steps for Solver<'_> {
             }
             self.comm += t.elapsed();
         }
-        self.close_transpose(self.column())?;
-        // SAFETY: every column peer has posted; nothing writes our frequency array again.
-        let freq = unsafe { self.own_mut(self.freq)? };
-        self.forward.z.process_with_scratch(freq, &mut self.scratch);
+        let t = Instant::now();
+        exchange.finish()?;
+        self.wait += t.elapsed();
+        self.ffts.along(Z, true, self.freq.own()?);
         Ok(())
     }
 
     fn evolve(&mut self) -> tessera::Result<()> {
         let nz = self.n[2];
         let (y0, x0) = (self.at[0] * self.ylen_a, self.at[1] * self.xlen);
-        // SAFETY: see forward_fft's last step.
-        let freq = unsafe { self.own_mut(self.freq)? };
+        let freq = self.freq.own()?;
         let [dx, dy, dz] = &self.decay;
         let rows = freq
             .chunks_exact_mut(nz)
@@ -272,19 +212,19 @@ impl Steps for Solver<'_> {
         let (zlen, ylen_b, xlen, ylen_a) = (self.zlen, self.ylen_b, self.xlen, self.ylen_a);
         let [a, b] = self.at;
         // Frequency → middle, within our column: z FFTs per y-plane, then its z-blocks.
-        self.open_transpose()?;
-        let mut work = std::mem::take(&mut self.work);
+        let t = Instant::now();
+        let mut exchange = self.middle.exchange_within(&self.column)?;
+        self.wait += t.elapsed();
         let batch = PLANE_BATCH.min(ylen_a);
         for first in (0..ylen_a).step_by(batch) {
-            let planes = &mut work[first * xlen * nz..(first + batch) * xlen * nz];
-            self.inverse
-                .z
-                .process_with_scratch(planes, &mut self.scratch);
+            let planes = &mut self.work[first * xlen * nz..(first + batch) * xlen * nz];
+            self.ffts.along(Z, false, planes);
             let t = Instant::now();
             for a2 in 0..self.grid[0] {
                 // (y, x, z) → middle[z − z0][x][y] on (z's block, b): runs of `batch` along y.
-                self.ctx.put_strided(
-                    self.middle.on(self.rank_at(a2, b)).add(a * ylen_a + first),
+                exchange.put_strided(
+                    a2 * self.grid[1] + b,
+                    a * ylen_a + first,
                     &[xlen * ny, ny, 1],
                     &planes[a2 * zlen..],
                     &[1, nz, xlen * nz],
@@ -293,25 +233,21 @@ impl Steps for Solver<'_> {
             }
             self.comm += t.elapsed();
         }
-        self.work = work;
-        self.close_transpose(self.column())?;
+        let t = Instant::now();
+        exchange.finish()?;
 
         // Middle → space, within our row: y FFTs per z-plane, then its y-blocks.
-        self.open_transpose()?;
-        // SAFETY: every column peer has posted; nothing writes our middle array again
-        // before the next forward FFT.
-        let middle = unsafe { self.own_mut(self.middle)? };
+        let mut exchange = self.space.exchange_within(&self.row)?;
+        self.wait += t.elapsed();
+        let middle = self.middle.own()?;
         for (zl, plane) in middle.chunks_exact_mut(xlen * ny).enumerate() {
-            self.inverse
-                .y
-                .process_with_scratch(plane, &mut self.scratch);
+            self.ffts.along(Y, false, plane);
             let t = Instant::now();
             for b2 in 0..self.grid[1] {
                 // (z, x, y) → space[z][y − y0][x] on (a, y's block).
-                self.ctx.put_strided(
-                    self.space
-                        .on(self.rank_at(a, b2))
-                        .add(zl * ylen_b * nx + b * xlen),
+                exchange.put_strided(
+                    a * self.grid[1] + b2,
+                    zl * ylen_b * nx + b * xlen,
                     &[nx, 1],
                     &plane[b2 * ylen_b..],
                     &[1, ny],
@@ -320,32 +256,28 @@ impl Steps for Solver<'_> {
             }
             self.comm += t.elapsed();
         }
-        self.close_transpose(self.row())?;
-        // SAFETY: every row peer has posted; nobody writes our space array again before
-        // the next inverse FFT's last transpose, which opens with a barrier.
-        let space = unsafe { self.own_mut(self.space)? };
-        self.inverse
-            .x
-            .process_with_scratch(space, &mut self.scratch);
+        let t = Instant::now();
+        exchange.finish()?;
+        self.wait += t.elapsed();
+        self.ffts.along(X, false, self.space.own()?);
         Ok(())
     }
 
-    fn checksum(&self) -> tessera::Result<C> {
+    fn checksum(&mut self) -> tessera::Result<C> {
         let nx = self.n[0];
         let (z0, y0) = (self.at[0] * self.zlen, self.at[1] * self.ylen_b);
-        // SAFETY: read between the inverse FFT's end and the next transpose's barrier.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let mut sum = C::default();
         for [x, y, z] in checksum_points(self.n) {
             if (z0..z0 + self.zlen).contains(&z) && (y0..y0 + self.ylen_b).contains(&y) {
                 sum += space[((z - z0) * self.ylen_b + y - y0) * nx + x];
             }
         }
-        total_checksum(&self.team, sum, self.n)
+        total_checksum(self.world, sum, self.n)
     }
 
     fn team(&self) -> &Team<'_> {
-        &self.team
+        self.world
     }
 
     fn comm_wait(&mut self, reset: bool) -> (Duration, Duration) {

@@ -10,14 +10,16 @@
 //!
 //! - `--variant slabs` (the default): as soon as a plane's FFTs are done, its piece for
 //!   every owner goes out with one strided put, while the next plane is computed;
-//! - `--variant packed`: all planes first, then one contiguous buffer per owner, put whole
-//!   into the owner's receive area and unpacked there (the reference's bulk all-to-all).
+//! - `--variant packed`: all planes first, then one contiguous block per owner, written into
+//!   the owner's receive area and unpacked there (the reference's bulk all-to-all).
 //! - `--variant pencils`: every row goes out as soon as it is ready (a y-row once its
 //!   plane is transformed, a z-row right after its own FFT), one small strided put each.
 //!
-//! Each transpose starts with a barrier (every owner is done with its target array) and
-//! ends with a semaphore: a sender posts every owner once after its last put, and an
-//! owner waits for one post per sender.
+//! The collective arrays are [`PhasedArray`]s, so FT holds no `unsafe`: each transpose is
+//! an exchange of the receiving array, which opens once every owner has let go of its part
+//! and ends when every sender has signalled every owner; between transposes a rank
+//! borrows its own parts as plain slices. `packed` packs straight into its block of each
+//! owner's receive area ([`tessera::Exchange::blocks`]), with no packing buffer.
 //!
 //! Slabs hold whole planes, so they stop at `min(nz, ny)` ranks. Beyond that, and on any
 //! rank count with `--variant 2d`, the grid is split into pencils over a 2-D process grid
@@ -35,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use num_complex::Complex;
 use rustfft::{Fft, FftDirection, FftPlanner, FftPlannerScalar};
-use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
+use tessera::{Context, CoreError, Op, PhasedArray, Team};
 
 use crate::rng::{mul_mod, pow_mod, vranlc, A};
 use crate::{Class, Outcome};
@@ -43,6 +45,11 @@ use crate::{Class, Outcome};
 mod grid2d;
 
 type C = Complex<f64>;
+
+/// The axes, as [`Ffts::along`] takes them.
+const X: usize = 0;
+const Y: usize = 1;
+const Z: usize = 2;
 
 /// The problem of one class.
 #[derive(Clone, Copy, Debug)]
@@ -288,17 +295,6 @@ fn checksum_points(n: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
     (1..=1024).map(move |j| [j % n[0], (3 * j) % n[1], (5 * j) % n[2]])
 }
 
-/// A rank's slice of a collectively allocated array.
-///
-/// # Safety
-/// No other rank may write `array`'s first `len` elements on this rank while the slice
-/// lives (each solver says when that holds).
-#[allow(clippy::mut_from_ref)]
-unsafe fn own_mut(ctx: &Context, array: GlobalPtr<C>, len: usize) -> tessera::Result<&mut [C]> {
-    // SAFETY: the caller's contract above; local_slice_mut checks bounds and mapping.
-    Ok(unsafe { ctx.local_slice_mut(array, len)? }.expect("a rank's own segment is always mapped"))
-}
-
 /// `(comm, wait)`, zeroing both if `reset`.
 fn read_timers(comm: &mut Duration, wait: &mut Duration, reset: bool) -> (Duration, Duration) {
     let times = (*comm, *wait);
@@ -319,7 +315,7 @@ trait Steps {
     /// Inverse 3-D FFT of u1 into the space layout.
     fn inverse_fft(&mut self) -> tessera::Result<()>;
     /// NPB's checksum of the space layout, on every rank.
-    fn checksum(&self) -> tessera::Result<C>;
+    fn checksum(&mut self) -> tessera::Result<C>;
     /// The world team.
     fn team(&self) -> &Team<'_>;
     /// Time in the transposes' data movement and in their synchronisation, since the
@@ -374,117 +370,52 @@ impl Plans {
     }
 }
 
-/// One rank's state.
-struct Solver<'c> {
-    ctx: &'c Context,
-    team: Team<'c>,
-    transpose: Transpose,
+/// The 1-D FFT plans both ways, with the scratch they share: apart from the arrays they
+/// transform, so a solver can run them on one array while another is borrowed.
+struct Ffts {
     n: [usize; 3],
-    ranks: usize,
-    me: usize,
-    /// z-planes per rank (space layout) and y-planes per rank (frequency layout).
-    zlen: usize,
-    ylen: usize,
-    /// Space-layout arrays, `[z][y][x]`, one per rank at the same offset.
-    space: GlobalPtr<C>,
-    /// Frequency-layout arrays, `[y][x][z]`; after the forward transform this is u0.
-    freq: GlobalPtr<C>,
-    /// `packed` only: receive areas, one block per sender.
-    inbox: Option<GlobalPtr<C>>,
-    arrived: Semaphore,
-    /// u1 in frequency layout (private).
-    work: Vec<C>,
     forward: Plans,
     inverse: Plans,
     scratch: Vec<C>,
+    /// A batch of y-columns gathered from a plane.
     columns: Vec<C>,
-    pack: Vec<C>,
-    /// exp(−4απ²k²) for the folded wave numbers of each dimension.
-    decay: [Vec<f64>; 3],
-    /// Time in the transposes' data movement (puts, packing, unpacking) and in their
-    /// synchronisation (barrier, waiting for the senders).
-    comm: Duration,
-    wait: Duration,
 }
 
-/// Planes transformed before their pieces are put (`slabs`, and `2d` between process-grid
-/// row and column): 8 complex numbers, two cache lines, per write run.
-const PLANE_BATCH: usize = 8;
-
-/// Columns gathered per batch of y-FFTs.
-const COLUMN_BATCH: usize = 16;
-
-impl<'c> Solver<'c> {
-    fn new(ctx: &'c Context, data: &ClassData, transpose: Transpose) -> tessera::Result<Self> {
-        let (ranks, me) = (ctx.ranks(), ctx.rank());
-        let n = [data.nx, data.ny, data.nz];
-        let (zlen, ylen) = (data.nz / ranks, data.ny / ranks);
-        let local = zlen * data.ny * data.nx;
-        let space = ctx.alloc_collective::<C>(local)?;
-        let freq = ctx.alloc_collective::<C>(local)?;
-        let inbox = match transpose {
-            Transpose::Packed => Some(ctx.alloc_collective::<C>(local)?),
-            Transpose::Slabs | Transpose::Pencils => None,
-        };
+impl Ffts {
+    fn new(n: [usize; 3]) -> Ffts {
         let mut planner = Planner::new();
         let forward = Plans::new(&mut planner, n, true);
         let inverse = Plans::new(&mut planner, n, false);
-        let scratch_len = scratch_len(&[&forward, &inverse]);
-        let decay = decay_tables(n);
-        Ok(Solver {
-            ctx,
-            team: Team::world(ctx)?,
-            transpose,
+        Ffts {
             n,
-            ranks,
-            me,
-            zlen,
-            ylen,
-            space,
-            freq,
-            inbox,
-            arrived: ctx.semaphore_collective()?,
-            work: vec![C::default(); local],
+            scratch: vec![C::default(); scratch_len(&[&forward, &inverse])],
+            columns: vec![C::default(); COLUMN_BATCH * n[1]],
             forward,
             inverse,
-            scratch: vec![C::default(); scratch_len],
-            columns: vec![C::default(); COLUMN_BATCH * data.ny],
-            pack: match transpose {
-                Transpose::Packed => vec![C::default(); local],
-                Transpose::Slabs | Transpose::Pencils => Vec::new(),
-            },
-            decay,
-            comm: Duration::ZERO,
-            wait: Duration::ZERO,
-        })
+        }
     }
 
-    fn local_len(&self) -> usize {
-        self.zlen * self.n[1] * self.n[0]
-    }
-
-    /// This rank's part of a collectively allocated array (`self.space` or `self.freq`).
-    ///
-    /// # Safety
-    /// No other rank may write it while the slice lives. The space array is written only
-    /// by the inverse transpose and the frequency array only by the forward one; callers
-    /// hold a slice only between the end of a transpose into it (all senders have posted)
-    /// and the barrier that starts the next one.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn own_mut(&self, array: GlobalPtr<C>) -> tessera::Result<&'c mut [C]> {
-        // SAFETY: the caller's contract above.
-        unsafe { own_mut(self.ctx, array, self.local_len()) }
-    }
-
-    /// The x and y FFTs of one space-layout plane.
-    fn fft_plane_xy(&mut self, plans_forward: bool, plane: &mut [C]) {
-        let [nx, ny, _] = self.n;
-        let plans = if plans_forward {
+    /// The 1-D FFTs along `axis` (0 = x, 1 = y, 2 = z) of every row of `rows` (rows of
+    /// `n[axis]`), forward or inverse.
+    fn along(&mut self, axis: usize, forward: bool, rows: &mut [C]) {
+        let plans = if forward {
             &self.forward
         } else {
             &self.inverse
         };
-        plans.x.process_with_scratch(plane, &mut self.scratch);
+        let plan = [&plans.x, &plans.y, &plans.z][axis];
+        plan.process_with_scratch(rows, &mut self.scratch);
+    }
+
+    /// The x and y FFTs of one space-layout plane, `[y][x]`.
+    fn plane_xy(&mut self, forward: bool, plane: &mut [C]) {
+        let [nx, ny, _] = self.n;
+        self.along(X, forward, plane);
+        let plans = if forward {
+            &self.forward
+        } else {
+            &self.inverse
+        };
         for x0 in (0..nx).step_by(COLUMN_BATCH) {
             let width = COLUMN_BATCH.min(nx - x0);
             let cols = &mut self.columns[..width * ny];
@@ -501,13 +432,82 @@ impl<'c> Solver<'c> {
             }
         }
     }
+}
 
-    /// Every sender posts every owner once; wait for all of them.
-    fn finish_transpose(&self) -> tessera::Result<()> {
-        for d in 0..self.ranks {
-            self.arrived.on(d).post(self.ctx, 1)?;
+/// One rank's state.
+struct Solver<'c> {
+    team: &'c Team<'c>,
+    transpose: Transpose,
+    n: [usize; 3],
+    ranks: usize,
+    me: usize,
+    /// z-planes per rank (space layout) and y-planes per rank (frequency layout).
+    zlen: usize,
+    ylen: usize,
+    /// Space-layout arrays, `[z][y][x]`; written by other ranks only in the inverse
+    /// transpose (an exchange of the array).
+    space: PhasedArray<'c, C>,
+    /// Frequency-layout arrays, `[y][x][z]`; after the forward transform this is u0.
+    /// Written by other ranks only in the forward transpose.
+    freq: PhasedArray<'c, C>,
+    /// `packed` only: receive areas, one block per sender, filled in both transposes.
+    inbox: Option<PhasedArray<'c, C>>,
+    /// u1 in frequency layout (private).
+    work: Vec<C>,
+    ffts: Ffts,
+    /// exp(−4απ²k²) for the folded wave numbers of each dimension.
+    decay: [Vec<f64>; 3],
+    /// Time in the transposes' data movement (puts, packing, unpacking) and in their
+    /// synchronisation (opening the exchange, waiting for the senders).
+    comm: Duration,
+    wait: Duration,
+}
+
+/// Planes transformed before their pieces are put (`slabs`, and `2d` between process-grid
+/// row and column): 8 complex numbers, two cache lines, per write run.
+const PLANE_BATCH: usize = 8;
+
+/// Columns gathered per batch of y-FFTs.
+const COLUMN_BATCH: usize = 16;
+
+impl<'c> Solver<'c> {
+    fn new(team: &'c Team<'c>, data: &ClassData, transpose: Transpose) -> tessera::Result<Self> {
+        let (ranks, me) = (team.size(), team.rank());
+        let n = [data.nx, data.ny, data.nz];
+        let (zlen, ylen) = (data.nz / ranks, data.ny / ranks);
+        let local = zlen * data.ny * data.nx;
+        Ok(Solver {
+            team,
+            transpose,
+            n,
+            ranks,
+            me,
+            zlen,
+            ylen,
+            space: PhasedArray::new(team, local)?,
+            freq: PhasedArray::new(team, local)?,
+            inbox: match transpose {
+                Transpose::Packed => Some(PhasedArray::new(team, local)?),
+                Transpose::Slabs | Transpose::Pencils => None,
+            },
+            work: vec![C::default(); local],
+            ffts: Ffts::new(n),
+            decay: decay_tables(n),
+            comm: Duration::ZERO,
+            wait: Duration::ZERO,
+        })
+    }
+}
+
+/// Copy sender blocks of `inbox` (`ranks` blocks of `outer × run` elements, the sender's
+/// pieces in order) into `dst`, where sender `s`'s run `i` starts at `i·stride + s·run`.
+fn unpack(inbox: &[C], dst: &mut [C], ranks: usize, run: usize, stride: usize) {
+    let block = inbox.len() / ranks;
+    for (s, from) in inbox.chunks_exact(block).enumerate() {
+        for (i, piece) in from.chunks_exact(run).enumerate() {
+            let at = i * stride + s * run;
+            dst[at..at + run].copy_from_slice(piece);
         }
-        self.arrived.wait(self.ctx, self.ranks as u64)
     }
 }
 
@@ -517,9 +517,7 @@ impl Steps for Solver<'_> {
     fn initial_conditions(&mut self) -> tessera::Result<()> {
         let [nx, ny, _] = self.n;
         let z0 = self.me * self.zlen;
-        // SAFETY: called before the forward transpose; no rank writes space arrays until
-        // the inverse transpose, which starts with a barrier this rank reaches later.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let mut randoms = vec![0.0; 2 * nx * ny];
         for (zl, plane) in space.chunks_exact_mut(nx * ny).enumerate() {
             // A whole plane is one run of the sequence.
@@ -534,22 +532,28 @@ impl Steps for Solver<'_> {
         let (zlen, ylen, ranks) = (self.zlen, self.ylen, self.ranks);
         let z0 = self.me * zlen;
         let plane = nx * ny;
+        let block = ylen * nx * zlen;
+        // Open the exchange into the owners' frequency arrays (or, for `packed`, into their
+        // receive areas, a block per sender): every owner is done with them.
         let t = Instant::now();
-        self.team.barrier()?;
+        let mut exchange = match &mut self.inbox {
+            Some(inbox) => inbox.exchange(&vec![block; ranks])?,
+            None => self.freq.exchange(&vec![0; ranks])?,
+        };
         self.wait += t.elapsed();
-        // SAFETY: between the forward transpose's start and the inverse transpose, only
-        // this rank touches its space array.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let batch = PLANE_BATCH.min(zlen);
         for zl in 0..zlen {
-            self.fft_plane_xy(true, &mut space[zl * plane..(zl + 1) * plane]);
+            self.ffts
+                .plane_xy(true, &mut space[zl * plane..(zl + 1) * plane]);
             if self.transpose == Transpose::Pencils {
                 // Every row (y) to its owner as soon as the plane is done: x lands nz apart.
                 let t = Instant::now();
                 for y in 0..ny {
                     let d = y / ylen;
-                    self.ctx.put_strided(
-                        self.freq.on(d).add((y - d * ylen) * nx * nz + z0 + zl),
+                    exchange.put_strided(
+                        d,
+                        (y - d * ylen) * nx * nz + z0 + zl,
                         &[nz],
                         &space[zl * plane + y * nx..],
                         &[1],
@@ -565,8 +569,9 @@ impl Steps for Solver<'_> {
                 let batch = zl + 1 - first;
                 let t = Instant::now();
                 for d in 0..ranks {
-                    self.ctx.put_strided(
-                        self.freq.on(d).add(z0 + first),
+                    exchange.put_strided(
+                        d,
+                        z0 + first,
                         &[nx * nz, nz, 1],
                         &space[first * plane + d * ylen * nx..],
                         &[nx, 1, plane],
@@ -577,44 +582,31 @@ impl Steps for Solver<'_> {
             }
         }
         let t = Instant::now();
-        if let Some(inbox) = self.inbox {
-            // Block for owner d, ordered [y][x][z] as it lands there.
-            for d in 0..ranks {
-                let block = &mut self.pack[..ylen * nx * zlen];
+        if self.transpose == Transpose::Packed {
+            // Our block in owner d's receive area, ordered [y][x][z] as it lands there.
+            for (d, out) in exchange.blocks()?.into_iter().enumerate() {
                 for yl in 0..ylen {
                     for x in 0..nx {
-                        for zl in 0..zlen {
-                            block[(yl * nx + x) * zlen + zl] =
-                                space[zl * plane + (d * ylen + yl) * nx + x];
+                        let from = (d * ylen + yl) * nx + x;
+                        let run = &mut out[(yl * nx + x) * zlen..][..zlen];
+                        for (zl, o) in run.iter_mut().enumerate() {
+                            *o = space[zl * plane + from];
                         }
                     }
                 }
-                self.ctx
-                    .put(inbox.on(d).add(self.me * block.len()), block)?;
             }
         }
         self.comm += t.elapsed();
         let t = Instant::now();
-        self.finish_transpose()?;
+        exchange.finish()?;
         self.wait += t.elapsed();
-        // SAFETY: the transpose into our frequency array is complete; nothing writes it
-        // again.
-        let freq = unsafe { self.own_mut(self.freq)? };
+        let freq = self.freq.own()?;
         let t = Instant::now();
-        if let Some(inbox) = self.inbox {
-            let block = ylen * nx * zlen;
-            for s in 0..ranks {
-                self.ctx.get_strided(
-                    inbox.add(s * block),
-                    &[nx * zlen, zlen, 1],
-                    &mut freq[s * zlen..],
-                    &[nx * nz, nz, 1],
-                    &[ylen, nx, zlen],
-                )?;
-            }
+        if let Some(inbox) = &mut self.inbox {
+            unpack(inbox.own()?, freq, ranks, zlen, nz);
         }
         self.comm += t.elapsed();
-        self.forward.z.process_with_scratch(freq, &mut self.scratch);
+        self.ffts.along(Z, true, freq);
         Ok(())
     }
 
@@ -622,8 +614,7 @@ impl Steps for Solver<'_> {
     fn evolve(&mut self) -> tessera::Result<()> {
         let [nx, _, nz] = self.n;
         let y0 = self.me * self.ylen;
-        // SAFETY: see own_mut; the frequency array is only ours after the transpose.
-        let freq = unsafe { self.own_mut(self.freq)? };
+        let freq = self.freq.own()?;
         let [dx, dy, dz] = &self.decay;
         for (yl, (u0, u1)) in freq
             .chunks_exact_mut(nx * nz)
@@ -651,8 +642,12 @@ impl Steps for Solver<'_> {
         let [nx, ny, nz] = self.n;
         let (zlen, ylen, ranks) = (self.zlen, self.ylen, self.ranks);
         let y0 = self.me * ylen;
+        let block = zlen * ylen * nx;
         let t = Instant::now();
-        self.team.barrier()?;
+        let mut exchange = match &mut self.inbox {
+            Some(inbox) => inbox.exchange(&vec![block; ranks])?,
+            None => self.space.exchange(&vec![0; ranks])?,
+        };
         self.wait += t.elapsed();
         let yplane = nx * nz;
         for yl in 0..ylen {
@@ -661,11 +656,12 @@ impl Steps for Solver<'_> {
                 // Each z-row to the owners of its pieces as soon as its FFT is done.
                 for x in 0..nx {
                     let row = &mut p[x * nz..(x + 1) * nz];
-                    self.inverse.z.process_with_scratch(row, &mut self.scratch);
+                    self.ffts.along(Z, false, row);
                     let t = Instant::now();
                     for d in 0..ranks {
-                        self.ctx.put_strided(
-                            self.space.on(d).add((y0 + yl) * nx + x),
+                        exchange.put_strided(
+                            d,
+                            (y0 + yl) * nx + x,
                             &[ny * nx],
                             &row[d * zlen..],
                             &[1],
@@ -676,14 +672,15 @@ impl Steps for Solver<'_> {
                 }
                 continue;
             }
-            self.inverse.z.process_with_scratch(p, &mut self.scratch);
+            self.ffts.along(Z, false, p);
             if self.transpose == Transpose::Slabs {
                 // Element (y, x, z) goes to space[z − z0][y][x] on the owner of z, x
                 // innermost so that the writes run along x.
                 let t = Instant::now();
                 for d in 0..ranks {
-                    self.ctx.put_strided(
-                        self.space.on(d).add((y0 + yl) * nx),
+                    exchange.put_strided(
+                        d,
+                        (y0 + yl) * nx,
                         &[ny * nx, 1],
                         &p[d * zlen..],
                         &[1, nz],
@@ -694,67 +691,52 @@ impl Steps for Solver<'_> {
             }
         }
         let t = Instant::now();
-        if let Some(inbox) = self.inbox {
-            // Block for owner d, ordered [z][y][x] as it lands there.
-            for d in 0..ranks {
-                let block = &mut self.pack[..zlen * ylen * nx];
+        if self.transpose == Transpose::Packed {
+            // Our block in owner d's receive area, ordered [z][y][x] as it lands there.
+            for (d, out) in exchange.blocks()?.into_iter().enumerate() {
                 for zl in 0..zlen {
                     for yl in 0..ylen {
-                        for x in 0..nx {
-                            block[(zl * ylen + yl) * nx + x] =
-                                self.work[(yl * nx + x) * nz + d * zlen + zl];
+                        let run = &mut out[(zl * ylen + yl) * nx..][..nx];
+                        for (x, o) in run.iter_mut().enumerate() {
+                            *o = self.work[(yl * nx + x) * nz + d * zlen + zl];
                         }
                     }
                 }
-                self.ctx
-                    .put(inbox.on(d).add(self.me * block.len()), block)?;
             }
         }
         self.comm += t.elapsed();
         let t = Instant::now();
-        self.finish_transpose()?;
+        exchange.finish()?;
         self.wait += t.elapsed();
-        // SAFETY: every sender has posted; no rank writes our space array again before the
-        // next transpose's barrier, which we reach after this slice is gone.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let t = Instant::now();
-        if let Some(inbox) = self.inbox {
-            let block = zlen * ylen * nx;
-            for s in 0..ranks {
-                self.ctx.get_strided(
-                    inbox.add(s * block),
-                    &[ylen * nx, nx, 1],
-                    &mut space[s * ylen * nx..],
-                    &[ny * nx, nx, 1],
-                    &[zlen, ylen, nx],
-                )?;
-            }
+        if let Some(inbox) = &mut self.inbox {
+            unpack(inbox.own()?, space, ranks, ylen * nx, ny * nx);
         }
         self.comm += t.elapsed();
         for plane in space.chunks_exact_mut(nx * ny) {
-            self.fft_plane_xy(false, plane);
+            self.ffts.plane_xy(false, plane);
         }
         Ok(())
     }
 
     /// NPB's checksum: 1024 points spread over the grid, summed over the ranks, divided
     /// by the number of points.
-    fn checksum(&self) -> tessera::Result<C> {
+    fn checksum(&mut self) -> tessera::Result<C> {
         let [nx, ny, _] = self.n;
         let z0 = self.me * self.zlen;
-        // SAFETY: read between the inverse transpose's end and the next barrier.
-        let space = unsafe { self.own_mut(self.space)? };
+        let space = self.space.own()?;
         let mut sum = C::default();
         for [x, y, z] in checksum_points(self.n) {
             if (z0..z0 + self.zlen).contains(&z) {
                 sum += space[((z - z0) * ny + y) * nx + x];
             }
         }
-        total_checksum(&self.team, sum, self.n)
+        total_checksum(self.team, sum, self.n)
     }
 
     fn team(&self) -> &Team<'_> {
-        &self.team
+        self.team
     }
 
     fn comm_wait(&mut self, reset: bool) -> (Duration, Duration) {
@@ -791,16 +773,16 @@ pub fn check_run(class: Class, variant: Variant, ranks: usize) -> Result<(), Str
     Ok(())
 }
 
-/// What a rank of FT holds, for the variant that holds most (`packed`): the space,
-/// frequency and receive arrays (segment), and a work array and a packing buffer (private);
-/// `slabs` holds three of these five. The reference holds three complex arrays and a real
-/// one.
+/// What a rank of FT holds, for the variants that hold most (`packed`, and `2d`): three
+/// collective arrays (space, frequency and receive areas, or the three layouts) and a
+/// private work array; `slabs` holds three of these four (`packed` packs straight into the
+/// owners' receive areas). The reference holds three complex arrays and a real one.
 pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let local = data.nx * data.ny * data.nz / ranks * size_of::<C>();
     crate::Footprint {
         segment: 3 * local,
-        private: 2 * local,
+        private: local,
     }
 }
 
@@ -811,20 +793,22 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         .and_then(|()| check_run(class, variant, ctx.ranks()))
         .map_err(CoreError::Invalid)?;
     let slabs_fit = ctx.ranks() <= data.slab_limit();
+    let world = Team::world(ctx)?;
     let (mut solver, ran): (Box<dyn Steps + '_>, Variant) = match variant {
-        Variant::Slabs if slabs_fit => {
-            (Box::new(Solver::new(ctx, data, Transpose::Slabs)?), variant)
-        }
+        Variant::Slabs if slabs_fit => (
+            Box::new(Solver::new(&world, data, Transpose::Slabs)?),
+            variant,
+        ),
         Variant::Packed => (
-            Box::new(Solver::new(ctx, data, Transpose::Packed)?),
+            Box::new(Solver::new(&world, data, Transpose::Packed)?),
             variant,
         ),
         Variant::Pencils => (
-            Box::new(Solver::new(ctx, data, Transpose::Pencils)?),
+            Box::new(Solver::new(&world, data, Transpose::Pencils)?),
             variant,
         ),
         Variant::Slabs | Variant::TwoD => {
-            (Box::new(grid2d::Solver::new(ctx, data)?), Variant::TwoD)
+            (Box::new(grid2d::Solver::new(&world, data)?), Variant::TwoD)
         }
     };
     // Untimed pass, as the reference does: initial conditions and one forward FFT.

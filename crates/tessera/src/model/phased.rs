@@ -225,6 +225,72 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             array: self,
             counts: counts.to_vec(),
             offsets,
+            peers: (0..p).collect(),
+            staged: Vec::new(),
+            handed_out: false,
+        })
+    }
+
+    /// Own phase to an exchange of puts among the members of `group` only: each member
+    /// may [`put`](Exchange::put) anywhere in another member's part, and nobody else's
+    /// part is touched (for transposes within a row or column of a process grid, where a
+    /// whole-team exchange would synchronise ranks that share no data). A collective over
+    /// `group` (a barrier), which must be a team of ranks all in the array's team; ranks
+    /// outside it keep their phase. [`Exchange::blocks`] hands out only empty blocks here.
+    ///
+    /// Why this is as safe as [`exchange`](PhasedArray::exchange): a member's part is
+    /// written only by members, after every member has entered the exchange (the barrier),
+    /// and read by its owner only after every member's signal; a rank belongs to one such
+    /// exchange at a time (it takes `&mut self`); and the shared phase, which lets any rank
+    /// read any part, is entered and left by the whole team, so no part being written here
+    /// is being read by a rank in the shared phase.
+    ///
+    /// ```
+    /// use tessera::{PhasedArray, Team};
+    /// tessera::Job::threads(4).run(|ctx| {
+    ///     let team = Team::world(ctx)?;
+    ///     // Pairs {0, 1} and {2, 3}: each rank writes its rank into its partner's part.
+    ///     let pair = team.split(Some(ctx.rank() as u32 / 2), 0)?.expect("in a pair");
+    ///     let mut a = PhasedArray::<u32>::new(&team, 1)?;
+    ///     let mut x = a.exchange_within(&pair)?;
+    ///     let partner = pair.world_rank(1 - pair.rank());
+    ///     x.put(partner, 0, &[ctx.rank() as u32])?;
+    ///     x.finish()?;
+    ///     assert_eq!(a.own()?[0] as usize, ctx.rank() ^ 1);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn exchange_within(&mut self, group: &Team<'_>) -> Result<Exchange<'_, 't, T>> {
+        self.expect(Phase::Own, "exchange_within")?;
+        let mut peers = Vec::with_capacity(group.size());
+        for g in 0..group.size() {
+            let world = group.world_rank(g);
+            match self.team.team_rank(world) {
+                Some(r) => peers.push(r),
+                None => {
+                    return Err(CoreError::Invalid(format!(
+                        "PhasedArray::exchange_within: world rank {world} is in the group but                          not in the array's team; pass a team split from the array's team"
+                    ))
+                    .into())
+                }
+            }
+        }
+        if !peers.contains(&self.team.rank()) {
+            return Err(CoreError::Invalid(
+                "PhasedArray::exchange_within: this rank is not in the group".to_string(),
+            )
+            .into());
+        }
+        // Every member has dropped its own-phase borrows once the barrier completes.
+        group.barrier()?;
+        peers.sort_unstable();
+        let p = self.team.size();
+        self.phase = Phase::Abandoned; // until finish
+        Ok(Exchange {
+            array: self,
+            counts: vec![0; p],
+            offsets: vec![0; p],
+            peers,
             staged: Vec::new(),
             handed_out: false,
         })
@@ -238,6 +304,11 @@ pub struct Exchange<'a, 't, T: Pod> {
     counts: Vec<usize>,
     /// Where this rank's block starts in each receiver's part.
     offsets: Vec<usize>,
+    /// The team ranks taking part, ascending: every rank for
+    /// [`exchange`](PhasedArray::exchange), the group's for
+    /// [`exchange_within`](PhasedArray::exchange_within). Only their parts are written,
+    /// and each signals every other at the finish.
+    peers: Vec<usize>,
     /// Receivers whose part is not mapped here, with the block to send them.
     staged: Vec<(usize, Vec<T>)>,
     /// Whether [`Exchange::blocks`] was called.
@@ -259,6 +330,10 @@ impl<T: Pod> Exchange<'_, '_, T> {
         let ctx = team.context();
         let mut mapped = Vec::with_capacity(self.counts.len());
         for (d, (&n, &offset)) in self.counts.iter().zip(&self.offsets).enumerate() {
+            if n == 0 {
+                mapped.push(Some(&mut [][..]));
+                continue;
+            }
             let at = self.array.base.on(team.world_rank(d)).add(offset);
             // SAFETY: in the exchange phase only this rank writes these `n` elements of
             // rank d's part (the blocks are laid out from the allgathered counts, so they
@@ -327,6 +402,13 @@ impl<T: Pod> Exchange<'_, '_, T> {
 
     fn target(&self, dest: usize, offset: usize, n: usize) -> Result<GlobalPtr<T>> {
         let team = self.array.team;
+        if self.peers.binary_search(&dest).is_err() && dest < team.size() {
+            return Err(CoreError::Invalid(format!(
+                "Exchange::put: rank {dest} is not in this exchange's group; put only to the \
+                 group passed to exchange_within"
+            ))
+            .into());
+        }
         if dest >= team.size() || offset.checked_add(n).is_none_or(|end| end > self.array.len) {
             return Err(CoreError::Invalid(format!(
                 "Exchange::put: {n} elements at {offset} of rank {dest}, but the team has {} \
@@ -346,9 +428,8 @@ impl<T: Pod> Exchange<'_, '_, T> {
     pub fn finish(self) -> Result<()> {
         let team = self.array.team;
         let ctx = team.context();
-        let p = team.size();
         let mut staged = self.staged.iter().peekable();
-        for d in 0..p {
+        for &d in &self.peers {
             let sem = self.array.arrived.on(team.world_rank(d));
             match staged.next_if(|(s, _)| *s == d) {
                 Some((_, block)) => {
@@ -358,7 +439,7 @@ impl<T: Pod> Exchange<'_, '_, T> {
                 None => sem.post(ctx, 1)?,
             }
         }
-        self.array.arrived.wait(ctx, p as u64)?;
+        self.array.arrived.wait(ctx, self.peers.len() as u64)?;
         self.array.phase = Phase::Own;
         Ok(())
     }
@@ -444,6 +525,37 @@ mod tests {
                 assert!(x.put(other, 8, &[1]).is_err(), "a put past the part");
                 x.finish()?;
                 assert_eq!(a.own()?, &[other as u16 + 1, 7, 0, 7, 0, 7, 0, 7]);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn exchanges_within_rows_and_columns_touch_only_the_group() {
+        // A 2 × 2 grid: rows {0, 1}, {2, 3}; columns {0, 2}, {1, 3}. Each round, every rank
+        // puts into its row partner's part, then into its column partner's.
+        Job::threads(4)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let me = ctx.rank();
+                let row = team.split(Some(me as u32 / 2), 0)?.expect("in a row");
+                let column = team.split(Some(me as u32 % 2), 0)?.expect("in a column");
+                let mut a = PhasedArray::<u32>::new(&team, 2)?;
+                for round in 0..3u32 {
+                    a.own()?.fill(u32::MAX);
+                    for (slot, group) in [&row, &column].into_iter().enumerate() {
+                        let mut x = a.exchange_within(group)?;
+                        let partner = group.world_rank(1 - group.rank());
+                        let outsider = me ^ 3; // in neither this row nor this column
+                        let err = x.put(outsider, 0, &[1]).unwrap_err().to_string();
+                        assert!(err.contains("not in this exchange's group"), "{err}");
+                        assert!(x.blocks()?.iter().all(|b| b.is_empty()));
+                        x.put(partner, slot, &[100 * round + me as u32])?;
+                        x.finish()?;
+                    }
+                    let want = [100 * round + (me ^ 1) as u32, 100 * round + (me ^ 2) as u32];
+                    assert_eq!(a.own()?, &want, "rank {me}, round {round}");
+                }
                 Ok(())
             })
             .unwrap();
