@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
 
-use tessera::{Context, CoreError, GlobalPtr, Op, Semaphore, Team};
+use tessera::{Arrival, Context, CoreError, Mailbox, Op, Team};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -658,56 +658,32 @@ impl crate::Benchmark for Cg {
     }
 }
 
-/// Pairwise exchanges through inboxes in the global address space.
-///
-/// Each exchange slot (a row-sum phase, the transpose, a dot-product phase) has two inboxes
-/// used alternately and one semaphore. Every slot pairs a rank with one partner, both
-/// exchanging in the same program order, so a partner sends its use `u + 2` of a slot only
-/// after receiving this rank's use `u + 1`, which this rank sends only after it has read
-/// use `u`: two inboxes never overrun.
+/// Pairwise exchanges through a [`Mailbox`]: one slot per row-sum phase, one for the
+/// transpose and one per dot-product phase, each with this rank's fixed partner in it.
 struct Exchanger<'a> {
-    ctx: &'a Context,
     sync: Variant,
     row_team: Team<'a>,
     world: &'a Team<'a>,
-    inbox: GlobalPtr<f64>,
-    capacity: usize,
-    arrived: Vec<Semaphore>,
-    uses: Vec<u64>,
+    mail: Mailbox<'a, f64>,
 }
 
 impl Exchanger<'_> {
-    /// Send `data` to `partner`'s inbox `slot`, and return the `incoming` values that the
-    /// partner sent to this rank's.
+    /// Send `data` to this rank's partner in `slot`, and return the `incoming` values that
+    /// the partner sent to this rank; with the `barrier` variant the arrival is a barrier
+    /// of the process row, or of the world for the transpose (`across_rows`).
     fn exchange(
         &mut self,
         slot: usize,
-        partner: usize,
         data: &[f64],
         incoming: usize,
         across_rows: bool,
     ) -> tessera::Result<&[f64]> {
-        assert!(data.len() <= self.capacity && incoming <= self.capacity);
-        let parity = (self.uses[slot] % 2) as usize;
-        self.uses[slot] += 1;
-        let inbox = self.inbox.add((2 * slot + parity) * self.capacity);
-        match self.sync {
-            Variant::Signal => {
-                let sem = self.arrived[slot];
-                self.ctx
-                    .put_signal(inbox.on(partner), data, sem.on(partner))?;
-                sem.wait(self.ctx, 1)?;
-            }
-            Variant::Barrier => {
-                self.ctx.put(inbox.on(partner), data)?;
-                self.barrier(across_rows)?;
-            }
-        }
-        // SAFETY: the partner, this inbox's only writer, has finished (its signal or the
-        // barrier came after its put) and will not write it again before this rank's next
-        // use of the slot (see the type's documentation), by which time the slice is gone.
-        let got = unsafe { self.ctx.local_slice(inbox, incoming) }?;
-        Ok(got.expect("a rank's own segment is always mapped"))
+        let arrival = match (self.sync, across_rows) {
+            (Variant::Signal, _) => Arrival::Signal,
+            (Variant::Barrier, true) => Arrival::Barrier(self.world),
+            (Variant::Barrier, false) => Arrival::Barrier(&self.row_team),
+        };
+        self.mail.exchange(slot, data, incoming, arrival)
     }
 
     fn barrier(&self, across_rows: bool) -> tessera::Result<()> {
@@ -753,10 +729,8 @@ impl Operator<'_> {
     /// Sum `values` over the process row.
     fn row_sum<const N: usize>(&mut self, mut values: [f64; N]) -> tessera::Result<[f64; N]> {
         let base = self.transpose_slot() + 1;
-        for (k, phase) in self.layout.phases.iter().enumerate() {
-            let got = self
-                .comm
-                .exchange(base + k, phase.partner, &values, N, false)?;
+        for k in 0..self.layout.phases.len() {
+            let got = self.comm.exchange(base + k, &values, N, false)?;
             for (v, g) in values.iter_mut().zip(got) {
                 *v += g;
             }
@@ -769,9 +743,7 @@ impl Operator<'_> {
         self.matrix.multiply(src, &mut self.w);
         for (k, phase) in self.layout.phases.iter().enumerate() {
             let send = &self.w[phase.send.clone()];
-            let got = self
-                .comm
-                .exchange(k, phase.partner, send, phase.recv.len(), false)?;
+            let got = self.comm.exchange(k, send, phase.recv.len(), false)?;
             for (w, g) in self.w[phase.recv.clone()].iter_mut().zip(got) {
                 *w += g;
             }
@@ -784,9 +756,7 @@ impl Operator<'_> {
                 self.comm.barrier(true)?; // the others' transposes cross ranks
             }
         } else {
-            let got = self
-                .comm
-                .exchange(slot, self.layout.transpose, owned, dst.len(), true)?;
+            let got = self.comm.exchange(slot, owned, dst.len(), true)?;
             dst.copy_from_slice(got);
         }
         Ok(())
@@ -885,17 +855,20 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     let trials = choose_form(&mut matrix, &world)?;
     let slots = 2 * layout.phases.len() + 1;
     let capacity = data.na.div_ceil(layout.rows);
+    // Slots: the row-sum phases, the transpose, the dot-product phases (see
+    // `Operator::transpose_slot`).
+    let phase_partners = layout.phases.iter().map(|phase| phase.partner);
+    let partners: Vec<usize> = phase_partners
+        .clone()
+        .chain([layout.transpose])
+        .chain(phase_partners)
+        .collect();
+    debug_assert_eq!(partners.len(), slots);
     let comm = Exchanger {
-        ctx,
         sync,
         row_team,
         world: &world,
-        inbox: ctx.alloc_collective::<f64>(2 * slots * capacity)?,
-        capacity,
-        arrived: (0..slots)
-            .map(|_| ctx.semaphore_collective())
-            .collect::<tessera::Result<_>>()?,
-        uses: vec![0; slots],
+        mail: Mailbox::new(&world, capacity, &partners)?,
     };
     let (nrows, ncols) = (layout.row_range.len(), layout.col_range.len());
     let mut solver = Solver {

@@ -58,6 +58,7 @@ pub use crate::model::domain::{Domain, Point, RectDomain, Side};
 pub use crate::model::global_grid::{GlobalGrid, GridRef, GridSource};
 pub use crate::model::grid::{Grid, GridView, GridViewMut};
 pub use crate::model::halo::{HaloGrid, HaloStats, HaloStrategy};
+pub use crate::model::mailbox::{Arrival, Mailbox};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
 pub use crate::model::phased::{Exchange, Phase, PhasedArray};
 pub use crate::model::shared_array::{Affinity, Distribution, SharedArray};

@@ -10,6 +10,10 @@
 //!   intersections between them;
 //! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
 //! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
+//! - [`phased`]: collective arrays borrowed as plain slices by phase (own, shared,
+//!   exchange);
+//! - [`mailbox`]: fixed pairs of ranks swapping messages, each lent out as a slice, with
+//!   credits so that a partner never overwrites one still lent;
 //! - `channel`: point-to-point team messages from signalling puts (internal);
 //! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal);
 //! - `signature`: the call signature every team message carries, so that members in
@@ -23,6 +27,7 @@ pub mod domain;
 pub mod global_grid;
 pub mod grid;
 pub mod halo;
+pub mod mailbox;
 pub mod ops;
 pub mod phased;
 mod schedule;
