@@ -1,6 +1,6 @@
 //! Mailboxes: fixed pairs of ranks swapping short messages again and again (a row-sum
 //! phase, a transpose partner), each received message lent out as a plain slice of the
-//! receiver's own memory, safely.
+//! receiver's own memory, safely and with no synchronisation beyond the message's own.
 //!
 //! A [`Mailbox`] has slots; in each slot every rank has one fixed partner, and the pairing
 //! is symmetric (checked when the mailbox is made). Each rank's inbox for a slot has two
@@ -9,17 +9,18 @@
 //! rank's next half, borrowed from the mailbox.
 //!
 //! Why the lent slice is never written while it lives:
-//! - Only the partner writes a rank's inbox for a slot (the pairing is fixed and symmetric).
-//! - The partner writes a half only with a **credit** from the owner. Each rank starts with
-//!   two credits per slot (one per half); the owner returns one when it is done with a half,
-//!   which it knows at its next call (every call takes `&mut self`, so the slice lent by the
-//!   last one is gone). So a half is written again only after its reader let go of it.
+//! - Only the partner writes a rank's inbox for a slot (the pairing is fixed and was
+//!   checked symmetric when the mailbox was made).
+//! - Uses of a slot alternate between the two halves, and the partners' uses of a slot
+//!   proceed in lockstep: each use returns only once the partner's message of that use has
+//!   arrived. So the partner writes use `u + 2` (the half of use `u`) only after receiving
+//!   this rank's use `u + 1`, which this rank sends in a later call than use `u`; every
+//!   call takes `&mut self`, so by then the slice lent by use `u` is gone.
 //! - The owner reads a half only after the partner's signal, which the signalling put
 //!   delivers after the data, or after a barrier that the partner entered after its put.
 //!
-//! The protocol costs one extra remote post per exchange (the credit), and no extra wait
-//! on the path: by the time a partner needs a credit, the owner returned it at the start of
-//! the call whose message the partner is answering.
+//! The protocol is checked under loom (`protocol::semaphore`'s model of two partners:
+//! with one half per slot instead of two it fails).
 //!
 //! This module must never hand out an inbox half that a partner may still write, nor the
 //! inbox's global address.
@@ -69,12 +70,8 @@ pub struct Mailbox<'t, T: Pod> {
     inbox: GlobalPtr<T>,
     /// Per slot: posted on the receiver by the sender's signalling put.
     arrived: Vec<Semaphore>,
-    /// Per slot: the writes this rank may still make into its partner's inbox.
-    credit: Vec<Semaphore>,
     /// Per slot: exchanges so far (the half used next is `uses % 2`).
     uses: Vec<u64>,
-    /// The slot whose received half the last call lent out, to be credited back.
-    lent: Option<usize>,
 }
 
 impl<'t, T: Pod> Mailbox<'t, T> {
@@ -109,23 +106,16 @@ impl<'t, T: Pod> Mailbox<'t, T> {
         }
         let ctx = team.context();
         let inbox = ctx.alloc_collective::<T>(2 * slots * capacity)?;
-        let mut arrived = Vec::with_capacity(slots);
-        let mut credit = Vec::with_capacity(slots);
-        for _ in 0..slots {
-            arrived.push(ctx.semaphore_collective()?);
-            let c = ctx.semaphore_collective()?;
-            c.post(ctx, 2)?; // both of the partner's halves are free
-            credit.push(c);
-        }
+        let arrived = (0..slots)
+            .map(|_| ctx.semaphore_collective())
+            .collect::<Result<_>>()?;
         Ok(Mailbox {
             team,
             capacity,
             partners: partners.to_vec(),
             inbox,
             arrived,
-            credit,
             uses: vec![0; slots],
-            lent: None,
         })
     }
 
@@ -166,15 +156,8 @@ impl<'t, T: Pod> Mailbox<'t, T> {
                 .into());
             }
         }
-        // The half lent out by the last call is free again: credit its writer.
-        if let Some(done) = self.lent.take() {
-            let writer = self.team.world_rank(self.partners[done]);
-            self.credit[done].on(writer).post(ctx, 1)?;
-        }
         let half = (2 * slot + (self.uses[slot] % 2) as usize) * self.capacity;
         self.uses[slot] += 1;
-        // The partner has let go of the half this put writes.
-        self.credit[slot].wait(ctx, 1)?;
         let sem = self.arrived[slot];
         match arrival {
             Arrival::Signal => {
@@ -186,12 +169,11 @@ impl<'t, T: Pod> Mailbox<'t, T> {
                 team.barrier()?;
             }
         }
-        self.lent = Some(slot);
         // SAFETY: only this slot's partner writes this half (the pairing is fixed and was
         // checked symmetric in `new`); it has finished (its signal, or the barrier it
         // entered after its put, came after the data); and it writes the half again only
-        // with the credit this rank returns at its next call, when this borrow of `self`
-        // has ended (module documentation).
+        // after this rank's next use of the slot, when this borrow of `self` has ended
+        // (module documentation).
         let got = unsafe { ctx.local_slice(self.inbox.add(half), incoming)? };
         Ok(got.expect("a rank's own segment is always mapped"))
     }

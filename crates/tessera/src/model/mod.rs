@@ -12,8 +12,8 @@
 //! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
 //! - [`phased`]: collective arrays borrowed as plain slices by phase (own, shared,
 //!   exchange);
-//! - [`mailbox`]: fixed pairs of ranks swapping messages, each lent out as a slice, with
-//!   credits so that a partner never overwrites one still lent;
+//! - [`mailbox`]: fixed, symmetric pairs of ranks swapping messages, each lent out as a
+//!   slice of the receiver's inbox;
 //! - `channel`: point-to-point team messages from signalling puts (internal);
 //! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal);
 //! - `signature`: the call signature every team message carries, so that members in

@@ -69,4 +69,64 @@ mod loom_tests {
             }
         });
     }
+
+    /// Spin (yielding to loom) until `n` posts can be taken.
+    fn take(posted: &AtomicU64, taken: &AtomicU64, n: u64) {
+        while !try_take(posted, taken, n) {
+            loom::thread::yield_now();
+        }
+    }
+
+    /// `model::mailbox`'s protocol between two partners, each a thread: per exchange,
+    /// write the partner's next half and post its arrival semaphore, take its own arrival,
+    /// and read its own half, which stays lent until the next exchange. The half must hold
+    /// the partner's message for this exchange when read, and still hold it at the next
+    /// exchange (never overwritten while lent). With one half instead of two it fails.
+    #[test]
+    fn mailbox_halves_are_never_overwritten_while_lent() {
+        const HALVES: u64 = 2;
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            /// One rank's words: arrival (posted, taken) and inbox halves.
+            struct Rank {
+                arrival: [AtomicU64; 2],
+                halves: [AtomicU64; 2],
+            }
+            let rank = || Rank {
+                arrival: [AtomicU64::new(0), AtomicU64::new(0)],
+                halves: [AtomicU64::new(0), AtomicU64::new(0)],
+            };
+            let ranks = Arc::new([rank(), rank()]);
+            const EXCHANGES: u64 = 4;
+            let run = |me: usize, ranks: Arc<[Rank; 2]>| {
+                let (mine, theirs) = (&ranks[me], &ranks[1 - me]);
+                let message = |from: usize, use_: u64| 100 * from as u64 + use_ + 1;
+                let half = |use_: u64| (use_ % HALVES) as usize;
+                let mut lent: Option<u64> = None;
+                for use_ in 0..EXCHANGES {
+                    if let Some(previous) = lent.take() {
+                        // The last exchange's slice lives until this call begins (the call
+                        // takes `&mut self`): check it was intact until here.
+                        let still = mine.halves[half(previous)].load(Ordering::Relaxed);
+                        assert_eq!(still, message(1 - me, previous), "overwritten while lent");
+                    }
+                    theirs.halves[half(use_)].store(message(me, use_), Ordering::Relaxed);
+                    post(&theirs.arrival[0], 1);
+                    while !try_take(&mine.arrival[0], &mine.arrival[1], 1) {
+                        loom::thread::yield_now();
+                    }
+                    let got = mine.halves[half(use_)].load(Ordering::Relaxed);
+                    assert_eq!(got, message(1 - me, use_), "rank {me}, exchange {use_}");
+                    lent = Some(use_);
+                }
+            };
+            let other = {
+                let ranks = ranks.clone();
+                loom::thread::spawn(move || run(1, ranks))
+            };
+            run(0, ranks);
+            other.join().unwrap();
+        });
+    }
 }
