@@ -348,3 +348,26 @@ fn cg_reports_the_product_form_it_timed_and_chose() {
         }
     }
 }
+
+/// MG's top-level smoothing and residual go in tiles of rows when their planes would
+/// overflow the cache (`TESSERA_MG_FUSED` lowers the threshold): tiles of two rows give the
+/// same norms bit for bit as whole planes, where y is one rank's (2 ranks) and where it is
+/// split (4 ranks).
+#[test]
+fn mg_tiled_sweep_equals_the_whole_plane_sweep_bit_for_bit() {
+    for (class, ranks) in [("W", "2"), ("S", "4")] {
+        let values = |fused: &str| {
+            let mut cmd = common::tessera();
+            cmd.env("TESSERA_MG_FUSED", fused);
+            let (_, o) =
+                common::run_json(cmd.args(["npb", "mg", "--class", class, "-n", ranks]), 150);
+            assert_eq!(o["verified"], true, "{o}");
+            o["values"].to_string()
+        };
+        assert_eq!(
+            values("1"),
+            values("1000000000"),
+            "MG {class} at {ranks} ranks"
+        );
+    }
+}

@@ -175,6 +175,30 @@ fn smoother(class: Class) -> [f64; 4] {
 /// and 8 ranks in docs/PERFORMANCE.md.
 pub const GATHER_BELOW: usize = 2;
 
+/// Planes the top level's fused smoothing and residual read at once: three of r, three of
+/// u, one of v, and one more of r for the restriction that goes with them.
+const FUSED_PLANES: usize = 8;
+
+/// Bytes of those planes, per rank, above which the fused sweep goes in tiles of rows, so
+/// that what it holds stays in the last-level cache beside the other ranks' (a class C
+/// plane on two ranks is 2.1 MB, and eight of them per rank overflow a 32 MiB L3). At
+/// class C on two ranks, tiles (3 of 171 rows) measured 16.7–16.9 s against whole planes'
+/// 17.4–18.8 s in four interleaved turns (docs/PERFORMANCE.md).
+/// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
+/// change no bit of the result.
+fn fused_bytes() -> tessera::Result<usize> {
+    const DEFAULT: usize = 6 << 20;
+    match std::env::var("TESSERA_MG_FUSED") {
+        Err(_) => Ok(DEFAULT),
+        Ok(v) => v.parse().map_err(|_| {
+            CoreError::Invalid(format!(
+                "TESSERA_MG_FUSED={v:?} is not a number of bytes (unset it for the default, {DEFAULT})"
+            ))
+            .into()
+        }),
+    }
+}
+
 /// NPB's process grid: double the slowest dimension first, then the next.
 pub fn process_grid(ranks: usize) -> [usize; 3] {
     let mut procs = [1; 3];
@@ -365,28 +389,43 @@ crate::multilevel! {
     }
 }
 
-/// Restrict the fine residual `r` onto the coarse level's interior `s`. The AVX-512 or
-/// AVX2 form where the CPU and the block allow it.
-fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, bufs: &mut RowBuffers) {
+/// Restrict the fine residual `r` onto the coarse level's interior planes `planes` of `s`
+/// (each reads fine planes `2j − 1 ..= 2j + 1`). The AVX-512 or AVX2 form where the CPU
+/// and the block allow it.
+fn rprj3(
+    r: &[f64],
+    fine: Shape,
+    s: &mut [f64],
+    coarse: Shape,
+    planes: Range<usize>,
+    bufs: &mut RowBuffers,
+) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
-        return unsafe { avx512::rprj3(r, fine, s, coarse) };
+        return unsafe { avx512::rprj3(r, fine, s, coarse, planes) };
     }
     #[cfg(target_arch = "x86_64")]
     if avx2::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX2.
-        return unsafe { avx2::rprj3(r, fine, s, coarse) };
+        return unsafe { avx2::rprj3(r, fine, s, coarse, planes) };
     }
-    rprj3_portable(r, fine, s, coarse, bufs)
+    rprj3_portable(r, fine, s, coarse, planes, bufs)
 }
 
 crate::multilevel! {
     /// [`rprj3`] for any CPU, with the reference's row buffers.
-    fn rprj3_portable(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, bufs: &mut RowBuffers) {
-        let [c0, c1, c2] = coarse.m;
+    fn rprj3_portable(
+        r: &[f64],
+        fine: Shape,
+        s: &mut [f64],
+        coarse: Shape,
+        planes: Range<usize>,
+        bufs: &mut RowBuffers,
+    ) {
+        let [_, c1, c2] = coarse.m;
         let m2 = fine.m[2];
-        for j0 in 1..c0 - 1 {
+        for j0 in planes {
             for j1 in 1..c1 - 1 {
                 let (i0, i1) = (2 * j0, 2 * j1);
                 let [x1, y1, _] = &mut *bufs;
@@ -545,17 +584,23 @@ fn fill_periodic(data: &mut [f64], s: Shape) {
 /// `rows`, its ghost rows from its own interior rows, as a periodic exchange along x (and
 /// y) does when one rank holds the whole of that dimension.
 fn fill_plane_ghosts(data: &mut [f64], s: Shape, i0: usize, rows: bool) {
+    fill_row_ghosts(data, s, i0, 1..s.m[1] - 1);
     let [_, m1, m2] = s.m;
-    for i1 in 1..m1 - 1 {
-        let start = s.row(i0, i1);
-        let row = &mut data[start..start + m2];
-        row[0] = row[m2 - 2];
-        row[m2 - 1] = row[1];
-    }
     if rows {
         let (first, last) = (s.row(i0, 1), s.row(i0, m1 - 2));
         data.copy_within(last..last + m2, s.row(i0, 0));
         data.copy_within(first..first + m2, s.row(i0, m1 - 1));
+    }
+}
+
+/// Fill the x ghosts of rows `rows` of plane `i0` from the rows themselves.
+fn fill_row_ghosts(data: &mut [f64], s: Shape, i0: usize, rows: Range<usize>) {
+    let m2 = s.m[2];
+    for i1 in rows {
+        let start = s.row(i0, i1);
+        let row = &mut data[start..start + m2];
+        row[0] = row[m2 - 2];
+        row[m2 - 1] = row[1];
     }
 }
 
@@ -706,6 +751,11 @@ struct Multigrid<'c> {
     bufs: RowBuffers,
     /// Time spent assembling the finest gathered level.
     gathering: Duration,
+    /// The top level's residual is already restricted onto the level below (by
+    /// [`Multigrid::smooth_and_resid_top`]), so the next V-cycle starts one level down.
+    top_restricted: bool,
+    /// [`fused_bytes`], read once.
+    fused_bytes: usize,
 }
 
 impl<'c> Multigrid<'c> {
@@ -771,6 +821,8 @@ impl<'c> Multigrid<'c> {
             procs,
             bufs: std::array::from_fn(|_| vec![0.0; longest]),
             gathering: Duration::ZERO,
+            top_restricted: false,
+            fused_bytes: fused_bytes()?,
         })
     }
 
@@ -853,6 +905,7 @@ impl<'c> Multigrid<'c> {
 
     /// `r = v − A u` at the top level, then a ghost exchange of r.
     fn resid_top(&mut self) -> tessera::Result<()> {
+        self.top_restricted = false;
         let bufs = &mut self.bufs;
         let top = self.levels.last_mut().expect("at least one level");
         let all = Part::all(top.shape);
@@ -875,11 +928,18 @@ impl<'c> Multigrid<'c> {
     /// filled, while those planes are still in cache. Only the rows that need a
     /// neighbour's new values (the first and last planes, and the first and last rows
     /// where y is split) wait for the exchange of u.
+    ///
+    /// Where y is ours too, the same sweep also restricts the new residual onto the level
+    /// below (the next V-cycle's first step) as soon as the three fine planes a coarse
+    /// plane reads are done, so the residual is not read back from memory for it; only the
+    /// first and last coarse planes, which read the exchanged planes, wait.
     fn smooth_and_resid_top(&mut self) -> tessera::Result<()> {
         let c = self.smoother;
         let ours = self.procs.map(|p| p == 1);
         let bufs = &mut self.bufs;
-        let top = self.levels.last_mut().expect("at least one level");
+        let lt = self.levels.len();
+        let (lower, upper) = self.levels.split_at_mut(lt - 1);
+        let top = &mut upper[0];
         let s = top.shape;
         if !ours[2] {
             let all = Part::all(s);
@@ -887,25 +947,61 @@ impl<'c> Multigrid<'c> {
             top.u.exchange(s)?;
             return self.resid_top();
         }
+        let [m0, m1, m2] = s.m;
+        let tile = (self.fused_bytes / (FUSED_PLANES * m2 * size_of::<f64>())).max(2);
+        let tiled = tile < m1 - 2;
+        let rows_ours = ours[1] && !tiled;
+        let mut below = lower.last_mut().filter(|l| rows_ours && l.seam.is_none());
         let v = Some(self.v.as_slice());
-        let [m0, m1, _] = s.m;
-        let rows = if ours[1] { 1..m1 - 1 } else { 2..m1 - 2 };
         let (r, u) = (top.r.as_mut_slice(), top.u.as_mut_slice());
-        for p in 1..m0 - 1 {
-            psinv(r, u, s, Part::planes(s, p..p + 1), c, bufs);
-            fill_plane_ghosts(u, s, p, ours[1]);
-            if p >= 3 {
+        // Rows `a..b` of every plane in turn; the residual lags a row behind the
+        // smoothing (its rows a − 1 .. b − 1 read the smoothed rows a − 2 ..= b − 1), so
+        // the smoothing of the next tile still finds the old residual in rows b − 1 and b.
+        // Where rows are not all ours in one sweep, the first and last interior rows,
+        // which read ghost rows, wait for the exchange.
+        for a in (1..m1 - 1).step_by(tile) {
+            let b = (a + tile).min(m1 - 1);
+            let resid_rows = if rows_ours {
+                1..m1 - 1
+            } else {
+                (a - 1).max(2)..(b - 1).min(m1 - 2)
+            };
+            for p in 1..m0 - 1 {
                 let part = Part {
-                    planes: p - 1..p,
-                    rows: rows.clone(),
+                    planes: p..p + 1,
+                    rows: a..b,
+                };
+                psinv(r, u, s, part, c, bufs);
+                if rows_ours {
+                    fill_plane_ghosts(u, s, p, true);
+                } else {
+                    fill_row_ghosts(u, s, p, a..b);
+                }
+                if p < 3 {
+                    continue;
+                }
+                let done = p - 1;
+                let part = Part {
+                    planes: done..done + 1,
+                    rows: resid_rows.clone(),
                 };
                 resid(u, v, r, s, part, bufs);
+                if let Some(coarse) = below.as_mut() {
+                    // Coarse plane j reads fine planes 2j − 1 ..= 2j + 1: the first two
+                    // and this one are done here.
+                    fill_plane_ghosts(r, s, done, true);
+                    if done % 2 == 1 && done >= 5 {
+                        let j = (done - 1) / 2;
+                        let cs = coarse.shape;
+                        rprj3(r, s, coarse.r.as_mut_slice(), cs, j..j + 1, bufs);
+                    }
+                }
             }
         }
         top.u.exchange(s)?;
         let (r, u) = (top.r.as_mut_slice(), top.u.as_slice());
         let mut waited = vec![Part::planes(s, 1..2), Part::planes(s, m0 - 2..m0 - 1)];
-        if !ours[1] {
+        if !rows_ours {
             for edge in [1, m1 - 2] {
                 waited.push(Part {
                     planes: 2..m0 - 2,
@@ -918,7 +1014,17 @@ impl<'c> Multigrid<'c> {
         for part in waited {
             resid(u, v, r, s, part, bufs);
         }
-        top.r.exchange(s)
+        top.r.exchange(s)?;
+        let Some(coarse) = below else {
+            return Ok(());
+        };
+        let (cs, r) = (coarse.shape, top.r.as_slice());
+        let last = cs.m[0] - 2;
+        rprj3(r, s, coarse.r.as_mut_slice(), cs, 1..2, bufs);
+        rprj3(r, s, coarse.r.as_mut_slice(), cs, last..last + 1, bufs);
+        coarse.r.exchange(cs)?;
+        self.top_restricted = true;
+        Ok(())
     }
 
     /// The L2 norm of the top-level residual (NPB's rnm2) and its largest magnitude.
@@ -935,8 +1041,13 @@ impl<'c> Multigrid<'c> {
         let lt = self.levels.len();
         let c = self.smoother;
         let bufs = &mut self.bufs;
-        // Down: restrict the residual level by level.
+        // Down: restrict the residual level by level (the top level's restriction may
+        // have gone with the last residual).
+        let restricted = std::mem::take(&mut self.top_restricted);
         for k in (1..lt).rev() {
+            if restricted && k == lt - 1 {
+                continue;
+            }
             let (coarse, fine) = self.levels.split_at_mut(k);
             let (coarse, fine) = (&mut coarse[k - 1], &fine[0]);
             match &mut coarse.seam {
@@ -946,6 +1057,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         coarse.r.as_mut_slice(),
                         coarse.shape,
+                        1..coarse.shape.m[0] - 1,
                         bufs,
                     );
                     coarse.r.exchange(coarse.shape)?;
@@ -956,6 +1068,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         &mut seam.block,
                         seam.shape,
+                        1..seam.shape.m[0] - 1,
                         bufs,
                     );
                     let start = Instant::now();
@@ -1183,7 +1296,7 @@ mod tests {
         available: fn(Shape) -> bool,
         resid: Resid,
         psinv: unsafe fn(&[f64], &mut [f64], Shape, Part, [f64; 4]),
-        rprj3: unsafe fn(&[f64], Shape, &mut [f64], Shape),
+        rprj3: unsafe fn(&[f64], Shape, &mut [f64], Shape, Range<usize>),
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -1245,8 +1358,9 @@ mod tests {
                 if (form.available)(coarse) {
                     let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
                     // SAFETY: as above.
-                    unsafe { (form.rprj3)(&r, fine, &mut fast, coarse) };
-                    rprj3_portable(&r, fine, &mut portable, coarse, &mut bufs);
+                    let all = 1..coarse.m[0] - 1;
+                    unsafe { (form.rprj3)(&r, fine, &mut fast, coarse, all.clone()) };
+                    rprj3_portable(&r, fine, &mut portable, coarse, all, &mut bufs);
                     assert_eq!(bits(&fast), bits(&portable), "{name} rprj3, {:?}", coarse.m);
                     checked.push((name, "rprj3"));
                 }
