@@ -1,9 +1,11 @@
 //! The model layer: what PGAS programs are written in, built on the core.
 //!
 //! - [`team`]: teams (world, split, process grids) and collective operations with several
-//!   algorithms each;
+//!   algorithms each, in a folder of its own: the algorithm registry, data movement,
+//!   reductions, single-address forms, nonblocking schedules, checked mode, and beside
+//!   them the channel (team messages from signalling puts), the schedules' rounds, the
+//!   call signatures and [`tuning`] (tables from `tessera tune`, re-exported here);
 //! - [`ops`]: reduction operations and the types they apply to;
-//! - [`tuning`]: tuning tables (measured algorithm choices) from `tessera tune`;
 //! - [`domain`]: Titanium's domain calculus (points, rectangular and general domains);
 //! - [`grid`]: N-d arrays over rectangular domains, with views that share storage;
 //! - [`global_grid`]: grids in the global address space and one-sided copies of
@@ -14,15 +16,10 @@
 //!   exchange);
 //! - [`mailbox`]: fixed, symmetric pairs of ranks swapping messages, each lent out as a
 //!   slice of the receiver's inbox;
-//! - `channel`: point-to-point team messages from signalling puts (internal);
-//! - `schedule`: nonblocking mailbox collectives as schedules of rounds (internal);
-//! - `signature`: the call signature every team message carries, so that members in
-//!   different collective calls are caught at the first message (internal).
 //!
 //! This layer must never reach around the core to the conduit: everything it does works
 //! on any conduit.
 
-mod channel;
 pub mod domain;
 pub mod global_grid;
 pub mod grid;
@@ -30,8 +27,6 @@ pub mod halo;
 pub mod mailbox;
 pub mod ops;
 pub mod phased;
-mod schedule;
 pub mod shared_array;
-mod signature;
 pub mod team;
-pub mod tuning;
+pub use team::tuning;

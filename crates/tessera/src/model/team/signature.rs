@@ -21,8 +21,23 @@
 
 use std::fmt;
 
-use super::ops::Op;
-use super::team::{Algorithm, Collective, ALL_OPS};
+use super::registry::{Algorithm, Collective};
+use crate::model::ops::Op;
+
+/// Every built-in reduction, for naming them in checked-mode reports.
+pub(super) const ALL_OPS: [Op; 11] = [
+    Op::Sum,
+    Op::Prod,
+    Op::Min,
+    Op::Max,
+    Op::BitAnd,
+    Op::BitOr,
+    Op::BitXor,
+    Op::LogicalAnd,
+    Op::LogicalOr,
+    Op::MinLoc,
+    Op::MaxLoc,
+];
 
 /// How a collective was called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -150,7 +150,7 @@ impl Channel {
 
     /// The outermost call in progress chose `alg` (a nested call's choice is its own
     /// business: every member that made the same outer call makes the same nested ones).
-    pub(crate) fn record_algorithm(&self, alg: super::team::Algorithm) {
+    pub(crate) fn record_algorithm(&self, alg: super::Algorithm) {
         if self.depth.get() <= 1 {
             self.call.set(self.call.get().with_algorithm(alg));
         }

@@ -29,8 +29,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use super::registry::{check_supported, Algorithm, Collective};
 use crate::error::CoreError;
-use crate::model::team::{check_supported, Algorithm, Collective};
 use crate::Result;
 
 /// One size rule.

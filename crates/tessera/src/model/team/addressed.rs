@@ -1,0 +1,452 @@
+//! The single-address (data-centric) forms, `*_to`, which put straight into every member's
+//! destination in the global address space, and the rendezvous forms, `*_from`, which get
+//! from a root's source; with their entry and exit synchronisation (UPC's sync modes).
+//!
+//! This module must never write a destination outside the sync mode's promise.
+
+use super::*;
+
+impl<'a> Team<'a> {
+    // ----- data-centric (single-address) forms ------------------------------------------
+
+    /// The same segment offset on every member: the destinations of data allocated with
+    /// [`Context::alloc_collective`], in team-rank order, for the `*_to` forms.
+    pub fn symmetric<T>(&self, ptr: GlobalPtr<T>) -> Vec<GlobalPtr<T>> {
+        self.members.iter().map(|&r| ptr.on(r)).collect()
+    }
+
+    pub(super) fn check_destinations<T>(&self, what: &str, dsts: &[GlobalPtr<T>]) -> Result<()> {
+        self.check_places(what, "destination", dsts)
+    }
+
+    /// One pointer per member, pointer `i` on member `i` (`role`: what they are, for the
+    /// error).
+    pub(super) fn check_places<T>(
+        &self,
+        what: &str,
+        role: &str,
+        ptrs: &[GlobalPtr<T>],
+    ) -> Result<()> {
+        if ptrs.len() != self.size() {
+            return Err(length_error(
+                what,
+                &format!("the {role} list"),
+                ptrs.len(),
+                self.size(),
+            ));
+        }
+        for (i, &d) in ptrs.iter().enumerate() {
+            self.check_place(what, role, i, d)?;
+        }
+        Ok(())
+    }
+
+    /// Destination `d` must live on team member `i`.
+    pub(super) fn check_destination<T>(&self, what: &str, i: usize, d: GlobalPtr<T>) -> Result<()> {
+        self.check_place(what, "destination", i, d)
+    }
+
+    /// Pointer `d` (a `role`) must live on team member `i`.
+    pub(super) fn check_place<T>(
+        &self,
+        what: &str,
+        role: &str,
+        i: usize,
+        d: GlobalPtr<T>,
+    ) -> Result<()> {
+        if d.rank() != self.members[i] {
+            return Err(CoreError::Invalid(format!(
+                "{what}: {role} {i} lives on rank {} but team member {i} is rank {}",
+                d.rank(),
+                self.members[i]
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The synchronisation around a single-address form's puts (`put`), by `self.sync`:
+    /// `targets` are the members this one puts into, `sources` those that put into it.
+    /// Entry `My` and exit `My` are one empty channel message per pair ("entered",
+    /// "landed"), in opposite directions, each consumed within the call.
+    pub(super) fn deliver(
+        &self,
+        targets: impl Iterator<Item = usize> + Clone,
+        sources: impl Iterator<Item = usize> + Clone,
+        put: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let _call = self.begin_call(Signature::SINGLE_ADDRESS);
+        let exchange = |to: &mut dyn Iterator<Item = usize>,
+                        from: &mut dyn Iterator<Item = usize>| {
+            let mut sends: Vec<Outgoing> = to.map(|t| Outgoing::new(t, &[])).collect();
+            let mut recvs: Vec<Incoming> = from.map(|s| Incoming::new(s, &mut [])).collect();
+            self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+        };
+        match self.sync.input {
+            SyncMode::All => self.barrier()?,
+            SyncMode::My => exchange(&mut sources.clone(), &mut targets.clone())?,
+            SyncMode::No => {}
+        }
+        put()?;
+        match self.sync.output {
+            SyncMode::No => Ok(()),
+            SyncMode::My => exchange(&mut targets.clone(), &mut sources.clone()),
+            SyncMode::All => {
+                exchange(&mut targets.clone(), &mut sources.clone())?;
+                self.barrier()
+            }
+        }
+    }
+
+    /// A single-address form: blocking (`deliver`), or nonblocking (puts now, "landed"
+    /// messages counted by a handle).
+    pub(super) fn run_single(
+        &self,
+        nb: bool,
+        targets: impl Iterator<Item = usize> + Clone,
+        sources: impl Iterator<Item = usize> + Clone,
+        put: impl FnOnce() -> Result<()>,
+    ) -> Result<Option<CollHandle<'a>>> {
+        if !nb {
+            return self.deliver(targets, sources, put).map(|()| None);
+        }
+        if self.sync.input != SyncMode::No || self.sync.output == SyncMode::All {
+            return Err(CoreError::Invalid(format!(
+                "nonblocking single-address collectives need entry SyncMode::No and exit No or My (this team has {:?}/{:?}); use Team::with_sync(SyncMode::No, SyncMode::My) and make sure the destinations are ready before anyone enters",
+                self.sync.input, self.sync.output
+            ))
+            .into());
+        }
+        if !self.schedules.borrow().pending.is_empty() {
+            return Err(CoreError::Invalid(
+                "nonblocking mailbox collectives (allreduce_nb, ...) are in flight on this team: wait for them before starting a nonblocking single-address one".into(),
+            )
+            .into());
+        }
+        put()?;
+        let mut need = Vec::new();
+        if self.sync.output == SyncMode::My {
+            let mut nb_state = self.nb.borrow_mut();
+            for t in targets {
+                nb_state.unsent[t] += 1;
+            }
+            for s in sources {
+                nb_state.expected[s] += 1;
+                need.push((s, nb_state.expected[s]));
+            }
+        }
+        self.channel.begin_nonblocking();
+        let mut handle = CollHandle {
+            team: self.clone(),
+            need,
+            open: true,
+        };
+        handle.test()?;
+        Ok(Some(handle))
+    }
+
+    /// Advance every nonblocking collective of this team without waiting: send the
+    /// "landed" messages that fit, count the ones that arrived.
+    pub(super) fn progress_nonblocking(&self) -> Result<()> {
+        let mut st = self.nb.borrow_mut();
+        for t in 0..self.size() {
+            while st.unsent[t] > 0
+                && self
+                    .channel
+                    .try_send_chunk(self.ctx, t, &[], Signature::SINGLE_ADDRESS)?
+            {
+                st.unsent[t] -= 1;
+            }
+            while st.received[t] < st.expected[t]
+                && self
+                    .channel
+                    .try_recv_chunk(self.ctx, t, &mut [], Signature::SINGLE_ADDRESS)?
+                    .is_some()
+            {
+                st.received[t] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    single_address_pair! {
+        /// Single-address broadcast: `root` puts `src` straight into every member's
+        /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
+        /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. By
+        /// default (see [`Team::with_sync`]) entry is synchronised (no member's destination
+        /// is written before it has entered) and every member returns once its own
+        /// destination holds the data.
+        ///
+        /// ```
+        /// use tessera::{Job, Team};
+        /// Job::threads(3).segment(8 << 20).run(|ctx| {
+        ///     let world = Team::world(ctx)?;
+        ///     let buf = ctx.alloc_collective::<u32>(4)?;
+        ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
+        ///     let mut got = [0u32; 4];
+        ///     ctx.get(buf, &mut got)?;
+        ///     assert_eq!(got, [7, 8, 9, 10]);
+        ///     Ok(())
+        /// }).unwrap();
+        /// ```
+        broadcast_to, broadcast_to_nb, broadcast_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
+    }
+
+    pub(super) fn broadcast_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<Option<CollHandle<'a>>> {
+        self.check_root(root)?;
+        self.check_destinations("broadcast_to", dsts)?;
+        if self.me == root && src.len() != len {
+            return Err(length_error("broadcast_to", "src", src.len(), len));
+        }
+        self.root_puts(nb, root, dsts, |_| src)
+    }
+
+    /// The root puts `block(i)` into every member `i`'s destination; the others receive.
+    pub(super) fn root_puts<'s, T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        dsts: &[GlobalPtr<T>],
+        block: impl Fn(usize) -> &'s [T],
+    ) -> Result<Option<CollHandle<'a>>> {
+        let (n, me) = (self.size(), self.me);
+        self.run_single(
+            nb,
+            (0..n).filter(|&i| me == root && i != root),
+            std::iter::once(root).filter(|_| me != root),
+            || {
+                if me == root {
+                    for (i, d) in dsts.iter().enumerate() {
+                        self.ctx.put(*d, block(i))?;
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// Rendezvous broadcast: every member *gets* the data from `src`, which lives on `root`
+    /// (in its segment; every member passes the same pointer), into its own `dst` (a local
+    /// buffer; every member passes the same length). The receivers move the data, each
+    /// once the root has entered, and nothing passes through the team's mailboxes. The
+    /// team's synchronisation modes ([`Team::with_sync`]) apply with source and
+    /// destination swapped: entry `My` means the root's `src` is read only after the root
+    /// has entered, exit `My` that the root returns once every member has finished
+    /// reading it (so it may then change it) and every member once its `dst` is filled.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let src = ctx.alloc_collective::<u32>(4)?.on(2);
+    ///     if ctx.rank() == 2 {
+    ///         ctx.put(src, &[7, 8, 9, 10])?;
+    ///     }
+    ///     let mut got = [0u32; 4];
+    ///     world.broadcast_from(2, src, &mut got)?;
+    ///     assert_eq!(got, [7, 8, 9, 10]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn broadcast_from<T: Pod>(
+        &self,
+        root: usize,
+        src: GlobalPtr<T>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_place("broadcast_from", "source", root, src)?;
+        let (n, me) = (self.size(), self.me);
+        // Members read from the root; the root is read by all the others.
+        self.deliver(
+            std::iter::once(root).filter(|_| me != root),
+            (0..n).filter(|&i| me == root && i != root),
+            || self.ctx.get(src, dst),
+        )
+    }
+
+    /// Rendezvous gather: `root` *gets* block `i` of `dst` (`dst.len() / size` elements) from
+    /// member `i`'s `srcs[i]` (in that member's segment) once member `i` has entered. Every
+    /// member passes the same `srcs` (see [`Team::symmetric`]); `dst` is written on the root
+    /// only (others may pass an empty one). The synchronisation modes apply as for
+    /// [`Team::broadcast_from`]: with exit `My` a member returns once the root has read its
+    /// block.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let mine = ctx.alloc_collective::<u64>(2)?;
+    ///     ctx.put(mine, &[ctx.rank() as u64, 100])?;
+    ///     let mut all = vec![0u64; if ctx.rank() == 0 { 6 } else { 0 }];
+    ///     world.gather_from(0, &world.symmetric(mine), &mut all)?;
+    ///     if ctx.rank() == 0 {
+    ///         assert_eq!(all, [0, 100, 1, 100, 2, 100]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn gather_from<T: Pod>(
+        &self,
+        root: usize,
+        srcs: &[GlobalPtr<T>],
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.check_root(root)?;
+        self.check_places("gather_from", "source", srcs)?;
+        let (n, me) = (self.size(), self.me);
+        let len = if me == root {
+            self.block_of("gather_from", dst.len())?
+        } else {
+            0
+        };
+        self.deliver(
+            (0..n).filter(|&i| me == root && i != root),
+            std::iter::once(root).filter(|_| me != root),
+            || {
+                if me != root {
+                    return Ok(());
+                }
+                // All the gets in flight at once (each completes as issued on shared
+                // memory), starting with the next member's block.
+                let mut blocks: Vec<(usize, &mut [T])> =
+                    dst.chunks_mut(len.max(1)).enumerate().collect();
+                blocks.rotate_left((me + 1) % n);
+                let handles = blocks
+                    .into_iter()
+                    .map(|(i, block)| self.ctx.get_nb(srcs[i], block))
+                    .collect::<Result<Vec<_>>>()?;
+                handles.into_iter().try_for_each(|h| h.wait())
+            },
+        )
+    }
+
+    single_address_pair! {
+        /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
+        /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
+        /// synchronised; each member returns once every block of its own destination arrived.
+        exchange_to, exchange_to_nb, exchange_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
+    }
+
+    pub(super) fn exchange_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<Option<CollHandle<'a>>> {
+        self.check_destinations("exchange_to", dsts)?;
+        let b = self.block_of("exchange_to", src.len())?;
+        self.all_put(nb, dsts, b, |j| &src[j * b..(j + 1) * b])
+    }
+
+    /// Every member puts `block(j)` into member `j`'s destination at block position (its
+    /// team rank × `len`).
+    pub(super) fn all_put<'s, T: Pod>(
+        &self,
+        nb: bool,
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+        block: impl Fn(usize) -> &'s [T],
+    ) -> Result<Option<CollHandle<'a>>> {
+        let (n, me) = (self.size(), self.me);
+        let others = (0..n).filter(move |&i| i != me);
+        self.run_single(nb, others.clone(), others, || {
+            // Start with the next member so that members do not all write to the same one.
+            for s in 0..n {
+                let j = (me + s) % n;
+                self.ctx.put(dsts[j].add(me * len), block(j))?;
+            }
+            Ok(())
+        })
+    }
+
+    single_address_pair! {
+        /// Single-address gather: every member puts its `src` straight into the root's
+        /// destination `dst` at block position (its team rank × `src.len()`). Every member
+        /// passes the same `dst`, on the root, and the same `src.len()`. Entry is synchronised;
+        /// the root returns once every block has landed, the others once theirs is sent.
+        ///
+        /// ```
+        /// use tessera::{Job, Team};
+        /// Job::threads(3).segment(8 << 20).run(|ctx| {
+        ///     let world = Team::world(ctx)?;
+        ///     let buf = ctx.alloc_collective::<u32>(3)?;
+        ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
+        ///     if ctx.rank() == 0 {
+        ///         let mut got = [0u32; 3];
+        ///         ctx.get(buf, &mut got)?;
+        ///         assert_eq!(got, [10, 11, 12]);
+        ///     }
+        ///     Ok(())
+        /// }).unwrap();
+        /// ```
+        gather_to, gather_to_nb, gather_to_op, (root: usize, src: &[T], dst: GlobalPtr<T>)
+    }
+
+    pub(super) fn gather_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dst: GlobalPtr<T>,
+    ) -> Result<Option<CollHandle<'a>>> {
+        self.check_root(root)?;
+        self.check_destination("gather_to", root, dst)?;
+        let (n, me) = (self.size(), self.me);
+        self.run_single(
+            nb,
+            std::iter::once(root).filter(|_| me != root),
+            (0..n).filter(|&i| me == root && i != root),
+            || self.ctx.put(dst.add(me * src.len()), src),
+        )
+    }
+
+    single_address_pair! {
+        /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
+        /// elements) straight into member `i`'s destination `dsts[i]`. Every member passes the
+        /// same `dsts` and block length `len`; `src` is read on the root only. Entry is
+        /// synchronised; every member returns once its block has landed.
+        scatter_to, scatter_to_nb, scatter_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
+    }
+
+    pub(super) fn scatter_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        root: usize,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+        len: usize,
+    ) -> Result<Option<CollHandle<'a>>> {
+        self.check_root(root)?;
+        self.check_destinations("scatter_to", dsts)?;
+        let n = self.size();
+        if self.me == root && src.len() != n * len {
+            return Err(length_error("scatter_to", "src", src.len(), n * len));
+        }
+        self.root_puts(nb, root, dsts, |i| &src[i * len..(i + 1) * len])
+    }
+
+    single_address_pair! {
+        /// Single-address allgather: every member puts its `src` straight into every member's
+        /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
+        /// synchronised; each member returns once every block of its own destination arrived.
+        allgather_to, allgather_to_nb, allgather_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
+    }
+
+    pub(super) fn allgather_to_op<T: Pod>(
+        &self,
+        nb: bool,
+        src: &[T],
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<Option<CollHandle<'a>>> {
+        self.check_destinations("allgather_to", dsts)?;
+        self.all_put(nb, dsts, src.len(), |_| src)
+    }
+}

@@ -1,0 +1,585 @@
+//! Teams and their collective operations.
+//!
+//! A [`Team`] is an ordered set of ranks that perform collectives together: the world,
+//! or any subset made by [`Team::split`] (and [`Team::grid`] for the rows and columns of a
+//! process grid). Teams nest: a team can be split again. Creating a team is collective
+//! over its parent.
+//!
+//! Every operation comes in several algorithms ([`Algorithm`]). A tuning table
+//! (`tessera tune`), else a documented model ([`default_algorithm`]), picks one from the
+//! team size and message size. `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
+//! `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data moves as
+//! signalling puts into per-member mailboxes (see the `channel` module), so the
+//! collectives work on any conduit. On the mpi conduit every team also has a communicator
+//! of its own, and [`Algorithm::Native`] runs MPI's collective on it; the model uses it
+//! for teams that span hosts.
+//!
+//! Semantics: operations are blocking, except the `*_to_nb` single-address forms
+//! ([`CollHandle`]) and the `*_nb` forms of the mailbox operations ([`CollRequest`]), and
+//! every member must call the same operations in the same order with matching arguments (roots, counts, operation). Mismatched lengths are
+//! detected and reported. Reduction operations must be associative and commutative
+//! (floating-point results may differ in the last bits between algorithms). A built-in
+//! operation that does not apply to the element type is refused before anything moves. A
+//! user operation that fails mid-way ends the job: its partners would otherwise wait for
+//! it (the watchdog, `TESSERA_WAIT_TIMEOUT`, names them).
+//!
+//! This module must never touch another rank's memory except through the channel.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+use std::str::FromStr;
+
+use bytemuck::Pod;
+
+use super::ops::{Combine, Op, Reducible};
+use crate::conduit::{NativeCall, NativeOp, Reduction};
+use crate::core::native::NativeGroup;
+use crate::error::CoreError;
+use crate::{Context, GlobalPtr, Result};
+use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
+use schedule::{Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule};
+use signature::{Form, Reduction as SigReduction, Signature};
+use tuning::Rules;
+
+/// The blocking single-address form `$name` and its nonblocking twin `$nb`, both thin
+/// wrappers of `$op(nb, ...)`, which holds the operation's one implementation.
+macro_rules! single_address_pair {
+    ($(#[$doc:meta])* $name:ident, $nb:ident, $op:ident, ($($arg:ident: $ty:ty),*)) => {
+        $(#[$doc])*
+        pub fn $name<T: Pod>(&self, $($arg: $ty),*) -> Result<()> {
+            self.$op(false, $($arg),*).map(drop)
+        }
+
+        #[doc = concat!("Nonblocking [`Team::", stringify!($name), "`]: the puts are issued before it")]
+        /// returns and the handle completes the exit synchronisation. Needs entry
+        /// [`SyncMode::No`] and exit `No` or `My` (see [`Team::with_sync`]).
+        pub fn $nb<T: Pod>(&self, $($arg: $ty),*) -> Result<CollHandle<'a>> {
+            Ok(self
+                .$op(true, $($arg),*)?
+                .expect("a nonblocking call returns a handle"))
+        }
+    };
+}
+
+mod addressed;
+mod channel;
+mod checked;
+mod movement;
+mod nonblocking;
+mod reduction;
+mod registry;
+mod schedule;
+mod signature;
+mod topology;
+pub mod tuning;
+
+use nonblocking::allgather_rounds;
+pub use nonblocking::{CollHandle, CollRequest};
+use nonblocking::{NonblockingState, Schedules};
+use reduction::native_reduction;
+pub(crate) use registry::check_supported;
+pub use registry::{default_algorithm, Algorithm, Collective};
+use registry::{forced_from_env, radix_of, Forced};
+use signature::ALL_OPS;
+use topology::{split_range, Knomial};
+
+/// A team of ranks that performs collectives together. See the [module docs](self).
+///
+/// ```
+/// use tessera::{Job, Op, Team};
+/// Job::threads(4).segment(8 << 20).run(|ctx| {
+///     let world = Team::world(ctx)?;
+///     let total = world.allreduce_value(ctx.rank() as u64 + 1, Op::Sum)?;
+///     assert_eq!(total, 10);
+///     let (row, col) = world.grid(2, 2)?;
+///     assert_eq!(row.allreduce_value(1u32, Op::Sum)?, 2);
+///     assert_eq!(col.size(), 2);
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Team<'a> {
+    ctx: &'a Context,
+    members: Rc<Vec<usize>>,
+    me: usize,
+    channel: Rc<Channel>,
+    /// Algorithms forced per operation (by `TESSERA_COLL_*` or [`Team::with_algorithm`]),
+    /// in [`Collective::ALL`] order.
+    forced: Forced,
+    /// The tuning table's rules for this team's size, per operation, if a table is in
+    /// force (see [`crate::model::tuning`]); resolved when the team is made.
+    tuned: Option<Rc<[Option<Rules>; 9]>>,
+    /// Synchronisation of the single-address forms.
+    sync: DataSync,
+    /// Counters of the nonblocking single-address forms in flight.
+    nb: Rc<RefCell<NonblockingState>>,
+    /// The nonblocking mailbox collectives in flight, and the results of finished ones.
+    schedules: Rc<RefCell<Schedules>>,
+    /// The team's group in the conduit's own collectives, where it has them.
+    native: Option<Rc<NativeGroup<'a>>>,
+    /// Some member's segment is not mapped here (another host). Every member agrees: if
+    /// two members sit on different hosts, each member is on a different host from one
+    /// of them.
+    spans_hosts: bool,
+    /// When the last copy of the team goes, leaves the end-of-job check of its inbox.
+    _auditor: Rc<Auditor<'a>>,
+}
+
+/// Hands a team's inbox to the end-of-job check when the team is dropped: a message some
+/// member sent that this member never received means the members' collective calls did
+/// not match (a broadcast whose roots differed, a call one member skipped), which the
+/// job then reports instead of ending with wrong results.
+struct Auditor<'a> {
+    ctx: &'a Context,
+    channel: Rc<Channel>,
+}
+
+impl Drop for Auditor<'_> {
+    fn drop(&mut self) {
+        let audit = self.channel.audit();
+        self.ctx.at_end_of_job(Box::new(move |ctx: &Context| {
+            let senders = audit.unreceived(ctx)?;
+            if senders.is_empty() {
+                return Ok(());
+            }
+            Err(CoreError::CollectiveMismatch(format!(
+                "world rank(s) {senders:?} sent world rank {} team messages it never received",
+                ctx.rank()
+            ))
+            .into())
+        }));
+    }
+}
+
+/// How much a single-address collective (`broadcast_to`, `scatter_to`, `gather_to`,
+/// `allgather_to`, `exchange_to`) synchronises, on entry and on exit (UPC's
+/// `UPC_IN_*SYNC` / `UPC_OUT_*SYNC`). A *source* is a member that puts into this member's
+/// destination; a *target* is a member whose destination this member puts into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// Entry: data may be written into any destination as soon as any member has entered,
+    /// so every destination must be ready (and not in use) before anyone enters. Exit: a
+    /// member returns once its own puts are issued; its destination may not hold the data
+    /// yet, so read it only after a later synchronisation (a barrier).
+    No,
+    /// Entry: a destination is written only after its owner has entered (each member
+    /// tells its sources). Exit: a member returns once its own destination holds all its
+    /// data and its own puts are done.
+    My,
+    /// Entry: nothing is written until every member has entered (a barrier). Exit: as
+    /// `My`, then a barrier, so every destination is complete when anyone returns.
+    All,
+}
+
+/// Entry and exit synchronisation of the single-address forms; the default is
+/// `{ input: All, output: My }`. Set with [`Team::with_sync`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataSync {
+    pub input: SyncMode,
+    pub output: SyncMode,
+}
+
+impl Default for DataSync {
+    fn default() -> Self {
+        DataSync {
+            input: SyncMode::All,
+            output: SyncMode::My,
+        }
+    }
+}
+
+impl<'a> Team<'a> {
+    /// The team of every rank. Collective over all ranks; create it once and reuse it
+    /// (each team keeps a mailbox area in every member's segment).
+    pub fn world(ctx: &'a Context) -> Result<Team<'a>> {
+        let n = ctx.ranks();
+        let area = ctx.alloc_collective::<u8>(area_len(n, DEFAULT_CHUNK))?;
+        zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
+        ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
+        let areas = (0..n).map(|r| area.on(r)).collect();
+        let native = NativeGroup::world(ctx)?;
+        Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)
+    }
+
+    fn build(
+        ctx: &'a Context,
+        members: Vec<usize>,
+        me: usize,
+        areas: Vec<GlobalPtr<u8>>,
+        native: Option<NativeGroup<'a>>,
+    ) -> Result<Team<'a>> {
+        let size = members.len();
+        let spans_hosts = members
+            .iter()
+            .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0)));
+        let channel = Rc::new(Channel::new(me, areas, DEFAULT_CHUNK));
+        let team = Team {
+            ctx,
+            members: Rc::new(members),
+            me,
+            _auditor: Rc::new(Auditor {
+                ctx,
+                channel: channel.clone(),
+            }),
+            channel,
+            forced: forced_from_env()?,
+            tuned: tuning::in_force()?
+                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            sync: DataSync::default(),
+            nb: Rc::new(RefCell::new(NonblockingState {
+                unsent: vec![0; size],
+                expected: vec![0; size],
+                received: vec![0; size],
+            })),
+            native: native.map(Rc::new),
+            schedules: Rc::new(RefCell::new(Schedules::default())),
+            spans_hosts,
+        };
+        if team.forced.contains(&Some(Algorithm::Native)) {
+            team.check_available(Algorithm::Native)?;
+        }
+        Ok(team)
+    }
+
+    /// The algorithm a call of `op` with `bytes` per member would use on this team: the
+    /// forced one, else the tuning table's, else the model's. (A call that cannot use
+    /// [`Algorithm::Native`], such as a user reduction, falls back to the model's choice
+    /// instead; this reports what an eligible call gets.)
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let ring = world.with_algorithm(Collective::Allreduce, Algorithm::Ring)?;
+    ///     assert_eq!(ring.algorithm_for(Collective::Allreduce, 8), Algorithm::Ring);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn algorithm_for(&self, op: Collective, bytes: usize) -> Algorithm {
+        self.choose(op, bytes, true)
+    }
+
+    /// The algorithms this team can run `op` with: the operation's own
+    /// ([`Collective::algorithms`]) and, on a conduit with collectives of its own (mpi),
+    /// [`Algorithm::Native`].
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let algs = world.algorithms(Collective::Allreduce);
+    ///     assert!(algs.contains(&Algorithm::Ring));
+    ///     assert!(!algs.contains(&Algorithm::Native)); // threads has no MPI
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
+        let mut algs = op.algorithms().to_vec();
+        if self.native.is_some() {
+            algs.push(Algorithm::Native);
+        }
+        algs
+    }
+
+    /// An error unless this team can run `alg` at all.
+    fn check_available(&self, alg: Algorithm) -> Result<()> {
+        if alg == Algorithm::Native && self.native.is_none() {
+            return Err(CoreError::Invalid(format!(
+                "algorithm native calls the conduit's own collectives, and the {} conduit has none; run on the mpi conduit (--conduit mpi) or choose another algorithm",
+                self.ctx.conduit_kind()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// This rank's index in the team.
+    pub fn rank(&self) -> usize {
+        self.me
+    }
+
+    /// Number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The world rank of team member `team_rank`.
+    pub fn world_rank(&self, team_rank: usize) -> usize {
+        self.members[team_rank]
+    }
+
+    /// The team rank of world rank `world_rank`, if it is a member.
+    pub fn team_rank(&self, world_rank: usize) -> Option<usize> {
+        self.members.iter().position(|&r| r == world_rank)
+    }
+
+    /// The context this team runs on.
+    pub fn context(&self) -> &'a Context {
+        self.ctx
+    }
+
+    /// This team with `algorithm` forced for `op` (for experiments and tests). The copy
+    /// shares the team's channel, so it must be used in the same collective order.
+    pub fn with_algorithm(&self, op: Collective, algorithm: Algorithm) -> Result<Team<'a>> {
+        check_supported(op, algorithm)?;
+        self.check_available(algorithm)?;
+        let mut forced = self.forced;
+        forced[op.index()] = Some(algorithm);
+        Ok(Team {
+            forced,
+            ..self.clone()
+        })
+    }
+
+    /// This team with the single-address forms synchronising as `input` on entry and
+    /// `output` on exit (see [`SyncMode`]). The copy shares the team's channel, so it must
+    /// be used in the same collective order.
+    ///
+    /// ```
+    /// use tessera::{Job, SyncMode, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let buf = ctx.alloc_collective::<u64>(2)?;
+    ///     // Destinations are ready (nothing else uses buf): no entry barrier; read after
+    ///     // our own barrier.
+    ///     let loose = world.with_sync(SyncMode::No, SyncMode::No);
+    ///     loose.allgather_to(&[ctx.rank() as u64], &world.symmetric(buf))?;
+    ///     world.barrier()?;
+    ///     let mut got = [9u64; 2];
+    ///     ctx.get(buf, &mut got)?;
+    ///     assert_eq!(got, [0, 1]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn with_sync(&self, input: SyncMode, output: SyncMode) -> Team<'a> {
+        Team {
+            sync: DataSync { input, output },
+            ..self.clone()
+        }
+    }
+
+    /// Split into sub-teams: members passing the same `colour` form a team, ordered by
+    /// `key` (ties by rank in this team). `None` joins no team and returns `None`.
+    /// Collective over this team.
+    pub fn split(&self, colour: Option<u32>, key: u64) -> Result<Option<Team<'a>>> {
+        let n = self.size();
+        let mine = [colour.map_or(u64::MAX, u64::from), key];
+        let mut all = vec![0u64; 2 * n];
+        self.allgather(&mine, &mut all)?;
+        let mut group: Vec<(u64, usize)> = (0..n)
+            .filter(|&i| colour.is_some() && all[2 * i] == mine[0])
+            .map(|i| (all[2 * i + 1], i))
+            .collect();
+        group.sort_unstable();
+        // Each member clears a mailbox area sized for its new team, then publishes it.
+        let area = match colour {
+            Some(_) => {
+                let len = area_len(group.len(), DEFAULT_CHUNK);
+                let area = self.ctx.alloc_local::<u8>(len)?;
+                zero(self.ctx, area, len)?;
+                Some(area)
+            }
+            None => None,
+        };
+        let published = area.map_or([u64::MAX, 0], |a| [a.rank() as u64, a.offset()]);
+        let mut areas = vec![0u64; 2 * n];
+        self.allgather(&published, &mut areas)?;
+        let me = group.iter().position(|&(_, i)| i == self.me);
+        // The conduit's group for the new team: the colour is the group's first member (in
+        // this team), the key its place in the order just computed, so both agree.
+        let native = match &self.native {
+            Some(parent) => {
+                parent.split(me.map(|_| group[0].1 as u32), me.map_or(0, |m| m as u32))?
+            }
+            None => None,
+        };
+        let Some(me) = me else {
+            return Ok(None);
+        };
+        let members = group.iter().map(|&(_, i)| self.members[i]).collect();
+        let areas = group
+            .iter()
+            .map(|&(_, i)| GlobalPtr::new(areas[2 * i] as usize, areas[2 * i + 1]))
+            .collect();
+        let mut team = Team::build(self.ctx, members, me, areas, native)?;
+        team.forced = self.forced;
+        Ok(Some(team))
+    }
+
+    /// The team of `members` (indices in this team, in the new team's order), made by
+    /// those members alone: nobody else takes part, and nothing is allocated. This is how
+    /// OpenSHMEM's active sets (a start, a stride and a size, named by the members only)
+    /// run on Tessera's collectives. The new team shares this team's message streams, so
+    /// its collectives and this team's must be called in the same order by the members
+    /// they share (as any overlapping collectives must), and nonblocking collectives of
+    /// one must be finished before the other starts any. Every member of `members` must
+    /// call it, and this member must be one.
+    ///
+    /// ```
+    /// use tessera::{Job, Op, Team};
+    /// Job::threads(4).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     if ctx.rank() % 2 == 0 {
+    ///         // Ranks 0 and 2 only; 1 and 3 go on without them.
+    ///         let evens = world.subset(&[0, 2])?;
+    ///         assert_eq!(evens.allreduce_value(ctx.rank() as u64, Op::Sum)?, 2);
+    ///     }
+    ///     world.barrier()?;
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn subset(&self, members: &[usize]) -> Result<Team<'a>> {
+        let n = self.size();
+        let mut seen = vec![false; n];
+        for &m in members {
+            if m >= n || std::mem::replace(&mut seen[m], true) {
+                return Err(CoreError::Invalid(format!(
+                    "subset: member {m} is {} (this team has members 0..{n}, each at most once)",
+                    if m >= n {
+                        "not a member"
+                    } else {
+                        "listed twice"
+                    }
+                ))
+                .into());
+            }
+        }
+        let Some(me) = members.iter().position(|&m| m == self.me) else {
+            return Err(CoreError::Invalid(format!(
+                "subset: this member ({}) is not in {members:?}; only the subset's members make it",
+                self.me
+            ))
+            .into());
+        };
+        let size = members.len();
+        Ok(Team {
+            ctx: self.ctx,
+            members: Rc::new(members.iter().map(|&m| self.members[m]).collect()),
+            me,
+            channel: Rc::new(self.channel.subset(members)),
+            forced: self.forced,
+            tuned: tuning::in_force()?
+                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            sync: self.sync,
+            nb: Rc::new(RefCell::new(NonblockingState {
+                unsent: vec![0; size],
+                expected: vec![0; size],
+                received: vec![0; size],
+            })),
+            schedules: Rc::new(RefCell::new(Schedules::default())),
+            native: None,
+            spans_hosts: self.spans_hosts,
+            _auditor: self._auditor.clone(),
+        })
+    }
+
+    /// The row and column teams of a `rows × cols` process grid laid out row-major over
+    /// this team (member r sits at row r / cols, column r % cols). Collective.
+    pub fn grid(&self, rows: usize, cols: usize) -> Result<(Team<'a>, Team<'a>)> {
+        if rows * cols != self.size() {
+            return Err(CoreError::Invalid(format!(
+                "a {rows}×{cols} grid needs {} members; this team has {}",
+                rows * cols,
+                self.size()
+            ))
+            .into());
+        }
+        let (row, col) = (self.me / cols, self.me % cols);
+        let row_team = self.split(Some(row as u32), col as u64)?.expect("in a row");
+        let col_team = self
+            .split(Some(col as u32), row as u64)?
+            .expect("in a column");
+        Ok((row_team, col_team))
+    }
+
+    /// The algorithm for `op` with `bytes` per member: forced, else the tuning table's,
+    /// else the model's. `native` only where this team has it and the call can use it
+    /// (`native_ok`: a built-in reduction on a primitive type, equal blocks; and a count
+    /// MPI can express); otherwise the model decides.
+    fn choose(&self, op: Collective, bytes: usize, native_ok: bool) -> Algorithm {
+        let alg = match self.forced[op.index()] {
+            Some(alg) => alg,
+            None => self
+                .tuned
+                .as_ref()
+                .and_then(|rules| tuning::rule_for(rules[op.index()].as_deref()?, bytes))
+                .unwrap_or_else(|| self.model(op, bytes)),
+        };
+        let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
+        let alg = if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
+            default_algorithm(op, self.size(), bytes)
+        } else {
+            alg
+        };
+        self.channel.record_algorithm(alg);
+        alg
+    }
+
+    /// The model's choice: on a team that spans hosts and has the conduit's own
+    /// collectives, those (MPI's beat messages built from one-sided operations between
+    /// hosts at every measured size, docs/PERFORMANCE.md); otherwise
+    /// [`default_algorithm`].
+    fn model(&self, op: Collective, bytes: usize) -> Algorithm {
+        if self.spans_hosts && self.native.is_some() {
+            Algorithm::Native
+        } else {
+            default_algorithm(op, self.size(), bytes)
+        }
+    }
+
+    /// Run `call` with the conduit's own collectives (after `choose` said `Native`).
+    fn native(&self, op: NativeOp, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        self.native
+            .as_ref()
+            .expect("choose returns Native only where the team has a group")
+            .run(NativeCall { op, src, dst })
+    }
+
+    // ----- message helpers ------------------------------------------------------------
+
+    fn send<T: Pod>(&self, to: usize, data: &[T]) -> Result<()> {
+        self.channel.send(self.ctx, to, bytemuck::cast_slice(data))
+    }
+
+    fn recv<T: Pod>(&self, from: usize, out: &mut [T]) -> Result<()> {
+        self.channel
+            .recv(self.ctx, from, bytemuck::cast_slice_mut(out))
+    }
+
+    fn sendrecv<T: Pod>(&self, to: usize, data: &[T], from: usize, out: &mut [T]) -> Result<()> {
+        self.channel.sendrecv(
+            self.ctx,
+            to,
+            bytemuck::cast_slice(data),
+            from,
+            bytemuck::cast_slice_mut(out),
+        )
+    }
+}
+
+/// Refuse an operation that does not apply to `T` before any message moves, so that no
+/// member is left waiting for a partner that gave up.
+fn check_op<T: Reducible>(op: Op) -> Result<()> {
+    T::reduce(op, &mut [], &[])
+}
+
+fn length_error(op: &str, arg: &str, got: usize, want: usize) -> crate::Error {
+    CoreError::Invalid(format!(
+        "{op}: {arg} has {got} elements but {want} are needed"
+    ))
+    .into()
+}
+
+/// Clear `len` bytes at `area` (own segment).
+fn zero(ctx: &Context, area: GlobalPtr<u8>, len: usize) -> Result<()> {
+    let zeros = vec![0u8; len.min(1 << 20)];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(zeros.len());
+        ctx.put(area.add(done), &zeros[..n])?;
+        done += n;
+    }
+    Ok(())
+}
