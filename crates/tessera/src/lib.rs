@@ -41,8 +41,9 @@ pub mod error;
 pub mod job;
 pub mod model;
 #[cfg(feature = "mpi")]
-pub use crate::conduit::mpi::reference as mpi_reference;
+pub mod mpi_reference;
 mod protocol;
+pub mod reduction;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};
 pub use crate::core::atomic::{AtomicFloat, AtomicInt, AtomicOp};

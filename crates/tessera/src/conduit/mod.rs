@@ -18,6 +18,7 @@
 //! This layer must never know about global pointers, allocation, barriers or any
 //! user-visible semantics; it moves bytes and frames.
 
+pub use crate::reduction::{NativeType, Op, Reduction};
 use std::fmt;
 use std::ptr::NonNull;
 use std::str::FromStr;
@@ -98,66 +99,6 @@ pub(crate) fn read_now(
     let mut bytes = vec![0u8; len];
     get(&mut bytes)?;
     Ok((None, Some(bytes)))
-}
-
-/// Element types a conduit's own reductions understand (see [`NativeCollectives`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NativeType {
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    U16,
-    U32,
-    U64,
-    F32,
-    F64,
-}
-
-/// A built-in reduction operation (of the model's collectives, and of a conduit's own
-/// where it has one: the `mpi` conduit maps all but `MinLoc`/`MaxLoc` to MPI's).
-///
-/// ```
-/// use tessera::{Op, Reducible};
-/// let mut acc = [3u32, 8];
-/// u32::reduce(Op::Max, &mut acc, &[5, 1]).unwrap();
-/// assert_eq!(acc, [5, 8]);
-/// assert!(f64::reduce(Op::BitXor, &mut [1.0], &[2.0]).is_err());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// Sum (wrapping for integers).
-    Sum,
-    /// Product (wrapping for integers).
-    Prod,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-    /// Bitwise and (integers).
-    BitAnd,
-    /// Bitwise or (integers).
-    BitOr,
-    /// Bitwise xor (integers).
-    BitXor,
-    /// Logical and: non-zero is true, the result is 0 or 1 (integers).
-    LogicalAnd,
-    /// Logical or (integers).
-    LogicalOr,
-    /// Minimum value with the index where it occurs (on [`Loc`](crate::Loc)); ties take the smaller index.
-    MinLoc,
-    /// Maximum value with its index (on [`Loc`](crate::Loc)); ties take the smaller index.
-    MaxLoc,
-}
-
-/// What a native reduction combines: elements of one type with one operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reduction {
-    /// The element type the byte buffers hold.
-    pub elem: NativeType,
-    /// The operation.
-    pub op: Op,
 }
 
 /// One collective of a conduit's own library, without its buffers (see [`NativeCall`]
@@ -380,6 +321,12 @@ pub trait Conduit {
     /// Ranks running on this rank's host (for the wait policy).
     fn host_ranks(&self) -> usize {
         self.ranks()
+    }
+    /// The ranks are threads of one process (the threads conduit), so the ranks busy on
+    /// this host are every rank thread of the process, whichever job it belongs to (for
+    /// the wait policy).
+    fn ranks_are_threads(&self) -> bool {
+        false
     }
 
     /// The conduit's own collectives, if it has any (the `mpi` conduit has MPI's).

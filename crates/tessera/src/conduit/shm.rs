@@ -383,6 +383,9 @@ impl Conduit for ShmConduit {
     fn kind(&self) -> ConduitKind {
         self.kind
     }
+    fn ranks_are_threads(&self) -> bool {
+        self.kind == ConduitKind::Threads
+    }
     fn rank(&self) -> usize {
         self.rank
     }

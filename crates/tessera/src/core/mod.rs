@@ -629,9 +629,10 @@ impl Context {
     /// outnumber cores (this job's processes, or every rank thread of this process), yield
     /// after a few polls so that the rank being waited on gets a core.
     fn spins_per_yield(&self) -> u32 {
-        let busy = match self.conduit.kind() {
-            ConduitKind::Threads => RANK_THREADS.load(Ordering::Relaxed).max(self.ranks),
-            ConduitKind::Smp | ConduitKind::Mpi => self.conduit.host_ranks(),
+        let busy = if self.conduit.ranks_are_threads() {
+            RANK_THREADS.load(Ordering::Relaxed).max(self.ranks)
+        } else {
+            self.conduit.host_ranks()
         };
         if busy <= self.cores {
             4096

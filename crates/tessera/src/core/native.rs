@@ -12,7 +12,8 @@
 //! what to ask for; this only forwards it and waits.
 
 use super::Context;
-use crate::conduit::{NativeCall, NativeCollectives, NativeOp};
+use crate::conduit::NativeCollectives;
+pub(crate) use crate::conduit::{NativeCall, NativeOp};
 use crate::Result;
 
 /// The conduit's own collectives; only called where a group or ticket exists, which only

@@ -2,9 +2,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::conduit::NativeType;
-pub use crate::conduit::Op;
 use crate::error::CoreError;
+use crate::reduction::NativeType;
+pub use crate::reduction::Op;
 use crate::Result;
 
 /// A user reduction: `combine(acc, other)` sets `acc[i] = acc[i] ⊕ other[i]`. It must be

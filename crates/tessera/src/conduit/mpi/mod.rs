@@ -47,8 +47,7 @@
 
 mod collectives;
 mod messenger;
-mod raw;
-pub mod reference;
+pub(crate) mod raw;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

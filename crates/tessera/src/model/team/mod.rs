@@ -34,9 +34,9 @@ use std::str::FromStr;
 use bytemuck::Pod;
 
 use super::ops::{Combine, Op, Reducible};
-use crate::conduit::{NativeCall, NativeOp, Reduction};
-use crate::core::native::NativeGroup;
+use crate::core::native::{NativeCall, NativeGroup, NativeOp};
 use crate::error::CoreError;
+use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use schedule::{Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule};

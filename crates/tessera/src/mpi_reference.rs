@@ -1,7 +1,9 @@
 //! Raw MPI on the same ranks, for benchmarks that put Tessera beside plain MPI in one run
 //! (`tessera bench rma --conduit mpi`). Available in a job on the mpi conduit only.
 //!
-//! This module must never be used by the runtime itself: it exists to be compared with.
+//! It sits above the core (it takes a [`Context`]), not in the conduit, so the conduit
+//! layer never reaches up to the core. This module must never be used by the runtime
+//! itself: it exists to be compared with.
 
 use std::ffi::c_int;
 use std::ptr::NonNull;
@@ -12,7 +14,7 @@ use mpi::point_to_point::{Destination, Source};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::raw::{serial, Window};
+use crate::conduit::mpi::raw::{serial, Window};
 use crate::error::CoreError;
 use crate::{ConduitKind, Context, Result};
 
