@@ -6,7 +6,7 @@
 //! and the model layer (whose collectives name the same operations), so neither imports
 //! the other for it. This module must never depend on any other module of the crate.
 
-/// Element types a conduit's own reductions understand (see [`NativeCollectives`]).
+/// Element types a conduit's own reductions understand (see [`NativeCollectives`](crate::conduit::NativeCollectives)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NativeType {
     I8,
