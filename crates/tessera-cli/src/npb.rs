@@ -125,7 +125,7 @@ fn measure_hardware(ranks: usize) -> Hardware {
     hw
 }
 
-pub fn drive(
+pub(crate) fn drive(
     kernel: &str,
     class: &str,
     job: &JobArgs,
@@ -234,7 +234,7 @@ pub fn drive(
     })
 }
 
-pub fn rank_main(
+pub(crate) fn rank_main(
     ctx: &Context,
     kernel: &str,
     class: &str,

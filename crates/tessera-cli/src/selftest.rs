@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::JobArgs;
 
 /// Launch the conformance cases on the requested ranks and conduit and summarise.
-pub fn drive(job: &JobArgs, case: Option<&str>) -> Result<ExitCode, String> {
+pub(crate) fn drive(job: &JobArgs, case: Option<&str>) -> Result<ExitCode, String> {
     let cases: Vec<&str> = tessera::conformance::cases()
         .iter()
         .map(|c| c.name)

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum ShmemCommand {
+pub(crate) enum ShmemCommand {
     /// Install the library, headers and wrappers under a prefix.
     Install {
         /// Where to install (DIR/bin, DIR/lib, DIR/include).
@@ -42,7 +42,7 @@ pub enum ShmemCommand {
 /// own areas (barrier, team mailboxes).
 const SEGMENT_EXTRA: usize = 64 << 20;
 
-pub fn drive(what: ShmemCommand) -> Result<ExitCode, String> {
+pub(crate) fn drive(what: ShmemCommand) -> Result<ExitCode, String> {
     match what {
         ShmemCommand::Header => {
             print!("{}", sma::header::SHMEM_H);

@@ -38,7 +38,7 @@ fn candidates(team: &Team, op: Collective) -> Vec<Algorithm> {
 }
 
 /// The body of each tuning job.
-pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
+pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
     let mut bufs = Buffers::new(SIZES.iter().max().copied().unwrap_or(8), n);
@@ -88,7 +88,7 @@ const MARGIN: f64 = 1.03;
 /// Size rules from measurements: at each measured size the model's choice unless another
 /// algorithm beat it by more than [`MARGIN`], neighbours with the same winner merged, each
 /// boundary halfway (geometrically) between two sizes.
-pub fn table_from(results: &[Record], machine: String) -> TuningTable {
+pub(crate) fn table_from(results: &[Record], machine: String) -> TuningTable {
     // (op, team size) → bytes → algorithm → latency
     let mut by_key: BTreeMap<(String, u64), BTreeMap<u64, BTreeMap<String, f64>>> = BTreeMap::new();
     for r in results {
@@ -143,7 +143,7 @@ pub fn table_from(results: &[Record], machine: String) -> TuningTable {
 }
 
 /// `tessera tune -n N [-o FILE] [--quick]`.
-pub fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result<ExitCode, String> {
+pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result<ExitCode, String> {
     if job.ranks < 2 {
         return Err("tune needs at least 2 ranks (-n 2 or more)".into());
     }

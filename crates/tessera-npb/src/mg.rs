@@ -46,6 +46,7 @@ mod vector;
 /// The problem of one class.
 #[derive(Clone, Copy, Debug)]
 pub struct ClassData {
+    /// The class.
     pub class: Class,
     /// Points along each dimension.
     pub n: usize,
@@ -1357,8 +1358,8 @@ mod tests {
                 assert_ne!(bits(&fast), bits(&u), "{name} psinv wrote nothing");
                 if (form.available)(coarse) {
                     let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
-                    // SAFETY: as above.
                     let all = 1..coarse.m[0] - 1;
+                    // SAFETY: as above.
                     unsafe { (form.rprj3)(&r, fine, &mut fast, coarse, all.clone()) };
                     rprj3_portable(&r, fine, &mut portable, coarse, all, &mut bufs);
                     assert_eq!(bits(&fast), bits(&portable), "{name} rprj3, {:?}", coarse.m);

@@ -117,6 +117,7 @@ fn main() {
             // panel t + 2, which this rank reaches only after the slices are gone.
             let a_panel = unsafe { ctx.local_slice(a_bufs.add(slot * mb * w), mb * w)? }
                 .expect("own segment");
+            // SAFETY: as for `a_panel`.
             let b_panel = unsafe { ctx.local_slice(b_bufs.add(slot * w * nb), w * nb)? }
                 .expect("own segment");
             for r in 0..mb {

@@ -9,15 +9,25 @@
 /// Element types a conduit's own reductions understand (see [`NativeCollectives`](crate::conduit::NativeCollectives)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NativeType {
+    /// `i8`.
     I8,
+    /// `i16`.
     I16,
+    /// `i32`.
     I32,
+    /// `i64`.
     I64,
+    /// `u8`.
     U8,
+    /// `u16`.
     U16,
+    /// `u32`.
     U32,
+    /// `u64`.
     U64,
+    /// `f32`.
     F32,
+    /// `f64`.
     F64,
 }
 

@@ -195,7 +195,7 @@ pub(crate) fn points(sizes: &[usize]) -> Vec<(Collective, usize)> {
         .collect()
 }
 
-pub fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
+pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
@@ -402,7 +402,7 @@ fn is_other_form(algorithm: Option<&str>) -> bool {
 /// One line per (operation, size): every algorithm's latency, the best fixed one, and how
 /// the model's choice compares with it; then how many points the choice is within 5 % of
 /// the best fixed algorithm at (issue 3's target).
-pub fn print_table(report: &Report) {
+pub(crate) fn print_table(report: &Report) {
     let mut keys: Vec<(String, u64)> = Vec::new();
     for r in report.results.iter().filter(|r| r.metric == "latency_us") {
         let key = (r.op.clone(), r.bytes);

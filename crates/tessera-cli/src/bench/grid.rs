@@ -21,7 +21,7 @@ use tessera::{
 use super::rma::{best_per_iter, record};
 use super::{Baselines, Part};
 
-pub fn rank_main(ctx: &Context, out: &Path, edge: usize, quick: bool) -> RankResult {
+pub(crate) fn rank_main(ctx: &Context, out: &Path, edge: usize, quick: bool) -> RankResult {
     let ranks = ctx.ranks();
     let mut part = Part::default();
     let whole = RectDomain::with_shape([edge * ranks, edge, edge]);

@@ -4,9 +4,9 @@
 //! each job writes its part of the results to a temporary JSON file, and the driver merges
 //! the parts, prints a table and writes the JSON report.
 
-pub mod coll;
-pub mod grid;
-pub mod rma;
+pub(crate) mod coll;
+pub(crate) mod grid;
+pub(crate) mod rma;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::JobArgs;
 
 #[derive(Subcommand)]
-pub enum BenchCommand {
+pub(crate) enum BenchCommand {
     /// Put/get latency and bandwidth, signalling put, active-message round trip, barrier.
     Rma {
         #[command(flatten)]
@@ -64,7 +64,7 @@ pub enum BenchCommand {
 
 /// One measured figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Record {
+pub(crate) struct Record {
     pub op: String,
     /// The collective algorithm (`"tuned"`: the model's choice); absent for `bench rma`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,7 +84,7 @@ pub struct Record {
 
 /// Baselines measured in the same run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Baselines {
+pub(crate) struct Baselines {
     /// memcpy bandwidth (MB/s, 10^6 bytes per second) per size in bytes.
     pub memcpy_bandwidth_mbs: BTreeMap<String, f64>,
     /// A cache line from one rank to another and back, in microseconds (`bench rma`).
@@ -94,14 +94,14 @@ pub struct Baselines {
 
 /// What rank 0 of a benchmark job writes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Part {
+pub(crate) struct Part {
     pub results: Vec<Record>,
     pub baselines: Option<Baselines>,
 }
 
 /// The machine the figures come from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct System {
+pub(crate) struct System {
     pub cpu: String,
     pub cores: usize,
     pub conduit: String,
@@ -109,7 +109,7 @@ pub struct System {
 
 /// The JSON report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub system: System,
     pub results: Vec<Record>,
     pub baselines: Baselines,
@@ -214,7 +214,7 @@ fn print_table(report: &Report) {
     }
 }
 
-pub fn drive(command: BenchCommand) -> Result<ExitCode, String> {
+pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
     match command {
         BenchCommand::Rma {
             job,

@@ -105,7 +105,7 @@ fn spin_until(word: &AtomicU64, value: u64) {
     }
 }
 
-pub fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bool) -> RankResult {
+pub(crate) fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bool) -> RankResult {
     let scale = if quick { 0.05 } else { 1.0 };
     let mut part = Part::default();
     if !barrier_only {

@@ -8,14 +8,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The `tessera` executable under test.
-pub fn tessera() -> Command {
+pub(crate) fn tessera() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
 }
 
 /// A built example. `cargo test` builds the examples before the integration tests but
 /// leaves them under hashed names (`name-<hash>`); `cargo build --examples` adds the plain
 /// name. The newest of them is the one this build made.
-pub fn example(name: &str) -> PathBuf {
+pub(crate) fn example(name: &str) -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
     let dir = exe.parent().unwrap().join("examples");
     let hashed = |file: &str| {
@@ -37,7 +37,7 @@ pub fn example(name: &str) -> PathBuf {
     newest.unwrap_or_else(|| panic!("example {name} not built in {}", dir.display()))
 }
 
-pub struct Finished {
+pub(crate) struct Finished {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
@@ -45,7 +45,7 @@ pub struct Finished {
 }
 
 /// Start `cmd` with captured output.
-pub fn spawn(cmd: &mut Command) -> Child {
+pub(crate) fn spawn(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -54,7 +54,7 @@ pub fn spawn(cmd: &mut Command) -> Child {
 }
 
 /// Wait for `child` at most `limit`; kill it and fail the test past that.
-pub fn finish(mut child: Child, limit: Duration) -> Finished {
+pub(crate) fn finish(mut child: Child, limit: Duration) -> Finished {
     let start = Instant::now();
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -87,13 +87,13 @@ pub fn finish(mut child: Child, limit: Duration) -> Finished {
 }
 
 /// Run `cmd` to completion within `secs` seconds.
-pub fn run(cmd: &mut Command, secs: u64) -> Finished {
+pub(crate) fn run(cmd: &mut Command, secs: u64) -> Finished {
     finish(spawn(cmd), Duration::from_secs(secs))
 }
 
 /// Run `cmd` with `--json FILE` appended (a file of its own in the temporary directory),
 /// within `secs` seconds; it must succeed. Returns the run and the parsed report.
-pub fn run_json(cmd: &mut Command, secs: u64) -> (Finished, serde_json::Value) {
+pub(crate) fn run_json(cmd: &mut Command, secs: u64) -> (Finished, serde_json::Value) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let path = std::env::temp_dir().join(format!(
@@ -110,7 +110,7 @@ pub fn run_json(cmd: &mut Command, secs: u64) -> (Finished, serde_json::Value) {
 
 /// Shared-memory objects in /dev/shm belonging to `job_id` (named objects live in the
 /// directory `tessera-<job id>`; the launcher's private memory has no name at all).
-pub fn shm_objects(job_id: &str) -> Vec<String> {
+pub(crate) fn shm_objects(job_id: &str) -> Vec<String> {
     let prefix = format!("tessera-{job_id}");
     std::fs::read_dir("/dev/shm")
         .map(|d| {
@@ -123,14 +123,14 @@ pub fn shm_objects(job_id: &str) -> Vec<String> {
 }
 
 /// Whether a process with this pid still exists.
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// `tessera bench coll --quick -n RANKS ARGS --json F`, checked: every operation has a
 /// "tuned" point and every algorithm of the operation, plus `also` (e.g. "native" on the
 /// mpi conduit), at every size, and the memcpy baseline is there.
-pub fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
+pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
     use std::collections::BTreeSet;
     let path = std::env::temp_dir().join(format!(
         "tessera-bench-coll-test-{}.json",
@@ -195,7 +195,7 @@ pub fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
 }
 
 /// A fresh scratch directory for one test, named after it and this process.
-pub fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -204,7 +204,7 @@ pub fn temp_dir(name: &str) -> PathBuf {
 
 /// Wait until `ranks` ranks of failure_demo have written their pid files into `dir`
 /// ("PID JOBID"); returns the pids and the job id.
-pub fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, String) {
+pub(crate) fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let files: Vec<String> = (0..ranks)
@@ -229,7 +229,7 @@ pub fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, String)
 }
 
 /// `tessera shmem install` into a fresh directory named after `name`; the prefix.
-pub fn install_shmem(name: &str) -> PathBuf {
+pub(crate) fn install_shmem(name: &str) -> PathBuf {
     let prefix = temp_dir(&format!("shmem-{name}"));
     let f = run(
         tessera()

@@ -29,7 +29,7 @@ use super::{
 
 /// The process grid `[p1, p2]` for `ranks` on a grid of `n = [nx, ny, nz]` points: as
 /// square as the grid allows, p1 ≥ p2. `None` if no power-of-two split fits.
-pub fn process_grid(ranks: usize, n: [usize; 3]) -> Option<[usize; 2]> {
+pub(super) fn process_grid(ranks: usize, n: [usize; 3]) -> Option<[usize; 2]> {
     let [nx, ny, nz] = n;
     let fits = |p1: usize, p2: usize| p1 <= nz.min(ny) && p2 <= nx.min(ny);
     let mut p2 = 1 << (ranks.trailing_zeros() / 2);

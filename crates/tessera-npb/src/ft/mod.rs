@@ -54,9 +54,13 @@ const Z: usize = 2;
 /// The problem of one class.
 #[derive(Clone, Copy, Debug)]
 pub struct ClassData {
+    /// The class.
     pub class: Class,
+    /// Points along x.
     pub nx: usize,
+    /// Points along y.
     pub ny: usize,
+    /// Points along z.
     pub nz: usize,
     /// Time steps.
     pub niter: usize,

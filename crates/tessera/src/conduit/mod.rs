@@ -105,33 +105,44 @@ pub(crate) fn read_now(
 /// and [`NativeCollectives::start`]). Ranks are group ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NativeOp {
+    /// Wait until every member has entered.
     Barrier,
     /// The data is the destination: read on `root`, written elsewhere.
     Broadcast {
+        /// The group rank that holds (or receives) the whole.
         root: usize,
     },
     /// The destination is written on `root` only.
     Reduce {
+        /// The group rank that holds (or receives) the whole.
         root: usize,
+        /// What is combined, and how.
         reduction: Reduction,
     },
+    /// The reduction of every member's source, on every member.
     Allreduce {
+        /// What is combined, and how.
         reduction: Reduction,
     },
     /// The destination (group size × source bytes) is written on `root` only.
     Gather {
+        /// The group rank that holds (or receives) the whole.
         root: usize,
     },
+    /// Every member's source, in group-rank order, on every member.
     Allgather,
     /// The source (group size × destination bytes) is read on `root` only.
     Scatter {
+        /// The group rank that holds (or receives) the whole.
         root: usize,
     },
     /// All-to-all in equal blocks of source bytes / group size.
     Exchange,
     /// Inclusive prefix reduction, or exclusive (destination undefined on group rank 0).
     Scan {
+        /// What is combined, and how.
         reduction: Reduction,
+        /// Exclusive: member i gets the reduction of members before it.
         exclusive: bool,
     },
 }
@@ -141,8 +152,11 @@ pub enum NativeOp {
 /// reduction's buffers hold whole, aligned elements).
 #[derive(Debug)]
 pub struct NativeCall<'b> {
+    /// The collective.
     pub op: NativeOp,
+    /// This member's source bytes.
     pub src: &'b [u8],
+    /// This member's destination bytes.
     pub dst: &'b mut [u8],
 }
 

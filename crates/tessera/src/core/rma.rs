@@ -629,9 +629,9 @@ fn packed_strides(counts: &[usize]) -> Vec<usize> {
 /// `base` moved `bytes` further; the caller has checked the whole span.
 fn offset_target(base: Target, bytes: usize) -> Target {
     match base {
-        // SAFETY: the caller checked the full span starting at `base`, which contains this
-        // offset, so the pointer stays inside the mapping.
         Target::Direct(p) => {
+            // SAFETY: the caller checked the full span starting at `base`, which contains
+            // this offset, so the pointer stays inside the mapping (and is not null).
             Target::Direct(unsafe { std::ptr::NonNull::new_unchecked(p.as_ptr().add(bytes)) })
         }
         Target::Remote { rank, offset } => Target::Remote {

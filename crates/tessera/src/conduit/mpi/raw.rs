@@ -559,21 +559,27 @@ pub(crate) unsafe fn start_collective(
     // SAFETY (every call below): the caller keeps both buffers alive and untouched until
     // the request completes, and each count fits the buffer it describes.
     match op {
-        NativeOp::Barrier => check("MPI_Ibarrier", || unsafe { ffi::MPI_Ibarrier(c, req) }),
+        NativeOp::Barrier => {
+            // SAFETY: as above.
+            check("MPI_Ibarrier", || unsafe { ffi::MPI_Ibarrier(c, req) })
+        }
         NativeOp::Broadcast { root } => {
             let len = count("MPI_Ibcast", dst.len())?;
+            // SAFETY: as above.
             check("MPI_Ibcast", || unsafe {
                 ffi::MPI_Ibcast(d, len, bytes, root as c_int, c, req)
             })
         }
         NativeOp::Reduce { root, reduction } => {
             let (len, ty, mop) = typed(reduction, src.len())?;
+            // SAFETY: as above.
             check("MPI_Ireduce", || unsafe {
                 ffi::MPI_Ireduce(s, d, len, ty, mop, root as c_int, c, req)
             })
         }
         NativeOp::Allreduce { reduction } => {
             let (len, ty, mop) = typed(reduction, src.len())?;
+            // SAFETY: as above.
             check("MPI_Iallreduce", || unsafe {
                 ffi::MPI_Iallreduce(s, d, len, ty, mop, c, req)
             })
@@ -584,10 +590,12 @@ pub(crate) unsafe fn start_collective(
         } => {
             let (len, ty, mop) = typed(reduction, src.len())?;
             if exclusive {
+                // SAFETY: as above.
                 check("MPI_Iexscan", || unsafe {
                     ffi::MPI_Iexscan(s, d, len, ty, mop, c, req)
                 })
             } else {
+                // SAFETY: as above.
                 check("MPI_Iscan", || unsafe {
                     ffi::MPI_Iscan(s, d, len, ty, mop, c, req)
                 })
@@ -595,18 +603,21 @@ pub(crate) unsafe fn start_collective(
         }
         NativeOp::Gather { root } => {
             let len = count("MPI_Igather", src.len())?;
+            // SAFETY: as above.
             check("MPI_Igather", || unsafe {
                 ffi::MPI_Igather(s, len, bytes, d, len, bytes, root as c_int, c, req)
             })
         }
         NativeOp::Allgather => {
             let len = count("MPI_Iallgather", src.len())?;
+            // SAFETY: as above.
             check("MPI_Iallgather", || unsafe {
                 ffi::MPI_Iallgather(s, len, bytes, d, len, bytes, c, req)
             })
         }
         NativeOp::Scatter { root } => {
             let len = count("MPI_Iscatter", dst.len())?;
+            // SAFETY: as above.
             check("MPI_Iscatter", || unsafe {
                 ffi::MPI_Iscatter(s, len, bytes, d, len, bytes, root as c_int, c, req)
             })
@@ -614,6 +625,7 @@ pub(crate) unsafe fn start_collective(
         NativeOp::Exchange => {
             let n = serial(|| comm.size()) as usize;
             let len = count("MPI_Ialltoall", src.len() / n.max(1))?;
+            // SAFETY: as above.
             check("MPI_Ialltoall", || unsafe {
                 ffi::MPI_Ialltoall(s, len, bytes, d, len, bytes, c, req)
             })
@@ -629,6 +641,7 @@ pub(crate) unsafe fn start_collective(
 pub(crate) unsafe fn test_request(request: &mut ffi::MPI_Request) -> Result<bool, ConduitError> {
     let mut flag: c_int = 0;
     // SAFETY: the caller's promise; testing a null request is allowed.
+    // SAFETY: as above.
     check("MPI_Test", || unsafe {
         ffi::MPI_Test(request, &mut flag, ffi::RSMPI_STATUS_IGNORE)
     })?;

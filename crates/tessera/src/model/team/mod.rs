@@ -177,7 +177,9 @@ pub enum SyncMode {
 /// `{ input: All, output: My }`. Set with [`Team::with_sync`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DataSync {
+    /// Synchronisation on entry.
     pub input: SyncMode,
+    /// Synchronisation on exit.
     pub output: SyncMode,
 }
 

@@ -59,6 +59,7 @@ pub struct TuningTable {
     /// Where it was measured (free text).
     #[serde(default)]
     pub machine: String,
+    /// The measured rules, per operation and team size.
     pub entries: Vec<Entry>,
 }
 
