@@ -41,7 +41,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
     let me = team.rank();
     let w = |t: usize| team.world_rank(t);
     for op in Collective::ALL {
-        for &alg in op.algorithms() {
+        for alg in op.algorithms() {
             let t = team.with_algorithm(op, alg)?;
             for (k, &len) in SIZES.iter().enumerate() {
                 let seed = seed0 ^ (k as u64) << 40 ^ (alg.to_string().len() as u64) << 50;

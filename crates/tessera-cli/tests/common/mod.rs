@@ -173,7 +173,7 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
                 "{} {bytes}: no tuned point",
                 op.name()
             );
-            let names = op.algorithms().iter().map(|a| a.to_string());
+            let names = op.algorithms().into_iter().map(|a| a.to_string());
             for alg in names.chain(also.iter().map(|a| a.to_string())) {
                 assert!(
                     algs.contains(alg.as_str()),

@@ -80,7 +80,7 @@ pub use nonblocking::{CollHandle, CollRequest};
 use nonblocking::{NonblockingState, Schedules};
 use reduction::native_reduction;
 pub(crate) use registry::check_supported;
-pub use registry::{default_algorithm, Algorithm, Collective};
+pub use registry::{default_algorithm, registry, Algorithm, Collective, Row};
 use registry::{forced_from_env, radix_of, Forced};
 use signature::ALL_OPS;
 use topology::{split_range, Knomial};
@@ -278,7 +278,7 @@ impl<'a> Team<'a> {
     /// }).unwrap();
     /// ```
     pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
-        let mut algs = op.algorithms().to_vec();
+        let mut algs = op.algorithms();
         if self.native.is_some() {
             algs.push(Algorithm::Native);
         }

@@ -63,20 +63,15 @@ impl Collective {
         }
     }
 
-    /// The algorithms that implement this operation.
-    pub fn algorithms(self) -> &'static [Algorithm] {
-        use Algorithm::*;
-        match self {
-            Collective::Barrier => &[Dissemination, Flat],
-            Collective::Broadcast => &[Flat, Binomial, Knomial(4), Chain],
-            Collective::Reduce => &[Flat, Binomial, Knomial(4)],
-            Collective::Allreduce => &[ReduceBroadcast, RecursiveDoubling, Ring],
-            Collective::Gather => &[Flat, Binomial],
-            Collective::Allgather => &[Ring, Bruck, GatherBroadcast],
-            Collective::Scatter => &[Flat, Binomial],
-            Collective::Exchange => &[Pairwise, Flat],
-            Collective::Scan => &[Linear, RecursiveDoubling],
-        }
+    /// The algorithms that implement this operation, in the registry's order (the first
+    /// of a family with a radix at its default radix); [`Algorithm::Native`] is not listed
+    /// (only a team on the mpi conduit has it: [`Team::algorithms`]).
+    pub fn algorithms(self) -> Vec<Algorithm> {
+        REGISTRY
+            .iter()
+            .filter(|row| row.op == self)
+            .map(|row| row.algorithm)
+            .collect()
     }
 }
 
@@ -121,22 +116,239 @@ pub enum Algorithm {
     Native,
 }
 
+/// One row of the registry: one algorithm of one operation and what it can do. Every
+/// list of algorithms ([`Collective::algorithms`], [`Team::algorithms`]), their names
+/// ([`Algorithm`]'s `Display` and `FromStr`), [`check_supported`], the tuner and
+/// `tessera bench coll` read the registry; adding an algorithm is adding a row and its
+/// function.
+///
+/// ```
+/// use tessera::model::team::{registry, Algorithm, Collective};
+/// let row = registry()
+///     .iter()
+///     .find(|r| r.op == Collective::Broadcast && r.algorithm == Algorithm::Binomial)
+///     .unwrap();
+/// assert_eq!(row.name, "binomial");
+/// assert!(row.nonblocking);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// The operation.
+    pub op: Collective,
+    /// The algorithm (for a family with a radix, at its default radix).
+    pub algorithm: Algorithm,
+    /// Its name in `TESSERA_COLL_*`, tuning tables and reports (a radix follows it:
+    /// `knomial4`).
+    pub name: &'static str,
+    /// The radices it takes, if it has one (`knomial<k>`), as (least, most).
+    pub radix: Option<(u32, u32)>,
+    /// Its nonblocking form (`*_nb`) runs this algorithm as a schedule of rounds. Where
+    /// it is false, a `*_nb` call runs the operation's nonblocking row instead.
+    pub nonblocking: bool,
+    /// What it does, in one line.
+    pub summary: &'static str,
+}
+
+const fn row(
+    op: Collective,
+    algorithm: Algorithm,
+    name: &'static str,
+    nonblocking: bool,
+    summary: &'static str,
+) -> Row {
+    Row {
+        op,
+        algorithm,
+        name,
+        radix: None,
+        nonblocking,
+        summary,
+    }
+}
+
+/// The most a k-nomial radix may be.
+const MAX_RADIX: u32 = 64;
+
+/// The k-nomial row of `op` (default radix 4).
+const fn knomial(op: Collective) -> Row {
+    Row {
+        op,
+        algorithm: Algorithm::Knomial(4),
+        name: "knomial",
+        radix: Some((2, MAX_RADIX)),
+        nonblocking: false,
+        summary: "k-nomial tree: each parent talks to up to k - 1 children per round",
+    }
+}
+
+/// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
+/// row: any operation has it on the mpi conduit).
+static REGISTRY: [Row; 23] = {
+    use Algorithm::*;
+    use Collective::*;
+    [
+        row(
+            Barrier,
+            Dissemination,
+            "dissemination",
+            true,
+            "ceil(log2 n) rounds of signals to rank + 2^i",
+        ),
+        row(
+            Barrier,
+            Flat,
+            "flat",
+            false,
+            "every member signals rank 0, which releases all",
+        ),
+        row(
+            Broadcast,
+            Flat,
+            "flat",
+            false,
+            "the root sends to every member",
+        ),
+        row(
+            Broadcast,
+            Binomial,
+            "binomial",
+            true,
+            "binomial tree from the root",
+        ),
+        knomial(Broadcast),
+        row(
+            Broadcast,
+            Chain,
+            "chain",
+            false,
+            "pipelined chain: each member forwards chunks as they arrive",
+        ),
+        row(
+            Reduce,
+            Flat,
+            "flat",
+            false,
+            "the root combines every member's data",
+        ),
+        row(
+            Reduce,
+            Binomial,
+            "binomial",
+            true,
+            "binomial tree towards the root",
+        ),
+        knomial(Reduce),
+        row(
+            Allreduce,
+            ReduceBroadcast,
+            "reduce_broadcast",
+            true,
+            "binomial reduce, then binomial broadcast",
+        ),
+        row(
+            Allreduce,
+            RecursiveDoubling,
+            "recursive_doubling",
+            false,
+            "log2 n pairwise swaps (others folded in)",
+        ),
+        row(
+            Allreduce,
+            Ring,
+            "ring",
+            false,
+            "ring reduce-scatter, then ring allgather",
+        ),
+        row(Gather, Flat, "flat", true, "every member sends to the root"),
+        row(
+            Gather,
+            Binomial,
+            "binomial",
+            false,
+            "binomial tree towards the root, blocks merged",
+        ),
+        row(Allgather, Ring, "ring", true, "n - 1 neighbour steps"),
+        row(
+            Allgather,
+            Bruck,
+            "bruck",
+            false,
+            "Bruck's dissemination: ceil(log2 n) rounds",
+        ),
+        row(
+            Allgather,
+            GatherBroadcast,
+            "gather_broadcast",
+            false,
+            "gather to rank 0, then broadcast",
+        ),
+        row(
+            Scatter,
+            Flat,
+            "flat",
+            true,
+            "the root sends every member its block",
+        ),
+        row(
+            Scatter,
+            Binomial,
+            "binomial",
+            false,
+            "binomial tree from the root, blocks split",
+        ),
+        row(
+            Exchange,
+            Pairwise,
+            "pairwise",
+            true,
+            "n - 1 steps, each with one partner",
+        ),
+        row(Exchange, Flat, "flat", false, "every block sent at once"),
+        row(
+            Scan,
+            Linear,
+            "linear",
+            true,
+            "partial results passed rank to rank",
+        ),
+        row(
+            Scan,
+            RecursiveDoubling,
+            "recursive_doubling",
+            false,
+            "log2 n rounds at doubling distances",
+        ),
+    ]
+};
+
+/// The registry: every algorithm of every operation, one [`Row`] each.
+pub fn registry() -> &'static [Row] {
+    &REGISTRY
+}
+
+impl Algorithm {
+    /// The algorithm's name without its radix, from the registry.
+    fn stem(self) -> &'static str {
+        match self {
+            Algorithm::Native => "native",
+            alg => REGISTRY
+                .iter()
+                .find(|row| same_family(row.algorithm, alg))
+                .map_or("unregistered", |row| row.name),
+        }
+    }
+}
+
+/// `a` and `b` are the same algorithm, whatever their radices.
+fn same_family(a: Algorithm, b: Algorithm) -> bool {
+    std::mem::discriminant(&a) == std::mem::discriminant(&b)
+}
+
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Algorithm::Flat => f.write_str("flat"),
-            Algorithm::Binomial => f.write_str("binomial"),
-            Algorithm::Knomial(k) => write!(f, "knomial{k}"),
-            Algorithm::Chain => f.write_str("chain"),
-            Algorithm::Dissemination => f.write_str("dissemination"),
-            Algorithm::RecursiveDoubling => f.write_str("recursive_doubling"),
-            Algorithm::Ring => f.write_str("ring"),
-            Algorithm::ReduceBroadcast => f.write_str("reduce_broadcast"),
-            Algorithm::GatherBroadcast => f.write_str("gather_broadcast"),
-            Algorithm::Bruck => f.write_str("bruck"),
-            Algorithm::Pairwise => f.write_str("pairwise"),
-            Algorithm::Linear => f.write_str("linear"),
-            Algorithm::Native => f.write_str("native"),
+            Algorithm::Knomial(k) => write!(f, "{}{k}", self.stem()),
+            alg => f.write_str(alg.stem()),
         }
     }
 }
@@ -144,29 +356,32 @@ impl fmt::Display for Algorithm {
 impl FromStr for Algorithm {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        Ok(match s {
-            "flat" => Algorithm::Flat,
-            "binomial" => Algorithm::Binomial,
-            "chain" => Algorithm::Chain,
-            "dissemination" => Algorithm::Dissemination,
-            "recursive_doubling" => Algorithm::RecursiveDoubling,
-            "ring" => Algorithm::Ring,
-            "reduce_broadcast" => Algorithm::ReduceBroadcast,
-            "gather_broadcast" => Algorithm::GatherBroadcast,
-            "bruck" => Algorithm::Bruck,
-            "pairwise" => Algorithm::Pairwise,
-            "linear" => Algorithm::Linear,
-            "native" => Algorithm::Native,
-            k if k.starts_with("knomial") => match k["knomial".len()..].parse::<u32>() {
-                Ok(radix) if radix >= 2 => Algorithm::Knomial(radix),
-                _ => {
-                    return Err(format!(
-                        "{k:?}: knomial needs a radix of at least 2, e.g. knomial4"
-                    ))
+        if s == "native" {
+            return Ok(Algorithm::Native);
+        }
+        for row in REGISTRY.iter() {
+            match row.radix {
+                None if row.name == s => return Ok(row.algorithm),
+                Some((least, most)) if s.starts_with(row.name) => {
+                    let digits = &s[row.name.len()..];
+                    return match digits.parse::<u32>() {
+                        Ok(k) if (least..=most).contains(&k) => Ok(Algorithm::Knomial(k)),
+                        _ => Err(format!(
+                            "{s:?}: {} needs a radix from {least} to {most}, e.g. {}4",
+                            row.name, row.name
+                        )),
+                    };
                 }
-            },
-            other => return Err(format!("unknown collective algorithm {other:?}")),
-        })
+                _ => {}
+            }
+        }
+        let mut names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        Err(format!(
+            "unknown collective algorithm {s:?}; known: {}, native",
+            names.join(", ")
+        ))
     }
 }
 
@@ -189,16 +404,17 @@ pub(super) fn forced_from_env() -> Result<Forced> {
     Ok(forced)
 }
 
+/// An error unless the registry has `alg` for `op` ([`Algorithm::Native`] is every
+/// operation's on the mpi conduit).
 pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
-    let supported = op.algorithms();
     let ok = alg == Algorithm::Native
-        || supported.contains(&alg)
-        || matches!(alg, Algorithm::Knomial(_))
-            && supported.iter().any(|a| matches!(a, Algorithm::Knomial(_)));
+        || REGISTRY
+            .iter()
+            .any(|row| row.op == op && same_family(row.algorithm, alg));
     if ok {
         return Ok(());
     }
-    let names: Vec<String> = supported.iter().map(|a| a.to_string()).collect();
+    let names: Vec<String> = op.algorithms().iter().map(|a| a.to_string()).collect();
     Err(CoreError::Invalid(format!(
         "algorithm {alg} does not implement {}; choose one of: {}",
         op.name(),
@@ -237,5 +453,42 @@ pub(super) fn radix_of(alg: Algorithm, n: usize) -> usize {
         Algorithm::Flat => n.max(2),
         Algorithm::Knomial(k) => k as usize,
         _ => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row's name parses back to its algorithm and prints as it did; every
+    /// operation has rows and exactly one nonblocking row; `check_supported` accepts
+    /// exactly the registry's families (and native).
+    #[test]
+    fn the_registry_names_parses_and_checks_every_row() {
+        for row in registry() {
+            let printed = row.algorithm.to_string();
+            assert_eq!(printed.parse::<Algorithm>(), Ok(row.algorithm), "{row:?}");
+            assert!(printed.starts_with(row.name), "{printed} from {row:?}");
+            check_supported(row.op, row.algorithm).unwrap();
+            if let Some((least, most)) = row.radix {
+                for k in [least, most] {
+                    let alg = format!("{}{k}", row.name).parse::<Algorithm>().unwrap();
+                    check_supported(row.op, alg).unwrap();
+                }
+                assert!(format!("{}{}", row.name, most + 1).parse::<Algorithm>().is_err());
+                assert!(format!("{}{}", row.name, least - 1).parse::<Algorithm>().is_err());
+            }
+        }
+        for op in Collective::ALL {
+            let rows: Vec<&Row> = registry().iter().filter(|r| r.op == op).collect();
+            assert!(!rows.is_empty(), "{op:?}");
+            assert_eq!(rows.iter().filter(|r| r.nonblocking).count(), 1, "{op:?}");
+            check_supported(op, Algorithm::Native).unwrap();
+            for other in registry().iter().filter(|r| r.op != op) {
+                let known = rows.iter().any(|r| same_family(r.algorithm, other.algorithm));
+                assert_eq!(check_supported(op, other.algorithm).is_ok(), known);
+            }
+        }
+        assert!("nonsense".parse::<Algorithm>().unwrap_err().contains("known: "));
     }
 }
