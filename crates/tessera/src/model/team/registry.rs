@@ -475,8 +475,12 @@ mod tests {
                     let alg = format!("{}{k}", row.name).parse::<Algorithm>().unwrap();
                     check_supported(row.op, alg).unwrap();
                 }
-                assert!(format!("{}{}", row.name, most + 1).parse::<Algorithm>().is_err());
-                assert!(format!("{}{}", row.name, least - 1).parse::<Algorithm>().is_err());
+                assert!(format!("{}{}", row.name, most + 1)
+                    .parse::<Algorithm>()
+                    .is_err());
+                assert!(format!("{}{}", row.name, least - 1)
+                    .parse::<Algorithm>()
+                    .is_err());
             }
         }
         for op in Collective::ALL {
@@ -485,10 +489,15 @@ mod tests {
             assert_eq!(rows.iter().filter(|r| r.nonblocking).count(), 1, "{op:?}");
             check_supported(op, Algorithm::Native).unwrap();
             for other in registry().iter().filter(|r| r.op != op) {
-                let known = rows.iter().any(|r| same_family(r.algorithm, other.algorithm));
+                let known = rows
+                    .iter()
+                    .any(|r| same_family(r.algorithm, other.algorithm));
                 assert_eq!(check_supported(op, other.algorithm).is_ok(), known);
             }
         }
-        assert!("nonsense".parse::<Algorithm>().unwrap_err().contains("known: "));
+        assert!("nonsense"
+            .parse::<Algorithm>()
+            .unwrap_err()
+            .contains("known: "));
     }
 }
