@@ -118,7 +118,7 @@ pub enum Algorithm {
 
 /// One row of the registry: one algorithm of one operation and what it can do. Every
 /// list of algorithms ([`Collective::algorithms`], [`Team::algorithms`]), their names
-/// ([`Algorithm`]'s `Display` and `FromStr`), [`check_supported`], the tuner and
+/// ([`Algorithm`]'s `Display` and `FromStr`), the check of forced algorithms (`TESSERA_COLL_*`, [`Team::with_algorithm`]), the tuner and
 /// `tessera bench coll` read the registry; adding an algorithm is adding a row and its
 /// function.
 ///
