@@ -371,3 +371,41 @@ fn mg_tiled_sweep_equals_the_whole_plane_sweep_bit_for_bit() {
         );
     }
 }
+
+/// Long timed loops tell their progress on standard error once `TESSERA_NPB_PROGRESS`
+/// seconds have passed (a line per tenth of the iterations, from rank 0 only); a short
+/// run at the default says nothing; a bad value is a one-line error.
+#[test]
+fn long_runs_tell_their_progress() {
+    let run = |value: Option<&str>| {
+        let mut cmd = common::tessera();
+        if let Some(v) = value {
+            cmd.env("TESSERA_NPB_PROGRESS", v);
+        }
+        common::run(
+            cmd.args(["npb", "cg", "--class", "S", "-n", "2", "--timeout", "60"]),
+            90,
+        )
+    };
+    let told = run(Some("0"));
+    assert!(told.status.success(), "{}", told.stderr);
+    let lines: Vec<&str> = told
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cg: iteration"))
+        .collect();
+    // 15 iterations in steps of 2: 2, 4, ..., 14 (one rank only).
+    assert_eq!(lines.len(), 7, "{}", told.stderr);
+    assert!(lines[0].starts_with("cg: iteration 2/15, "), "{}", lines[0]);
+    let quiet = run(None);
+    assert!(quiet.status.success(), "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("cg: iteration"), "{}", quiet.stderr);
+    let bad = run(Some("soon"));
+    assert!(!bad.status.success());
+    assert!(
+        bad.stderr
+            .contains("TESSERA_NPB_PROGRESS=\"soon\" is not a number of seconds"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -890,8 +890,10 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     world.barrier()?;
     let start = Instant::now();
     let mut zeta = 0.0;
-    for _ in 0..data.niter {
+    let mut progress = crate::Progress::new("cg", data.niter, me)?;
+    for done in 1..=data.niter {
         zeta = solver.step(data.shift)?;
+        progress.done(done);
     }
     let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
     crate::note_resident_share(); // every array is still held here

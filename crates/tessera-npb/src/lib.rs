@@ -348,6 +348,59 @@ pub fn run(
 /// The largest [`resident_share_bytes`] noted so far in this process.
 static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Progress of a kernel's timed iterations, told on standard error by rank 0 so that a
+/// long run (CG D takes most of an hour on two cores) is visibly alive: once
+/// `TESSERA_NPB_PROGRESS` seconds (default 30) have passed, a line at every tenth of the
+/// iterations. Short runs print nothing, and the check costs one clock read an iteration.
+pub(crate) struct Progress {
+    kernel: &'static str,
+    total: usize,
+    start: std::time::Instant,
+    after: f64,
+    tell: bool,
+    next: usize,
+}
+
+impl Progress {
+    /// Progress of `total` iterations of `kernel` on rank `rank`; an error names a
+    /// `TESSERA_NPB_PROGRESS` that is not a number of seconds.
+    pub(crate) fn new(kernel: &'static str, total: usize, rank: usize) -> tessera::Result<Self> {
+        const DEFAULT: f64 = 30.0;
+        let after = match std::env::var("TESSERA_NPB_PROGRESS") {
+            Err(_) => DEFAULT,
+            Ok(v) => v.parse::<f64>().ok().filter(|s| *s >= 0.0).ok_or_else(|| {
+                tessera::CoreError::Invalid(format!(
+                    "TESSERA_NPB_PROGRESS={v:?} is not a number of seconds (unset it for the default, {DEFAULT})"
+                ))
+            })?,
+        };
+        Ok(Progress {
+            kernel,
+            total,
+            start: std::time::Instant::now(),
+            after,
+            tell: rank == 0,
+            next: total.div_ceil(10).max(1),
+        })
+    }
+
+    /// `done` iterations are finished.
+    pub(crate) fn done(&mut self, done: usize) {
+        if !self.tell || done < self.next {
+            return;
+        }
+        let step = self.total.div_ceil(10).max(1);
+        self.next = (done / step + 1) * step;
+        let seconds = self.start.elapsed().as_secs_f64();
+        if seconds >= self.after {
+            eprintln!(
+                "{}: iteration {done}/{}, {seconds:.0} s so far",
+                self.kernel, self.total
+            );
+        }
+    }
+}
+
 /// Note this process's share of resident memory; kernels call it at the end of their timed
 /// region, while every array is held.
 pub(crate) fn note_resident_share() {

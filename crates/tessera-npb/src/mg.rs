@@ -1206,8 +1206,10 @@ pub fn run_gathering(
     let start = Instant::now();
     mg.resid_top()?;
     mg.norm()?;
-    for _ in 0..data.nit {
+    let mut progress = crate::Progress::new("mg", data.nit, ctx.rank())?;
+    for done in 1..=data.nit {
         mg.iteration()?;
+        progress.done(done);
     }
     let (rnm2, rnmu) = mg.norm()?;
     let mine = start.elapsed().as_secs_f64();

@@ -825,10 +825,12 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     solver.initial_conditions()?;
     solver.forward_fft()?;
     let mut sums = Vec::new();
-    for _ in 0..data.niter {
+    let mut progress = crate::Progress::new("ft", data.niter, ctx.rank())?;
+    for done in 1..=data.niter {
         solver.evolve()?;
         solver.inverse_fft()?;
         sums.push(solver.checksum()?);
+        progress.done(done);
     }
     let mine = start.elapsed().as_secs_f64();
     crate::note_resident_share(); // every array is still held here
