@@ -358,6 +358,9 @@ pub(crate) struct Progress {
     start: std::time::Instant,
     after: f64,
     tell: bool,
+    /// Iterations between lines (a tenth of them).
+    step: usize,
+    /// The next count that gets a line.
     next: usize,
 }
 
@@ -380,6 +383,7 @@ impl Progress {
             start: std::time::Instant::now(),
             after,
             tell: rank == 0,
+            step: total.div_ceil(10).max(1),
             next: total.div_ceil(10).max(1),
         })
     }
@@ -389,8 +393,7 @@ impl Progress {
         if !self.tell || done < self.next {
             return;
         }
-        let step = self.total.div_ceil(10).max(1);
-        self.next = (done / step + 1) * step;
+        self.next = (done / self.step + 1) * self.step;
         let seconds = self.start.elapsed().as_secs_f64();
         if seconds >= self.after {
             eprintln!(

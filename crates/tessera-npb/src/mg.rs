@@ -183,7 +183,7 @@ const FUSED_PLANES: usize = 8;
 /// Bytes of those planes, per rank, above which the fused sweep goes in tiles of rows, so
 /// that what it holds stays in the last-level cache beside the other ranks' (a class C
 /// plane on two ranks is 2.1 MB, and eight of them per rank overflow a 32 MiB L3). At
-/// class C on two ranks, tiles (3 of 171 rows) measured 16.7–16.9 s against whole planes'
+/// class C on two ranks, tiles (three, of at most 191 rows) measured 16.7–16.9 s against whole planes'
 /// 17.4–18.8 s in four interleaved turns (docs/PERFORMANCE.md).
 /// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
 /// change no bit of the result.
