@@ -1,12 +1,13 @@
 //! Every collective × every algorithm × several team shapes (world at 1–8 ranks including
 //! non-powers of two, grid rows and columns, a team of one) × element types and sizes
 //! (up to several pipelined chunks), each checked against the result computed sequentially
-//! from the same inputs. Every rank can compute every member's input, so expectations are
+//! from the same inputs, in the blocking form and the nonblocking one (`*_nb`, which runs
+//! the same algorithm). Every rank can compute every member's input, so expectations are
 //! computed, never hard-coded.
 
 use std::time::Duration;
 
-use tessera::{Algorithm, Collective, Context, GlobalPtr, Job, Loc, Op, Team};
+use tessera::{Algorithm, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, Team};
 
 /// Element `i` of world rank `r`'s input in test `seed`.
 fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
@@ -33,6 +34,125 @@ fn fail(what: String) -> Box<dyn std::error::Error + Send + Sync> {
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+}
+
+/// A started nonblocking collective: waiting gives its output.
+type Waiter<'a> = Box<dyn FnOnce() -> tessera::Result<Vec<u64>> + 'a>;
+
+fn waiter(r: CollRequest<'_, u64>) -> Waiter<'_> {
+    Box::new(move || r.wait())
+}
+
+/// Start the nonblocking form of `op` on `t` (with its forced algorithm), in one of two
+/// variants (the second: a user operation, an exclusive scan, varying counts), and the
+/// output it must give, computed sequentially.
+fn start_nb<'a>(
+    t: &Team<'a>,
+    op: Collective,
+    second: bool,
+    root: usize,
+    len: usize,
+    seed: u64,
+) -> tessera::Result<(Waiter<'a>, Vec<u64>)> {
+    let (n, me) = (t.size(), t.rank());
+    let w = |m: usize| t.world_rank(m);
+    let input = |m: usize, i: usize| input_u64(w(m), i, seed);
+    let mine: Vec<u64> = (0..len).map(|i| input(me, i)).collect();
+    let everyone: Vec<u64> = (0..n)
+        .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, seed)))
+        .collect();
+    let sum = |members: std::ops::Range<usize>| -> Vec<u64> {
+        (0..len)
+            .map(|i| {
+                members
+                    .clone()
+                    .fold(0u64, |a, m| a.wrapping_add(input(m, i)))
+            })
+            .collect()
+    };
+    let add = |a: &mut [u64], b: &[u64]| {
+        for (x, y) in a.iter_mut().zip(b) {
+            *x = x.wrapping_add(*y);
+        }
+        Ok(())
+    };
+    let on_root = |v: Vec<u64>| if me == root { v } else { Vec::new() };
+    Ok(match op {
+        Collective::Barrier => {
+            let r = t.barrier_nb()?;
+            (
+                Box::new(move || r.wait().map(|_| Vec::new())) as Waiter,
+                Vec::new(),
+            )
+        }
+        Collective::Broadcast => {
+            let data = if me == root {
+                mine.clone()
+            } else {
+                vec![0; len]
+            };
+            let want = (0..len).map(|i| input(root, i)).collect();
+            (waiter(t.broadcast_nb(root, &data)?), want)
+        }
+        Collective::Reduce if second => (
+            waiter(t.reduce_nb_with(root, &mine, add)?),
+            on_root(sum(0..n)),
+        ),
+        Collective::Reduce => (
+            waiter(t.reduce_nb(root, &mine, Op::Sum)?),
+            on_root(sum(0..n)),
+        ),
+        Collective::Allreduce if second => (waiter(t.allreduce_nb_with(&mine, add)?), sum(0..n)),
+        Collective::Allreduce => {
+            let want = (0..len)
+                .map(|i| (0..n).fold(0, |a, m| a ^ input(m, i)))
+                .collect();
+            (waiter(t.allreduce_nb(&mine, Op::BitXor)?), want)
+        }
+        Collective::Gather => (waiter(t.gather_nb(root, &mine)?), on_root(everyone)),
+        Collective::Allgather => (waiter(t.allgather_nb(&mine)?), everyone),
+        Collective::Scatter => {
+            let src = if me == root {
+                everyone.clone()
+            } else {
+                Vec::new()
+            };
+            let want = everyone[me * len..(me + 1) * len].to_vec();
+            (waiter(t.scatter_nb(root, &src, len)?), want)
+        }
+        Collective::Exchange if second => {
+            // Member m sends (m + j) % 3 + len % 4 elements to member j.
+            let count = |from: usize, to: usize| (from + to) % 3 + len % 4;
+            let send: Vec<usize> = (0..n).map(|j| count(me, j)).collect();
+            let recv: Vec<usize> = (0..n).map(|m| count(m, me)).collect();
+            let item = |from: usize, to: usize, i: usize| (from * 1000 + to * 10 + i) as u64;
+            let src: Vec<u64> = (0..n)
+                .flat_map(|j| (0..count(me, j)).map(move |i| item(me, j, i)))
+                .collect();
+            let want = (0..n)
+                .flat_map(|m| (0..count(m, me)).map(move |i| item(m, me, i)))
+                .collect();
+            (waiter(t.exchange_v_nb(&src, &send, &recv)?), want)
+        }
+        Collective::Exchange => {
+            let src: Vec<u64> = (0..n * len).map(|i| input(me, i)).collect();
+            let want = (0..n)
+                .flat_map(|m| (0..len).map(move |i| input_u64(w(m), me * len + i, seed)))
+                .collect();
+            (waiter(t.exchange_nb(&src)?), want)
+        }
+        Collective::Scan if second => {
+            let want = if me == 0 {
+                vec![0; len]
+            } else {
+                (0..len)
+                    .map(|i| (0..me).map(|m| input(m, i)).max().unwrap())
+                    .collect()
+            };
+            (waiter(t.exscan_nb(&mine, Op::Max)?), want)
+        }
+        Collective::Scan => (waiter(t.scan_nb(&mine, Op::Sum)?), sum(0..me + 1)),
+    })
 }
 
 /// Run every operation with every algorithm on `team`; `label` names the team in errors.
@@ -258,6 +378,25 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         if out != want {
                             return Err(fail(ctx_msg("wrong exclusive scan")));
                         }
+                    }
+                }
+            }
+            // The nonblocking forms run the same algorithm: two in flight at once, waited
+            // for in the reverse order, at a large and a small size.
+            for (k, &len) in [SIZES[3], SIZES[1]].iter().enumerate() {
+                let seed = seed0 ^ 0xAB ^ (k as u64) << 40;
+                let root = (k * 5 + 1) % n;
+                let (first, want_first) = start_nb(&t, op, false, root, len, seed)?;
+                let (second, want_second) = start_nb(&t, op, true, root, len, seed ^ 7)?;
+                for (got, want, which) in [
+                    (second()?, want_second, "second"),
+                    (first()?, want_first, "first"),
+                ] {
+                    if got != want {
+                        return Err(fail(format!(
+                            "{label} (size {n}), {}_nb with {alg}, {len} elements, root {root}: wrong output of the {which} request",
+                            op.name()
+                        )));
                     }
                 }
             }

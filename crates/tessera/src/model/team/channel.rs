@@ -204,7 +204,7 @@ impl Channel {
     }
 
     /// World rank of team member `i`.
-    fn world_rank(&self, i: usize) -> usize {
+    pub(crate) fn world_rank(&self, i: usize) -> usize {
         self.streams.areas[self.at(i)].rank()
     }
 
@@ -218,16 +218,6 @@ impl Channel {
         self.streams.areas[owner]
             .add(self.streams_size() * 2 * (HEADER + self.streams.chunk) + peer * ACK_STRIDE)
             .cast()
-    }
-
-    /// Send `data` to member `to` (any length, including zero).
-    pub(crate) fn send(&self, ctx: &Context, to: usize, data: &[u8]) -> Result<()> {
-        self.transfer(ctx, &mut [Outgoing::new(to, data)], &mut [])
-    }
-
-    /// Receive a message of exactly `out.len()` bytes from member `from`.
-    pub(crate) fn recv(&self, ctx: &Context, from: usize, out: &mut [u8]) -> Result<()> {
-        self.transfer(ctx, &mut [], &mut [Incoming::new(from, out)])
     }
 
     /// Send to one member and receive from another at the same time.
@@ -255,13 +245,7 @@ impl Channel {
         sends: &mut [Outgoing<'_>],
         recvs: &mut [Incoming<'_>],
     ) -> Result<()> {
-        if self.nonblocking() > 0 {
-            return Err(crate::error::CoreError::Invalid(format!(
-                "{} nonblocking collective(s) still in flight on this team (or a team sharing its channel: a subset or its parent): wait for their handles before starting another kind of collective on it",
-                self.nonblocking()
-            ))
-            .into());
-        }
+        self.refuse_if_nonblocking()?;
         debug_assert!(sends
             .iter()
             .enumerate()
@@ -330,6 +314,19 @@ impl Channel {
             format!("in {call}, waiting for {}", parts.join(" and "))
         };
         ctx.wait_until("team messages", step, describe)
+    }
+
+    /// An error if nonblocking collectives are in flight on these streams: a blocking
+    /// transfer must not start meanwhile.
+    pub(crate) fn refuse_if_nonblocking(&self) -> Result<()> {
+        if self.nonblocking() > 0 {
+            return Err(crate::error::CoreError::Invalid(format!(
+                "{} nonblocking collective(s) still in flight on this team (or a team sharing its channel: a subset or its parent): wait for their handles before starting another kind of collective on it",
+                self.nonblocking()
+            ))
+            .into());
+        }
+        Ok(())
     }
 
     /// A nonblocking collective starts on this channel.

@@ -110,8 +110,15 @@ impl<'a> Team<'a> {
         let verify = Box::new(move |all: &[u64]| agree(&members, all));
         let mut st = self.schedules.borrow_mut();
         self.reserve_from_channel(&mut st)?;
-        let schedule = allgather_rounds(&mut st.reserved, self.channel.chunk(), &mine, n, me)
-            .carrying(Signature::AGREEMENT);
+        let mut schedule = schedule::Schedule::new(
+            &mut st.reserved,
+            schedule::Input::Owned(mine.to_vec()),
+            schedule::Output::Owned(vec![0u64; mine.len() * n]),
+            None,
+            Signature::AGREEMENT,
+        );
+        let builder = Builder::new(&mut st.reserved, self.channel.chunk(), &mut schedule);
+        algorithms::allgather(builder, Algorithm::Ring, n, me, mine.len());
         drop(st);
         self.enqueue::<u64>(Box::new(Checked::new(schedule, verify)))
             .map(|request| request.detach())

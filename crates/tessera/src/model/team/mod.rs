@@ -39,7 +39,7 @@ use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
-use schedule::{Buf, Builder, Checked, Local, NativePending, Pending, Reducer, Reserved, Schedule};
+use schedule::{Builder, Checked, NativePending, Pending, Reducer, Reserved};
 use signature::{Form, Reduction as SigReduction, Signature};
 use tuning::Rules;
 
@@ -64,8 +64,10 @@ macro_rules! single_address_pair {
 }
 
 mod addressed;
+mod algorithms;
 mod channel;
 mod checked;
+mod engine;
 mod movement;
 mod nonblocking;
 mod reduction;
@@ -75,15 +77,13 @@ mod signature;
 mod topology;
 pub mod tuning;
 
-use nonblocking::allgather_rounds;
 pub use nonblocking::{CollHandle, CollRequest};
 use nonblocking::{NonblockingState, Schedules};
 use reduction::native_reduction;
 pub(crate) use registry::check_supported;
 pub use registry::{default_algorithm, registry, Algorithm, Collective, Row};
-use registry::{forced_from_env, radix_of, Forced};
+use registry::{forced_from_env, Forced};
 use signature::ALL_OPS;
-use topology::{split_range, Knomial};
 
 /// A team of ranks that performs collectives together. See the [module docs](self).
 ///
@@ -540,15 +540,6 @@ impl<'a> Team<'a> {
     }
 
     // ----- message helpers ------------------------------------------------------------
-
-    fn send<T: Pod>(&self, to: usize, data: &[T]) -> Result<()> {
-        self.channel.send(self.ctx, to, bytemuck::cast_slice(data))
-    }
-
-    fn recv<T: Pod>(&self, from: usize, out: &mut [T]) -> Result<()> {
-        self.channel
-            .recv(self.ctx, from, bytemuck::cast_slice_mut(out))
-    }
 
     fn sendrecv<T: Pod>(&self, to: usize, data: &[T], from: usize, out: &mut [T]) -> Result<()> {
         self.channel.sendrecv(

@@ -11,40 +11,10 @@ impl<'a> Team<'a> {
     /// Block until every member has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
         let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
-        let n = self.size();
+        let (n, me) = (self.size(), self.me);
         match self.choose(Collective::Barrier, 0, true) {
             Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
-            Algorithm::Flat => {
-                if self.me == 0 {
-                    let mut bufs: Vec<[u8; 0]> = vec![[]; n];
-                    let mut recvs: Vec<Incoming> = bufs
-                        .iter_mut()
-                        .enumerate()
-                        .skip(1)
-                        .map(|(i, b)| Incoming::new(i, b))
-                        .collect();
-                    self.channel.transfer(self.ctx, &mut [], &mut recvs)?;
-                    let mut sends: Vec<Outgoing> = (1..n).map(|i| Outgoing::new(i, &[])).collect();
-                    self.channel.transfer(self.ctx, &mut sends, &mut [])
-                } else {
-                    self.channel.send(self.ctx, 0, &[])?;
-                    self.channel.recv(self.ctx, 0, &mut [])
-                }
-            }
-            _ => {
-                let mut dist = 1;
-                while dist < n {
-                    self.channel.sendrecv(
-                        self.ctx,
-                        (self.me + dist) % n,
-                        &[],
-                        (self.me + n - dist) % n,
-                        &mut [],
-                    )?;
-                    dist *= 2;
-                }
-                Ok(())
-            }
+            alg => self.run::<u8>(&[], &mut [], None, |b| algorithms::barrier(b, alg, n, me)),
         }
     }
 
@@ -57,43 +27,16 @@ impl<'a> Team<'a> {
         if n == 1 {
             return Ok(());
         }
+        let (me, len) = (self.me, data.len());
         match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
             Algorithm::Native => self.native(
                 NativeOp::Broadcast { root },
                 &[],
                 bytemuck::cast_slice_mut(data),
             ),
-            Algorithm::Chain => {
-                let rel = (self.me + n - root) % n;
-                let (prev, next) = ((self.me + n - 1) % n, (self.me + 1) % n);
-                let step = (DEFAULT_CHUNK / std::mem::size_of::<T>().max(1)).max(1);
-                let mut start = 0;
-                loop {
-                    let end = (start + step).min(data.len());
-                    if rel != 0 {
-                        self.recv(prev, &mut data[start..end])?;
-                    }
-                    if rel != n - 1 {
-                        self.send(next, &data[start..end])?;
-                    }
-                    start = end;
-                    if start >= data.len() {
-                        return Ok(());
-                    }
-                }
-            }
-            alg => {
-                let radix = radix_of(alg, n);
-                let tree = Knomial::new(radix, n, (self.me + n - root) % n);
-                if let Some(parent) = tree.parent {
-                    self.recv((parent + root) % n, data)?;
-                }
-                let children: Vec<usize> = tree.children.iter().map(|c| (c + root) % n).collect();
-                let bytes: &[u8] = bytemuck::cast_slice(data);
-                let mut sends: Vec<Outgoing> =
-                    children.iter().map(|&c| Outgoing::new(c, bytes)).collect();
-                self.channel.transfer(self.ctx, &mut sends, &mut [])
-            }
+            alg => self.run(&[], data, None, |b| {
+                algorithms::broadcast(b, alg, n, me, root, len)
+            }),
         }
     }
 
@@ -115,58 +58,16 @@ impl<'a> Team<'a> {
         if self.me == root && dst.len() != n * b {
             return Err(length_error("gather", "dst", dst.len(), n * b));
         }
+        let me = self.me;
         match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
             Algorithm::Native => self.native(
                 NativeOp::Gather { root },
                 bytemuck::cast_slice(src),
                 bytemuck::cast_slice_mut(dst),
             ),
-            Algorithm::Flat => {
-                if self.me == root {
-                    dst[root * b..(root + 1) * b].copy_from_slice(src);
-                    let mut recvs: Vec<Incoming> = dst
-                        .chunks_mut(b.max(1))
-                        .take(n)
-                        .enumerate()
-                        .filter(|&(i, _)| i != root)
-                        .map(|(i, c)| Incoming::new(i, bytemuck::cast_slice_mut(c)))
-                        .collect();
-                    if b == 0 {
-                        recvs = (0..n)
-                            .filter(|&i| i != root)
-                            .map(|i| Incoming::new(i, &mut []))
-                            .collect();
-                    }
-                    self.channel.transfer(self.ctx, &mut [], &mut recvs)
-                } else {
-                    self.send(root, src)
-                }
-            }
-            _ => {
-                // Binomial: member rel collects the blocks of relative ranks [rel, rel + span).
-                let rel = (self.me + n - root) % n;
-                let tree = Knomial::new(2, n, rel);
-                let span = tree.subtree_end - rel;
-                let mut buf = vec![T::zeroed(); span * b];
-                buf[..b].copy_from_slice(src);
-                for &c in &tree.children {
-                    let child_end = Knomial::new(2, n, c).subtree_end;
-                    self.recv(
-                        (c + root) % n,
-                        &mut buf[(c - rel) * b..(child_end - rel) * b],
-                    )?;
-                }
-                match tree.parent {
-                    Some(p) => self.send((p + root) % n, &buf),
-                    None => {
-                        for (j, block) in buf.chunks(b.max(1)).enumerate().take(n) {
-                            let abs = (j + root) % n;
-                            dst[abs * b..(abs + 1) * b].copy_from_slice(&block[..b]);
-                        }
-                        Ok(())
-                    }
-                }
-            }
+            alg => self.run(src, dst, None, |bd| {
+                algorithms::gather(bd, alg, n, me, root, b)
+            }),
         }
     }
 
@@ -192,52 +93,9 @@ impl<'a> Team<'a> {
                 bytemuck::cast_slice(src),
                 bytemuck::cast_slice_mut(dst),
             ),
-            Algorithm::GatherBroadcast => {
-                let single = self.with_forced(&[
-                    (Collective::Gather, Algorithm::Binomial),
-                    (Collective::Broadcast, Algorithm::Binomial),
-                ]);
-                single.gather(0, src, dst)?;
-                single.broadcast(0, dst)
-            }
-            Algorithm::Bruck => {
-                // tmp[j] holds the block of member (me + j) % n.
-                let mut tmp = vec![T::zeroed(); n * b];
-                tmp[..b].copy_from_slice(src);
-                let mut dist = 1;
-                while dist < n {
-                    let count = dist.min(n - dist);
-                    let (have, rest) = tmp.split_at_mut(dist * b);
-                    self.sendrecv(
-                        (me + n - dist) % n,
-                        &have[..count * b],
-                        (me + dist) % n,
-                        &mut rest[..count * b],
-                    )?;
-                    dist *= 2;
-                }
-                for j in 0..n {
-                    let abs = (me + j) % n;
-                    dst[abs * b..(abs + 1) * b].copy_from_slice(&tmp[j * b..(j + 1) * b]);
-                }
-                Ok(())
-            }
-            _ => {
-                dst[me * b..(me + 1) * b].copy_from_slice(src);
-                let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-                for s in 0..n.saturating_sub(1) {
-                    let out = (me + n - s) % n;
-                    let inb = (me + 2 * n - s - 1) % n;
-                    self.sendrecv_within(
-                        right,
-                        left,
-                        dst,
-                        out * b..(out + 1) * b,
-                        inb * b..(inb + 1) * b,
-                    )?;
-                }
-                Ok(())
-            }
+            alg => self.run(src, dst, None, |bd| {
+                algorithms::allgather(bd, alg, n, me, b)
+            }),
         }
     }
 
@@ -249,45 +107,16 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * b {
             return Err(length_error("scatter", "src", src.len(), n * b));
         }
+        let me = self.me;
         match self.choose(Collective::Scatter, std::mem::size_of_val(dst), true) {
             Algorithm::Native => self.native(
                 NativeOp::Scatter { root },
                 bytemuck::cast_slice(src),
                 bytemuck::cast_slice_mut(dst),
             ),
-            Algorithm::Flat => {
-                if self.me == root {
-                    dst.copy_from_slice(&src[root * b..(root + 1) * b]);
-                    let mut sends: Vec<Outgoing> = (0..n)
-                        .filter(|&i| i != root)
-                        .map(|i| Outgoing::new(i, bytemuck::cast_slice(&src[i * b..(i + 1) * b])))
-                        .collect();
-                    self.channel.transfer(self.ctx, &mut sends, &mut [])
-                } else {
-                    self.recv(root, dst)
-                }
-            }
-            _ => {
-                let rel = (self.me + n - root) % n;
-                let tree = Knomial::new(2, n, rel);
-                let span = tree.subtree_end - rel;
-                let mut buf = vec![T::zeroed(); span * b];
-                match tree.parent {
-                    Some(p) => self.recv((p + root) % n, &mut buf)?,
-                    None => {
-                        for j in 0..n {
-                            let abs = (j + root) % n;
-                            buf[j * b..(j + 1) * b].copy_from_slice(&src[abs * b..(abs + 1) * b]);
-                        }
-                    }
-                }
-                for &c in &tree.children {
-                    let child_end = Knomial::new(2, n, c).subtree_end;
-                    self.send((c + root) % n, &buf[(c - rel) * b..(child_end - rel) * b])?;
-                }
-                dst.copy_from_slice(&buf[..b]);
-                Ok(())
-            }
+            alg => self.run(src, dst, None, |bd| {
+                algorithms::scatter(bd, alg, n, me, root, b)
+            }),
         }
     }
 
@@ -407,49 +236,26 @@ impl<'a> Team<'a> {
         recv: impl Fn(usize) -> std::ops::Range<usize>,
         uniform: bool,
     ) -> Result<()> {
-        let n = self.size();
-        let me = self.me;
-        dst[recv(me)].copy_from_slice(&src[send(me)]);
-        match self.choose(
-            Collective::Exchange,
-            std::mem::size_of_val(src) / n,
-            uniform,
-        ) {
-            Algorithm::Native => self.native(
-                NativeOp::Exchange,
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            ),
-            Algorithm::Flat => {
-                let mut sends: Vec<Outgoing> = (0..n)
-                    .filter(|&j| j != me)
-                    .map(|j| Outgoing::new(j, bytemuck::cast_slice(&src[send(j)])))
-                    .collect();
-                let mut rest: &mut [T] = dst;
-                let mut recvs = Vec::with_capacity(n - 1);
-                let mut consumed = 0;
-                for i in 0..n {
-                    let range = recv(i);
-                    let (head, tail) = std::mem::take(&mut rest).split_at_mut(range.end - consumed);
-                    consumed = range.end;
-                    rest = tail;
-                    if i != me {
-                        let start = head.len() - range.len();
-                        recvs.push(Incoming::new(
-                            i,
-                            bytemuck::cast_slice_mut(&mut head[start..]),
-                        ));
-                    }
-                }
-                self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+        let (n, me) = (self.size(), self.me);
+        // Counts differ between members of an `exchange_v`, so its choice must not
+        // depend on them: every member must choose alike.
+        let bytes = if uniform {
+            std::mem::size_of_val(src) / n
+        } else {
+            0
+        };
+        match self.choose(Collective::Exchange, bytes, uniform) {
+            Algorithm::Native => {
+                dst[recv(me)].copy_from_slice(&src[send(me)]);
+                self.native(
+                    NativeOp::Exchange,
+                    bytemuck::cast_slice(src),
+                    bytemuck::cast_slice_mut(dst),
+                )
             }
-            _ => {
-                for s in 1..n {
-                    let (to, from) = ((me + s) % n, (me + n - s) % n);
-                    self.sendrecv(to, &src[send(to)], from, &mut dst[recv(from)])?;
-                }
-                Ok(())
-            }
+            alg => self.run(src, dst, None, |b| {
+                algorithms::exchange(b, alg, n, me, &send, &recv)
+            }),
         }
     }
 }

@@ -40,11 +40,13 @@ impl Schedules {
 /// order they were started. Wait for all of them, on every member, before the team's
 /// next blocking collective. Dropping a request waits for it.
 ///
-/// Where the blocking call would run [`Algorithm::Native`] (by default, on a team that
-/// spans hosts on the mpi conduit), the request is MPI's own nonblocking collective
+/// A request runs the algorithm its blocking twin would run (forced, tuned or the
+/// model's). Where that is [`Algorithm::Native`] (by default, on a team that spans hosts
+/// on the mpi conduit), the request is MPI's own nonblocking collective
 /// (`MPI_Iallreduce`, ...), which also progresses inside MPI (with
 /// `TESSERA_MPI_PROGRESS`, while the rank computes); otherwise it is a schedule of the
-/// team's mailbox messages, which moves when a request of the team is tested.
+/// team's mailbox messages, the same rounds as the blocking call's, which moves when a
+/// request of the team is tested.
 ///
 /// ```
 /// use tessera::{Job, Op, Team};
@@ -208,22 +210,10 @@ impl Drop for CollHandle<'_> {
 
 // ----- nonblocking mailbox collectives ------------------------------------------------
 
-/// One algorithm each, written as schedules (module `schedule`): dissemination barrier,
-/// binomial broadcast and reduce, reduce-then-broadcast allreduce, flat gather and
-/// scatter, ring allgather, pairwise exchange, linear scan.
+/// Every `*_nb` call makes the same choice of algorithm as its blocking twin (forced,
+/// tuned table, model) and runs the same rounds (module `algorithms`), over buffers of its
+/// own; where the choice is [`Algorithm::Native`], the conduit's own nonblocking collective.
 impl<'a> Team<'a> {
-    /// Build a schedule with this team's reservations and start it.
-    pub(super) fn start_schedule<T: Pod>(
-        &self,
-        build: impl FnOnce(&mut Reserved, usize) -> Schedule<T>,
-    ) -> Result<CollRequest<'a, T>> {
-        let mut st = self.schedules.borrow_mut();
-        self.reserve_from_channel(&mut st)?;
-        let schedule = build(&mut st.reserved, self.channel.chunk()).carrying(self.channel.call());
-        drop(st);
-        self.enqueue(Box::new(schedule))
-    }
-
     /// Before building a schedule: refuse if single-address nonblocking collectives are in
     /// flight, and if no schedule has reserved sequence numbers ahead, continue from where
     /// the channel's streams are.
@@ -237,32 +227,31 @@ impl<'a> Team<'a> {
             .into());
         }
         if !st.on_channel() {
-            st.reserved.send = (0..self.size()).map(|p| self.channel.sent_to(p)).collect();
-            st.reserved.recv = (0..self.size())
-                .map(|p| self.channel.received_from(p))
-                .collect();
+            let n = self.size();
+            st.reserved.send.clear();
+            st.reserved
+                .send
+                .extend((0..n).map(|p| self.channel.sent_to(p)));
+            st.reserved.recv.clear();
+            st.reserved
+                .recv
+                .extend((0..n).map(|p| self.channel.received_from(p)));
         }
         Ok(())
     }
 
-    /// Start `op` as the conduit's own nonblocking collective if the blocking call of
-    /// `coll` at `bytes` would run natively (the same choice, so every member makes it
-    /// alike); `None` (nothing started) otherwise, or when `op` is `None` (no native
-    /// form for this call). `src` and `dst_len` are as [`NativeOp`] describes them.
+    /// Start `op` as the conduit's own nonblocking collective (after `choose` said
+    /// `Native`). `src` and `dst_len` are as [`NativeOp`] describes them.
     pub(super) fn start_native<T: Pod>(
         &self,
-        coll: Collective,
-        bytes: usize,
-        op: Option<NativeOp>,
+        op: NativeOp,
         src: &[T],
         dst_len: usize,
-    ) -> Result<Option<CollRequest<'a, T>>> {
-        let (Some(op), Some(group)) = (op, &self.native) else {
-            return Ok(None);
-        };
-        if self.choose(coll, bytes, true) != Algorithm::Native {
-            return Ok(None);
-        }
+    ) -> Result<CollRequest<'a, T>> {
+        let group = self
+            .native
+            .as_ref()
+            .expect("choose returns Native only where the team has a group");
         let size = std::mem::size_of::<T>();
         let ticket = group.start(op, bytemuck::cast_slice(src), dst_len * size)?;
         let zero = matches!(
@@ -273,7 +262,7 @@ impl<'a> Team<'a> {
             }
         ) && self.me == 0;
         let pending = NativePending::<T>::new(ticket, zero);
-        self.enqueue(Box::new(pending)).map(Some)
+        self.enqueue(Box::new(pending))
     }
 
     /// Hold `pending` with the team's other nonblocking collectives and return its
@@ -307,11 +296,11 @@ impl<'a> Team<'a> {
             if done && !gated {
                 let (ticket, done) = st.pending.remove(i).expect("in range");
                 self.channel.end_nonblocking();
-                let (output, spare) = done.output();
+                let (output, leftovers) = done.output();
                 if let Some(output) = output {
                     st.finished.insert(ticket, output);
                 }
-                st.reserved.keep(spare);
+                st.reserved.keep(leftovers);
             } else {
                 i += 1;
             }
@@ -319,27 +308,16 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
-    /// Nonblocking [`Team::barrier`] (dissemination); its request's output is empty.
+    /// Nonblocking [`Team::barrier`]; its request's output is empty.
     pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
         self.check_nb::<()>(Collective::Barrier, None, 0, None)?;
-        let op = Some(NativeOp::Barrier);
-        if let Some(r) = self.start_native(Collective::Barrier, 0, op, &[], 0)? {
-            return Ok(r);
-        }
         let (n, me) = (self.size(), self.me);
-        self.start_schedule(|reserved, chunk| {
-            let mut b = Builder::new(reserved, chunk, &[], 0, 0, vec![]);
-            let mut dist = 1;
-            while dist < n {
-                b = b.round(
-                    vec![((me + dist) % n, (Buf::Dst, 0..0))],
-                    vec![((me + n - dist) % n, (Buf::Dst, 0..0))],
-                    vec![],
-                );
-                dist *= 2;
-            }
-            b.build()
-        })
+        match self.choose(Collective::Barrier, 0, true) {
+            Algorithm::Native => self.start_native(NativeOp::Barrier, &[], 0),
+            alg => self.start(&[], Vec::new(), None, |b| {
+                algorithms::barrier(b, alg, n, me)
+            }),
+        }
     }
 
     /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
@@ -347,29 +325,19 @@ impl<'a> Team<'a> {
     pub fn broadcast_nb<T: Pod>(&self, root: usize, data: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Broadcast, Some(root), data.len(), None)?;
         self.check_root(root)?;
-        let (n, len) = (self.size(), data.len());
-        let rel = (self.me + n - root) % n;
-        let mine = if rel == 0 { data } else { &[] };
-        let op = Some(NativeOp::Broadcast { root });
-        let bytes = std::mem::size_of_val(data);
-        if let Some(r) = self.start_native(Collective::Broadcast, bytes, op, mine, len)? {
-            return Ok(r);
+        let (n, me, len) = (self.size(), self.me, data.len());
+        // Only the root's data travels.
+        let mine = if me == root { data } else { &[] };
+        match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
+            Algorithm::Native => self.start_native(NativeOp::Broadcast { root }, mine, len),
+            alg => {
+                let mut out = vec![T::zeroed(); len];
+                out[..mine.len()].copy_from_slice(mine);
+                self.start(&[], out, None, |b| {
+                    algorithms::broadcast(b, alg, n, me, root, len)
+                })
+            }
         }
-        self.start_schedule(|reserved, chunk| {
-            let first = if rel == 0 {
-                vec![Local::Copy {
-                    from: (Buf::Src, 0..len),
-                    to: (Buf::Dst, 0..len),
-                }]
-            } else {
-                vec![]
-            };
-            // Only the root's data travels.
-            let data = if rel == 0 { data } else { &[] };
-            let b = Builder::new(reserved, chunk, data, len, 0, first);
-            let b = broadcast_rounds(b, n, root, rel, len);
-            b.build()
-        })
     }
 
     /// Nonblocking [`Team::reduce`] with a built-in operation; the output is the result on
@@ -415,32 +383,34 @@ impl<'a> Team<'a> {
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Reduce, Some(root), src.len(), None)?;
-        self.reduce_nb_impl(root, src, Box::new(combine), None)
+        self.reduce_nb_impl(root, src, Reducer::Owned(Box::new(combine)), None)
     }
 
     pub(super) fn reduce_nb_impl<T: Pod>(
         &self,
         root: usize,
         src: &[T],
-        reducer: Reducer<T>,
+        reducer: Reducer<'static, T>,
         native: Option<Reduction>,
     ) -> Result<CollRequest<'a, T>> {
         self.check_root(root)?;
-        let (n, len) = (self.size(), src.len());
-        let rel = (self.me + n - root) % n;
-        let dst_len = if rel == 0 { len } else { 0 };
-        let native = native.map(|reduction| NativeOp::Reduce { root, reduction });
+        let (n, me, len) = (self.size(), self.me, src.len());
+        let dst_len = if me == root { len } else { 0 };
         let bytes = std::mem::size_of_val(src);
-        if let Some(r) = self.start_native(Collective::Reduce, bytes, native, src, dst_len)? {
-            return Ok(r);
+        match (
+            self.choose(Collective::Reduce, bytes, native.is_some()),
+            native,
+        ) {
+            (Algorithm::Native, Some(reduction)) => {
+                self.start_native(NativeOp::Reduce { root, reduction }, src, dst_len)
+            }
+            (alg, _) => self.start(src, vec![T::zeroed(); dst_len], Some(reducer), |b| {
+                algorithms::reduce(b, alg, n, me, root, len)
+            }),
         }
-        self.start_schedule(|reserved, chunk| {
-            reduce_rounds(reserved, chunk, src, reducer, n, root, rel, dst_len).build()
-        })
     }
 
-    /// Nonblocking [`Team::allreduce`] with a built-in operation (a reduction to member 0,
-    /// then a broadcast).
+    /// Nonblocking [`Team::allreduce`] with a built-in operation.
     pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allreduce, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
@@ -454,26 +424,28 @@ impl<'a> Team<'a> {
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allreduce, None, src.len(), None)?;
-        self.allreduce_nb_impl(src, Box::new(combine), None)
+        self.allreduce_nb_impl(src, Reducer::Owned(Box::new(combine)), None)
     }
 
     pub(super) fn allreduce_nb_impl<T: Pod>(
         &self,
         src: &[T],
-        reducer: Reducer<T>,
+        reducer: Reducer<'static, T>,
         native: Option<Reduction>,
     ) -> Result<CollRequest<'a, T>> {
-        let (n, len) = (self.size(), src.len());
-        let me = self.me;
-        let native = native.map(|reduction| NativeOp::Allreduce { reduction });
+        let (n, me, len) = (self.size(), self.me, src.len());
         let bytes = std::mem::size_of_val(src);
-        if let Some(r) = self.start_native(Collective::Allreduce, bytes, native, src, len)? {
-            return Ok(r);
+        match (
+            self.choose(Collective::Allreduce, bytes, native.is_some()),
+            native,
+        ) {
+            (Algorithm::Native, Some(reduction)) => {
+                self.start_native(NativeOp::Allreduce { reduction }, src, len)
+            }
+            (alg, _) => self.start(src, vec![T::zeroed(); len], Some(reducer), |b| {
+                algorithms::allreduce(b, alg, n, me, len)
+            }),
         }
-        self.start_schedule(|reserved, chunk| {
-            let b = reduce_rounds(reserved, chunk, src, reducer, n, 0, me, len);
-            broadcast_rounds(b, n, 0, me, len).build()
-        })
     }
 
     /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
@@ -482,42 +454,25 @@ impl<'a> Team<'a> {
         self.check_nb::<T>(Collective::Gather, Some(root), src.len(), None)?;
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
-        let (op, bytes) = (Some(NativeOp::Gather { root }), std::mem::size_of_val(src));
         let dst_len = if me == root { n * len } else { 0 };
-        if let Some(r) = self.start_native(Collective::Gather, bytes, op, src, dst_len)? {
-            return Ok(r);
+        match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
+            Algorithm::Native => self.start_native(NativeOp::Gather { root }, src, dst_len),
+            alg => self.start(src, vec![T::zeroed(); dst_len], None, |b| {
+                algorithms::gather(b, alg, n, me, root, len)
+            }),
         }
-        self.start_schedule(|reserved, chunk| {
-            if me == root {
-                let first = vec![Local::Copy {
-                    from: (Buf::Src, 0..len),
-                    to: (Buf::Dst, me * len..(me + 1) * len),
-                }];
-                let recvs = (0..n)
-                    .filter(|&i| i != root)
-                    .map(|i| (i, (Buf::Dst, i * len..(i + 1) * len)))
-                    .collect();
-                Builder::new(reserved, chunk, src, n * len, 0, first)
-                    .round(vec![], recvs, vec![])
-                    .build()
-            } else {
-                Builder::new(reserved, chunk, src, 0, 0, vec![])
-                    .round(vec![(root, (Buf::Src, 0..len))], vec![], vec![])
-                    .build()
-            }
-        })
     }
 
-    /// Nonblocking [`Team::allgather`] (ring): the output is every member's `src` in rank
-    /// order.
+    /// Nonblocking [`Team::allgather`]: the output is every member's `src` in rank order.
     pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allgather, None, src.len(), None)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
-        let (op, bytes) = (Some(NativeOp::Allgather), std::mem::size_of_val(src));
-        if let Some(r) = self.start_native(Collective::Allgather, bytes, op, src, n * len)? {
-            return Ok(r);
+        match self.choose(Collective::Allgather, std::mem::size_of_val(src), true) {
+            Algorithm::Native => self.start_native(NativeOp::Allgather, src, n * len),
+            alg => self.start(src, vec![T::zeroed(); n * len], None, |b| {
+                algorithms::allgather(b, alg, n, me, len)
+            }),
         }
-        self.start_schedule(|reserved, chunk| allgather_rounds(reserved, chunk, src, n, me))
     }
 
     /// Nonblocking [`Team::scatter`]: `root` passes `size · count` elements (others may
@@ -535,66 +490,35 @@ impl<'a> Team<'a> {
             return Err(length_error("scatter_nb", "src", src.len(), n * count));
         }
         let mine = if me == root { src } else { &[] };
-        let (op, bytes) = (
-            Some(NativeOp::Scatter { root }),
-            count * std::mem::size_of::<T>(),
-        );
-        if let Some(r) = self.start_native(Collective::Scatter, bytes, op, mine, count)? {
-            return Ok(r);
+        let bytes = count * std::mem::size_of::<T>();
+        match self.choose(Collective::Scatter, bytes, true) {
+            Algorithm::Native => self.start_native(NativeOp::Scatter { root }, mine, count),
+            alg => self.start(mine, vec![T::zeroed(); count], None, |b| {
+                algorithms::scatter(b, alg, n, me, root, count)
+            }),
         }
-        self.start_schedule(|reserved, chunk| {
-            if me == root {
-                let first = vec![Local::Copy {
-                    from: (Buf::Src, me * count..(me + 1) * count),
-                    to: (Buf::Dst, 0..count),
-                }];
-                let sends = (0..n)
-                    .filter(|&i| i != root)
-                    .map(|i| (i, (Buf::Src, i * count..(i + 1) * count)))
-                    .collect();
-                Builder::new(reserved, chunk, src, count, 0, first)
-                    .round(sends, vec![], vec![])
-                    .build()
-            } else {
-                Builder::new(reserved, chunk, &[], count, 0, vec![])
-                    .round(vec![], vec![(root, (Buf::Dst, 0..count))], vec![])
-                    .build()
-            }
-        })
     }
 
-    /// Nonblocking [`Team::exchange`] (pairwise): block `j` of `src` goes to member `j`;
-    /// block `i` of the output came from member `i`.
+    /// Nonblocking [`Team::exchange`]: block `j` of `src` goes to member `j`; block `i`
+    /// of the output came from member `i`.
     pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Exchange, None, src.len(), None)?;
         let (n, me) = (self.size(), self.me);
         let b = self.block_of("exchange_nb", src.len())?;
-        let (op, bytes) = (Some(NativeOp::Exchange), b * std::mem::size_of::<T>());
-        if let Some(r) = self.start_native(Collective::Exchange, bytes, op, src, src.len())? {
-            return Ok(r);
-        }
-        let block = move |buf: Buf, j: usize| (buf, j * b..(j + 1) * b);
-        self.start_schedule(|reserved, chunk| {
-            let first = vec![Local::Copy {
-                from: block(Buf::Src, me),
-                to: block(Buf::Dst, me),
-            }];
-            let mut builder = Builder::new(reserved, chunk, src, src.len(), 0, first);
-            for s in 1..n {
-                let (to, from) = ((me + s) % n, (me + n - s) % n);
-                builder = builder.round(
-                    vec![(to, block(Buf::Src, to))],
-                    vec![(from, block(Buf::Dst, from))],
-                    vec![],
-                );
+        match self.choose(Collective::Exchange, b * std::mem::size_of::<T>(), true) {
+            Algorithm::Native => self.start_native(NativeOp::Exchange, src, src.len()),
+            alg => {
+                let block = move |j: usize| j * b..(j + 1) * b;
+                self.start(src, vec![T::zeroed(); src.len()], None, |builder| {
+                    algorithms::exchange(builder, alg, n, me, &block, &block)
+                })
             }
-            builder.build()
-        })
+        }
     }
 
-    /// Nonblocking [`Team::exchange_v`] (pairwise): `send_counts[j]` elements of `src` go
-    /// to member `j`; the output holds `recv_counts[i]` elements from each member `i`, in
-    /// member order.
+    /// Nonblocking [`Team::exchange_v`]: `send_counts[j]` elements of `src` go to member
+    /// `j`; the output holds `recv_counts[i]` elements from each member `i`, in member
+    /// order.
     ///
     /// ```
     /// use tessera::{Job, Team};
@@ -629,19 +553,12 @@ impl<'a> Team<'a> {
         let recv_total = recv_counts.iter().sum();
         let (so, ro) = self.exchange_v_layout(src.len(), send_counts, recv_total, recv_counts)?;
         let (n, me) = (self.size(), self.me);
-        let out = |j: usize| (Buf::Src, so[j]..so[j] + send_counts[j]);
-        let into = |i: usize| (Buf::Dst, ro[i]..ro[i] + recv_counts[i]);
-        self.start_schedule(|reserved, chunk| {
-            let first = vec![Local::Copy {
-                from: out(me),
-                to: into(me),
-            }];
-            let mut builder = Builder::new(reserved, chunk, src, recv_total, 0, first);
-            for s in 1..n {
-                let (to, from) = ((me + s) % n, (me + n - s) % n);
-                builder = builder.round(vec![(to, out(to))], vec![(from, into(from))], vec![]);
-            }
-            builder.build()
+        let out = |j: usize| so[j]..so[j] + send_counts[j];
+        let into = |i: usize| ro[i]..ro[i] + recv_counts[i];
+        // As the blocking form: a choice that does not depend on the counts.
+        let alg = self.choose(Collective::Exchange, 0, false);
+        self.start(src, vec![T::zeroed(); recv_total], None, |b| {
+            algorithms::exchange(b, alg, n, me, &out, &into)
         })
     }
 
@@ -666,7 +583,7 @@ impl<'a> Team<'a> {
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
-        self.scan_schedule(src, Box::new(combine), None, false)
+        self.scan_schedule(src, Reducer::Owned(Box::new(combine)), None, false)
     }
 
     /// [`Team::exscan_nb`] with a user operation, as [`Team::reduce_nb_with`]; member 0's
@@ -677,186 +594,38 @@ impl<'a> Team<'a> {
         combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
-        self.scan_schedule(src, Box::new(combine), None, true)
+        self.scan_schedule(src, Reducer::Owned(Box::new(combine)), None, true)
     }
 
-    /// The linear chain: the prefix arrives from the left in `Tmp`, is combined with `src`
-    /// and passed right.
     pub(super) fn scan_schedule<T: Pod>(
         &self,
         src: &[T],
-        reducer: Reducer<T>,
+        reducer: Reducer<'static, T>,
         native: Option<Reduction>,
         exclusive: bool,
     ) -> Result<CollRequest<'a, T>> {
         let (n, len, me) = (self.size(), src.len(), self.me);
-        let native = native.map(|reduction| NativeOp::Scan {
-            reduction,
-            exclusive,
-        });
         let bytes = std::mem::size_of_val(src);
-        if let Some(r) = self.start_native(Collective::Scan, bytes, native, src, len)? {
-            return Ok(r);
-        }
-        let all = |b: Buf| (b, 0..len);
-        self.start_schedule(|reserved, chunk| {
-            let mut first = Vec::new();
-            if me == 0 {
-                first.push(Local::Copy {
-                    from: all(Buf::Src),
-                    to: all(Buf::Tmp),
-                });
-                first.push(if exclusive {
-                    Local::Zero(all(Buf::Dst))
-                } else {
-                    Local::Copy {
-                        from: all(Buf::Src),
-                        to: all(Buf::Dst),
-                    }
-                });
-            }
-            let mut b = Builder::new(reserved, chunk, src, len, len, first).reducer(reducer);
-            if me > 0 {
-                let mut after = Vec::new();
-                if exclusive {
-                    after.push(Local::Copy {
-                        from: all(Buf::Tmp),
-                        to: all(Buf::Dst),
-                    });
-                }
-                after.push(Local::Combine {
-                    from: all(Buf::Src),
-                    into: all(Buf::Tmp),
-                });
-                if !exclusive {
-                    after.push(Local::Copy {
-                        from: all(Buf::Tmp),
-                        to: all(Buf::Dst),
-                    });
-                }
-                b = b.round(vec![], vec![(me - 1, all(Buf::Tmp))], after);
-            }
-            if me + 1 < n {
-                b = b.round(vec![(me + 1, all(Buf::Tmp))], vec![], vec![]);
-            }
-            b.build()
-        })
-    }
-}
-
-/// The rounds of a binomial broadcast of `Dst[0..len]` from `root` (this member at
-/// relative rank `rel`): receive from the parent, then send to every child.
-pub(super) fn broadcast_rounds<T: Pod>(
-    b: Builder<'_, T>,
-    n: usize,
-    root: usize,
-    rel: usize,
-    len: usize,
-) -> Builder<'_, T> {
-    let tree = Knomial::new(2, n, rel);
-    let b = match tree.parent {
-        Some(p) => b.round(vec![], vec![((p + root) % n, (Buf::Dst, 0..len))], vec![]),
-        None => b,
-    };
-    let sends: Vec<_> = tree
-        .children
-        .iter()
-        .map(|&c| ((c + root) % n, (Buf::Dst, 0..len)))
-        .collect();
-    if sends.is_empty() {
-        b
-    } else {
-        b.round(sends, vec![], vec![])
-    }
-}
-
-/// A binomial reduction of `src` to `root` (this member at relative rank `rel`),
-/// pipelined in segments of one chunk like the blocking [`Team::reduce`]: the accumulator
-/// is `Tmp[0..len]`; segment k from child `i` lands in the `i`-th slot after it, is
-/// combined, and the segment goes up before the next one comes in. The root copies the
-/// result into `Dst` (of `dst_len` elements here).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn reduce_rounds<'r, T: Pod>(
-    reserved: &'r mut Reserved,
-    chunk: usize,
-    src: &[T],
-    reducer: Reducer<T>,
-    n: usize,
-    root: usize,
-    rel: usize,
-    dst_len: usize,
-) -> Builder<'r, T> {
-    let len = src.len();
-    let tree = Knomial::new(2, n, rel);
-    let seg = (chunk / std::mem::size_of::<T>().max(1)).max(1);
-    let width = seg.min(len);
-    let first = vec![Local::Copy {
-        from: (Buf::Src, 0..len),
-        to: (Buf::Tmp, 0..len),
-    }];
-    let tmp_len = len + tree.children.len() * width;
-    let mut b = Builder::new(reserved, chunk, src, dst_len, tmp_len, first).reducer(reducer);
-    for k in 0..len.div_ceil(seg).max(1) {
-        let range = k * seg..((k + 1) * seg).min(len);
-        let slot = |i: usize| (Buf::Tmp, len + i * width..len + i * width + range.len());
-        if !tree.children.is_empty() {
-            let recvs = tree
-                .children
-                .iter()
-                .enumerate()
-                .map(|(i, &c)| ((c + root) % n, slot(i)))
-                .collect();
-            let after = (0..tree.children.len())
-                .map(|i| Local::Combine {
-                    from: slot(i),
-                    into: (Buf::Tmp, range.clone()),
-                })
-                .collect();
-            b = b.round(vec![], recvs, after);
-        }
-        if let Some(p) = tree.parent {
-            b = b.round(vec![((p + root) % n, (Buf::Tmp, range))], vec![], vec![]);
+        match (
+            self.choose(Collective::Scan, bytes, native.is_some()),
+            native,
+        ) {
+            (Algorithm::Native, Some(reduction)) => self.start_native(
+                NativeOp::Scan {
+                    reduction,
+                    exclusive,
+                },
+                src,
+                len,
+            ),
+            (alg, _) => self.start(src, vec![T::zeroed(); len], Some(reducer), |b| {
+                algorithms::scan(b, alg, n, me, len, exclusive)
+            }),
         }
     }
-    if tree.parent.is_none() {
-        b = b.round(
-            vec![],
-            vec![],
-            vec![Local::Copy {
-                from: (Buf::Tmp, 0..len),
-                to: (Buf::Dst, 0..len),
-            }],
-        );
-    }
-    b
-}
-
-/// The rounds of a ring allgather of `src` (`len` elements per member) into `Dst`.
-pub(super) fn allgather_rounds<T: Pod>(
-    reserved: &mut Reserved,
-    chunk: usize,
-    src: &[T],
-    n: usize,
-    me: usize,
-) -> Schedule<T> {
-    let len = src.len();
-    let block = move |b: usize| (Buf::Dst, (b % n) * len..(b % n + 1) * len);
-    let first = vec![Local::Copy {
-        from: (Buf::Src, 0..len),
-        to: block(me),
-    }];
-    let mut b = Builder::new(reserved, chunk, src, n * len, 0, first);
-    for s in 0..n.saturating_sub(1) {
-        b = b.round(
-            vec![((me + 1) % n, block(me + n - s))],
-            vec![((me + n - 1) % n, block(me + 2 * n - s - 1))],
-            vec![],
-        );
-    }
-    b.build()
 }
 
 /// The combining function of the built-in operation `op` on `T`, for a schedule.
-pub(super) fn builtin<T: Reducible>(op: Op) -> Reducer<T> {
-    Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x))
+pub(super) fn builtin<T: Reducible>(op: Op) -> Reducer<'static, T> {
+    Reducer::Owned(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)))
 }

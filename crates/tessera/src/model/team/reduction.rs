@@ -62,53 +62,11 @@ impl<'a> Team<'a> {
                 bytemuck::cast_slice_mut(dst),
             );
         }
-        let tree = Knomial::new(radix_of(alg, n), n, (self.me + n - root) % n);
-        let children: Vec<usize> = tree.children.iter().map(|&c| (c + root) % n).collect();
-        let parent = tree.parent.map(|p| (p + root) % n);
-        // Pipelined in segments of one mailbox chunk: a member receives segment k from
-        // every child, combines it into its accumulator while it is in cache and passes it
-        // up, so no member holds more than a segment per child beyond its accumulator.
-        // The accumulator is `dst` on the root, `src` itself on a leaf, a copy elsewhere.
+        let me = self.me;
         let len = src.len();
-        let seg = (DEFAULT_CHUNK / std::mem::size_of::<T>().max(1)).max(1);
-        let mut segments = (0..len.div_ceil(seg).max(1)).map(|k| k * seg..((k + 1) * seg).min(len));
-        if children.is_empty() {
-            return match parent {
-                Some(p) => segments.try_for_each(|r| self.send(p, &src[r])),
-                None => {
-                    dst.copy_from_slice(src); // a team of one
-                    Ok(())
-                }
-            };
-        }
-        // The accumulator: `dst` on the root, a copy of `src` on an inner member.
-        let mut own = Vec::new();
-        let acc: &mut [T] = if parent.is_none() {
-            dst.copy_from_slice(src);
-            dst
-        } else {
-            own.extend_from_slice(src);
-            &mut own
-        };
-        let width = seg.min(len).max(1);
-        let mut scratch = vec![T::zeroed(); width * children.len()];
-        for range in segments {
-            let part = range.len();
-            let mut recvs: Vec<Incoming> = children
-                .iter()
-                .zip(scratch.chunks_mut(width))
-                .map(|(&c, b)| Incoming::new(c, bytemuck::cast_slice_mut(&mut b[..part])))
-                .collect();
-            self.channel.transfer(self.ctx, &mut [], &mut recvs)?;
-            drop(recvs);
-            for b in scratch.chunks(width) {
-                combine(&mut acc[range.clone()], &b[..part])?;
-            }
-            if let Some(p) = parent {
-                self.send(p, &acc[range])?;
-            }
-        }
-        Ok(())
+        self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
+            algorithms::reduce(b, alg, n, me, root, len)
+        })
     }
 
     /// Reduce one value to `root`: `Some(result)` there, `None` elsewhere.
@@ -157,107 +115,13 @@ impl<'a> Team<'a> {
                 bytemuck::cast_slice(src),
                 bytemuck::cast_slice_mut(dst),
             ),
-            Algorithm::ReduceBroadcast => {
-                let single = self.with_forced(&[
-                    (Collective::Reduce, Algorithm::Binomial),
-                    (Collective::Broadcast, Algorithm::Binomial),
-                ]);
-                single.reduce_with(0, src, dst, combine)?;
-                single.broadcast(0, dst)
-            }
-            Algorithm::Ring if src.len() >= n => self.allreduce_ring(src, dst, combine),
-            _ => self.allreduce_recursive_doubling(src, dst, combine),
-        }
-    }
-
-    /// The same team with some algorithms forced, for composed algorithms.
-    pub(super) fn with_forced(&self, pairs: &[(Collective, Algorithm)]) -> Team<'a> {
-        let mut forced = self.forced;
-        for &(op, alg) in pairs {
-            forced[op.index()] = Some(alg);
-        }
-        Team {
-            forced,
-            ..self.clone()
-        }
-    }
-
-    pub(super) fn allreduce_recursive_doubling<T: Pod>(
-        &self,
-        src: &[T],
-        dst: &mut [T],
-        combine: &Combine<'_, T>,
-    ) -> Result<()> {
-        let n = self.size();
-        let me = self.me;
-        let pow = if n.is_power_of_two() {
-            n
-        } else {
-            n.next_power_of_two() / 2
-        };
-        let rem = n - pow;
-        dst.copy_from_slice(src);
-        let mut other = vec![T::zeroed(); src.len()];
-        // Fold the first 2·rem members pairwise so that `pow` members remain.
-        let vrank = if me < 2 * rem {
-            if me.is_multiple_of(2) {
-                self.send(me + 1, dst)?;
-                None
-            } else {
-                self.recv(me - 1, &mut other)?;
-                combine(dst, &other)?;
-                Some(me / 2)
-            }
-        } else {
-            Some(me - rem)
-        };
-        if let Some(v) = vrank {
-            let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
-            let mut mask = 1;
-            while mask < pow {
-                let partner = real(v ^ mask);
-                self.sendrecv(partner, dst, partner, &mut other)?;
-                combine(dst, &other)?;
-                mask *= 2;
+            alg => {
+                let (me, len) = (self.me, src.len());
+                self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
+                    algorithms::allreduce(b, alg, n, me, len)
+                })
             }
         }
-        if me < 2 * rem {
-            if me.is_multiple_of(2) {
-                self.recv(me + 1, dst)?;
-            } else {
-                self.send(me - 1, dst)?;
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn allreduce_ring<T: Pod>(
-        &self,
-        src: &[T],
-        dst: &mut [T],
-        combine: &Combine<'_, T>,
-    ) -> Result<()> {
-        let n = self.size();
-        let me = self.me;
-        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-        let block = |b: usize| split_range(src.len(), n, b % n);
-        dst.copy_from_slice(src);
-        let mut incoming = vec![T::zeroed(); src.len().div_ceil(n)];
-        // Reduce-scatter: after n − 1 steps, block (me + 1) % n is complete here.
-        for s in 0..n - 1 {
-            let out = block(me + n - s);
-            let inb = block(me + 2 * n - s - 1);
-            let tmp = &mut incoming[..inb.len()];
-            self.sendrecv(right, &dst[out], left, tmp)?;
-            combine(&mut dst[inb], tmp)?;
-        }
-        // Allgather of the completed blocks.
-        for s in 0..n - 1 {
-            let out = block(me + 1 + n - s);
-            let inb = block(me + n - s);
-            self.sendrecv_within(right, left, dst, out, inb)?;
-        }
-        Ok(())
     }
 
     /// Reduce one value over all members; every member gets the result
@@ -330,60 +194,9 @@ impl<'a> Team<'a> {
                 }
                 Ok(())
             }
-            Algorithm::Linear => {
-                // prefix = src₀ … srcₘₑ₋₁ arrives from the left; pass prefix op src right.
-                let mut inclusive = src.to_vec();
-                let mut prefix = vec![T::zeroed(); len];
-                if me > 0 {
-                    self.recv(me - 1, &mut prefix)?;
-                    let mut p = prefix.clone();
-                    combine(&mut p, src)?;
-                    inclusive = p;
-                }
-                if me + 1 < n {
-                    self.send(me + 1, &inclusive)?;
-                }
-                dst.copy_from_slice(if exclusive { &prefix } else { &inclusive });
-                Ok(())
-            }
-            _ => {
-                // Hillis–Steele: after round k, `inclusive` covers 2ᵏ⁺¹ members ending at me.
-                let mut inclusive = src.to_vec();
-                let mut exclusive_acc: Option<Vec<T>> = None;
-                let mut incoming = vec![T::zeroed(); len];
-                let mut dist = 1;
-                while dist < n {
-                    let to = (me + dist < n).then_some(me + dist);
-                    let from = (me >= dist).then(|| me - dist);
-                    let mut sends: Vec<Outgoing> = to
-                        .map(|t| Outgoing::new(t, bytemuck::cast_slice(&inclusive)))
-                        .into_iter()
-                        .collect();
-                    let mut recvs: Vec<Incoming> = from
-                        .map(|f| Incoming::new(f, bytemuck::cast_slice_mut(&mut incoming)))
-                        .into_iter()
-                        .collect();
-                    self.channel.transfer(self.ctx, &mut sends, &mut recvs)?;
-                    drop(sends);
-                    if from.is_some() {
-                        combine(&mut inclusive, &incoming)?;
-                        match exclusive_acc.as_mut() {
-                            Some(e) => combine(e, &incoming)?,
-                            None => exclusive_acc = Some(incoming.clone()),
-                        }
-                    }
-                    dist *= 2;
-                }
-                if exclusive {
-                    match exclusive_acc {
-                        Some(e) => dst.copy_from_slice(&e),
-                        None => dst.fill(T::zeroed()),
-                    }
-                } else {
-                    dst.copy_from_slice(&inclusive);
-                }
-                Ok(())
-            }
+            alg => self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
+                algorithms::scan(b, alg, n, me, len, exclusive)
+            }),
         }
     }
 

@@ -129,7 +129,6 @@ pub enum Algorithm {
 ///     .find(|r| r.op == Collective::Broadcast && r.algorithm == Algorithm::Binomial)
 ///     .unwrap();
 /// assert_eq!(row.name, "binomial");
-/// assert!(row.nonblocking);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
@@ -142,9 +141,6 @@ pub struct Row {
     pub name: &'static str,
     /// The radices it takes, if it has one (`knomial<k>`), as (least, most).
     pub radix: Option<(u32, u32)>,
-    /// Its nonblocking form (`*_nb`) runs this algorithm as a schedule of rounds. Where
-    /// it is false, a `*_nb` call runs the operation's nonblocking row instead.
-    pub nonblocking: bool,
     /// What it does, in one line.
     pub summary: &'static str,
 }
@@ -153,7 +149,6 @@ const fn row(
     op: Collective,
     algorithm: Algorithm,
     name: &'static str,
-    nonblocking: bool,
     summary: &'static str,
 ) -> Row {
     Row {
@@ -161,7 +156,6 @@ const fn row(
         algorithm,
         name,
         radix: None,
-        nonblocking,
         summary,
     }
 }
@@ -176,7 +170,6 @@ const fn knomial(op: Collective) -> Row {
         algorithm: Algorithm::Knomial(4),
         name: "knomial",
         radix: Some((2, MAX_RADIX)),
-        nonblocking: false,
         summary: "k-nomial tree: each parent talks to up to k - 1 children per round",
     }
 }
@@ -191,28 +184,19 @@ static REGISTRY: [Row; 23] = {
             Barrier,
             Dissemination,
             "dissemination",
-            true,
             "ceil(log2 n) rounds of signals to rank + 2^i",
         ),
         row(
             Barrier,
             Flat,
             "flat",
-            false,
             "every member signals rank 0, which releases all",
         ),
-        row(
-            Broadcast,
-            Flat,
-            "flat",
-            false,
-            "the root sends to every member",
-        ),
+        row(Broadcast, Flat, "flat", "the root sends to every member"),
         row(
             Broadcast,
             Binomial,
             "binomial",
-            true,
             "binomial tree from the root",
         ),
         knomial(Broadcast),
@@ -220,21 +204,18 @@ static REGISTRY: [Row; 23] = {
             Broadcast,
             Chain,
             "chain",
-            false,
             "pipelined chain: each member forwards chunks as they arrive",
         ),
         row(
             Reduce,
             Flat,
             "flat",
-            false,
             "the root combines every member's data",
         ),
         row(
             Reduce,
             Binomial,
             "binomial",
-            true,
             "binomial tree towards the root",
         ),
         knomial(Reduce),
@@ -242,80 +223,69 @@ static REGISTRY: [Row; 23] = {
             Allreduce,
             ReduceBroadcast,
             "reduce_broadcast",
-            true,
             "binomial reduce, then binomial broadcast",
         ),
         row(
             Allreduce,
             RecursiveDoubling,
             "recursive_doubling",
-            false,
             "log2 n pairwise swaps (others folded in)",
         ),
         row(
             Allreduce,
             Ring,
             "ring",
-            false,
             "ring reduce-scatter, then ring allgather",
         ),
-        row(Gather, Flat, "flat", true, "every member sends to the root"),
+        row(Gather, Flat, "flat", "every member sends to the root"),
         row(
             Gather,
             Binomial,
             "binomial",
-            false,
             "binomial tree towards the root, blocks merged",
         ),
-        row(Allgather, Ring, "ring", true, "n - 1 neighbour steps"),
+        row(Allgather, Ring, "ring", "n - 1 neighbour steps"),
         row(
             Allgather,
             Bruck,
             "bruck",
-            false,
             "Bruck's dissemination: ceil(log2 n) rounds",
         ),
         row(
             Allgather,
             GatherBroadcast,
             "gather_broadcast",
-            false,
             "gather to rank 0, then broadcast",
         ),
         row(
             Scatter,
             Flat,
             "flat",
-            true,
             "the root sends every member its block",
         ),
         row(
             Scatter,
             Binomial,
             "binomial",
-            false,
             "binomial tree from the root, blocks split",
         ),
         row(
             Exchange,
             Pairwise,
             "pairwise",
-            true,
             "n - 1 steps, each with one partner",
         ),
-        row(Exchange, Flat, "flat", false, "every block sent at once"),
+        row(Exchange, Flat, "flat", "every block sent at once"),
         row(
             Scan,
             Linear,
             "linear",
-            true,
             "partial results passed rank to rank",
         ),
         row(
             Scan,
             RecursiveDoubling,
             "recursive_doubling",
-            false,
             "log2 n rounds at doubling distances",
         ),
     ]
@@ -461,7 +431,7 @@ mod tests {
     use super::*;
 
     /// Every row's name parses back to its algorithm and prints as it did; every
-    /// operation has rows and exactly one nonblocking row; `check_supported` accepts
+    /// operation has rows; `check_supported` accepts
     /// exactly the registry's families (and native).
     #[test]
     fn the_registry_names_parses_and_checks_every_row() {
@@ -486,7 +456,6 @@ mod tests {
         for op in Collective::ALL {
             let rows: Vec<&Row> = registry().iter().filter(|r| r.op == op).collect();
             assert!(!rows.is_empty(), "{op:?}");
-            assert_eq!(rows.iter().filter(|r| r.nonblocking).count(), 1, "{op:?}");
             check_supported(op, Algorithm::Native).unwrap();
             for other in registry().iter().filter(|r| r.op != op) {
                 let known = rows

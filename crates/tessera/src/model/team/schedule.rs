@@ -1,11 +1,12 @@
-//! Nonblocking mailbox collectives as *schedules*: a member's part of one collective,
-//! written down before it starts as rounds of messages (sends and receives on the team's
-//! channel) each followed by local steps (copies, combines), and advanced without
-//! blocking by whoever tests or waits on any of the team's requests.
-//!
-//! A schedule owns its buffers (a copy of the input, the output, scratch), so the
-//! request handle borrows nothing: requests may be waited for in any order, dropped, or
-//! forgotten, and the team keeps advancing them in the order they were started.
+//! The one engine of the mailbox collectives: a member's part of one collective, written
+//! down before it starts as *rounds* of messages (sends and receives on the team's
+//! channel), each followed by local steps (copies, combines). Every algorithm of the
+//! registry is written once, as rounds (module `algorithms`); a blocking call builds its
+//! schedule over the caller's own buffers and advances it until done, and a nonblocking
+//! call (`*_nb`) builds the same rounds over buffers of its own (a copy of the input, the
+//! output, scratch), so its request borrows nothing: requests may be waited for in any
+//! order, dropped, or forgotten, and the team keeps advancing them in the order they were
+//! started, whoever tests or waits.
 //!
 //! Several schedules share the team's pair streams. Messages between a pair are consumed
 //! in order, so each message reserves its sequence numbers on its pair when the schedule
@@ -24,14 +25,16 @@ use bytemuck::Pod;
 use super::channel::Channel;
 use super::signature::Signature;
 use crate::core::native::test_native;
+use crate::model::ops::Combine;
 use crate::{Context, Result};
 
 /// Which of a schedule's buffers a range refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Buf {
-    /// The copy of the caller's input.
+    /// The caller's input (read only).
     Src,
-    /// The output, handed back by `wait`.
+    /// The output: the caller's buffer in a blocking call, handed back by `wait` in a
+    /// nonblocking one.
     Dst,
     /// Scratch.
     Tmp,
@@ -39,6 +42,20 @@ pub(crate) enum Buf {
 
 /// A range of elements in one buffer.
 pub(crate) type Place = (Buf, Range<usize>);
+
+/// The caller's input: borrowed by a blocking call, a copy in a nonblocking one (whose
+/// request borrows nothing).
+pub(crate) enum Input<'b, T> {
+    Borrowed(&'b [T]),
+    Owned(Vec<T>),
+}
+
+/// The output: the caller's buffer in a blocking call, the request's own in a
+/// nonblocking one.
+pub(crate) enum Output<'b, T> {
+    Borrowed(&'b mut [T]),
+    Owned(Vec<T>),
+}
 
 /// One message of a round, to or from `peer`, in chunks of the channel.
 struct Message {
@@ -52,6 +69,12 @@ struct Message {
     offset: usize,
 }
 
+impl Message {
+    fn done(&self) -> bool {
+        self.moved == self.chunks
+    }
+}
+
 /// A local step after a round's messages.
 pub(crate) enum Local {
     Copy { from: Place, to: Place },
@@ -59,33 +82,62 @@ pub(crate) enum Local {
     Zero(Place),
 }
 
-#[derive(Default)]
+/// One round: its sends, then its receives (ranges of [`Plan::messages`]), and the local
+/// steps that follow once all of them are done (a range of [`Plan::after`]).
+#[derive(Clone)]
 struct Round {
-    sends: Vec<Message>,
-    recvs: Vec<Message>,
+    sends: Range<usize>,
+    recvs: Range<usize>,
+    after: Range<usize>,
+}
+
+/// The rounds of a schedule, in three flat lists, so that a schedule costs three
+/// allocations however many rounds it has, and none once a team has plans to reuse.
+#[derive(Default)]
+pub(crate) struct Plan {
+    rounds: Vec<Round>,
+    messages: Vec<Message>,
     after: Vec<Local>,
 }
 
 /// Per-pair sequence numbers already promised to schedules of a team, and the scratch
-/// buffers of finished schedules kept for the next ones (fresh large buffers cost a page
-/// fault per page each time).
+/// buffers and plans of finished schedules kept for the next ones (fresh large buffers
+/// cost a page fault per page each time).
 #[derive(Default)]
 pub(crate) struct Reserved {
     pub(crate) send: Vec<u64>,
     pub(crate) recv: Vec<u64>,
     /// Spare buffers, each with its capacity in bytes.
     spare: Vec<SpareBuffer>,
+    plans: Vec<Plan>,
 }
 
-/// Spare buffers kept per team.
+/// Spare buffers (and plans) kept per team.
 const SPARE: usize = 8;
+
+/// Buffers smaller than this are not kept: making one afresh costs less than keeping it.
+const KEEP_FROM: usize = 16 * 1024;
 
 /// A buffer of some element type with its capacity in bytes.
 pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
 
+/// What a finished schedule leaves for later ones.
+#[derive(Default)]
+pub(crate) struct Leftovers {
+    buffers: Vec<SpareBuffer>,
+    plan: Option<Plan>,
+}
+
 impl Reserved {
     /// A buffer of `len` elements holding `from` (zeros past its end), reusing a spare one.
-    fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
+    pub(crate) fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
+        if len * std::mem::size_of::<T>() < KEEP_FROM {
+            // Never kept (see `keep`), so not worth looking for.
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&from[..from.len().min(len)]);
+            v.resize(len, T::zeroed());
+            return v;
+        }
         // The smallest spare buffer of this type that is large enough.
         let found = self
             .spare
@@ -110,51 +162,72 @@ impl Reserved {
         v
     }
 
-    /// Keep `buffers` (with their capacities in bytes) for later schedules: the largest
-    /// few, since small ones are cheap to make afresh.
-    pub(crate) fn keep(&mut self, buffers: Vec<SpareBuffer>) {
-        self.spare.extend(buffers);
+    /// Keep what a finished schedule left: the largest few buffers (small ones are cheap
+    /// to make afresh) and its plan.
+    pub(crate) fn keep(&mut self, leftovers: Leftovers) {
+        for (bytes, buffer) in leftovers.buffers {
+            self.keep_buffer(bytes, buffer);
+        }
+        if let Some(plan) = leftovers.plan {
+            self.keep_plan(plan);
+        }
+    }
+
+    /// Keep a buffer of `bytes` if it is large; only the largest few stay.
+    fn keep_buffer(&mut self, bytes: usize, buffer: Box<dyn Any>) {
+        if bytes < KEEP_FROM {
+            return;
+        }
+        self.spare.push((bytes, buffer));
         if self.spare.len() > SPARE {
             self.spare
                 .sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
             self.spare.truncate(SPARE);
         }
     }
+
+    /// Keep a plan's lists (emptied) for the next schedule.
+    fn keep_plan(&mut self, mut plan: Plan) {
+        if self.plans.len() < SPARE {
+            plan.rounds.clear();
+            plan.messages.clear();
+            plan.after.clear();
+            self.plans.push(plan);
+        }
+    }
 }
 
-/// The combining function of a reduction schedule.
-pub(crate) type Reducer<T> = Box<dyn Fn(&mut [T], &[T]) -> Result<()>>;
+/// The combining function of a reduction schedule: the caller's own in a blocking call,
+/// owned by a nonblocking one (`'static` there).
+pub(crate) enum Reducer<'b, T> {
+    Borrowed(&'b Combine<'b, T>),
+    Owned(Box<Combine<'b, T>>),
+}
 
-/// Builds a schedule round by round, reserving sequence numbers as it goes.
-pub(crate) struct Builder<'r, T> {
-    schedule: Schedule<T>,
+impl<T> Reducer<'_, T> {
+    fn combine(&self, acc: &mut [T], other: &[T]) -> Result<()> {
+        match self {
+            Reducer::Borrowed(f) => f(acc, other),
+            Reducer::Owned(f) => f(acc, other),
+        }
+    }
+}
+
+/// Writes a schedule's rounds, reserving sequence numbers as it goes. A thin view (two
+/// references), so that passing it from round to round moves nothing.
+pub(crate) struct Builder<'r, 'b, T> {
+    schedule: &'r mut Schedule<'b, T>,
     reserved: &'r mut Reserved,
     chunk: usize,
 }
 
-impl<'r, T: Pod> Builder<'r, T> {
-    /// A schedule over `src` (copied), an output of `dst_len` and scratch of `tmp_len`
-    /// elements, whose local steps run before any message moves.
+impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
+    /// Rounds for `schedule` (made by [`Schedule::new`] with the same reservations).
     pub(crate) fn new(
         reserved: &'r mut Reserved,
         chunk: usize,
-        src: &[T],
-        dst_len: usize,
-        tmp_len: usize,
-        first: Vec<Local>,
+        schedule: &'r mut Schedule<'b, T>,
     ) -> Self {
-        let mut schedule = Schedule {
-            src: reserved.buffer(src.len(), src),
-            dst: vec![T::zeroed(); dst_len],
-            tmp: reserved.buffer(tmp_len, &[]),
-            rounds: Vec::new(),
-            current: 0,
-            reducer: None,
-            signature: Signature(0),
-        };
-        schedule
-            .apply(&first)
-            .expect("copies and zeroing cannot fail");
         Builder {
             schedule,
             reserved,
@@ -162,18 +235,43 @@ impl<'r, T: Pod> Builder<'r, T> {
         }
     }
 
-    pub(crate) fn reducer(mut self, reducer: Reducer<T>) -> Self {
-        self.schedule.reducer = Some(reducer);
+    /// Data bytes per chunk of the channel.
+    pub(crate) fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// At least `len` elements of scratch (zeros).
+    pub(crate) fn scratch(self, len: usize) -> Self {
+        if self.schedule.bufs.tmp.len() < len {
+            let old = std::mem::take(&mut self.schedule.bufs.tmp);
+            self.schedule.bufs.tmp = self.reserved.buffer(len, &old);
+        }
         self
     }
 
-    fn message(&self, peer: usize, place: Place, first: u64) -> Message {
+    /// Local steps now, before any message moves (copies and zeroing only).
+    pub(crate) fn local(self, steps: impl IntoIterator<Item = Local>) -> Self {
+        for step in steps {
+            apply(&mut self.schedule.bufs, None, &step).expect("copies and zeroing cannot fail");
+        }
+        self
+    }
+
+    fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
         let bytes = place.1.len() * std::mem::size_of::<T>();
+        let chunks = bytes.div_ceil(self.chunk).max(1) as u64;
+        let next = if send {
+            &mut self.reserved.send[peer]
+        } else {
+            &mut self.reserved.recv[peer]
+        };
+        let first = *next;
+        *next += chunks;
         Message {
             peer,
             place,
             first,
-            chunks: bytes.div_ceil(self.chunk).max(1) as u64,
+            chunks,
             moved: 0,
             offset: 0,
         }
@@ -182,78 +280,75 @@ impl<'r, T: Pod> Builder<'r, T> {
     /// A round: these sends and receives at once, then `after`.
     pub(crate) fn round(
         mut self,
-        sends: Vec<(usize, Place)>,
-        recvs: Vec<(usize, Place)>,
-        after: Vec<Local>,
+        sends: impl IntoIterator<Item = (usize, Place)>,
+        recvs: impl IntoIterator<Item = (usize, Place)>,
+        after: impl IntoIterator<Item = Local>,
     ) -> Self {
-        let mut round = Round {
-            after,
-            ..Round::default()
-        };
+        let start = self.schedule.plan.messages.len();
         for (peer, place) in sends {
-            let m = self.message(peer, place, self.reserved.send[peer]);
-            self.reserved.send[peer] += m.chunks;
-            round.sends.push(m);
+            let m = self.message(peer, place, true);
+            self.schedule.plan.messages.push(m);
         }
+        let middle = self.schedule.plan.messages.len();
         for (peer, place) in recvs {
-            let m = self.message(peer, place, self.reserved.recv[peer]);
-            self.reserved.recv[peer] += m.chunks;
-            round.recvs.push(m);
+            debug_assert!(place.0 != Buf::Src, "a schedule never writes its input");
+            let m = self.message(peer, place, false);
+            self.schedule.plan.messages.push(m);
         }
-        self.schedule.rounds.push(round);
+        let end = self.schedule.plan.messages.len();
+        let plan = &mut self.schedule.plan;
+        let first_step = plan.after.len();
+        plan.after.extend(after);
+        plan.rounds.push(Round {
+            sends: start..middle,
+            recvs: middle..end,
+            after: first_step..plan.after.len(),
+        });
         self
     }
-
-    pub(crate) fn build(self) -> Schedule<T> {
-        self.schedule
-    }
 }
 
-/// One member's part of one nonblocking collective. See the [module docs](self).
-pub(crate) struct Schedule<T> {
-    src: Vec<T>,
-    dst: Vec<T>,
+/// A schedule's three buffers.
+struct Buffers<'b, T> {
+    src: Input<'b, T>,
+    dst: Output<'b, T>,
     tmp: Vec<T>,
-    rounds: Vec<Round>,
-    current: usize,
-    reducer: Option<Reducer<T>>,
-    /// The signature its messages carry (see [`super::signature`]).
-    signature: Signature,
 }
 
-fn buffer<'s, T>(src: &'s [T], dst: &'s [T], tmp: &'s [T], b: Buf) -> &'s [T] {
-    match b {
-        Buf::Src => src,
-        Buf::Dst => dst,
-        Buf::Tmp => tmp,
-    }
-}
-
-impl<T: Pod> Schedule<T> {
-    fn slice_mut(&mut self, b: Buf) -> &mut [T] {
+impl<T> Buffers<'_, T> {
+    fn get(&self, b: Buf) -> &[T] {
         match b {
-            Buf::Src => &mut self.src,
-            Buf::Dst => &mut self.dst,
+            Buf::Src => match &self.src {
+                Input::Borrowed(s) => s,
+                Input::Owned(v) => v,
+            },
+            Buf::Dst => match &self.dst {
+                Output::Borrowed(s) => s,
+                Output::Owned(v) => v,
+            },
+            Buf::Tmp => &self.tmp,
+        }
+    }
+
+    fn get_mut(&mut self, b: Buf) -> &mut [T] {
+        match b {
+            Buf::Src => panic!("a schedule never writes its input"),
+            Buf::Dst => match &mut self.dst {
+                Output::Borrowed(s) => s,
+                Output::Owned(v) => v,
+            },
             Buf::Tmp => &mut self.tmp,
         }
     }
 
     /// `from` to read and `into` to write, borrowed at once (they never overlap).
     fn split(&mut self, from: &Place, into: &Place) -> (&[T], &mut [T]) {
-        let bufs = [
-            (Buf::Src, &mut self.src),
-            (Buf::Dst, &mut self.dst),
-            (Buf::Tmp, &mut self.tmp),
-        ];
         if from.0 == into.0 {
-            let (_, v) = bufs
-                .into_iter()
-                .find(|(b, _)| *b == from.0)
-                .expect("a buffer");
             assert!(
                 from.1.end <= into.1.start || into.1.end <= from.1.start,
                 "a schedule step reads and writes overlapping ranges"
             );
+            let v = self.get_mut(into.0);
             if from.1.start < into.1.start {
                 let (lo, hi) = v.split_at_mut(into.1.start);
                 (&lo[from.1.clone()], &mut hi[..into.1.len()])
@@ -262,84 +357,112 @@ impl<T: Pod> Schedule<T> {
                 (&hi[..from.1.len()], &mut lo[into.1.clone()])
             }
         } else {
-            let (mut reader, mut writer) = (None, None);
-            for (name, v) in bufs {
-                if name == from.0 {
-                    reader = Some(&v[from.1.clone()]);
-                } else if name == into.0 {
-                    writer = Some(&mut v[into.1.clone()]);
-                }
-            }
-            (reader.expect("a buffer"), writer.expect("a buffer"))
-        }
-    }
-
-    fn apply(&mut self, steps: &[Local]) -> Result<()> {
-        for step in steps {
-            match step {
-                Local::Copy { from, to } => {
-                    let (from, to) = self.split(from, to);
-                    to.copy_from_slice(from);
-                }
-                Local::Combine { from, into } => {
-                    let reducer = self
-                        .reducer
-                        .take()
-                        .expect("a combining schedule has a reducer");
-                    let (from, into) = self.split(from, into);
-                    let outcome = reducer(into, from);
-                    self.reducer = Some(reducer);
-                    outcome?;
-                }
-                Local::Zero(place) => self.slice_mut(place.0)[place.1.clone()].fill(T::zeroed()),
+            let Buffers { src, dst, tmp } = self;
+            let src: &[T] = match src {
+                Input::Borrowed(s) => s,
+                Input::Owned(v) => v,
+            };
+            let dst: &mut [T] = match dst {
+                Output::Borrowed(s) => s,
+                Output::Owned(v) => v,
+            };
+            let (f, i) = (from.1.clone(), into.1.clone());
+            match (from.0, into.0) {
+                (Buf::Src, Buf::Dst) => (&src[f], &mut dst[i]),
+                (Buf::Src, Buf::Tmp) => (&src[f], &mut tmp[i]),
+                (Buf::Dst, Buf::Tmp) => (&dst[f], &mut tmp[i]),
+                (Buf::Tmp, Buf::Dst) => (&tmp[f], &mut dst[i]),
+                _ => panic!("a schedule never writes its input"),
             }
         }
-        Ok(())
     }
+}
 
-    /// The same schedule, its messages carrying `signature`.
-    pub(crate) fn carrying(mut self, signature: Signature) -> Self {
-        self.signature = signature;
-        self
+/// Run one local step.
+fn apply<T: Pod>(
+    bufs: &mut Buffers<'_, T>,
+    reducer: Option<&Reducer<'_, T>>,
+    step: &Local,
+) -> Result<()> {
+    match step {
+        Local::Copy { from, to } => {
+            let (from, to) = bufs.split(from, to);
+            to.copy_from_slice(from);
+        }
+        Local::Combine { from, into } => {
+            let reducer = reducer.expect("a combining schedule has a reducer");
+            let (from, into) = bufs.split(from, into);
+            reducer.combine(into, from)?;
+        }
+        Local::Zero(place) => bufs.get_mut(place.0)[place.1.clone()].fill(T::zeroed()),
+    }
+    Ok(())
+}
+
+/// One member's part of one collective: a blocking call's, run to completion before the
+/// call returns, or a nonblocking call's, held by the team. See the [module docs](self).
+pub(crate) struct Schedule<'b, T> {
+    bufs: Buffers<'b, T>,
+    plan: Plan,
+    current: usize,
+    reducer: Option<Reducer<'b, T>>,
+    /// The signature its messages carry (see [`super::signature`]).
+    signature: Signature,
+}
+
+impl<'b, T: Pod> Schedule<'b, T> {
+    /// A schedule from `src` into `dst` (combining with `reducer`), its messages carrying
+    /// `signature`; its rounds are written by a [`Builder`].
+    pub(crate) fn new(
+        reserved: &mut Reserved,
+        src: Input<'b, T>,
+        dst: Output<'b, T>,
+        reducer: Option<Reducer<'b, T>>,
+        signature: Signature,
+    ) -> Self {
+        Schedule {
+            bufs: Buffers {
+                src,
+                dst,
+                tmp: Vec::new(),
+            },
+            plan: reserved.plans.pop().unwrap_or_default(),
+            current: 0,
+            reducer,
+            signature,
+        }
     }
 
     /// Move whatever can move now; `true` once every round is done.
-    fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
+    pub(crate) fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         let chunk = channel.chunk();
-        let signature = self.signature;
-        while self.current < self.rounds.len() {
-            let Schedule {
-                src,
-                dst,
-                tmp,
-                rounds,
-                current,
-                ..
-            } = self;
-            let round = &mut rounds[*current];
+        let Schedule {
+            bufs,
+            plan,
+            current,
+            reducer,
+            signature,
+        } = self;
+        while *current < plan.rounds.len() {
+            let round = plan.rounds[*current].clone();
             let mut done = true;
-            for m in &mut round.sends {
-                let data: &[u8] =
-                    bytemuck::cast_slice(&buffer(src, dst, tmp, m.place.0)[m.place.1.clone()]);
-                while m.moved < m.chunks && channel.sent_to(m.peer) == m.first + m.moved {
+            for m in &mut plan.messages[round.sends] {
+                let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
+                while !m.done() && channel.sent_to(m.peer) == m.first + m.moved {
                     let end = (m.offset + chunk).min(data.len());
-                    if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end], signature)? {
+                    if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end], *signature)? {
                         break;
                     }
                     m.offset = end;
                     m.moved += 1;
                 }
-                done &= m.moved == m.chunks;
+                done &= m.done();
             }
-            for m in &mut round.recvs {
-                let region: &mut [T] = match m.place.0 {
-                    Buf::Src => src,
-                    Buf::Dst => dst,
-                    Buf::Tmp => tmp,
-                };
-                let data: &mut [u8] = bytemuck::cast_slice_mut(&mut region[m.place.1.clone()]);
-                while m.moved < m.chunks && channel.received_from(m.peer) == m.first + m.moved {
-                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], signature)? {
+            for m in &mut plan.messages[round.recvs] {
+                let data: &mut [u8] =
+                    bytemuck::cast_slice_mut(&mut bufs.get_mut(m.place.0)[m.place.1.clone()]);
+                while !m.done() && channel.received_from(m.peer) == m.first + m.moved {
+                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], *signature)? {
                         Some(n) => {
                             m.offset += n;
                             m.moved += 1;
@@ -347,16 +470,77 @@ impl<T: Pod> Schedule<T> {
                         None => break,
                     }
                 }
-                done &= m.moved == m.chunks;
+                done &= m.done();
             }
             if !done {
                 return Ok(false);
             }
-            let after = std::mem::take(&mut self.rounds[self.current].after);
-            self.apply(&after)?;
-            self.current += 1;
+            for step in &plan.after[round.after] {
+                apply(bufs, reducer.as_ref(), step)?;
+            }
+            *current += 1;
         }
         Ok(true)
+    }
+
+    /// The team members this schedule waits for now: the first it expects a message from
+    /// and the first that has not yet consumed one of its messages.
+    pub(crate) fn waiting_on(&self) -> (Option<usize>, Option<usize>) {
+        let Some(round) = self.plan.rounds.get(self.current) else {
+            return (None, None);
+        };
+        let first = |r: &Range<usize>| {
+            self.plan.messages[r.clone()]
+                .iter()
+                .find(|m| !m.done())
+                .map(|m| m.peer)
+        };
+        (first(&round.recvs), first(&round.sends))
+    }
+
+    /// The output (a nonblocking schedule's own) and what may serve later schedules.
+    fn finish(&mut self) -> (Option<Vec<T>>, Leftovers) {
+        let bytes = |v: &Vec<T>| v.capacity() * std::mem::size_of::<T>();
+        let mut buffers: Vec<SpareBuffer> = Vec::new();
+        let owned_src = match &mut self.bufs.src {
+            Input::Owned(v) => std::mem::take(v),
+            Input::Borrowed(_) => Vec::new(),
+        };
+        for v in [owned_src, std::mem::take(&mut self.bufs.tmp)] {
+            if bytes(&v) >= KEEP_FROM {
+                buffers.push((bytes(&v), Box::new(v)));
+            }
+        }
+        let output = match &mut self.bufs.dst {
+            Output::Owned(v) => Some(std::mem::take(v)),
+            Output::Borrowed(_) => None,
+        };
+        let leftovers = Leftovers {
+            buffers,
+            plan: Some(std::mem::take(&mut self.plan)),
+        };
+        (output, leftovers)
+    }
+
+    /// Finish a blocking call's schedule: hand its plan and large scratch to `reserved`
+    /// for later schedules (directly: this is on every blocking call's path).
+    pub(crate) fn recycle(&mut self, reserved: &mut Reserved) {
+        let tmp = std::mem::take(&mut self.bufs.tmp);
+        let bytes = tmp.capacity() * std::mem::size_of::<T>();
+        if bytes >= KEEP_FROM {
+            reserved.keep_buffer(bytes, Box::new(tmp));
+        }
+        reserved.keep_plan(std::mem::take(&mut self.plan));
+    }
+
+    /// Finish a nonblocking schedule that nobody waits for: what may serve later ones.
+    pub(crate) fn leftovers(&mut self) -> Leftovers {
+        self.finish().1
+    }
+
+    /// The output so far.
+    fn output_slice(&self) -> &[T] {
+        self.bufs.get(Buf::Dst)
     }
 }
 
@@ -366,7 +550,7 @@ pub(crate) trait Pending {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
     /// The output, once done (`None` where nobody waits for it), and the buffers that may
     /// serve again (with their capacities in bytes).
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>);
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers);
     /// Whether it moves messages on the team's channel (a schedule) or not (a
     /// [`NativePending`]).
     fn on_channel(&self) -> bool {
@@ -379,17 +563,13 @@ pub(crate) trait Pending {
     }
 }
 
-impl<T: Pod> Pending for Schedule<T> {
+impl<T: Pod> Pending for Schedule<'static, T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
-        let bytes = |v: &Vec<T>| v.capacity() * std::mem::size_of::<T>();
-        let spare: Vec<SpareBuffer> = vec![
-            (bytes(&self.src), Box::new(self.src)),
-            (bytes(&self.tmp), Box::new(self.tmp)),
-        ];
-        (Some(Box::new(self.dst)), spare)
+    fn output(mut self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
+        let (output, leftovers) = self.finish();
+        (output.map(|v| Box::new(v) as Box<dyn Any>), leftovers)
     }
 }
 
@@ -433,9 +613,9 @@ impl<T: Pod> Pending for NativePending<T> {
         }
         Ok(self.output.is_some())
     }
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
+    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
         let out = self.output.expect("output taken once done");
-        (Some(Box::new(out)), Vec::new())
+        (Some(Box::new(out)), Leftovers::default())
     }
     fn on_channel(&self) -> bool {
         false
@@ -449,13 +629,13 @@ pub(crate) type Verify = Box<dyn Fn(&[u64]) -> Result<()>>;
 /// check of a nonblocking call): once its messages are done, `verify` sees the output,
 /// and a rejection fails this advance and every later one.
 pub(crate) struct Checked {
-    schedule: Schedule<u64>,
+    schedule: Schedule<'static, u64>,
     verify: Verify,
     done: bool,
 }
 
 impl Checked {
-    pub(crate) fn new(schedule: Schedule<u64>, verify: Verify) -> Self {
+    pub(crate) fn new(schedule: Schedule<'static, u64>, verify: Verify) -> Self {
         Checked {
             schedule,
             verify,
@@ -472,11 +652,11 @@ impl Pending for Checked {
             }
             self.done = true;
         }
-        (self.verify)(&self.schedule.dst)?;
+        (self.verify)(self.schedule.output_slice())?;
         Ok(true)
     }
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Vec<SpareBuffer>) {
-        (None, Box::new(self.schedule).output().1)
+    fn output(mut self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
+        (None, self.schedule.leftovers())
     }
     fn gates(&self) -> bool {
         true

@@ -1,0 +1,596 @@
+//! Every algorithm of the registry, written once as the rounds of a schedule (see the
+//! `schedule` module): the blocking call runs these rounds over the caller's buffers,
+//! the nonblocking one over its own, so the two forms always run the same algorithm.
+//!
+//! Each function adds one member's rounds for one operation to a [`Builder`] whose `Src`
+//! holds the member's input and whose `Dst` is the output, laid out as the blocking call
+//! lays them out. `n` is the team size and `me` this member's index; a rooted operation
+//! works in ranks relative to the root (`rel`, the root at 0).
+//!
+//! This module must never send or wait: it only writes down who sends what to whom.
+
+use std::ops::Range;
+
+use bytemuck::Pod;
+
+use super::registry::radix_of;
+use super::schedule::{Buf, Builder, Local, Place};
+use super::topology::{split_range, Knomial};
+use super::Algorithm;
+
+type B<'r, 'b, T> = Builder<'r, 'b, T>;
+
+fn place(buf: Buf, range: Range<usize>) -> Place {
+    (buf, range)
+}
+
+/// Block `j` of `len` elements.
+fn block(j: usize, len: usize) -> Range<usize> {
+    j * len..(j + 1) * len
+}
+
+fn copy(from: Place, to: Place) -> Local {
+    Local::Copy { from, to }
+}
+
+/// Steps that put block `j` of `from` at block `(j + shift) % n` of `to` (two copies).
+fn rotate(from: Buf, to: Buf, n: usize, shift: usize, len: usize) -> [Local; 2] {
+    let head = n - shift; // blocks 0..head land at shift..n
+    [
+        copy(place(from, 0..head * len), place(to, shift * len..n * len)),
+        copy(place(from, head * len..n * len), place(to, 0..shift * len)),
+    ]
+}
+
+/// Steps that put block `(j + shift) % n` of `from` at block `j` of `to` (two copies):
+/// the inverse of [`rotate`].
+fn rotate_back(from: Buf, to: Buf, n: usize, shift: usize, len: usize) -> [Local; 2] {
+    let head = n - shift; // blocks shift..n land at 0..head
+    [
+        copy(place(from, shift * len..n * len), place(to, 0..head * len)),
+        copy(place(from, 0..shift * len), place(to, head * len..n * len)),
+    ]
+}
+
+/// `(member, block i of buf)` for every member but `root`: a flat rooted operation's
+/// messages.
+fn all_but(root: usize, n: usize, buf: Buf, len: usize) -> impl Iterator<Item = (usize, Place)> {
+    (0..n)
+        .filter(move |&i| i != root)
+        .map(move |i| (i, place(buf, block(i, len))))
+}
+
+/// A member's place in the binomial tree of a rooted gather or scatter: its rank relative
+/// to the root, its tree, and how many members its subtree spans (their blocks, in
+/// relative order, are what it holds).
+struct Subtree {
+    rel: usize,
+    tree: Knomial,
+    span: usize,
+}
+
+impl Subtree {
+    fn new(n: usize, me: usize, root: usize) -> Subtree {
+        let rel = (me + n - root) % n;
+        let tree = Knomial::new(2, n, rel);
+        let span = tree.subtree_end - rel;
+        Subtree { rel, tree, span }
+    }
+
+    /// `(child, the child's subtree's blocks in buf)` for every child.
+    fn children<'t>(
+        &'t self,
+        n: usize,
+        root: usize,
+        buf: Buf,
+        len: usize,
+    ) -> impl Iterator<Item = (usize, Place)> + 't {
+        self.tree.children.iter().map(move |&c| {
+            let end = Knomial::new(2, n, c).subtree_end;
+            let range = (c - self.rel) * len..(end - self.rel) * len;
+            ((c + root) % n, place(buf, range))
+        })
+    }
+}
+
+/// Segments of a vector of `len` elements, one channel chunk each (at least one, empty
+/// when `len` is 0).
+fn segments<T: Pod>(b: &B<'_, '_, T>, len: usize) -> impl Iterator<Item = Range<usize>> {
+    let seg = (b.chunk() / std::mem::size_of::<T>().max(1)).max(1);
+    (0..len.div_ceil(seg).max(1)).map(move |k| k * seg..((k + 1) * seg).min(len))
+}
+
+/// Barrier: dissemination (`ceil(log2 n)` rounds of signals) or flat (every member
+/// signals member 0, which releases all).
+pub(super) fn barrier<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+) -> B<'r, 'b, T> {
+    let signal = || place(Buf::Dst, 0..0);
+    match alg {
+        Algorithm::Flat if me == 0 => b.round([], (1..n).map(|i| (i, signal())), []).round(
+            (1..n).map(|i| (i, signal())),
+            [],
+            [],
+        ),
+        Algorithm::Flat => b
+            .round([(0, signal())], [], [])
+            .round([], [(0, signal())], []),
+        _ => {
+            let mut dist = 1;
+            while dist < n {
+                b = b.round(
+                    [((me + dist) % n, signal())],
+                    [((me + n - dist) % n, signal())],
+                    [],
+                );
+                dist *= 2;
+            }
+            b
+        }
+    }
+}
+
+/// Broadcast of `Dst[0..len]` (filled on the root): a k-nomial tree (flat: radix n,
+/// binomial: 2) or a pipelined chain (each member forwards segment k − 1 while it
+/// receives segment k).
+pub(super) fn broadcast<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    root: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    if n == 1 {
+        return b;
+    }
+    let rel = (me + n - root) % n;
+    let data = || place(Buf::Dst, 0..len);
+    if alg == Algorithm::Chain {
+        let (prev, next) = ((me + n - 1) % n, (me + 1) % n);
+        let segs: Vec<Range<usize>> = segments(&b, len).collect();
+        let (first, last) = (rel == 0, rel == n - 1);
+        for k in 0..=segs.len() {
+            let send = (!last && k > 0).then(|| (next, place(Buf::Dst, segs[k - 1].clone())));
+            let recv = (!first && k < segs.len()).then(|| (prev, place(Buf::Dst, segs[k].clone())));
+            if send.is_some() || recv.is_some() {
+                b = b.round(send, recv, []);
+            }
+        }
+        return b;
+    }
+    let tree = Knomial::new(radix_of(alg, n), n, rel);
+    if let Some(p) = tree.parent {
+        b = b.round([], [((p + root) % n, data())], []);
+    }
+    if tree.children.is_empty() {
+        return b;
+    }
+    b.round(
+        tree.children.iter().map(|&c| ((c + root) % n, data())),
+        [],
+        [],
+    )
+}
+
+/// Reduction of `Src[0..len]` into `Dst[0..len]` on the root: a k-nomial tree (flat:
+/// radix n), pipelined in segments of one chunk: a member receives segment k from every
+/// child into a slot of scratch, combines it into its accumulator while it is in cache
+/// and passes it up, so no member holds more than a segment per child beyond its
+/// accumulator. The accumulator is `Dst` on the root, `Src` itself on a leaf, scratch
+/// elsewhere.
+pub(super) fn reduce<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    root: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    let rel = (me + n - root) % n;
+    let tree = Knomial::new(radix_of(alg, n), n, rel);
+    let kids = tree.children.len();
+    let acc = match (tree.parent, kids) {
+        (None, _) => Buf::Dst,
+        (Some(_), 0) => Buf::Src,
+        _ => Buf::Tmp,
+    };
+    let segs: Vec<Range<usize>> = segments(&b, len).collect();
+    let width = segs[0].len();
+    let base = if acc == Buf::Tmp { len } else { 0 };
+    b = b.scratch(base + kids * width);
+    if acc != Buf::Src {
+        b = b.local([copy(place(Buf::Src, 0..len), place(acc, 0..len))]);
+    }
+    for range in segs {
+        let slot = |i: usize| place(Buf::Tmp, base + i * width..base + i * width + range.len());
+        if kids > 0 {
+            b = b.round(
+                [],
+                tree.children
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| ((c + root) % n, slot(i))),
+                (0..kids).map(|i| Local::Combine {
+                    from: slot(i),
+                    into: place(acc, range.clone()),
+                }),
+            );
+        }
+        if let Some(p) = tree.parent {
+            b = b.round([((p + root) % n, place(acc, range))], [], []);
+        }
+    }
+    b
+}
+
+/// Allreduce of `Src[0..len]` into `Dst[0..len]`: reduce to member 0 then broadcast
+/// (binomial both), recursive doubling, or a ring (reduce-scatter then allgather; with
+/// fewer elements than members, recursive doubling).
+pub(super) fn allreduce<'r, 'b, T: Pod>(
+    b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    match alg {
+        Algorithm::ReduceBroadcast => {
+            let b = reduce(b, Algorithm::Binomial, n, me, 0, len);
+            broadcast(b, Algorithm::Binomial, n, me, 0, len)
+        }
+        Algorithm::Ring if len >= n => allreduce_ring(b, n, me, len),
+        _ => allreduce_recursive_doubling(b, n, me, len),
+    }
+}
+
+/// Recursive doubling over the largest power of two `pow` ≤ n: the first `2·(n − pow)`
+/// members fold pairwise first and receive the result last.
+fn allreduce_recursive_doubling<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    let pow = if n.is_power_of_two() {
+        n
+    } else {
+        n.next_power_of_two() / 2
+    };
+    let rem = n - pow;
+    let all = |buf: Buf| place(buf, 0..len);
+    let combine = || Local::Combine {
+        from: all(Buf::Tmp),
+        into: all(Buf::Dst),
+    };
+    b = b.scratch(len).local([copy(all(Buf::Src), all(Buf::Dst))]);
+    let vrank = if me < 2 * rem {
+        if me.is_multiple_of(2) {
+            b = b.round([(me + 1, all(Buf::Dst))], [], []);
+            None
+        } else {
+            b = b.round([], [(me - 1, all(Buf::Tmp))], [combine()]);
+            Some(me / 2)
+        }
+    } else {
+        Some(me - rem)
+    };
+    if let Some(v) = vrank {
+        let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+        let mut mask = 1;
+        while mask < pow {
+            let partner = real(v ^ mask);
+            b = b.round(
+                [(partner, all(Buf::Dst))],
+                [(partner, all(Buf::Tmp))],
+                [combine()],
+            );
+            mask *= 2;
+        }
+    }
+    if me < 2 * rem {
+        b = if me.is_multiple_of(2) {
+            b.round([], [(me + 1, all(Buf::Dst))], [])
+        } else {
+            b.round([(me - 1, all(Buf::Dst))], [], [])
+        };
+    }
+    b
+}
+
+/// Ring: n − 1 reduce-scatter steps (after them block `(me + 1) % n` is complete here),
+/// then n − 1 allgather steps of the completed blocks.
+fn allreduce_ring<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let part = |k: usize| split_range(len, n, k % n);
+    b = b
+        .scratch(len.div_ceil(n))
+        .local([copy(place(Buf::Src, 0..len), place(Buf::Dst, 0..len))]);
+    for s in 0..n - 1 {
+        let (out, inb) = (part(me + n - s), part(me + 2 * n - s - 1));
+        let incoming = place(Buf::Tmp, 0..inb.len());
+        b = b.round(
+            [(right, place(Buf::Dst, out))],
+            [(left, incoming.clone())],
+            [Local::Combine {
+                from: incoming,
+                into: place(Buf::Dst, inb),
+            }],
+        );
+    }
+    for s in 0..n - 1 {
+        let (out, inb) = (part(me + 1 + n - s), part(me + n - s));
+        b = b.round(
+            [(right, place(Buf::Dst, out))],
+            [(left, place(Buf::Dst, inb))],
+            [],
+        );
+    }
+    b
+}
+
+/// Gather of every member's `Src[0..len]` into `Dst[0..n·len]` on the root, in rank
+/// order: flat (the root receives every block at once) or a binomial tree (member `rel`
+/// collects the blocks of relative ranks `rel..subtree_end` and passes them up; the root
+/// collects straight into `Dst` when it is member 0, into scratch otherwise).
+pub(super) fn gather<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    root: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    if alg == Algorithm::Flat {
+        if me != root {
+            return b.round([(root, place(Buf::Src, 0..len))], [], []);
+        }
+        let own = copy(place(Buf::Src, 0..len), place(Buf::Dst, block(me, len)));
+        return b
+            .local([own])
+            .round([], all_but(root, n, Buf::Dst, len), []);
+    }
+    let sub = Subtree::new(n, me, root);
+    let into = if sub.rel == 0 && root == 0 {
+        Buf::Dst
+    } else {
+        Buf::Tmp
+    };
+    if into == Buf::Tmp {
+        b = b.scratch(sub.span * len);
+    }
+    b = b.local([copy(place(Buf::Src, 0..len), place(into, 0..len))]);
+    if !sub.tree.children.is_empty() {
+        b = b.round([], sub.children(n, root, into, len), []);
+    }
+    match sub.tree.parent {
+        Some(p) => b.round([((p + root) % n, place(into, 0..sub.span * len))], [], []),
+        None if into == Buf::Tmp => b.round([], [], rotate(Buf::Tmp, Buf::Dst, n, root, len)),
+        None => b,
+    }
+}
+
+/// Allgather of every member's `Src[0..len]` into `Dst[0..n·len]`: a ring (n − 1
+/// neighbour steps), Bruck's dissemination (`ceil(log2 n)` rounds into scratch, where
+/// block j holds member `(me + j) % n`'s, then one rotation), or a binomial gather to
+/// member 0 and a binomial broadcast of the whole.
+pub(super) fn allgather<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    match alg {
+        Algorithm::GatherBroadcast => {
+            let b = gather(b, Algorithm::Binomial, n, me, 0, len);
+            broadcast(b, Algorithm::Binomial, n, me, 0, n * len)
+        }
+        Algorithm::Bruck => {
+            b = b
+                .scratch(n * len)
+                .local([copy(place(Buf::Src, 0..len), place(Buf::Tmp, 0..len))]);
+            let mut dist = 1;
+            while dist < n {
+                let count = dist.min(n - dist);
+                b = b.round(
+                    [((me + n - dist) % n, place(Buf::Tmp, 0..count * len))],
+                    [(
+                        (me + dist) % n,
+                        place(Buf::Tmp, dist * len..(dist + count) * len),
+                    )],
+                    [],
+                );
+                dist *= 2;
+            }
+            b.round([], [], rotate(Buf::Tmp, Buf::Dst, n, me, len))
+        }
+        _ => {
+            let at = move |k: usize| place(Buf::Dst, block(k % n, len));
+            b = b.local([copy(place(Buf::Src, 0..len), at(me))]);
+            for s in 0..n.saturating_sub(1) {
+                b = b.round(
+                    [((me + 1) % n, at(me + n - s))],
+                    [((me + n - 1) % n, at(me + 2 * n - s - 1))],
+                    [],
+                );
+            }
+            b
+        }
+    }
+}
+
+/// Scatter of the root's `Src[0..n·count]` (block i to member i) into every member's
+/// `Dst[0..count]`: flat (the root sends every block at once) or a binomial tree (each
+/// member receives its subtree's blocks and passes its children theirs).
+pub(super) fn scatter<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    root: usize,
+    count: usize,
+) -> B<'r, 'b, T> {
+    let mine = place(Buf::Dst, 0..count);
+    if alg == Algorithm::Flat {
+        if me != root {
+            return b.round([], [(root, mine)], []);
+        }
+        return b
+            .local([copy(place(Buf::Src, block(me, count)), mine)])
+            .round(all_but(root, n, Buf::Src, count), [], []);
+    }
+    let sub = Subtree::new(n, me, root);
+    // The blocks of this member's subtree, in relative order: the root's own input when
+    // it is member 0, scratch otherwise.
+    let from = if sub.rel == 0 && root == 0 {
+        Buf::Src
+    } else {
+        Buf::Tmp
+    };
+    if from == Buf::Tmp {
+        b = b.scratch(sub.span * count);
+    }
+    match sub.tree.parent {
+        Some(p) => {
+            let all = place(Buf::Tmp, 0..sub.span * count);
+            b = b.round([], [((p + root) % n, all)], []);
+        }
+        // Block j of scratch is member (j + root) % n's.
+        None if from == Buf::Tmp => b = b.local(rotate_back(Buf::Src, Buf::Tmp, n, root, count)),
+        None => {}
+    }
+    if !sub.tree.children.is_empty() {
+        b = b.round(sub.children(n, root, from, count), [], []);
+    }
+    b.round([], [], [copy(place(from, 0..count), mine)])
+}
+
+/// All-to-all: `send(j)` is the range of `Src` for member j, `recv(i)` the range of
+/// `Dst` from member i; this member's own block is copied first. Pairwise (n − 1 steps,
+/// each with one partner) or flat (every block at once).
+pub(super) fn exchange<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    send: &dyn Fn(usize) -> Range<usize>,
+    recv: &dyn Fn(usize) -> Range<usize>,
+) -> B<'r, 'b, T> {
+    b = b.local([copy(place(Buf::Src, send(me)), place(Buf::Dst, recv(me)))]);
+    if alg == Algorithm::Flat {
+        let others = (0..n).filter(|&j| j != me);
+        return b.round(
+            others.clone().map(|j| (j, place(Buf::Src, send(j)))),
+            others.map(|i| (i, place(Buf::Dst, recv(i)))),
+            [],
+        );
+    }
+    for s in 1..n {
+        let (to, from) = ((me + s) % n, (me + n - s) % n);
+        b = b.round(
+            [(to, place(Buf::Src, send(to)))],
+            [(from, place(Buf::Dst, recv(from)))],
+            [],
+        );
+    }
+    b
+}
+
+/// Inclusive (or exclusive) prefix reduction of `Src[0..len]` into `Dst[0..len]`
+/// (member 0's exclusive result is zeros): linear (the prefix passes from rank to rank)
+/// or recursive doubling (Hillis–Steele: after round k the inclusive prefix covers
+/// 2^(k+1) members ending here).
+pub(super) fn scan<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    alg: Algorithm,
+    n: usize,
+    me: usize,
+    len: usize,
+    exclusive: bool,
+) -> B<'r, 'b, T> {
+    let all = |buf: Buf| place(buf, 0..len);
+    let src = || all(Buf::Src);
+    let dst = || all(Buf::Dst);
+    if alg == Algorithm::Linear {
+        // The prefix up to the left neighbour arrives in scratch; prefix op src goes right.
+        b = b.scratch(len);
+        if me == 0 {
+            b = b.local([
+                copy(src(), all(Buf::Tmp)),
+                if exclusive {
+                    Local::Zero(dst())
+                } else {
+                    copy(src(), dst())
+                },
+            ]);
+        } else {
+            let mut after = Vec::with_capacity(2);
+            if exclusive {
+                after.push(copy(all(Buf::Tmp), dst()));
+            }
+            after.push(Local::Combine {
+                from: src(),
+                into: all(Buf::Tmp),
+            });
+            if !exclusive {
+                after.push(copy(all(Buf::Tmp), dst()));
+            }
+            b = b.round([], [(me - 1, all(Buf::Tmp))], after);
+        }
+        if me + 1 < n {
+            b = b.round([(me + 1, all(Buf::Tmp))], [], []);
+        }
+        return b;
+    }
+    // Inclusive prefix in `Dst` (inclusive) or `Tmp[0..len]` (exclusive, whose result
+    // gathers in `Dst`); what arrives lands after it in scratch.
+    let inclusive = if exclusive { all(Buf::Tmp) } else { dst() };
+    let base = if exclusive { len } else { 0 };
+    let incoming = place(Buf::Tmp, base..base + len);
+    b = b
+        .scratch(base + len)
+        .local([copy(src(), inclusive.clone())]);
+    if exclusive {
+        b = b.local([Local::Zero(dst())]);
+    }
+    let mut first = true;
+    let mut dist = 1;
+    while dist < n {
+        let to = (me + dist < n).then_some(me + dist);
+        let from = (me >= dist).then(|| me - dist);
+        let mut after = Vec::with_capacity(2);
+        if from.is_some() {
+            if exclusive {
+                after.push(if first {
+                    copy(incoming.clone(), dst())
+                } else {
+                    Local::Combine {
+                        from: incoming.clone(),
+                        into: dst(),
+                    }
+                });
+                first = false;
+            }
+            after.push(Local::Combine {
+                from: incoming.clone(),
+                into: inclusive.clone(),
+            });
+        }
+        b = b.round(
+            to.map(|t| (t, inclusive.clone())),
+            from.map(|f| (f, incoming.clone())),
+            after,
+        );
+        dist *= 2;
+    }
+    b
+}
