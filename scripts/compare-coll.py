@@ -7,7 +7,7 @@ Each binary runs `bench coll -n N --json` ROUNDS times, alternating, so that bot
 same machine; every (operation, algorithm, size) keeps its best time over the rounds. The
 table gives, at the chosen sizes, the old and new latency, the difference in nanoseconds
 and the ratio, and a summary over every point. Used for PERFORMANCE.md's figures on the
-cost of the always-on collective signatures (issue 18).
+cost of the always-on collective signatures (issue 18) and of the one engine (issue 21).
 """
 import argparse
 import json
@@ -36,6 +36,8 @@ def main():
         for r in range(a.rounds):
             for which, binary in (("old", a.old), ("new", a.new)):
                 for row in run(binary, a.ranks, f"{d}/{which}.json"):
+                    if row["metric"] != "latency_us":
+                        continue
                     key = (row["op"], row["algorithm"], row["bytes"])
                     best[which][key] = min(best[which].get(key, 1e99), row["value"])
             print(f"round {r + 1} of {a.rounds} done", file=sys.stderr)
