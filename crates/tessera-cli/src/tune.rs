@@ -14,28 +14,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use tessera::model::team::default_algorithm;
 use tessera::model::tuning::{self, Entry, Rule, TuningTable};
-use tessera::{Algorithm, Collective, Context, RankResult, Team};
+use tessera::{Collective, Context, RankResult, Team};
 
-use crate::bench::coll::{points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
+use crate::bench::coll::{candidates, points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
 use crate::bench::rma::record;
 use crate::bench::{run_part, Part, Record};
 use crate::JobArgs;
-
-/// The candidates for `op` on `team`: its algorithms (with MPI's own on the mpi conduit),
-/// with the k-nomial tree at several radices.
-fn candidates(team: &Team, op: Collective) -> Vec<Algorithm> {
-    team.algorithms(op)
-        .into_iter()
-        .flat_map(|a| match a {
-            Algorithm::Knomial(_) => vec![
-                Algorithm::Knomial(3),
-                Algorithm::Knomial(4),
-                Algorithm::Knomial(8),
-            ],
-            a => vec![a],
-        })
-        .collect()
-}
 
 /// The body of each tuning job.
 pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {

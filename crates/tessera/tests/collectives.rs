@@ -161,7 +161,18 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
     let me = team.rank();
     let w = |t: usize| team.world_rank(t);
     for op in Collective::ALL {
-        for alg in op.algorithms() {
+        // Every registry row, a family with a radix at every radix the tuner tries.
+        let rows = tessera::model::team::registry()
+            .iter()
+            .filter(|r| r.op == op);
+        let algorithms: Vec<Algorithm> = rows
+            .flat_map(|r| {
+                let mut radices = r.tuned_radices.to_vec();
+                radices.push(r.algorithm.radix().unwrap_or(0));
+                radices.into_iter().map(|k| r.algorithm.with_radix(k))
+            })
+            .collect();
+        for alg in algorithms {
             let t = team.with_algorithm(op, alg)?;
             for (k, &len) in SIZES.iter().enumerate() {
                 let seed = seed0 ^ (k as u64) << 40 ^ (alg.to_string().len() as u64) << 50;

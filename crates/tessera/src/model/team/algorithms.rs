@@ -394,7 +394,7 @@ pub(super) fn allgather<'r, 'b, T: Pod>(
             let b = gather(b, Algorithm::Binomial, n, me, 0, len);
             broadcast(b, Algorithm::Binomial, n, me, 0, n * len)
         }
-        Algorithm::Bruck => {
+        Algorithm::Bruck(_) => {
             b = b
                 .scratch(n * len)
                 .local([copy(place(Buf::Src, 0..len), place(Buf::Tmp, 0..len))]);
@@ -476,7 +476,9 @@ pub(super) fn scatter<'r, 'b, T: Pod>(
 
 /// All-to-all: `send(j)` is the range of `Src` for member j, `recv(i)` the range of
 /// `Dst` from member i; this member's own block is copied first. Pairwise (n − 1 steps,
-/// each with one partner) or flat (every block at once).
+/// each with one partner), flat (every block at once) or Bruck's dissemination at radix r
+/// ([`exchange_bruck`]), which needs equal blocks (`uniform`: their length); with blocks of
+/// varying length it runs pairwise.
 pub(super) fn exchange<'r, 'b, T: Pod>(
     mut b: B<'r, 'b, T>,
     alg: Algorithm,
@@ -484,7 +486,11 @@ pub(super) fn exchange<'r, 'b, T: Pod>(
     me: usize,
     send: &dyn Fn(usize) -> Range<usize>,
     recv: &dyn Fn(usize) -> Range<usize>,
+    uniform: Option<usize>,
 ) -> B<'r, 'b, T> {
+    if let (Algorithm::Bruck(radix), Some(len)) = (alg, uniform) {
+        return exchange_bruck(b, radix as usize, n, me, len);
+    }
     b = b.local([copy(place(Buf::Src, send(me)), place(Buf::Dst, recv(me)))]);
     if alg == Algorithm::Flat {
         let others = (0..n).filter(|&j| j != me);
@@ -593,4 +599,98 @@ pub(super) fn scan<'r, 'b, T: Pod>(
         dist *= 2;
     }
     b
+}
+
+/// Bruck's dissemination all-to-all with radix `r` (seed 004 §3.4) over equal blocks of
+/// `len`: scratch block j first holds this member's block for member `(me + j) % n`; in
+/// phase k, for every digit d in 1..r, the blocks whose k-th base-r digit is d go
+/// (packed) to member `me + d·r^k` while the same positions arrive from `me − d·r^k`; a
+/// block at position j travels j members in all, so at the end position j holds the block
+/// from member `me − j`, which one unpacking puts in place. `⌈log_r n⌉` phases of r − 1
+/// messages each, every block moving up to `⌈log_r n⌉` times: fewer, larger messages
+/// than pairwise, for small blocks.
+pub(super) fn exchange_bruck<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    radix: usize,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    let digit = |j: usize, power: usize| j / power % radix;
+    let mut phases = Vec::new(); // (power, [(d, positions)])
+    let mut power = 1;
+    while power < n {
+        let groups: Vec<(usize, Vec<usize>)> = (1..radix)
+            .map(|d| (d, (0..n).filter(|&j| digit(j, power) == d).collect()))
+            .filter(|(_, positions): &(usize, Vec<usize>)| !positions.is_empty())
+            .collect();
+        phases.push((power, groups));
+        power *= radix;
+    }
+    // Scratch: the n working blocks, then for each digit a send area and a receive area
+    // of the largest group.
+    let most = phases
+        .iter()
+        .flat_map(|(_, g)| g.iter().map(|(_, p)| p.len()))
+        .max()
+        .unwrap_or(0);
+    let area = most * len;
+    let send_at = |d: usize| n * len + (d - 1) * 2 * area;
+    let recv_at = |d: usize| send_at(d) + area;
+    b = b.scratch(n * len + (radix - 1) * 2 * area);
+    let work = |j: usize| place(Buf::Tmp, block(j, len));
+    // Block j of the work area is this member's block for member (me + j) % n.
+    b = b.local(rotate_back(Buf::Src, Buf::Tmp, n, me, len));
+    let pack = |groups: &[(usize, Vec<usize>)]| -> Vec<Local> {
+        groups
+            .iter()
+            .flat_map(|(d, positions)| {
+                positions.iter().enumerate().map(move |(i, &j)| {
+                    copy(
+                        work(j),
+                        place(Buf::Tmp, send_at(*d) + i * len..send_at(*d) + (i + 1) * len),
+                    )
+                })
+            })
+            .collect()
+    };
+    if let Some((_, groups)) = phases.first() {
+        b = b.local(pack(groups));
+    }
+    for (k, (power, groups)) in phases.iter().enumerate() {
+        let mut after: Vec<Local> = groups
+            .iter()
+            .flat_map(|(d, positions)| {
+                positions.iter().enumerate().map(move |(i, &j)| {
+                    copy(
+                        place(Buf::Tmp, recv_at(*d) + i * len..recv_at(*d) + (i + 1) * len),
+                        work(j),
+                    )
+                })
+            })
+            .collect();
+        if let Some((_, next)) = phases.get(k + 1) {
+            after.extend(pack(next));
+        }
+        b = b.round(
+            groups.iter().map(|(d, p)| {
+                (
+                    (me + d * power) % n,
+                    place(Buf::Tmp, send_at(*d)..send_at(*d) + p.len() * len),
+                )
+            }),
+            groups.iter().map(|(d, p)| {
+                (
+                    (me + n - d * power % n) % n,
+                    place(Buf::Tmp, recv_at(*d)..recv_at(*d) + p.len() * len),
+                )
+            }),
+            after,
+        );
+    }
+    // Position j holds the block from member (me − j) % n: Dst block i = work (me − i).
+    let steps: Vec<Local> = (0..n)
+        .map(|i| copy(work((me + n - i) % n), place(Buf::Dst, block(i, len))))
+        .collect();
+    b.round([], [], steps)
 }

@@ -244,6 +244,7 @@ impl<'a> Team<'a> {
         } else {
             0
         };
+        let block = uniform.then(|| src.len() / n);
         match self.choose(Collective::Exchange, bytes, uniform) {
             Algorithm::Native => {
                 dst[recv(me)].copy_from_slice(&src[send(me)]);
@@ -254,7 +255,7 @@ impl<'a> Team<'a> {
                 )
             }
             alg => self.run(src, dst, None, |b| {
-                algorithms::exchange(b, alg, n, me, &send, &recv)
+                algorithms::exchange(b, alg, n, me, &send, &recv, block)
             }),
         }
     }

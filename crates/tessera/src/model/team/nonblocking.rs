@@ -510,7 +510,7 @@ impl<'a> Team<'a> {
             alg => {
                 let block = move |j: usize| j * b..(j + 1) * b;
                 self.start(src, vec![T::zeroed(); src.len()], None, |builder| {
-                    algorithms::exchange(builder, alg, n, me, &block, &block)
+                    algorithms::exchange(builder, alg, n, me, &block, &block, Some(b))
                 })
             }
         }
@@ -558,7 +558,7 @@ impl<'a> Team<'a> {
         // As the blocking form: a choice that does not depend on the counts.
         let alg = self.choose(Collective::Exchange, 0, false);
         self.start(src, vec![T::zeroed(); recv_total], None, |b| {
-            algorithms::exchange(b, alg, n, me, &out, &into)
+            algorithms::exchange(b, alg, n, me, &out, &into, None)
         })
     }
 

@@ -102,8 +102,10 @@ pub enum Algorithm {
     ReduceBroadcast,
     /// Gather to a root, then broadcast.
     GatherBroadcast,
-    /// Bruck's dissemination allgather.
-    Bruck,
+    /// Bruck's dissemination with the given radix: the allgather (radix 2), and the
+    /// all-to-all of seed 004 §3.4 (radix 2, 4 or 8), whose `⌈log_r n⌉` phases each send
+    /// r − 1 packed messages.
+    Bruck(u32),
     /// n − 1 pairwise exchange steps.
     Pairwise,
     /// A chain passing partial results from rank to rank.
@@ -141,6 +143,8 @@ pub struct Row {
     pub name: &'static str,
     /// The radices it takes, if it has one (`knomial<k>`), as (least, most).
     pub radix: Option<(u32, u32)>,
+    /// The radices the tuner (`tessera tune`) tries (empty without a radix).
+    pub tuned_radices: &'static [u32],
     /// What it does, in one line.
     pub summary: &'static str,
 }
@@ -156,6 +160,7 @@ const fn row(
         algorithm,
         name,
         radix: None,
+        tuned_radices: &[],
         summary,
     }
 }
@@ -170,13 +175,14 @@ const fn knomial(op: Collective) -> Row {
         algorithm: Algorithm::Knomial(4),
         name: "knomial",
         radix: Some((2, MAX_RADIX)),
+        tuned_radices: &[3, 4, 8],
         summary: "k-nomial tree: each parent talks to up to k - 1 children per round",
     }
 }
 
 /// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
 /// row: any operation has it on the mpi conduit).
-static REGISTRY: [Row; 23] = {
+static REGISTRY: [Row; 24] = {
     use Algorithm::*;
     use Collective::*;
     [
@@ -247,7 +253,7 @@ static REGISTRY: [Row; 23] = {
         row(Allgather, Ring, "ring", "n - 1 neighbour steps"),
         row(
             Allgather,
-            Bruck,
+            Bruck(2),
             "bruck",
             "Bruck's dissemination: ceil(log2 n) rounds",
         ),
@@ -276,6 +282,14 @@ static REGISTRY: [Row; 23] = {
             "n - 1 steps, each with one partner",
         ),
         row(Exchange, Flat, "flat", "every block sent at once"),
+        Row {
+            op: Exchange,
+            algorithm: Bruck(2),
+            name: "bruck",
+            radix: Some((2, 8)),
+            tuned_radices: &[2, 4, 8],
+            summary: "dissemination: ceil(log_r n) phases of r - 1 packed messages",
+        },
         row(
             Scan,
             Linear,
@@ -309,6 +323,31 @@ impl Algorithm {
     }
 }
 
+impl Algorithm {
+    /// The radix of a family that has one (`knomial<k>`, `bruck<k>`).
+    pub fn radix(self) -> Option<u32> {
+        match self {
+            Algorithm::Knomial(k) | Algorithm::Bruck(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The same family at radix `k` (itself, for an algorithm without a radix).
+    ///
+    /// ```
+    /// use tessera::Algorithm;
+    /// assert_eq!(Algorithm::Bruck(2).with_radix(8), Algorithm::Bruck(8));
+    /// assert_eq!(Algorithm::Ring.with_radix(8), Algorithm::Ring);
+    /// ```
+    pub fn with_radix(self, k: u32) -> Algorithm {
+        match self {
+            Algorithm::Knomial(_) => Algorithm::Knomial(k),
+            Algorithm::Bruck(_) => Algorithm::Bruck(k),
+            alg => alg,
+        }
+    }
+}
+
 /// `a` and `b` are the same algorithm, whatever their radices.
 fn same_family(a: Algorithm, b: Algorithm) -> bool {
     std::mem::discriminant(&a) == std::mem::discriminant(&b)
@@ -318,6 +357,8 @@ impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Algorithm::Knomial(k) => write!(f, "{}{k}", self.stem()),
+            // Radix 2 is the allgather's, named as before there was a choice.
+            Algorithm::Bruck(k) if *k != 2 => write!(f, "{}{k}", self.stem()),
             alg => f.write_str(alg.stem()),
         }
     }
@@ -334,8 +375,11 @@ impl FromStr for Algorithm {
                 None if row.name == s => return Ok(row.algorithm),
                 Some((least, most)) if s.starts_with(row.name) => {
                     let digits = &s[row.name.len()..];
+                    if digits.is_empty() {
+                        return Ok(row.algorithm); // the default radix
+                    }
                     return match digits.parse::<u32>() {
-                        Ok(k) if (least..=most).contains(&k) => Ok(Algorithm::Knomial(k)),
+                        Ok(k) if (least..=most).contains(&k) => Ok(row.algorithm.with_radix(k)),
                         _ => Err(format!(
                             "{s:?}: {} needs a radix from {least} to {most}, e.g. {}4",
                             row.name, row.name
@@ -378,9 +422,14 @@ pub(super) fn forced_from_env() -> Result<Forced> {
 /// operation's on the mpi conduit).
 pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
     let ok = alg == Algorithm::Native
-        || REGISTRY
-            .iter()
-            .any(|row| row.op == op && same_family(row.algorithm, alg));
+        || REGISTRY.iter().any(|row| {
+            row.op == op
+                && same_family(row.algorithm, alg)
+                && match (row.radix, alg.radix()) {
+                    (Some((least, most)), Some(k)) => (least..=most).contains(&k),
+                    _ => row.algorithm == alg,
+                }
+        });
     if ok {
         return Ok(());
     }
@@ -410,7 +459,7 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
         Collective::Allreduce if bytes >= 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
         Collective::Gather | Collective::Scatter => Algorithm::Flat,
-        Collective::Allgather if bytes <= 32 * 1024 && team_size > 2 => Algorithm::Bruck,
+        Collective::Allgather if bytes <= 32 * 1024 && team_size > 2 => Algorithm::Bruck(2),
         Collective::Allgather => Algorithm::Ring,
         Collective::Exchange => Algorithm::Flat,
         Collective::Scan if team_size <= 4 => Algorithm::Linear,

@@ -66,7 +66,7 @@ const ALGORITHMS: [Algorithm; 13] = [
     Algorithm::Ring,
     Algorithm::ReduceBroadcast,
     Algorithm::GatherBroadcast,
-    Algorithm::Bruck,
+    Algorithm::Bruck(0),
     Algorithm::Pairwise,
     Algorithm::Linear,
     Algorithm::Native,
@@ -84,7 +84,7 @@ const fn algorithm_code(alg: Algorithm) -> (u64, u64) {
         Algorithm::Ring => (7, 0),
         Algorithm::ReduceBroadcast => (8, 0),
         Algorithm::GatherBroadcast => (9, 0),
-        Algorithm::Bruck => (10, 0),
+        Algorithm::Bruck(k) => (10, if k > 63 { 63 } else { k as u64 }),
         Algorithm::Pairwise => (11, 0),
         Algorithm::Linear => (12, 0),
         Algorithm::Native => (13, 0),
@@ -203,8 +203,8 @@ impl fmt::Display for Signature {
         let code = (s >> 6) & 15;
         if code != 0 {
             let alg = match ALGORITHMS.get(code as usize - 1) {
-                Some(Algorithm::Knomial(_)) => {
-                    Algorithm::Knomial(((s >> 10) & 63) as u32).to_string()
+                Some(a @ (Algorithm::Knomial(_) | Algorithm::Bruck(_))) => {
+                    a.with_radix(((s >> 10) & 63) as u32).to_string()
                 }
                 Some(a) => a.to_string(),
                 None => "an unknown algorithm".into(),
