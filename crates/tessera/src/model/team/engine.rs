@@ -3,8 +3,9 @@
 //! over buffers of its own and hands the schedule to the team, which advances it with the
 //! others whenever any request is tested.
 //!
-//! This module must never choose an algorithm: the caller has chosen, so both forms of a
-//! call always run the same one.
+//! Both forms choose in one place ([`Team::blocking`], [`Team::nonblocking`]): MPI's own
+//! collective where the call has one and that is the choice, else the chosen algorithm's
+//! rounds, so the two forms of a call always run the same algorithm.
 
 use std::cell::RefCell;
 
@@ -12,6 +13,52 @@ use super::*;
 use schedule::{Input, Output, Schedule};
 
 impl<'a> Team<'a> {
+    /// A blocking call of `op` with `bytes` per member: the conduit's own collective
+    /// (`native`, where the call has one) if the choice is [`Algorithm::Native`], else the
+    /// chosen algorithm's rounds (written by `rounds`) over `src` and `dst`.
+    // What the choice needs (operation, size, MPI's form) and what the rounds need
+    // (buffers, reducer, the rounds): grouping them would only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn blocking<'b, T: Pod>(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native: Option<NativeOp>,
+        src: &'b [T],
+        dst: &'b mut [T],
+        reducer: Option<Reducer<'b, T>>,
+        rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
+    ) -> Result<()> {
+        match (self.choose(op, bytes, native.is_some()), native) {
+            (Algorithm::Native, Some(call)) => self.native(
+                call,
+                bytemuck::cast_slice(src),
+                bytemuck::cast_slice_mut(dst),
+            ),
+            (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg)),
+        }
+    }
+
+    /// The nonblocking twin of [`Team::blocking`]: the same choice, then the conduit's own
+    /// nonblocking collective on `src` with an output of `dst_len`, or the same rounds over
+    /// a copy of `src` and an output of `dst_len` zeros.
+    #[allow(clippy::too_many_arguments)] // as `blocking`
+    pub(super) fn nonblocking<T: Pod>(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native: Option<NativeOp>,
+        src: &[T],
+        dst_len: usize,
+        reducer: Option<Reducer<'static, T>>,
+        rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>, Algorithm) -> Builder<'r, 'static, T>,
+    ) -> Result<CollRequest<'a, T>> {
+        match (self.choose(op, bytes, native.is_some()), native) {
+            (Algorithm::Native, Some(call)) => self.start_native(call, src, dst_len),
+            (alg, _) => self.start(src, vec![T::zeroed(); dst_len], reducer, |b| rounds(b, alg)),
+        }
+    }
+
     /// Run a blocking call's rounds (written by `rounds` on a builder over `src` and
     /// `dst`) until this member's part is done. Refused while nonblocking collectives are
     /// in flight on the team's streams (their messages share them).

@@ -12,10 +12,16 @@ impl<'a> Team<'a> {
     pub fn barrier(&self) -> Result<()> {
         let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let (n, me) = (self.size(), self.me);
-        match self.choose(Collective::Barrier, 0, true) {
-            Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
-            alg => self.run::<u8>(&[], &mut [], None, |b| algorithms::barrier(b, alg, n, me)),
-        }
+        let native = Some(NativeOp::Barrier);
+        self.blocking::<u8>(
+            Collective::Barrier,
+            0,
+            native,
+            &[],
+            &mut [],
+            None,
+            |b, alg| algorithms::barrier(b, alg, n, me),
+        )
     }
 
     // ----- broadcast --------------------------------------------------------------------
@@ -27,17 +33,17 @@ impl<'a> Team<'a> {
         if n == 1 {
             return Ok(());
         }
-        let (me, len) = (self.me, data.len());
-        match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
-            Algorithm::Native => self.native(
-                NativeOp::Broadcast { root },
-                &[],
-                bytemuck::cast_slice_mut(data),
-            ),
-            alg => self.run(&[], data, None, |b| {
-                algorithms::broadcast(b, alg, n, me, root, len)
-            }),
-        }
+        let (me, len, bytes) = (self.me, data.len(), std::mem::size_of_val(data));
+        let native = Some(NativeOp::Broadcast { root });
+        self.blocking(
+            Collective::Broadcast,
+            bytes,
+            native,
+            &[],
+            data,
+            None,
+            |b, alg| algorithms::broadcast(b, alg, n, me, root, len),
+        )
     }
 
     /// Broadcast one value from `root`.
@@ -58,17 +64,17 @@ impl<'a> Team<'a> {
         if self.me == root && dst.len() != n * b {
             return Err(length_error("gather", "dst", dst.len(), n * b));
         }
-        let me = self.me;
-        match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.native(
-                NativeOp::Gather { root },
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            ),
-            alg => self.run(src, dst, None, |bd| {
-                algorithms::gather(bd, alg, n, me, root, b)
-            }),
-        }
+        let (me, bytes) = (self.me, std::mem::size_of_val(src));
+        let native = Some(NativeOp::Gather { root });
+        self.blocking(
+            Collective::Gather,
+            bytes,
+            native,
+            src,
+            dst,
+            None,
+            |bd, alg| algorithms::gather(bd, alg, n, me, root, b),
+        )
     }
 
     /// Every member gets every member's `src` in rank order
@@ -86,17 +92,17 @@ impl<'a> Team<'a> {
         if dst.len() != n * b {
             return Err(length_error("allgather", "dst", dst.len(), n * b));
         }
-        let me = self.me;
-        match self.choose(Collective::Allgather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.native(
-                NativeOp::Allgather,
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            ),
-            alg => self.run(src, dst, None, |bd| {
-                algorithms::allgather(bd, alg, n, me, b)
-            }),
-        }
+        let (me, bytes) = (self.me, std::mem::size_of_val(src));
+        let native = Some(NativeOp::Allgather);
+        self.blocking(
+            Collective::Allgather,
+            bytes,
+            native,
+            src,
+            dst,
+            None,
+            |bd, alg| algorithms::allgather(bd, alg, n, me, b),
+        )
     }
 
     /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
@@ -107,17 +113,17 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * b {
             return Err(length_error("scatter", "src", src.len(), n * b));
         }
-        let me = self.me;
-        match self.choose(Collective::Scatter, std::mem::size_of_val(dst), true) {
-            Algorithm::Native => self.native(
-                NativeOp::Scatter { root },
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            ),
-            alg => self.run(src, dst, None, |bd| {
-                algorithms::scatter(bd, alg, n, me, root, b)
-            }),
-        }
+        let (me, bytes) = (self.me, std::mem::size_of_val(dst));
+        let native = Some(NativeOp::Scatter { root });
+        self.blocking(
+            Collective::Scatter,
+            bytes,
+            native,
+            src,
+            dst,
+            None,
+            |bd, alg| algorithms::scatter(bd, alg, n, me, root, b),
+        )
     }
 
     // ----- exchange ---------------------------------------------------------------------
@@ -245,18 +251,16 @@ impl<'a> Team<'a> {
             0
         };
         let block = uniform.then(|| src.len() / n);
-        match self.choose(Collective::Exchange, bytes, uniform) {
-            Algorithm::Native => {
-                dst[recv(me)].copy_from_slice(&src[send(me)]);
-                self.native(
-                    NativeOp::Exchange,
-                    bytemuck::cast_slice(src),
-                    bytemuck::cast_slice_mut(dst),
-                )
-            }
-            alg => self.run(src, dst, None, |b| {
-                algorithms::exchange(b, alg, n, me, &send, &recv, block)
-            }),
-        }
+        // MPI's all-to-all needs equal blocks on every member.
+        let native = uniform.then_some(NativeOp::Exchange);
+        self.blocking(
+            Collective::Exchange,
+            bytes,
+            native,
+            src,
+            dst,
+            None,
+            |b, alg| algorithms::exchange(b, alg, n, me, &send, &recv, block),
+        )
     }
 }

@@ -296,11 +296,9 @@ impl<'a> Team<'a> {
             if done && !gated {
                 let (ticket, done) = st.pending.remove(i).expect("in range");
                 self.channel.end_nonblocking();
-                let (output, leftovers) = done.output();
-                if let Some(output) = output {
+                if let Some(output) = done.output(&mut st.reserved) {
                     st.finished.insert(ticket, output);
                 }
-                st.reserved.keep(leftovers);
             } else {
                 i += 1;
             }
@@ -312,12 +310,10 @@ impl<'a> Team<'a> {
     pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
         self.check_nb::<()>(Collective::Barrier, None, 0, None)?;
         let (n, me) = (self.size(), self.me);
-        match self.choose(Collective::Barrier, 0, true) {
-            Algorithm::Native => self.start_native(NativeOp::Barrier, &[], 0),
-            alg => self.start(&[], Vec::new(), None, |b| {
-                algorithms::barrier(b, alg, n, me)
-            }),
-        }
+        let native = Some(NativeOp::Barrier);
+        self.nonblocking(Collective::Barrier, 0, native, &[], 0, None, |b, alg| {
+            algorithms::barrier(b, alg, n, me)
+        })
     }
 
     /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
@@ -328,16 +324,25 @@ impl<'a> Team<'a> {
         let (n, me, len) = (self.size(), self.me, data.len());
         // Only the root's data travels.
         let mine = if me == root { data } else { &[] };
-        match self.choose(Collective::Broadcast, std::mem::size_of_val(data), true) {
-            Algorithm::Native => self.start_native(NativeOp::Broadcast { root }, mine, len),
-            alg => {
-                let mut out = vec![T::zeroed(); len];
-                out[..mine.len()].copy_from_slice(mine);
-                self.start(&[], out, None, |b| {
-                    algorithms::broadcast(b, alg, n, me, root, len)
-                })
-            }
-        }
+        let native = Some(NativeOp::Broadcast { root });
+        let bytes = std::mem::size_of_val(data);
+        self.nonblocking(
+            Collective::Broadcast,
+            bytes,
+            native,
+            mine,
+            len,
+            None,
+            |b, alg| {
+                // The root's output starts as its input.
+                let k = mine.len();
+                let own = schedule::Local::Copy {
+                    from: (schedule::Buf::Src, 0..k),
+                    to: (schedule::Buf::Dst, 0..k),
+                };
+                algorithms::broadcast(b.local([own]), alg, n, me, root, len)
+            },
+        )
     }
 
     /// Nonblocking [`Team::reduce`] with a built-in operation; the output is the result on
@@ -397,17 +402,17 @@ impl<'a> Team<'a> {
         let (n, me, len) = (self.size(), self.me, src.len());
         let dst_len = if me == root { len } else { 0 };
         let bytes = std::mem::size_of_val(src);
-        match (
-            self.choose(Collective::Reduce, bytes, native.is_some()),
+        let native = native.map(|reduction| NativeOp::Reduce { root, reduction });
+        let reducer = Some(reducer);
+        self.nonblocking(
+            Collective::Reduce,
+            bytes,
             native,
-        ) {
-            (Algorithm::Native, Some(reduction)) => {
-                self.start_native(NativeOp::Reduce { root, reduction }, src, dst_len)
-            }
-            (alg, _) => self.start(src, vec![T::zeroed(); dst_len], Some(reducer), |b| {
-                algorithms::reduce(b, alg, n, me, root, len)
-            }),
-        }
+            src,
+            dst_len,
+            reducer,
+            |b, alg| algorithms::reduce(b, alg, n, me, root, len),
+        )
     }
 
     /// Nonblocking [`Team::allreduce`] with a built-in operation.
@@ -435,17 +440,17 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         let (n, me, len) = (self.size(), self.me, src.len());
         let bytes = std::mem::size_of_val(src);
-        match (
-            self.choose(Collective::Allreduce, bytes, native.is_some()),
+        let native = native.map(|reduction| NativeOp::Allreduce { reduction });
+        let reducer = Some(reducer);
+        self.nonblocking(
+            Collective::Allreduce,
+            bytes,
             native,
-        ) {
-            (Algorithm::Native, Some(reduction)) => {
-                self.start_native(NativeOp::Allreduce { reduction }, src, len)
-            }
-            (alg, _) => self.start(src, vec![T::zeroed(); len], Some(reducer), |b| {
-                algorithms::allreduce(b, alg, n, me, len)
-            }),
-        }
+            src,
+            len,
+            reducer,
+            |b, alg| algorithms::allreduce(b, alg, n, me, len),
+        )
     }
 
     /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
@@ -455,24 +460,34 @@ impl<'a> Team<'a> {
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let dst_len = if me == root { n * len } else { 0 };
-        match self.choose(Collective::Gather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.start_native(NativeOp::Gather { root }, src, dst_len),
-            alg => self.start(src, vec![T::zeroed(); dst_len], None, |b| {
-                algorithms::gather(b, alg, n, me, root, len)
-            }),
-        }
+        let native = Some(NativeOp::Gather { root });
+        let bytes = std::mem::size_of_val(src);
+        self.nonblocking(
+            Collective::Gather,
+            bytes,
+            native,
+            src,
+            dst_len,
+            None,
+            |b, alg| algorithms::gather(b, alg, n, me, root, len),
+        )
     }
 
     /// Nonblocking [`Team::allgather`]: the output is every member's `src` in rank order.
     pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allgather, None, src.len(), None)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
-        match self.choose(Collective::Allgather, std::mem::size_of_val(src), true) {
-            Algorithm::Native => self.start_native(NativeOp::Allgather, src, n * len),
-            alg => self.start(src, vec![T::zeroed(); n * len], None, |b| {
-                algorithms::allgather(b, alg, n, me, len)
-            }),
-        }
+        let native = Some(NativeOp::Allgather);
+        let bytes = std::mem::size_of_val(src);
+        self.nonblocking(
+            Collective::Allgather,
+            bytes,
+            native,
+            src,
+            n * len,
+            None,
+            |b, alg| algorithms::allgather(b, alg, n, me, len),
+        )
     }
 
     /// Nonblocking [`Team::scatter`]: `root` passes `size · count` elements (others may
@@ -491,12 +506,16 @@ impl<'a> Team<'a> {
         }
         let mine = if me == root { src } else { &[] };
         let bytes = count * std::mem::size_of::<T>();
-        match self.choose(Collective::Scatter, bytes, true) {
-            Algorithm::Native => self.start_native(NativeOp::Scatter { root }, mine, count),
-            alg => self.start(mine, vec![T::zeroed(); count], None, |b| {
-                algorithms::scatter(b, alg, n, me, root, count)
-            }),
-        }
+        let native = Some(NativeOp::Scatter { root });
+        self.nonblocking(
+            Collective::Scatter,
+            bytes,
+            native,
+            mine,
+            count,
+            None,
+            |b, alg| algorithms::scatter(b, alg, n, me, root, count),
+        )
     }
 
     /// Nonblocking [`Team::exchange`]: block `j` of `src` goes to member `j`; block `i`
@@ -505,15 +524,18 @@ impl<'a> Team<'a> {
         self.check_nb::<T>(Collective::Exchange, None, src.len(), None)?;
         let (n, me) = (self.size(), self.me);
         let b = self.block_of("exchange_nb", src.len())?;
-        match self.choose(Collective::Exchange, b * std::mem::size_of::<T>(), true) {
-            Algorithm::Native => self.start_native(NativeOp::Exchange, src, src.len()),
-            alg => {
-                let block = move |j: usize| j * b..(j + 1) * b;
-                self.start(src, vec![T::zeroed(); src.len()], None, |builder| {
-                    algorithms::exchange(builder, alg, n, me, &block, &block, Some(b))
-                })
-            }
-        }
+        let native = Some(NativeOp::Exchange);
+        let (bytes, len) = (b * std::mem::size_of::<T>(), src.len());
+        let block = move |j: usize| j * b..(j + 1) * b;
+        self.nonblocking(
+            Collective::Exchange,
+            bytes,
+            native,
+            src,
+            len,
+            None,
+            |bd, alg| algorithms::exchange(bd, alg, n, me, &block, &block, Some(b)),
+        )
     }
 
     /// Nonblocking [`Team::exchange_v`]: `send_counts[j]` elements of `src` go to member
@@ -555,11 +577,17 @@ impl<'a> Team<'a> {
         let (n, me) = (self.size(), self.me);
         let out = |j: usize| so[j]..so[j] + send_counts[j];
         let into = |i: usize| ro[i]..ro[i] + recv_counts[i];
-        // As the blocking form: a choice that does not depend on the counts.
-        let alg = self.choose(Collective::Exchange, 0, false);
-        self.start(src, vec![T::zeroed(); recv_total], None, |b| {
-            algorithms::exchange(b, alg, n, me, &out, &into, None)
-        })
+        // As the blocking form: a choice that does not depend on the counts, and no MPI
+        // (its all-to-all needs equal blocks).
+        self.nonblocking(
+            Collective::Exchange,
+            0,
+            None,
+            src,
+            recv_total,
+            None,
+            |b, alg| algorithms::exchange(b, alg, n, me, &out, &into, None),
+        )
     }
 
     /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
@@ -606,22 +634,20 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         let (n, len, me) = (self.size(), src.len(), self.me);
         let bytes = std::mem::size_of_val(src);
-        match (
-            self.choose(Collective::Scan, bytes, native.is_some()),
+        let native = native.map(|reduction| NativeOp::Scan {
+            reduction,
+            exclusive,
+        });
+        let reducer = Some(reducer);
+        self.nonblocking(
+            Collective::Scan,
+            bytes,
             native,
-        ) {
-            (Algorithm::Native, Some(reduction)) => self.start_native(
-                NativeOp::Scan {
-                    reduction,
-                    exclusive,
-                },
-                src,
-                len,
-            ),
-            (alg, _) => self.start(src, vec![T::zeroed(); len], Some(reducer), |b| {
-                algorithms::scan(b, alg, n, me, len, exclusive)
-            }),
-        }
+            src,
+            len,
+            reducer,
+            |b, alg| algorithms::scan(b, alg, n, me, len, exclusive),
+        )
     }
 }
 

@@ -49,24 +49,18 @@ impl<'a> Team<'a> {
         if self.me == root && dst.len() != src.len() {
             return Err(length_error("reduce", "dst", dst.len(), src.len()));
         }
-        let n = self.size();
-        let alg = self.choose(
+        let (n, me, len, bytes) = (self.size(), self.me, src.len(), std::mem::size_of_val(src));
+        let native = native.map(|reduction| NativeOp::Reduce { root, reduction });
+        let reducer = Some(Reducer::Borrowed(combine));
+        self.blocking(
             Collective::Reduce,
-            std::mem::size_of_val(src),
-            native.is_some(),
-        );
-        if let (Algorithm::Native, Some(reduction)) = (alg, native) {
-            return self.native(
-                NativeOp::Reduce { root, reduction },
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            );
-        }
-        let me = self.me;
-        let len = src.len();
-        self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
-            algorithms::reduce(b, alg, n, me, root, len)
-        })
+            bytes,
+            native,
+            src,
+            dst,
+            reducer,
+            |b, alg| algorithms::reduce(b, alg, n, me, root, len),
+        )
     }
 
     /// Reduce one value to `root`: `Some(result)` there, `None` elsewhere.
@@ -107,21 +101,18 @@ impl<'a> Team<'a> {
         }
         let n = self.size();
         let bytes = std::mem::size_of_val(src);
-        match self.choose(Collective::Allreduce, bytes, native.is_some()) {
-            Algorithm::Native => self.native(
-                NativeOp::Allreduce {
-                    reduction: native.expect("choose allows native only with a reduction"),
-                },
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            ),
-            alg => {
-                let (me, len) = (self.me, src.len());
-                self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
-                    algorithms::allreduce(b, alg, n, me, len)
-                })
-            }
-        }
+        let (me, len) = (self.me, src.len());
+        let native = native.map(|reduction| NativeOp::Allreduce { reduction });
+        let reducer = Some(Reducer::Borrowed(combine));
+        self.blocking(
+            Collective::Allreduce,
+            bytes,
+            native,
+            src,
+            dst,
+            reducer,
+            |b, alg| algorithms::allreduce(b, alg, n, me, len),
+        )
     }
 
     /// Reduce one value over all members; every member gets the result
@@ -175,29 +166,26 @@ impl<'a> Team<'a> {
         let n = self.size();
         let me = self.me;
         let len = src.len();
-        match self.choose(
+        let bytes = std::mem::size_of_val(src);
+        let native = native.map(|reduction| NativeOp::Scan {
+            reduction,
+            exclusive,
+        });
+        let reducer = Some(Reducer::Borrowed(combine));
+        self.blocking(
             Collective::Scan,
-            std::mem::size_of_val(src),
-            native.is_some(),
-        ) {
-            Algorithm::Native => {
-                self.native(
-                    NativeOp::Scan {
-                        reduction: native.expect("choose allows native only with a reduction"),
-                        exclusive,
-                    },
-                    bytemuck::cast_slice(src),
-                    bytemuck::cast_slice_mut(dst),
-                )?;
-                if exclusive && me == 0 {
-                    dst.fill(T::zeroed()); // MPI leaves it undefined; ours is zeros
-                }
-                Ok(())
-            }
-            alg => self.run(src, dst, Some(Reducer::Borrowed(combine)), |b| {
-                algorithms::scan(b, alg, n, me, len, exclusive)
-            }),
+            bytes,
+            native,
+            src,
+            &mut *dst,
+            reducer,
+            |b, alg| algorithms::scan(b, alg, n, me, len, exclusive),
+        )?;
+        if exclusive && me == 0 {
+            // MPI leaves it undefined; ours is zeros (the rounds' already are).
+            dst.fill(T::zeroed());
         }
+        Ok(())
     }
 
     /// Inclusive scan of one value.

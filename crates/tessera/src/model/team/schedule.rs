@@ -57,6 +57,31 @@ pub(crate) enum Output<'b, T> {
     Owned(Vec<T>),
 }
 
+impl<T> Input<'_, T> {
+    fn slice(&self) -> &[T] {
+        match self {
+            Input::Borrowed(s) => s,
+            Input::Owned(v) => v,
+        }
+    }
+}
+
+impl<T> Output<'_, T> {
+    fn slice(&self) -> &[T] {
+        match self {
+            Output::Borrowed(s) => s,
+            Output::Owned(v) => v,
+        }
+    }
+
+    fn slice_mut(&mut self) -> &mut [T] {
+        match self {
+            Output::Borrowed(s) => s,
+            Output::Owned(v) => v,
+        }
+    }
+}
+
 /// One message of a round, to or from `peer`, in chunks of the channel.
 struct Message {
     peer: usize,
@@ -121,32 +146,22 @@ const KEEP_FROM: usize = 16 * 1024;
 /// A buffer of some element type with its capacity in bytes.
 pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
 
-/// What a finished schedule leaves for later ones.
-#[derive(Default)]
-pub(crate) struct Leftovers {
-    buffers: Vec<SpareBuffer>,
-    plan: Option<Plan>,
-}
-
 impl Reserved {
     /// A buffer of `len` elements holding `from` (zeros past its end), reusing a spare one.
     pub(crate) fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
-        if len * std::mem::size_of::<T>() < KEEP_FROM {
-            // Never kept (see `keep`), so not worth looking for.
-            let mut v = Vec::with_capacity(len);
-            v.extend_from_slice(&from[..from.len().min(len)]);
-            v.resize(len, T::zeroed());
-            return v;
-        }
-        // The smallest spare buffer of this type that is large enough.
-        let found = self
-            .spare
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, b))| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
-            .filter(|&(_, capacity)| capacity >= len)
-            .min_by_key(|&(_, capacity)| capacity)
-            .map(|(i, _)| i);
+        // Small buffers are never kept (see `keep_vec`), so not worth looking for; else
+        // the smallest spare buffer of this type that is large enough.
+        let found = (len * std::mem::size_of::<T>() >= KEEP_FROM)
+            .then(|| {
+                self.spare
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (_, b))| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
+                    .filter(|&(_, capacity)| capacity >= len)
+                    .min_by_key(|&(_, capacity)| capacity)
+                    .map(|(i, _)| i)
+            })
+            .flatten();
         let mut v = match found {
             Some(i) => *self
                 .spare
@@ -162,23 +177,14 @@ impl Reserved {
         v
     }
 
-    /// Keep what a finished schedule left: the largest few buffers (small ones are cheap
-    /// to make afresh) and its plan.
-    pub(crate) fn keep(&mut self, leftovers: Leftovers) {
-        for (bytes, buffer) in leftovers.buffers {
-            self.keep_buffer(bytes, buffer);
-        }
-        if let Some(plan) = leftovers.plan {
-            self.keep_plan(plan);
-        }
-    }
-
-    /// Keep a buffer of `bytes` if it is large; only the largest few stay.
-    fn keep_buffer(&mut self, bytes: usize, buffer: Box<dyn Any>) {
+    /// Keep `v` for later schedules if it is large (making a small one afresh costs less
+    /// than keeping it); only the largest few stay.
+    fn keep_vec<T: Pod>(&mut self, v: Vec<T>) {
+        let bytes = v.capacity() * std::mem::size_of::<T>();
         if bytes < KEEP_FROM {
             return;
         }
-        self.spare.push((bytes, buffer));
+        self.spare.push((bytes, Box::new(v)));
         if self.spare.len() > SPARE {
             self.spare
                 .sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
@@ -318,14 +324,8 @@ struct Buffers<'b, T> {
 impl<T> Buffers<'_, T> {
     fn get(&self, b: Buf) -> &[T] {
         match b {
-            Buf::Src => match &self.src {
-                Input::Borrowed(s) => s,
-                Input::Owned(v) => v,
-            },
-            Buf::Dst => match &self.dst {
-                Output::Borrowed(s) => s,
-                Output::Owned(v) => v,
-            },
+            Buf::Src => self.src.slice(),
+            Buf::Dst => self.dst.slice(),
             Buf::Tmp => &self.tmp,
         }
     }
@@ -333,10 +333,7 @@ impl<T> Buffers<'_, T> {
     fn get_mut(&mut self, b: Buf) -> &mut [T] {
         match b {
             Buf::Src => panic!("a schedule never writes its input"),
-            Buf::Dst => match &mut self.dst {
-                Output::Borrowed(s) => s,
-                Output::Owned(v) => v,
-            },
+            Buf::Dst => self.dst.slice_mut(),
             Buf::Tmp => &mut self.tmp,
         }
     }
@@ -358,14 +355,7 @@ impl<T> Buffers<'_, T> {
             }
         } else {
             let Buffers { src, dst, tmp } = self;
-            let src: &[T] = match src {
-                Input::Borrowed(s) => s,
-                Input::Owned(v) => v,
-            };
-            let dst: &mut [T] = match dst {
-                Output::Borrowed(s) => s,
-                Output::Owned(v) => v,
-            };
+            let (src, dst) = (src.slice(), dst.slice_mut());
             let (f, i) = (from.1.clone(), into.1.clone());
             match (from.0, into.0) {
                 (Buf::Src, Buf::Dst) => (&src[f], &mut dst[i]),
@@ -498,44 +488,18 @@ impl<'b, T: Pod> Schedule<'b, T> {
         (first(&round.recvs), first(&round.sends))
     }
 
-    /// The output (a nonblocking schedule's own) and what may serve later schedules.
-    fn finish(&mut self) -> (Option<Vec<T>>, Leftovers) {
-        let bytes = |v: &Vec<T>| v.capacity() * std::mem::size_of::<T>();
-        let mut buffers: Vec<SpareBuffer> = Vec::new();
-        let owned_src = match &mut self.bufs.src {
-            Input::Owned(v) => std::mem::take(v),
-            Input::Borrowed(_) => Vec::new(),
-        };
-        for v in [owned_src, std::mem::take(&mut self.bufs.tmp)] {
-            if bytes(&v) >= KEEP_FROM {
-                buffers.push((bytes(&v), Box::new(v)));
-            }
+    /// Finish: hand the plan and the large buffers to `reserved` for later schedules, and
+    /// return the output if it is the schedule's own (a nonblocking one's).
+    pub(crate) fn recycle(&mut self, reserved: &mut Reserved) -> Option<Vec<T>> {
+        if let Input::Owned(v) = &mut self.bufs.src {
+            reserved.keep_vec(std::mem::take(v));
         }
-        let output = match &mut self.bufs.dst {
+        reserved.keep_vec(std::mem::take(&mut self.bufs.tmp));
+        reserved.keep_plan(std::mem::take(&mut self.plan));
+        match &mut self.bufs.dst {
             Output::Owned(v) => Some(std::mem::take(v)),
             Output::Borrowed(_) => None,
-        };
-        let leftovers = Leftovers {
-            buffers,
-            plan: Some(std::mem::take(&mut self.plan)),
-        };
-        (output, leftovers)
-    }
-
-    /// Finish a blocking call's schedule: hand its plan and large scratch to `reserved`
-    /// for later schedules (directly: this is on every blocking call's path).
-    pub(crate) fn recycle(&mut self, reserved: &mut Reserved) {
-        let tmp = std::mem::take(&mut self.bufs.tmp);
-        let bytes = tmp.capacity() * std::mem::size_of::<T>();
-        if bytes >= KEEP_FROM {
-            reserved.keep_buffer(bytes, Box::new(tmp));
         }
-        reserved.keep_plan(std::mem::take(&mut self.plan));
-    }
-
-    /// Finish a nonblocking schedule that nobody waits for: what may serve later ones.
-    pub(crate) fn leftovers(&mut self) -> Leftovers {
-        self.finish().1
     }
 
     /// The output so far.
@@ -548,9 +512,9 @@ impl<'b, T: Pod> Schedule<'b, T> {
 pub(crate) trait Pending {
     /// Move whatever can move; `true` once done.
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool>;
-    /// The output, once done (`None` where nobody waits for it), and the buffers that may
-    /// serve again (with their capacities in bytes).
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers);
+    /// The output, once done (`None` where nobody waits for it); what may serve later
+    /// schedules goes to `reserved`.
+    fn output(self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>>;
     /// Whether it moves messages on the team's channel (a schedule) or not (a
     /// [`NativePending`]).
     fn on_channel(&self) -> bool {
@@ -567,9 +531,9 @@ impl<T: Pod> Pending for Schedule<'static, T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(mut self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
-        let (output, leftovers) = self.finish();
-        (output.map(|v| Box::new(v) as Box<dyn Any>), leftovers)
+    fn output(mut self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
+        let output = self.recycle(reserved);
+        output.map(|v| Box::new(v) as Box<dyn Any>)
     }
 }
 
@@ -613,9 +577,9 @@ impl<T: Pod> Pending for NativePending<T> {
         }
         Ok(self.output.is_some())
     }
-    fn output(self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
+    fn output(self: Box<Self>, _reserved: &mut Reserved) -> Option<Box<dyn Any>> {
         let out = self.output.expect("output taken once done");
-        (Some(Box::new(out)), Leftovers::default())
+        Some(Box::new(out))
     }
     fn on_channel(&self) -> bool {
         false
@@ -655,8 +619,9 @@ impl Pending for Checked {
         (self.verify)(self.schedule.output_slice())?;
         Ok(true)
     }
-    fn output(mut self: Box<Self>) -> (Option<Box<dyn Any>>, Leftovers) {
-        (None, self.schedule.leftovers())
+    fn output(mut self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
+        self.schedule.recycle(reserved);
+        None
     }
     fn gates(&self) -> bool {
         true
