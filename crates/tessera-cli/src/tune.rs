@@ -16,7 +16,7 @@ use tessera::model::team::default_algorithm;
 use tessera::model::tuning::{self, Entry, Rule, TuningTable};
 use tessera::{Collective, Context, RankResult, Team};
 
-use crate::bench::coll::{candidates, points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
+use crate::bench::coll::{points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
 use crate::bench::rma::record;
 use crate::bench::{run_part, Part, Record};
 use crate::JobArgs;
@@ -39,7 +39,8 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
     );
     bar.set_prefix(format!("{n} ranks"));
     let choices = |op: Collective| -> tessera::Result<Vec<Team>> {
-        candidates(&world, op)
+        world
+            .candidates(op)
             .into_iter()
             .map(|alg| world.with_algorithm(op, alg))
             .collect()
@@ -50,7 +51,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
     })?;
     let mut part = Part::default();
     for (&(op, bytes), times) in points.iter().zip(timed) {
-        for (alg, best) in candidates(&world, op).into_iter().zip(times) {
+        for (alg, best) in world.candidates(op).into_iter().zip(times) {
             part.results.push(Record {
                 algorithm: Some(alg.to_string()),
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)

@@ -7,8 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use tessera::model::team::registry;
-use tessera::{Algorithm, Collective, Context, Op, RankResult, Team};
+use tessera::{Collective, Context, Op, RankResult, Team};
 
 use super::rma::{best_per_iter, record};
 use super::{Baselines, Part, Record, Report};
@@ -24,25 +23,6 @@ pub(crate) fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
     } else {
         per.max(3)
     }
-}
-
-/// The candidates for `op` on `team`: its algorithms (with MPI's own on the mpi conduit),
-/// a family with a radix at each radix its registry row names for tuning.
-pub(crate) fn candidates(team: &Team, op: Collective) -> Vec<Algorithm> {
-    team.algorithms(op)
-        .into_iter()
-        .flat_map(|a| {
-            let row = registry()
-                .iter()
-                .find(|r| r.op == op && r.algorithm.with_radix(0) == a.with_radix(0));
-            match row {
-                Some(r) if !r.tuned_radices.is_empty() => {
-                    r.tuned_radices.iter().map(|&k| a.with_radix(k)).collect()
-                }
-                _ => vec![a],
-            }
-        })
-        .collect()
 }
 
 /// Run one collective of `bytes` bytes with `team`.
@@ -230,7 +210,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
     // The model's choice ("tuned") and every fixed algorithm, timed in the same sweeps.
     let choices = |op: Collective| -> tessera::Result<Vec<Team>> {
         let mut teams = vec![world.clone()];
-        for alg in candidates(&world, op) {
+        for alg in world.candidates(op) {
             teams.push(world.with_algorithm(op, alg)?);
         }
         Ok(teams)
@@ -241,7 +221,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
         let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
         let iters = iterations(bytes, n, quick);
         let names = std::iter::once("tuned".to_string())
-            .chain(candidates(&world, op).into_iter().map(|a| a.to_string()));
+            .chain(world.candidates(op).into_iter().map(|a| a.to_string()));
         let choice = world.algorithm_for(op, bytes).to_string();
         for (name, best) in names.zip(times) {
             part.results.push(Record {

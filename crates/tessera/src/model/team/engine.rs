@@ -5,9 +5,12 @@
 //!
 //! Both forms choose in one place ([`Team::blocking`], [`Team::nonblocking`]): MPI's own
 //! collective where the call has one and that is the choice, else the chosen algorithm's
-//! rounds, so the two forms of a call always run the same algorithm.
+//! rounds, so the two forms of a call always run the same algorithm. While a team tunes
+//! online, a blocking call may be a trial of another candidate instead (the `online`
+//! module); a nonblocking call never is.
 
 use std::cell::RefCell;
+use std::time::Instant;
 
 use super::*;
 use schedule::{Input, Output, Schedule};
@@ -29,13 +32,24 @@ impl<'a> Team<'a> {
         reducer: Option<Reducer<'b, T>>,
         rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
     ) -> Result<()> {
-        match (self.choose(op, bytes, native.is_some()), native) {
+        let native_ok = native.is_some();
+        let trial = self.online_trial(op, bytes, native_ok);
+        let alg = match trial {
+            Some(trial) => self.usable(op, bytes, native_ok, trial.algorithm),
+            None => self.choose(op, bytes, native_ok),
+        };
+        let started = Instant::now();
+        match (alg, native) {
             (Algorithm::Native, Some(call)) => self.native(
                 call,
                 bytemuck::cast_slice(src),
                 bytemuck::cast_slice_mut(dst),
-            ),
-            (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg)),
+            )?,
+            (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg))?,
+        }
+        match trial {
+            Some(trial) => self.end_trial(trial, started.elapsed()),
+            None => Ok(()),
         }
     }
 

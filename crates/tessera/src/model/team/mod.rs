@@ -6,8 +6,10 @@
 //! over its parent.
 //!
 //! Every operation comes in several algorithms ([`Algorithm`]). A tuning table
-//! (`tessera tune`), else a documented model ([`default_algorithm`]), picks one from the
-//! team size and message size. `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
+//! (`tessera tune`) picks one from the team size and message size; where there is none,
+//! the team tunes online: its first calls of an operation at a size try the candidates
+//! and the members agree on the fastest ([`Team::online_decisions`]); with
+//! `TESSERA_TUNING=none`, a documented model ([`default_algorithm`]) picks. `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
 //! `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data moves as
 //! signalling puts into per-member mailboxes (see the `channel` module), so the
 //! collectives work on any conduit. On the mpi conduit every team also has a communicator
@@ -70,6 +72,7 @@ mod checked;
 mod engine;
 mod movement;
 mod nonblocking;
+mod online;
 mod reduction;
 mod registry;
 mod schedule;
@@ -111,6 +114,9 @@ pub struct Team<'a> {
     /// The tuning table's rules for this team's size, per operation, if a table is in
     /// force (see [`crate::model::tuning`]); resolved when the team is made.
     tuned: Option<Rc<[Option<Rules>; 9]>>,
+    /// The online tuner's decisions and trials, if the team tunes online (shared by the
+    /// copies [`Team::with_algorithm`] and [`Team::with_sync`] make, as the channel is).
+    online: Option<Rc<RefCell<online::OnlineTuner>>>,
     /// Synchronisation of the single-address forms.
     sync: DataSync,
     /// Counters of the nonblocking single-address forms in flight.
@@ -192,6 +198,19 @@ impl Default for DataSync {
     }
 }
 
+/// The tuning table's rules for a team of `size`, per operation, if a table is in force.
+fn tuned_rules(size: usize) -> Result<Option<Rc<[Option<Rules>; 9]>>> {
+    Ok(tuning::in_force()?
+        .table
+        .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))))
+}
+
+/// A fresh online tuner for a team of `size`, if teams tune online (a team of one has
+/// nothing to tune).
+fn online_tuner(size: usize) -> Result<Option<Rc<RefCell<online::OnlineTuner>>>> {
+    Ok((tuning::in_force()?.online && size > 1).then(Default::default))
+}
+
 impl<'a> Team<'a> {
     /// The team of every rank. Collective over all ranks; create it once and reuse it
     /// (each team keeps a mailbox area in every member's segment).
@@ -227,8 +246,8 @@ impl<'a> Team<'a> {
             }),
             channel,
             forced: forced_from_env()?,
-            tuned: tuning::in_force()?
-                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            tuned: tuned_rules(size)?,
+            online: online_tuner(size)?,
             sync: DataSync::default(),
             nb: Rc::new(RefCell::new(NonblockingState {
                 unsent: vec![0; size],
@@ -246,7 +265,8 @@ impl<'a> Team<'a> {
     }
 
     /// The algorithm a call of `op` with `bytes` per member would use on this team: the
-    /// forced one, else the tuning table's, else the model's. (A call that cannot use
+    /// forced one, else the online tuner's decision, else the tuning table's, else the
+    /// model's. (A call that cannot use
     /// [`Algorithm::Native`], such as a user reduction, falls back to the model's choice
     /// instead; this reports what an eligible call gets.)
     ///
@@ -279,6 +299,25 @@ impl<'a> Team<'a> {
     /// ```
     pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
         let mut algs = op.algorithms();
+        if self.native.is_some() {
+            algs.push(Algorithm::Native);
+        }
+        algs
+    }
+
+    /// What a tuner tries for `op` on this team: [`Collective::candidates`] and, on a
+    /// conduit with collectives of its own (mpi), [`Algorithm::Native`].
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     assert!(world.candidates(Collective::Broadcast).contains(&Algorithm::Knomial(4)));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn candidates(&self, op: Collective) -> Vec<Algorithm> {
+        let mut algs = op.candidates();
         if self.native.is_some() {
             algs.push(Algorithm::Native);
         }
@@ -333,6 +372,30 @@ impl<'a> Team<'a> {
             forced,
             ..self.clone()
         })
+    }
+
+    /// This team tuning online from now on, with a tuner of its own (whatever
+    /// `TESSERA_TUNING` says; see [`Team::online_decisions`]). Every member must make the
+    /// copy at the same point of its calls. The copy shares the team's channel, so it must
+    /// be used in the same collective order.
+    ///
+    /// ```
+    /// use tessera::{Collective, Job, Op, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?.with_online_tuning();
+    ///     for _ in 0..50 {
+    ///         assert_eq!(world.allreduce_value(1u64, Op::Sum)?, 2);
+    ///     }
+    ///     let decided = world.online_decisions();
+    ///     assert!(decided.iter().any(|&(op, bytes, _)| op == Collective::Allreduce && bytes == 8));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn with_online_tuning(&self) -> Team<'a> {
+        Team {
+            online: (self.size() > 1).then(Default::default),
+            ..self.clone()
+        }
     }
 
     /// This team with the single-address forms synchronising as `input` on entry and
@@ -462,8 +525,8 @@ impl<'a> Team<'a> {
             me,
             channel: Rc::new(self.channel.subset(members)),
             forced: self.forced,
-            tuned: tuning::in_force()?
-                .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            tuned: tuned_rules(size)?,
+            online: online_tuner(size)?,
             sync: self.sync,
             nb: Rc::new(RefCell::new(NonblockingState {
                 unsent: vec![0; size],
@@ -496,27 +559,44 @@ impl<'a> Team<'a> {
         Ok((row_team, col_team))
     }
 
-    /// The algorithm for `op` with `bytes` per member: forced, else the tuning table's,
-    /// else the model's. `native` only where this team has it and the call can use it
-    /// (`native_ok`: a built-in reduction on a primitive type, equal blocks; and a count
-    /// MPI can express); otherwise the model decides.
+    /// The algorithm for `op` with `bytes` per member: forced, else the online tuner's
+    /// decision, else the tuning table's, else the model's; then [`Team::usable`].
     fn choose(&self, op: Collective, bytes: usize, native_ok: bool) -> Algorithm {
         let alg = match self.forced[op.index()] {
             Some(alg) => alg,
             None => self
-                .tuned
-                .as_ref()
-                .and_then(|rules| tuning::rule_for(rules[op.index()].as_deref()?, bytes))
+                .online_decision(op, bytes, native_ok)
+                .or_else(|| self.table_choice(op, bytes))
                 .unwrap_or_else(|| self.model(op, bytes)),
         };
-        let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
-        let alg = if alg == Algorithm::Native && !(native_ok && fits && self.native.is_some()) {
+        self.usable(op, bytes, native_ok, alg)
+    }
+
+    /// `alg`, unless it is [`Algorithm::Native`] and this call cannot use it (see
+    /// [`Team::can_use_native`]), when the model's choice instead; recorded as the call's
+    /// algorithm.
+    fn usable(&self, op: Collective, bytes: usize, native_ok: bool, alg: Algorithm) -> Algorithm {
+        let alg = if alg == Algorithm::Native && !self.can_use_native(bytes, native_ok) {
             default_algorithm(op, self.size(), bytes)
         } else {
             alg
         };
         self.channel.record_algorithm(alg);
         alg
+    }
+
+    /// Whether a call with `bytes` per member can run MPI's own collective: this team has
+    /// it, the call can use it (`native_ok`: a built-in reduction on a primitive type,
+    /// equal blocks) and MPI can express the count.
+    fn can_use_native(&self, bytes: usize, native_ok: bool) -> bool {
+        let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
+        native_ok && fits && self.native.is_some()
+    }
+
+    /// The tuning table's choice for `op` with `bytes` per member, if a table is in force
+    /// and has an entry for `op`.
+    fn table_choice(&self, op: Collective, bytes: usize) -> Option<Algorithm> {
+        tuning::rule_for(self.tuned.as_ref()?[op.index()].as_deref()?, bytes)
     }
 
     /// The model's choice: on a team that spans hosts and has the conduit's own

@@ -73,6 +73,28 @@ impl Collective {
             .map(|row| row.algorithm)
             .collect()
     }
+
+    /// What a tuner tries for this operation: every algorithm of [`Collective::algorithms`],
+    /// a family with a radix at each radix its row lists for tuning.
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective};
+    /// let tried = Collective::Exchange.candidates();
+    /// assert!(tried.contains(&Algorithm::Bruck(4)) && tried.contains(&Algorithm::Pairwise));
+    /// ```
+    pub fn candidates(self) -> Vec<Algorithm> {
+        REGISTRY
+            .iter()
+            .filter(|row| row.op == self)
+            .flat_map(|row| match row.tuned_radices {
+                [] => vec![row.algorithm],
+                radices => radices
+                    .iter()
+                    .map(|&k| row.algorithm.with_radix(k))
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 /// An algorithm for a collective operation.

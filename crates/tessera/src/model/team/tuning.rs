@@ -18,8 +18,11 @@
 //!
 //! Where the table comes from: the file named by `TESSERA_TUNING`, else
 //! `$XDG_CONFIG_HOME/tessera/tuning.json` (or `~/.config/tessera/tuning.json`) if it
-//! exists, which is where `tessera tune` writes by default. `TESSERA_TUNING=none` turns
-//! tables off. A table that cannot be read or names an unknown operation or algorithm is
+//! exists, which is where `tessera tune` writes by default. Where no table exists, teams
+//! tune online instead (`crate::model::team` module docs); `TESSERA_TUNING=online` tunes
+//! online even where a default table exists (trying only what the table leaves), and
+//! `TESSERA_TUNING=none` turns tables and online tuning off (the model alone, the same
+//! choice in every run). A table that cannot be read or names an unknown operation or algorithm is
 //! an error when the first team is created, naming the file and the problem. Forcing an
 //! algorithm (`TESSERA_COLL_<OP>`, [`Team::with_algorithm`](crate::Team::with_algorithm))
 //! overrides the table.
@@ -164,24 +167,39 @@ pub fn default_path() -> Option<PathBuf> {
     Some(config.join("tessera").join("tuning.json"))
 }
 
-/// The table in force for this process (read once).
-pub(crate) fn in_force() -> Result<Option<&'static TuningTable>> {
-    static TABLE: OnceLock<std::result::Result<Option<TuningTable>, String>> = OnceLock::new();
+/// How this process chooses algorithms (read once from `TESSERA_TUNING`).
+#[derive(Clone, Copy)]
+pub(crate) struct InForce {
+    /// The tuning table, if one is in force.
+    pub(crate) table: Option<&'static TuningTable>,
+    /// Whether teams tune online ([`super::online`]).
+    pub(crate) online: bool,
+}
+
+/// The tuning in force for this process: `TESSERA_TUNING=none`: the model alone;
+/// `=online`: online tuning, narrowed by the default table if it exists; `=FILE`: that
+/// table; unset: the default table if it exists, else online tuning.
+pub(crate) fn in_force() -> Result<InForce> {
+    type Loaded = std::result::Result<(Option<TuningTable>, bool), String>;
+    static TABLE: OnceLock<Loaded> = OnceLock::new();
     let loaded = TABLE.get_or_init(|| {
-        let path = match crate::job::env::raw("TESSERA_TUNING") {
-            Some(v) if v == "none" => return Ok(None),
-            Some(v) => PathBuf::from(v),
-            None => match default_path() {
-                Some(p) if p.exists() => p,
-                _ => return Ok(None),
+        let load = |path: &Path| TuningTable::load(path).map_err(|e| e.to_string());
+        let default_table = || default_path().filter(|p| p.exists());
+        match crate::job::env::raw("TESSERA_TUNING") {
+            Some(v) if v == "none" => Ok((None, false)),
+            Some(v) if v == "online" => Ok((default_table().map(|p| load(&p)).transpose()?, true)),
+            Some(v) => Ok((Some(load(Path::new(&v))?), false)),
+            None => match default_table() {
+                Some(p) => Ok((Some(load(&p)?), false)),
+                None => Ok((None, true)),
             },
-        };
-        TuningTable::load(&path)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        }
     });
     match loaded {
-        Ok(table) => Ok(table.as_ref()),
+        Ok((table, online)) => Ok(InForce {
+            table: table.as_ref(),
+            online: *online,
+        }),
         Err(why) => Err(CoreError::Invalid(why.clone()).into()),
     }
 }

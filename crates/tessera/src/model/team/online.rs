@@ -1,0 +1,359 @@
+//! Online tuning (seed 004 §3.6): a team picks an algorithm while the program runs.
+//!
+//! The first blocking calls of an operation in one size class (message sizes rounded up
+//! to a power of two) on a team try the candidates in turn, [`ROUNDS`] times each,
+//! interleaved so that a burst of noise hits all of them alike. Each member keeps its
+//! fastest time per candidate. After the last trial the members combine their times by
+//! a maximum (a collective's time is its slowest member's) in one allreduce with a fixed
+//! algorithm, and every member takes the candidate with the smallest combined time (the
+//! first on a tie). Every member sees the same combined times, so all choose alike
+//! whatever their own clocks said, and later calls of that operation and size class, in
+//! both the blocking and the `*_nb` form, use the winner. A `*_nb` call never takes part
+//! in a trial (it would time only its start); until the decision it uses the table's or
+//! the model's choice.
+//!
+//! Which candidates: the registry's algorithms for the operation at every radix it tunes
+//! (and MPI's own where the team and the call can use it), narrowed by a tuning table
+//! where one is in force (its choice for the size and its choices for the neighbouring
+//! sizes, with the model's).
+//!
+//! The trial sequence depends only on the sequence of calls, which every member makes
+//! alike, so the members always try the same candidate in the same call. This module
+//! must never make a decision from one member's clock alone.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::*;
+
+/// How many times each candidate is tried before the members decide.
+pub(super) const ROUNDS: usize = 3;
+
+/// What a decision is for: an operation, a size class, and whether the call could use
+/// MPI's own collective (a user reduction cannot), since those have different
+/// candidates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    op: Collective,
+    class: u32,
+    native_ok: bool,
+}
+
+impl Key {
+    pub(super) fn new(op: Collective, bytes: usize, native_ok: bool) -> Key {
+        Key {
+            op,
+            class: size_class(bytes),
+            native_ok,
+        }
+    }
+
+    /// The largest message of the size class, in bytes.
+    pub(super) fn class_bytes(&self) -> usize {
+        1usize << self.class
+    }
+}
+
+/// The size class of a `bytes`-byte message: the exponent of the next power of two.
+fn size_class(bytes: usize) -> u32 {
+    bytes.max(1).next_power_of_two().trailing_zeros()
+}
+
+enum State {
+    Trying {
+        candidates: Vec<Algorithm>,
+        /// Trials done so far (candidate `done % candidates.len()` is next).
+        done: usize,
+        /// This member's fastest time per candidate, in seconds.
+        best: Vec<f64>,
+    },
+    Decided(Algorithm),
+}
+
+/// One call that is a trial of `algorithm`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Trial {
+    key: Key,
+    index: usize,
+    /// The candidate this call runs.
+    pub(super) algorithm: Algorithm,
+}
+
+/// One team's online decisions and trials in progress.
+#[derive(Default)]
+pub(super) struct OnlineTuner {
+    states: HashMap<Key, State>,
+}
+
+impl OnlineTuner {
+    /// The winner for `key`, once decided.
+    pub(super) fn decided(&self, key: Key) -> Option<Algorithm> {
+        match self.states.get(&key)? {
+            State::Decided(alg) => Some(*alg),
+            State::Trying { .. } => None,
+        }
+    }
+
+    /// The trial this call of `key` is, if the members are still trying; `candidates`
+    /// lists them the first time `key` is seen (fewer than two: decided at once).
+    pub(super) fn trial(
+        &mut self,
+        key: Key,
+        candidates: impl FnOnce() -> Vec<Algorithm>,
+    ) -> Option<Trial> {
+        let state = self.states.entry(key).or_insert_with(|| {
+            let candidates = candidates();
+            match candidates.as_slice() {
+                [] => unreachable!("every operation has an algorithm"),
+                [only] => State::Decided(*only),
+                _ => State::Trying {
+                    best: vec![f64::INFINITY; candidates.len()],
+                    candidates,
+                    done: 0,
+                },
+            }
+        });
+        match state {
+            State::Decided(_) => None,
+            State::Trying {
+                candidates, done, ..
+            } => {
+                let index = *done % candidates.len();
+                Some(Trial {
+                    key,
+                    index,
+                    algorithm: candidates[index],
+                })
+            }
+        }
+    }
+
+    /// Record that `trial` took `seconds` here. Returns this member's fastest times per
+    /// candidate once that was the last trial: the members must then agree on them (see
+    /// [`OnlineTuner::decide`]).
+    pub(super) fn record(&mut self, trial: Trial, seconds: f64) -> Option<Vec<f64>> {
+        let Some(State::Trying {
+            candidates,
+            done,
+            best,
+        }) = self.states.get_mut(&trial.key)
+        else {
+            unreachable!("a trial's state stays Trying until decided")
+        };
+        best[trial.index] = best[trial.index].min(seconds);
+        *done += 1;
+        (*done == ROUNDS * candidates.len()).then(|| best.clone())
+    }
+
+    /// Decide `trial`'s key from the members' combined times (the same on every member):
+    /// the candidate with the smallest, the first on a tie.
+    pub(super) fn decide(&mut self, trial: Trial, combined: &[f64]) -> Algorithm {
+        let Some(State::Trying { candidates, .. }) = self.states.get(&trial.key) else {
+            unreachable!("decided once, after the last trial")
+        };
+        let winner = combined
+            .iter()
+            .enumerate()
+            .fold(0, |best, (i, &t)| if t < combined[best] { i } else { best });
+        let alg = candidates[winner];
+        self.states.insert(trial.key, State::Decided(alg));
+        alg
+    }
+
+    /// Every decision so far: (operation, largest message of the size class, winner),
+    /// sorted.
+    pub(super) fn decisions(&self) -> Vec<(Collective, usize, Algorithm)> {
+        let mut out: Vec<_> = self
+            .states
+            .iter()
+            .filter_map(|(key, state)| match state {
+                State::Decided(alg) => Some((key.op, key.class_bytes(), *alg)),
+                State::Trying { .. } => None,
+            })
+            .collect();
+        out.sort_by_key(|&(op, bytes, _)| (op.index(), bytes));
+        out.dedup();
+        out
+    }
+}
+
+impl Team<'_> {
+    /// The online tuner's decision for a call of `op` with `bytes` per member, if the team
+    /// tunes online and has decided.
+    pub(super) fn online_decision(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native_ok: bool,
+    ) -> Option<Algorithm> {
+        let key = Key::new(op, bytes, self.can_use_native(bytes, native_ok));
+        self.online.as_ref()?.borrow().decided(key)
+    }
+
+    /// The trial a blocking call of `op` with `bytes` per member is, if the team tunes
+    /// online, the operation is not forced, and the members are still trying.
+    pub(super) fn online_trial(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native_ok: bool,
+    ) -> Option<Trial> {
+        if self.forced[op.index()].is_some() {
+            return None;
+        }
+        let native = self.can_use_native(bytes, native_ok);
+        let key = Key::new(op, bytes, native);
+        self.online
+            .as_ref()?
+            .borrow_mut()
+            .trial(key, || self.online_candidates(op, bytes, native))
+    }
+
+    /// What the online tuner tries for `op` at `bytes`: with a tuning table, its choice
+    /// for the size and for the neighbouring sizes, and the model's; without one, every
+    /// candidate ([`Team::candidates`]). MPI's own only where the call can use it.
+    fn online_candidates(&self, op: Collective, bytes: usize, native: bool) -> Vec<Algorithm> {
+        let mut algs = match self.tuned.as_ref().and_then(|t| t[op.index()].as_deref()) {
+            Some(rules) => {
+                let at = rules
+                    .iter()
+                    .position(|(up_to, _)| up_to.is_none_or(|b| bytes as u64 <= b))
+                    .unwrap_or(rules.len() - 1);
+                let near = &rules[at.saturating_sub(1)..(at + 2).min(rules.len())];
+                let mut algs = vec![rules[at].1];
+                algs.extend(near.iter().map(|&(_, alg)| alg));
+                algs.push(self.model(op, bytes));
+                algs
+            }
+            None => self.candidates(op),
+        };
+        if !native {
+            algs.retain(|&alg| alg != Algorithm::Native);
+        }
+        let mut unique = Vec::with_capacity(algs.len());
+        for alg in algs {
+            if !unique.contains(&alg) {
+                unique.push(alg);
+            }
+        }
+        if unique.is_empty() {
+            unique.push(default_algorithm(op, self.size(), bytes));
+        }
+        unique
+    }
+
+    /// A trial call took `elapsed` here. After the last trial of its key, the members
+    /// combine their fastest times (maximum over members, one allreduce by recursive
+    /// doubling, which every member runs whatever it would choose) and all take the same
+    /// winner.
+    pub(super) fn end_trial(&self, trial: Trial, elapsed: Duration) -> Result<()> {
+        let tuner = self
+            .online
+            .as_ref()
+            .expect("trials only where the team tunes online");
+        let Some(fastest) = tuner.borrow_mut().record(trial, elapsed.as_secs_f64()) else {
+            return Ok(());
+        };
+        let mut combined = vec![0f64; fastest.len()];
+        let slowest = |acc: &mut [f64], other: &[f64]| {
+            acc.iter_mut().zip(other).for_each(|(a, &b)| *a = a.max(b));
+            Ok(())
+        };
+        let (n, me, len) = (self.size(), self.me, fastest.len());
+        self.run(
+            &fastest,
+            &mut combined,
+            Some(Reducer::Borrowed(&slowest)),
+            |b| algorithms::allreduce(b, Algorithm::RecursiveDoubling, n, me, len),
+        )?;
+        tuner.borrow_mut().decide(trial, &combined);
+        Ok(())
+    }
+
+    /// What this team's online tuner has decided so far: (operation, largest message of
+    /// the size class in bytes, algorithm), in operation order. Empty where the team does
+    /// not tune online (a tuning table in force, `TESSERA_TUNING=none`, a team of one).
+    ///
+    /// ```
+    /// use tessera::{Collective, Job, Op, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     for _ in 0..50 {
+    ///         world.allreduce_value(1u64, Op::Sum)?;
+    ///     }
+    ///     // Unless a tuning table is in force, the first calls tried every candidate.
+    ///     for (op, bytes, alg) in world.online_decisions() {
+    ///         assert!(op != Collective::Allreduce || (bytes == 8 && alg != tessera::Algorithm::Native));
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn online_decisions(&self) -> Vec<(Collective, usize, Algorithm)> {
+        self.online
+            .as_ref()
+            .map_or_else(Vec::new, |t| t.borrow().decisions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trials_interleave_then_the_combined_minimum_wins() {
+        let mut tuner = OnlineTuner::default();
+        let key = Key::new(Collective::Allreduce, 100, true);
+        let cands = vec![
+            Algorithm::Ring,
+            Algorithm::RecursiveDoubling,
+            Algorithm::Binomial,
+        ];
+        let mut seen = Vec::new();
+        let mut last = None;
+        for call in 0..ROUNDS * cands.len() {
+            let trial = tuner.trial(key, || cands.clone()).expect("still trying");
+            seen.push(trial.algorithm);
+            // Ring is fastest here; the member's times are noisy but the minimum counts.
+            let t = match trial.algorithm {
+                Algorithm::Ring => 1.0 + call as f64,
+                _ => 5.0,
+            };
+            last = tuner.record(trial, t).map(|best| (trial, best));
+        }
+        assert_eq!(&seen[..3], &cands[..]);
+        assert_eq!(&seen[3..6], &cands[..]);
+        let (trial, best) = last.expect("the last trial returns the times");
+        assert_eq!(best, vec![1.0, 5.0, 5.0]);
+        // Another member saw recursive doubling fastest, but the combined times decide.
+        assert_eq!(
+            tuner.decide(trial, &[2.0, 1.5, 9.0]),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(tuner.decided(key), Some(Algorithm::RecursiveDoubling));
+        assert!(tuner.trial(key, || unreachable!()).is_none());
+        // The same size class is decided; another is not.
+        assert!(tuner
+            .decided(Key::new(Collective::Allreduce, 128, true))
+            .is_some());
+        assert!(tuner
+            .decided(Key::new(Collective::Allreduce, 129, true))
+            .is_none());
+        assert!(tuner
+            .decided(Key::new(Collective::Allreduce, 100, false))
+            .is_none());
+        assert_eq!(
+            tuner.decisions(),
+            vec![(Collective::Allreduce, 128, Algorithm::RecursiveDoubling)]
+        );
+    }
+
+    #[test]
+    fn one_candidate_is_decided_without_trials() {
+        let mut tuner = OnlineTuner::default();
+        let key = Key::new(Collective::Barrier, 0, false);
+        assert!(tuner
+            .trial(key, || vec![Algorithm::Dissemination])
+            .is_none());
+        assert_eq!(tuner.decided(key), Some(Algorithm::Dissemination));
+    }
+}

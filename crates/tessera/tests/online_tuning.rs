@@ -1,0 +1,137 @@
+//! Online tuning: while the members of a team try the candidates and decide, every call
+//! still gives the sequentially computed result, and every member always decides the same
+//! way, also when the members' clocks disagree wildly (load imbalance: members that sleep
+//! inside the trials by different amounts).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tessera::{Algorithm, Collective, Context, Job, Op, Team};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn fail(what: String) -> BoxError {
+    what.into()
+}
+
+fn input(rank: usize, i: usize, call: usize) -> u64 {
+    (rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ ((i * 31 + call) as u64).wrapping_mul(0xBF58_476D)
+}
+
+/// Run `calls` calls of several operations at several sizes on an online-tuning world
+/// team, members sleeping by rank-dependent amounts before some calls (`imbalance`);
+/// every result is checked; returns this member's decisions.
+fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError> {
+    let world = Team::world(ctx)?.with_online_tuning();
+    let (n, me) = (world.size(), world.rank());
+    for call in 0..calls {
+        if imbalance && (me * 7 + call) % 5 == 0 {
+            std::thread::sleep(Duration::from_micros(200 * (me as u64 + 1)));
+        }
+        for len in [1usize, 300, 5000] {
+            let mine: Vec<u64> = (0..len).map(|i| input(me, i, call)).collect();
+            let mut out = vec![0u64; len];
+            world.allreduce(&mine, &mut out, Op::Sum)?;
+            for (i, &got) in out.iter().enumerate() {
+                let want = (0..n).fold(0u64, |a, r| a.wrapping_add(input(r, i, call)));
+                if got != want {
+                    return Err(fail(format!(
+                        "call {call} allreduce len {len}: [{i}] {got} != {want}"
+                    )));
+                }
+            }
+            let mut all = vec![0u64; n * len];
+            world.allgather(&mine, &mut all)?;
+            let want: Vec<u64> = (0..n)
+                .flat_map(|r| (0..len).map(move |i| input(r, i, call)))
+                .collect();
+            if all != want {
+                return Err(fail(format!("call {call} allgather len {len} differs")));
+            }
+            let root = call % n;
+            let mut b = if me == root {
+                mine.clone()
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(root, &mut b)?;
+            if b.iter()
+                .enumerate()
+                .any(|(i, &x)| x != input(root, i, call))
+            {
+                return Err(fail(format!("call {call} broadcast len {len} differs")));
+            }
+            // A nonblocking call in the middle of the trials uses the decided or the
+            // model's algorithm, never a trial, and still agrees.
+            if call % 4 == 1 {
+                let got = world.allreduce_nb(&mine, Op::Max)?.wait()?;
+                let want: Vec<u64> = (0..len)
+                    .map(|i| (0..n).map(|r| input(r, i, call)).max().unwrap())
+                    .collect();
+                if got != want {
+                    return Err(fail(format!("call {call} allreduce_nb len {len} differs")));
+                }
+            }
+        }
+        world.barrier()?;
+    }
+    let decided = world.online_decisions();
+    for (op, bytes, alg) in &decided {
+        if !world.candidates(*op).contains(alg) {
+            return Err(fail(format!(
+                "{op:?} at {bytes} B decided {alg}, not a candidate"
+            )));
+        }
+        if world.algorithm_for(*op, *bytes) != *alg {
+            return Err(fail(format!(
+                "{op:?} at {bytes} B decided {alg} but calls would not use it"
+            )));
+        }
+    }
+    // Forcing still overrides a decision.
+    let forced = world.with_algorithm(Collective::Allreduce, Algorithm::Ring)?;
+    if forced.algorithm_for(Collective::Allreduce, 8) != Algorithm::Ring {
+        return Err(fail("forcing did not override the online decision".into()));
+    }
+    Ok(format!("{decided:?}"))
+}
+
+fn all_members_decide_alike(ranks: usize, calls: usize, imbalance: bool) {
+    let seen = Mutex::new(Vec::new());
+    Job::threads(ranks)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(120))
+        .run(|ctx| {
+            let mine = tune(ctx, calls, imbalance)?;
+            seen.lock().unwrap().push((ctx.rank(), mine));
+            Ok(())
+        })
+        .unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), ranks);
+    for (rank, decided) in &seen {
+        assert_eq!(
+            decided, &seen[0].1,
+            "rank {rank} decided otherwise than rank {}",
+            seen[0].0
+        );
+    }
+    // Enough calls were made for every operation and size class to be decided.
+    for op in ["Allreduce", "Allgather", "Broadcast", "Barrier"] {
+        let classes = seen[0].1.matches(&format!("({op}, ")).count();
+        let want = if op == "Barrier" { 1 } else { 3 };
+        assert_eq!(classes, want, "{op}: {}", seen[0].1);
+    }
+}
+
+#[test]
+fn members_agree_at_five_ranks_under_load_imbalance() {
+    all_members_decide_alike(5, 30, true);
+}
+
+#[test]
+fn members_agree_at_two_and_four_ranks() {
+    all_members_decide_alike(2, 30, false);
+    all_members_decide_alike(4, 30, true);
+}
