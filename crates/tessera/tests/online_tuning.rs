@@ -127,11 +127,11 @@ fn all_members_decide_alike(ranks: usize, calls: usize, imbalance: bool) {
 
 #[test]
 fn members_agree_at_five_ranks_under_load_imbalance() {
-    all_members_decide_alike(5, 30, true);
+    all_members_decide_alike(5, 50, true);
 }
 
 #[test]
 fn members_agree_at_two_and_four_ranks() {
-    all_members_decide_alike(2, 30, false);
-    all_members_decide_alike(4, 30, true);
+    all_members_decide_alike(2, 50, false);
+    all_members_decide_alike(4, 50, true);
 }

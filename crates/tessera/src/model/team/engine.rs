@@ -38,6 +38,9 @@ impl<'a> Team<'a> {
             Some(trial) => self.usable(op, bytes, native_ok, trial.algorithm),
             None => self.choose(op, bytes, native_ok),
         };
+        if trial.is_some() {
+            self.start_trial()?;
+        }
         let started = Instant::now();
         match (alg, native) {
             (Algorithm::Native, Some(call)) => self.native(

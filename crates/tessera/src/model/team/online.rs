@@ -1,9 +1,9 @@
 //! Online tuning (seed 004 §3.6): a team picks an algorithm while the program runs.
 //!
 //! The first blocking calls of an operation in one size class (message sizes rounded up
-//! to a power of two) on a team try the candidates in turn, [`ROUNDS`] times each,
-//! interleaved so that a burst of noise hits all of them alike. Each member keeps its
-//! fastest time per candidate. After the last trial the members combine their times by
+//! to a power of two) on a team try the candidates in turn, a few times each,
+//! interleaved so that a burst of noise hits all of them alike, each after a barrier so
+//! that the members start it together. Each member keeps its fastest time per candidate. After the last trial the members combine their times by
 //! a maximum (a collective's time is its slowest member's) in one allreduce with a fixed
 //! algorithm, and every member takes the candidate with the smallest combined time (the
 //! first on a tie). Every member sees the same combined times, so all choose alike
@@ -26,8 +26,15 @@ use std::time::Duration;
 
 use super::*;
 
-/// How many times each candidate is tried before the members decide.
-pub(super) const ROUNDS: usize = 3;
+/// How many times each candidate is tried before the members decide: more for small
+/// messages, whose sub-microsecond times are noisy and whose trials cost little.
+fn rounds(key: Key) -> usize {
+    if key.class_bytes() <= 4096 {
+        8
+    } else {
+        3
+    }
+}
 
 /// What a decision is for: an operation, a size class, and whether the call could use
 /// MPI's own collective (a user reduction cannot), since those have different
@@ -46,6 +53,11 @@ impl Key {
             class: size_class(bytes),
             native_ok,
         }
+    }
+
+    /// Where the key's decision sits in [`OnlineTuner::decided`].
+    fn slot(&self) -> usize {
+        (self.op.index() * CLASSES + self.class as usize) * 2 + usize::from(self.native_ok)
     }
 
     /// The largest message of the size class, in bytes.
@@ -79,19 +91,31 @@ pub(super) struct Trial {
     pub(super) algorithm: Algorithm,
 }
 
+/// Size classes: every `usize` byte count has one (0 to 64).
+const CLASSES: usize = usize::BITS as usize + 1;
+
 /// One team's online decisions and trials in progress.
-#[derive(Default)]
 pub(super) struct OnlineTuner {
+    /// The decisions, indexed by [`Key::slot`], so that a decided call's lookup is one
+    /// load (the per-call cost is what small collectives feel).
+    decided: Box<[Option<Algorithm>]>,
+    /// Every key seen: trials in progress and decisions.
     states: HashMap<Key, State>,
+}
+
+impl Default for OnlineTuner {
+    fn default() -> Self {
+        OnlineTuner {
+            decided: vec![None; Collective::ALL.len() * CLASSES * 2].into_boxed_slice(),
+            states: HashMap::new(),
+        }
+    }
 }
 
 impl OnlineTuner {
     /// The winner for `key`, once decided.
     pub(super) fn decided(&self, key: Key) -> Option<Algorithm> {
-        match self.states.get(&key)? {
-            State::Decided(alg) => Some(*alg),
-            State::Trying { .. } => None,
-        }
+        self.decided[key.slot()]
     }
 
     /// The trial this call of `key` is, if the members are still trying; `candidates`
@@ -101,11 +125,18 @@ impl OnlineTuner {
         key: Key,
         candidates: impl FnOnce() -> Vec<Algorithm>,
     ) -> Option<Trial> {
+        if self.decided[key.slot()].is_some() {
+            return None;
+        }
+        let decided = &mut self.decided[key.slot()];
         let state = self.states.entry(key).or_insert_with(|| {
             let candidates = candidates();
             match candidates.as_slice() {
                 [] => unreachable!("every operation has an algorithm"),
-                [only] => State::Decided(*only),
+                [only] => {
+                    *decided = Some(*only);
+                    State::Decided(*only)
+                }
                 _ => State::Trying {
                     best: vec![f64::INFINITY; candidates.len()],
                     candidates,
@@ -142,7 +173,7 @@ impl OnlineTuner {
         };
         best[trial.index] = best[trial.index].min(seconds);
         *done += 1;
-        (*done == ROUNDS * candidates.len()).then(|| best.clone())
+        (*done == rounds(trial.key) * candidates.len()).then(|| best.clone())
     }
 
     /// Decide `trial`'s key from the members' combined times (the same on every member):
@@ -157,6 +188,7 @@ impl OnlineTuner {
             .fold(0, |best, (i, &t)| if t < combined[best] { i } else { best });
         let alg = candidates[winner];
         self.states.insert(trial.key, State::Decided(alg));
+        self.decided[trial.key.slot()] = Some(alg);
         alg
     }
 
@@ -242,6 +274,16 @@ impl Team<'_> {
         unique
     }
 
+    /// Before a trial call: a barrier (dissemination, whatever the choice), so that each
+    /// member's time runs from a common start and the slowest member's is the call's
+    /// latency, not the skew the previous call left behind.
+    pub(super) fn start_trial(&self) -> Result<()> {
+        let (n, me) = (self.size(), self.me);
+        self.run::<u8>(&[], &mut [], None, |b| {
+            algorithms::barrier(b, Algorithm::Dissemination, n, me)
+        })
+    }
+
     /// A trial call took `elapsed` here. After the last trial of its key, the members
     /// combine their fastest times (maximum over members, one allreduce by recursive
     /// doubling, which every member runs whatever it would choose) and all take the same
@@ -310,7 +352,7 @@ mod tests {
         ];
         let mut seen = Vec::new();
         let mut last = None;
-        for call in 0..ROUNDS * cands.len() {
+        for call in 0..rounds(key) * cands.len() {
             let trial = tuner.trial(key, || cands.clone()).expect("still trying");
             seen.push(trial.algorithm);
             // Ring is fastest here; the member's times are noisy but the minimum counts.
