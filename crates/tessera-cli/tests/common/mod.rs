@@ -182,11 +182,39 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
                 );
             }
         }
+        let mut osu = BTreeSet::new();
         for r in rows {
             assert_eq!(r["ranks"], ranks);
-            assert_eq!(r["metric"], "latency_us");
             assert!(r["value"].as_f64().unwrap() > 0.0);
+            match r["metric"].as_str() {
+                Some("latency_us") => {}
+                Some("latency_osu_us") => {
+                    osu.insert((r["bytes"].as_u64(), r["algorithm"] == "native"));
+                }
+                other => panic!("unexpected metric {other:?}"),
+            }
         }
+        // Beside MPI's own collective, Tessera's fastest own algorithm timed OSU's way too.
+        if also.contains(&"native") {
+            let sizes = osu.iter().map(|&(b, _)| b).collect::<BTreeSet<_>>();
+            assert!(!sizes.is_empty(), "{}: no OSU-method times", op.name());
+            for b in sizes {
+                assert!(
+                    osu.contains(&(b, true)) && osu.contains(&(b, false)),
+                    "{} {b:?}",
+                    op.name()
+                );
+            }
+        } else {
+            assert!(osu.is_empty(), "OSU-method times without MPI's collectives");
+        }
+    }
+    if also.contains(&"native") {
+        assert!(
+            f.stdout.contains("beside MPI's own collectives"),
+            "{}",
+            f.stdout
+        );
     }
     assert!(!report["baselines"]["memcpy_bandwidth_mbs"]
         .as_object()

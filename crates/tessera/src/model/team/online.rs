@@ -3,14 +3,18 @@
 //! The first blocking calls of an operation in one size class (message sizes rounded up
 //! to a power of two) on a team try the candidates in turn, a few times each,
 //! interleaved so that a burst of noise hits all of them alike, each after a barrier so
-//! that the members start it together. Each member keeps its fastest time per candidate. After the last trial the members combine their times by
-//! a maximum (a collective's time is its slowest member's) in one allreduce with a fixed
-//! algorithm, and every member takes the candidate with the smallest combined time (the
-//! first on a tie). Every member sees the same combined times, so all choose alike
-//! whatever their own clocks said, and later calls of that operation and size class, in
-//! both the blocking and the `*_nb` form, use the winner. A `*_nb` call never takes part
-//! in a trial (it would time only its start); until the decision it uses the table's or
-//! the model's choice.
+//! that the members start it together. Each member keeps its time for every trial. After
+//! the last trial the members combine them by a maximum per trial (a collective's time is
+//! its slowest member's) in one allreduce with a fixed algorithm. Every member then
+//! takes the candidate with the smallest median over its trials, except that the first
+//! candidate (the table's or the model's choice) stays unless beaten clearly: a median
+//! faster by more than [`MARGIN`] and faster in at least three quarters of the rounds
+//! (each round is a paired sample, as the trials interleave). On a machine with more
+//! ranks than cores the times are noisy, and the prior is the better bet on a near-tie. Every member sees the same combined times, so all
+//! choose alike whatever their own clocks said, and later calls of that operation and
+//! size class, in both the blocking and the `*_nb` form, use the winner. A `*_nb` call
+//! never takes part in a trial (it would time only its start); until the decision it
+//! uses the table's or the model's choice.
 //!
 //! Which candidates: the registry's algorithms for the operation at every radix it tunes
 //! (and MPI's own where the team and the call can use it), narrowed by a tuning table
@@ -71,13 +75,16 @@ fn size_class(bytes: usize) -> u32 {
     bytes.max(1).next_power_of_two().trailing_zeros()
 }
 
+/// How much faster than the first candidate (the prior) another must be to win.
+const MARGIN: f64 = 1.05;
+
 enum State {
     Trying {
+        /// The prior first.
         candidates: Vec<Algorithm>,
-        /// Trials done so far (candidate `done % candidates.len()` is next).
-        done: usize,
-        /// This member's fastest time per candidate, in seconds.
-        best: Vec<f64>,
+        /// This member's time of every trial so far, in seconds, in call order (trial
+        /// `i` ran candidate `i % candidates.len()`).
+        times: Vec<f64>,
     },
     Decided(Algorithm),
 }
@@ -138,18 +145,15 @@ impl OnlineTuner {
                     State::Decided(*only)
                 }
                 _ => State::Trying {
-                    best: vec![f64::INFINITY; candidates.len()],
+                    times: Vec::with_capacity(rounds(key) * candidates.len()),
                     candidates,
-                    done: 0,
                 },
             }
         });
         match state {
             State::Decided(_) => None,
-            State::Trying {
-                candidates, done, ..
-            } => {
-                let index = *done % candidates.len();
+            State::Trying { candidates, times } => {
+                let index = times.len() % candidates.len();
                 Some(Trial {
                     key,
                     index,
@@ -159,33 +163,45 @@ impl OnlineTuner {
         }
     }
 
-    /// Record that `trial` took `seconds` here. Returns this member's fastest times per
-    /// candidate once that was the last trial: the members must then agree on them (see
-    /// [`OnlineTuner::decide`]).
+    /// Record that `trial` took `seconds` here. Returns this member's times of every trial
+    /// once that was the last: the members must then combine them (maximum per trial)
+    /// and [`OnlineTuner::decide`].
     pub(super) fn record(&mut self, trial: Trial, seconds: f64) -> Option<Vec<f64>> {
-        let Some(State::Trying {
-            candidates,
-            done,
-            best,
-        }) = self.states.get_mut(&trial.key)
-        else {
+        let Some(State::Trying { candidates, times }) = self.states.get_mut(&trial.key) else {
             unreachable!("a trial's state stays Trying until decided")
         };
-        best[trial.index] = best[trial.index].min(seconds);
-        *done += 1;
-        (*done == rounds(trial.key) * candidates.len()).then(|| best.clone())
+        debug_assert_eq!(times.len() % candidates.len(), trial.index);
+        times.push(seconds);
+        (times.len() == rounds(trial.key) * candidates.len()).then(|| times.clone())
     }
 
-    /// Decide `trial`'s key from the members' combined times (the same on every member):
-    /// the candidate with the smallest, the first on a tie.
+    /// Decide `trial`'s key from the members' combined times of every trial (the same on
+    /// every member): the candidate with the smallest median, unless it does not beat the
+    /// prior clearly (module docs).
     pub(super) fn decide(&mut self, trial: Trial, combined: &[f64]) -> Algorithm {
         let Some(State::Trying { candidates, .. }) = self.states.get(&trial.key) else {
             unreachable!("decided once, after the last trial")
         };
-        let winner = combined
-            .iter()
-            .enumerate()
-            .fold(0, |best, (i, &t)| if t < combined[best] { i } else { best });
+        let k = candidates.len();
+        let medians: Vec<f64> = (0..k)
+            .map(|c| {
+                let mut mine: Vec<f64> = combined.iter().skip(c).step_by(k).copied().collect();
+                mine.sort_by(f64::total_cmp);
+                mine[mine.len() / 2]
+            })
+            .collect();
+        let fastest = (0..k).fold(
+            0,
+            |best, c| if medians[c] < medians[best] { c } else { best },
+        );
+        // Trials are interleaved, so round r gave the prior and the challenger one paired
+        // sample each: the challenger must also win most of those pairs.
+        let rounds = combined.len() / k;
+        let wins = (0..rounds)
+            .filter(|r| combined[r * k + fastest] < combined[r * k])
+            .count();
+        let clear = medians[0] > MARGIN * medians[fastest] && 4 * wins >= 3 * rounds;
+        let winner = if clear { fastest } else { 0 };
         let alg = candidates[winner];
         self.states.insert(trial.key, State::Decided(alg));
         self.decided[trial.key.slot()] = Some(alg);
@@ -241,9 +257,10 @@ impl Team<'_> {
             .trial(key, || self.online_candidates(op, bytes, native))
     }
 
-    /// What the online tuner tries for `op` at `bytes`: with a tuning table, its choice
-    /// for the size and for the neighbouring sizes, and the model's; without one, every
-    /// candidate ([`Team::candidates`]). MPI's own only where the call can use it.
+    /// What the online tuner tries for `op` at `bytes`, the prior first: with a tuning
+    /// table, its choice for the size, its choices for the neighbouring sizes, and the
+    /// model's; without one, the model's and every candidate ([`Team::candidates`]).
+    /// MPI's own only where the call can use it (else the model's replaces it as prior).
     fn online_candidates(&self, op: Collective, bytes: usize, native: bool) -> Vec<Algorithm> {
         let mut algs = match self.tuned.as_ref().and_then(|t| t[op.index()].as_deref()) {
             Some(rules) => {
@@ -257,10 +274,17 @@ impl Team<'_> {
                 algs.push(self.model(op, bytes));
                 algs
             }
-            None => self.candidates(op),
+            None => {
+                let mut algs = vec![self.model(op, bytes)];
+                algs.extend(self.candidates(op));
+                algs
+            }
         };
         if !native {
-            algs.retain(|&alg| alg != Algorithm::Native);
+            let fallback = default_algorithm(op, self.size(), bytes);
+            algs.iter_mut()
+                .filter(|alg| **alg == Algorithm::Native)
+                .for_each(|alg| *alg = fallback);
         }
         let mut unique = Vec::with_capacity(algs.len());
         for alg in algs {
@@ -285,7 +309,7 @@ impl Team<'_> {
     }
 
     /// A trial call took `elapsed` here. After the last trial of its key, the members
-    /// combine their fastest times (maximum over members, one allreduce by recursive
+    /// combine their times (maximum per trial over members, one allreduce by recursive
     /// doubling, which every member runs whatever it would choose) and all take the same
     /// winner.
     pub(super) fn end_trial(&self, trial: Trial, elapsed: Duration) -> Result<()> {
@@ -293,17 +317,17 @@ impl Team<'_> {
             .online
             .as_ref()
             .expect("trials only where the team tunes online");
-        let Some(fastest) = tuner.borrow_mut().record(trial, elapsed.as_secs_f64()) else {
+        let Some(times) = tuner.borrow_mut().record(trial, elapsed.as_secs_f64()) else {
             return Ok(());
         };
-        let mut combined = vec![0f64; fastest.len()];
+        let mut combined = vec![0f64; times.len()];
         let slowest = |acc: &mut [f64], other: &[f64]| {
             acc.iter_mut().zip(other).for_each(|(a, &b)| *a = a.max(b));
             Ok(())
         };
-        let (n, me, len) = (self.size(), self.me, fastest.len());
+        let (n, me, len) = (self.size(), self.me, times.len());
         self.run(
-            &fastest,
+            &times,
             &mut combined,
             Some(Reducer::Borrowed(&slowest)),
             |b| algorithms::allreduce(b, Algorithm::RecursiveDoubling, n, me, len),
@@ -342,7 +366,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trials_interleave_then_the_combined_minimum_wins() {
+    fn trials_interleave_then_the_combined_median_wins_over_the_prior_by_a_margin() {
         let mut tuner = OnlineTuner::default();
         let key = Key::new(Collective::Allreduce, 100, true);
         let cands = vec![
@@ -350,27 +374,30 @@ mod tests {
             Algorithm::RecursiveDoubling,
             Algorithm::Binomial,
         ];
+        let rounds = rounds(key);
         let mut seen = Vec::new();
         let mut last = None;
-        for call in 0..rounds(key) * cands.len() {
+        for call in 0..rounds * cands.len() {
             let trial = tuner.trial(key, || cands.clone()).expect("still trying");
             seen.push(trial.algorithm);
-            // Ring is fastest here; the member's times are noisy but the minimum counts.
+            // This member saw ring fastest, once by luck very fast.
             let t = match trial.algorithm {
-                Algorithm::Ring => 1.0 + call as f64,
+                Algorithm::Ring if call == 0 => 0.1,
+                Algorithm::Ring => 1.0,
                 _ => 5.0,
             };
-            last = tuner.record(trial, t).map(|best| (trial, best));
+            last = tuner.record(trial, t).map(|times| (trial, times));
         }
         assert_eq!(&seen[..3], &cands[..]);
         assert_eq!(&seen[3..6], &cands[..]);
-        let (trial, best) = last.expect("the last trial returns the times");
-        assert_eq!(best, vec![1.0, 5.0, 5.0]);
-        // Another member saw recursive doubling fastest, but the combined times decide.
-        assert_eq!(
-            tuner.decide(trial, &[2.0, 1.5, 9.0]),
-            Algorithm::RecursiveDoubling
-        );
+        let (trial, times) = last.expect("the last trial returns the times");
+        assert_eq!(times.len(), rounds * 3);
+        assert_eq!((times[0], times[3], times[1]), (0.1, 1.0, 5.0));
+        // Another member was slower with ring: the combined (per-trial maximum) times
+        // decide, by their median, so one lucky trial does not count.
+        let mut combined: Vec<f64> = (0..rounds).flat_map(|_| [2.0, 1.5, 9.0]).collect();
+        combined[0] = 0.01;
+        assert_eq!(tuner.decide(trial, &combined), Algorithm::RecursiveDoubling);
         assert_eq!(tuner.decided(key), Some(Algorithm::RecursiveDoubling));
         assert!(tuner.trial(key, || unreachable!()).is_none());
         // The same size class is decided; another is not.
@@ -387,6 +414,25 @@ mod tests {
             tuner.decisions(),
             vec![(Collective::Allreduce, 128, Algorithm::RecursiveDoubling)]
         );
+    }
+
+    #[test]
+    fn the_prior_stays_on_a_near_tie() {
+        let mut tuner = OnlineTuner::default();
+        let key = Key::new(Collective::Broadcast, 1 << 20, true);
+        let cands = vec![Algorithm::Chain, Algorithm::Binomial];
+        let mut last = None;
+        for _ in 0..rounds(key) * 2 {
+            let trial = tuner.trial(key, || cands.clone()).unwrap();
+            let t = if trial.algorithm == Algorithm::Chain {
+                1.04
+            } else {
+                1.0
+            };
+            last = tuner.record(trial, t).map(|times| (trial, times));
+        }
+        let (trial, times) = last.unwrap();
+        assert_eq!(tuner.decide(trial, &times), Algorithm::Chain);
     }
 
     #[test]
