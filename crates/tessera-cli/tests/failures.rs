@@ -11,7 +11,8 @@ use nix::unistd::Pid;
 
 #[test]
 fn sigkill_in_a_barrier_ends_the_job_and_leaves_nothing_behind() {
-    let dir = common::temp_dir("sigkill");
+    let scratch = common::temp_dir("sigkill");
+    let dir = scratch.path().to_path_buf();
     let ranks = 4;
     let child = common::spawn(
         common::tessera()
@@ -50,7 +51,6 @@ fn sigkill_in_a_barrier_ends_the_job_and_leaves_nothing_behind() {
         "shared memory left: {:?}",
         common::shm_objects(&job)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -129,7 +129,8 @@ fn threads_conduit_names_the_failing_rank() {
 
 #[test]
 fn sigterm_to_the_launcher_ends_the_whole_job() {
-    let dir = common::temp_dir("sigterm");
+    let scratch = common::temp_dir("sigterm");
+    let dir = scratch.path().to_path_buf();
     let child = common::spawn(
         common::tessera()
             .args(["run", "-n", "3", "--"])
@@ -144,7 +145,6 @@ fn sigterm_to_the_launcher_ends_the_whole_job() {
         assert!(!common::alive(pid), "rank {pid} survived");
     }
     assert!(common::shm_objects(&job).is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

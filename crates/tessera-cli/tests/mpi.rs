@@ -191,7 +191,8 @@ fn a_failing_rank_ends_the_job_and_is_named() {
 /// heap, RMA, AMOs, waits, locks and active-set collectives.
 #[test]
 fn openshmem_c_programs_over_mpi() {
-    let prefix = common::install_shmem("mpi");
+    let installed = common::install_shmem("mpi");
+    let prefix = installed.path();
     let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/c");
     let typed = prefix.join("typed_test.c");
     std::fs::write(&typed, sma::header::TYPED_TEST_C).unwrap();

@@ -184,7 +184,8 @@ fn pids(dir: &Path, ranks: usize) -> Vec<i32> {
 
 #[test]
 fn a_stopped_rank_is_named_by_the_watchdog() {
-    let dir = common::temp_dir("stopped");
+    let scratch = common::temp_dir("stopped");
+    let dir = scratch.path().to_path_buf();
     let child = forever(&dir, &[("TESSERA_WAIT_TIMEOUT", "2")], &[]);
     let ranks = pids(&dir, 4);
     kill(Pid::from_raw(ranks[2]), Signal::SIGSTOP).unwrap();
@@ -212,7 +213,6 @@ fn a_stopped_rank_is_named_by_the_watchdog() {
     for pid in ranks {
         assert!(!common::alive(pid) || is_zombie(pid), "rank {pid} survived");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn is_zombie(pid: i32) -> bool {
@@ -223,7 +223,8 @@ fn is_zombie(pid: i32) -> bool {
 
 #[test]
 fn sigquit_shows_every_wait_and_the_job_goes_on() {
-    let dir = common::temp_dir("sigquit");
+    let scratch = common::temp_dir("sigquit");
+    let dir = scratch.path().to_path_buf();
     // Rank 1 sleeps for 1.5 s halfway; meanwhile the others wait for it at a barrier.
     let child = common::spawn(
         common::tessera()
@@ -256,7 +257,6 @@ fn sigquit_shows_every_wait_and_the_job_goes_on() {
     );
     assert!(f.stderr.contains("rank 1: not in a wait"), "{}", f.stderr);
     assert!(f.stdout.contains("20 barriers on 3 ranks"), "{}", f.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

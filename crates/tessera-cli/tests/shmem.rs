@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn install(name: &str) -> PathBuf {
+fn install(name: &str) -> tempfile::TempDir {
     common::install_shmem(name)
 }
 
@@ -31,7 +31,8 @@ fn compile(prefix: &Path, wrapper: &str, source: &Path, out: &Path, flags: &[&st
 
 #[test]
 fn the_header_compiles_cleanly_in_every_mode() {
-    let prefix = install("header");
+    let installed = install("header");
+    let prefix = installed.path();
     let dir = prefix.join("src");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("h.c"), "#include <shmem.h>\n#include <mpp/shmem.h>\n#include <shmemx.h>\nint main(void) { return SHMEM_MAJOR_VERSION - 1; }\n").unwrap();
@@ -74,7 +75,8 @@ fn the_header_compiles_cleanly_in_every_mode() {
 
 #[test]
 fn the_library_exports_every_function_the_header_declares() {
-    let prefix = install("symbols");
+    let installed = install("symbols");
+    let prefix = installed.path();
     let f = common::run(
         Command::new("nm")
             .args(["-D", "--defined-only"])
@@ -97,12 +99,13 @@ fn the_library_exports_every_function_the_header_declares() {
 
 #[test]
 fn every_typed_family_at_one_to_four_pes() {
-    let prefix = install("typed");
+    let installed = install("typed");
+    let prefix = installed.path();
     let src = prefix.join("typed_test.c");
     std::fs::write(&src, sma::header::TYPED_TEST_C).unwrap();
     let exe = prefix.join("typed");
     compile(
-        &prefix,
+        prefix,
         "oshcc",
         &src,
         &exe,
@@ -122,7 +125,8 @@ fn every_typed_family_at_one_to_four_pes() {
 
 #[test]
 fn the_hand_written_c_suite_at_one_to_four_pes() {
-    let prefix = install("suite");
+    let installed = install("suite");
+    let prefix = installed.path();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/c");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -136,7 +140,7 @@ fn the_hand_written_c_suite_at_one_to_four_pes() {
         let name = src.file_stem().unwrap().to_string_lossy().into_owned();
         let exe = prefix.join(&name);
         compile(
-            &prefix,
+            prefix,
             "oshcc",
             &src,
             &exe,
@@ -195,7 +199,8 @@ fn bad(prefix: &Path, name: &str, body: &str, pes: u32, env: &[(&str, &str)]) ->
 
 #[test]
 fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
-    let prefix = install("bad");
+    let installed = install("bad");
+    let prefix = installed.path();
     let init = "    shmem_init(); me = shmem_my_pe(); n = shmem_n_pes(); (void) me; (void) n;\n";
     // (name, body, PEs, environment, exit status, parts of the message)
     type Case<'a> = (
@@ -274,7 +279,7 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
     ];
     for (name, body, pes, env, status, parts) in cases {
         let started = std::time::Instant::now();
-        let f = bad(&prefix, name, body, *pes, env);
+        let f = bad(prefix, name, body, *pes, env);
         assert!(
             started.elapsed() < std::time::Duration::from_secs(30),
             "{name} took {:?}",
@@ -310,7 +315,8 @@ fn an_autotools_project_builds_with_oshcc_and_checks_with_oshrun() {
         eprintln!("skipped: autoconf, automake, libtool and make are not installed (.ci/run installs them)");
         return;
     }
-    let prefix = install("autotools");
+    let installed = install("autotools");
+    let prefix = installed.path();
     let project = prefix.join("project");
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera-shmem/tests/autotools");
     std::fs::create_dir_all(&project).unwrap();
@@ -350,9 +356,10 @@ fn an_autotools_project_builds_with_oshcc_and_checks_with_oshrun() {
 
 #[test]
 fn shmem_version_info_and_debug_say_what_the_spec_says() {
-    let prefix = install("env");
+    let installed = install("env");
+    let prefix = installed.path();
     let body = "    shmem_init(); shmem_finalize();";
-    let f = bad(&prefix, "version", body, 2, &[("SHMEM_VERSION", "1")]);
+    let f = bad(prefix, "version", body, 2, &[("SHMEM_VERSION", "1")]);
     assert!(f.status.success(), "{}", f.stderr);
     assert_eq!(
         f.stdout.matches("OpenSHMEM 1.5 (Tessera").count(),
@@ -360,7 +367,7 @@ fn shmem_version_info_and_debug_say_what_the_spec_says() {
         "{}",
         f.stdout
     );
-    let f = bad(&prefix, "info", body, 2, &[("SHMEM_INFO", "yes")]);
+    let f = bad(prefix, "info", body, 2, &[("SHMEM_INFO", "yes")]);
     assert!(f.status.success(), "{}", f.stderr);
     for part in [
         "SHMEM_SYMMETRIC_SIZE",
@@ -370,7 +377,7 @@ fn shmem_version_info_and_debug_say_what_the_spec_says() {
     ] {
         assert!(f.stdout.contains(part), "{part} missing: {}", f.stdout);
     }
-    let f = bad(&prefix, "debug", body, 2, &[("SHMEM_DEBUG", "on")]);
+    let f = bad(prefix, "debug", body, 2, &[("SHMEM_DEBUG", "on")]);
     assert!(f.status.success(), "{}", f.stderr);
     assert_eq!(
         f.stderr.matches("tessera-shmem: PE").count(),
@@ -379,7 +386,7 @@ fn shmem_version_info_and_debug_say_what_the_spec_says() {
         f.stderr
     );
     // Without them: nothing printed.
-    let f = bad(&prefix, "quiet", body, 2, &[]);
+    let f = bad(prefix, "quiet", body, 2, &[]);
     assert!(
         f.status.success() && f.stdout.is_empty(),
         "{}{}",
@@ -390,7 +397,8 @@ fn shmem_version_info_and_debug_say_what_the_spec_says() {
 
 #[test]
 fn a_cxx_program_builds_with_oshcxx_and_runs() {
-    let prefix = install("cxx");
+    let installed = install("cxx");
+    let prefix = installed.path();
     let src = prefix.join("ring.cpp");
     std::fs::write(
         &src,
@@ -421,7 +429,7 @@ int main() {
     .unwrap();
     let exe = prefix.join("ring_cxx");
     compile(
-        &prefix,
+        prefix,
         "oshc++",
         &src,
         &exe,

@@ -222,12 +222,13 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
         .is_empty());
 }
 
-/// A fresh scratch directory for one test, named after it and this process.
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh scratch directory for one test, named after it; removed when the guard goes,
+/// whether the test passes or fails.
+pub(crate) fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tessera-test-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Wait until `ranks` ranks of failure_demo have written their pid files into `dir`
@@ -257,12 +258,12 @@ pub(crate) fn wait_for_ranks(dir: &std::path::Path, ranks: usize) -> (Vec<i32>, 
 }
 
 /// `tessera shmem install` into a fresh directory named after `name`; the prefix.
-pub(crate) fn install_shmem(name: &str) -> PathBuf {
+pub(crate) fn install_shmem(name: &str) -> tempfile::TempDir {
     let prefix = temp_dir(&format!("shmem-{name}"));
     let f = run(
         tessera()
             .args(["shmem", "install", "--prefix"])
-            .arg(&prefix),
+            .arg(prefix.path()),
         60,
     );
     assert!(f.status.success(), "install: {}", f.stderr);
