@@ -677,3 +677,43 @@ fn subsets_made_by_their_members_alone() {
         })
         .unwrap();
 }
+
+/// The value forms of gather, allgather and scatter (Berkeley UPC's `bupc_allv_*`) at
+/// every root, on the world and on grid rows, against the values each member computes.
+#[test]
+fn value_forms_of_gather_allgather_and_scatter() {
+    for ranks in [1, 4, 5] {
+        Job::threads(ranks)
+            .segment(16 << 20)
+            .wait_timeout(Duration::from_secs(30))
+            .run(|ctx| {
+                let world = Team::world(ctx)?;
+                let teams = if ranks == 4 {
+                    vec![world.clone(), world.grid(2, 2)?.0]
+                } else {
+                    vec![world]
+                };
+                for t in &teams {
+                    let n = t.size();
+                    let value = |m: usize| input_f64(t.world_rank(m), 0, 42);
+                    let everyone: Vec<f64> = (0..n).map(value).collect();
+                    if t.allgather_value(value(t.rank()))? != everyone {
+                        return Err(fail(format!("allgather_value on {n} members")));
+                    }
+                    for root in 0..n {
+                        let got = t.gather_value(root, value(t.rank()))?;
+                        if got != (t.rank() == root).then(|| everyone.clone()) {
+                            return Err(fail(format!("gather_value to {root}: {got:?}")));
+                        }
+                        let values: Vec<Loc> = (0..n).map(|m| input_loc(root, m, 7)).collect();
+                        let mine = t.scatter_value(root, &values)?;
+                        if mine != input_loc(root, t.rank(), 7) {
+                            return Err(fail(format!("scatter_value from {root}: {mine:?}")));
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}

@@ -126,6 +126,60 @@ impl<'a> Team<'a> {
         )
     }
 
+    /// Gather one value from every member to `root` (Berkeley UPC's `bupc_allv_gather`):
+    /// `Some(values in rank order)` there, `None` elsewhere.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let got = world.gather_value(1, 10 * ctx.rank() as u32)?;
+    ///     assert_eq!(got, (ctx.rank() == 1).then(|| vec![0, 10, 20]));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn gather_value<T: Pod>(&self, root: usize, value: T) -> Result<Option<Vec<T>>> {
+        let mut all = vec![T::zeroed(); if self.me == root { self.size() } else { 0 }];
+        self.gather(root, &[value], &mut all)?;
+        Ok((self.me == root).then_some(all))
+    }
+
+    /// Every member gets one value from every member, in rank order (Berkeley UPC's
+    /// `bupc_allv_gather_all`).
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     assert_eq!(world.allgather_value(ctx.rank() as u64 + 1)?, vec![1, 2, 3]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn allgather_value<T: Pod>(&self, value: T) -> Result<Vec<T>> {
+        let mut all = vec![T::zeroed(); self.size()];
+        self.allgather(&[value], &mut all)?;
+        Ok(all)
+    }
+
+    /// Member `root` sends `values[i]` to member `i` (`values.len() == size` there; ignored
+    /// elsewhere); every member gets its own (Berkeley UPC's `bupc_allv_scatter`).
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let mine = world.scatter_value(0, &[7u8, 8, 9])?;
+    ///     assert_eq!(mine, 7 + ctx.rank() as u8);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn scatter_value<T: Pod>(&self, root: usize, values: &[T]) -> Result<T> {
+        let mut mine = [T::zeroed()];
+        let src = if self.me == root { values } else { &[] };
+        self.scatter(root, src, &mut mine)?;
+        Ok(mine[0])
+    }
+
     // ----- exchange ---------------------------------------------------------------------
 
     /// All-to-all: block `j` of `src` goes to member `j`, and block `i` of `dst` comes from
