@@ -93,12 +93,30 @@ fn ranks_following_different_algorithms_are_caught() {
 #[test]
 fn broadcasts_from_different_roots_are_caught() {
     // Each rank believes it is the root, so each sends and none receives: the calls return
-    // with each rank's own data. The unreceived messages fail the job at its end.
+    // with each rank's own data. The unreceived messages fail the job at its end. (The
+    // algorithm is forced: a call that is an online-tuning trial starts with a barrier,
+    // whose messages carry the call and so catch the mismatch at once; see below.)
     fails_reporting(
         2,
         &["sent world rank", "team messages it never received"],
         |ctx| {
-            let world = Team::world(ctx)?;
+            let world =
+                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
+            let mut data = [ctx.rank() as u32; 8];
+            world.broadcast(ctx.rank(), &mut data)?;
+            Ok(())
+        },
+    );
+    // Tuning online, the same mismatch is caught in the call, naming both.
+    fails_reporting(
+        2,
+        &[
+            "collective calls differ",
+            "broadcast(root 0",
+            "broadcast(root 1",
+        ],
+        |ctx| {
+            let world = Team::world(ctx)?.with_online_tuning();
             let mut data = [ctx.rank() as u32; 8];
             world.broadcast(ctx.rank(), &mut data)?;
             Ok(())
