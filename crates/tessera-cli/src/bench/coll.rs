@@ -219,12 +219,12 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
     for (&(op, bytes), times) in points.iter().zip(timed) {
         let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
         let iters = iterations(bytes, n, quick);
-        let names = std::iter::once("tuned".to_string())
-            .chain(world.candidates(op).into_iter().map(|a| a.to_string()));
+        let candidates = world.candidates(op);
+        let names =
+            std::iter::once("tuned".to_string()).chain(candidates.iter().map(|a| a.to_string()));
         let choice = world.algorithm_for(op, bytes).to_string();
         // Beside MPI's own (the mpi conduit): Tessera's fastest own algorithm (in rank 0's
         // times, so every member times the same one) and MPI's, timed OSU's way too.
-        let candidates = world.candidates(op);
         if let Some(mpi) = candidates.iter().position(|&a| a == Algorithm::Native) {
             let own = (0..candidates.len())
                 .filter(|&i| i != mpi)

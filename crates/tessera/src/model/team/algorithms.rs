@@ -641,36 +641,29 @@ pub(super) fn exchange_bruck<'r, 'b, T: Pod>(
     let work = |j: usize| place(Buf::Tmp, block(j, len));
     // Block j of the work area is this member's block for member (me + j) % n.
     b = b.local(rotate_back(Buf::Src, Buf::Tmp, n, me, len));
-    let pack = |groups: &[(usize, Vec<usize>)]| -> Vec<Local> {
-        groups
-            .iter()
-            .flat_map(|(d, positions)| {
-                positions.iter().enumerate().map(move |(i, &j)| {
-                    copy(
-                        work(j),
-                        place(Buf::Tmp, send_at(*d) + i * len..send_at(*d) + (i + 1) * len),
-                    )
-                })
-            })
-            .collect()
+    // The copies between the work blocks of `groups` and their packed slots in the area
+    // at `at(d)`: into the area (packing for a send) or out of it (unpacking).
+    let packed = |groups: &[(usize, Vec<usize>)], at: &dyn Fn(usize) -> usize, out: bool| {
+        let mut copies = Vec::new();
+        for (d, positions) in groups {
+            for (i, &j) in positions.iter().enumerate() {
+                let slot = place(Buf::Tmp, at(*d) + i * len..at(*d) + (i + 1) * len);
+                copies.push(if out {
+                    copy(slot, work(j))
+                } else {
+                    copy(work(j), slot)
+                });
+            }
+        }
+        copies
     };
     if let Some((_, groups)) = phases.first() {
-        b = b.local(pack(groups));
+        b = b.local(packed(groups, &send_at, false));
     }
     for (k, (power, groups)) in phases.iter().enumerate() {
-        let mut after: Vec<Local> = groups
-            .iter()
-            .flat_map(|(d, positions)| {
-                positions.iter().enumerate().map(move |(i, &j)| {
-                    copy(
-                        place(Buf::Tmp, recv_at(*d) + i * len..recv_at(*d) + (i + 1) * len),
-                        work(j),
-                    )
-                })
-            })
-            .collect();
+        let mut after = packed(groups, &recv_at, true);
         if let Some((_, next)) = phases.get(k + 1) {
-            after.extend(pack(next));
+            after.extend(packed(next, &send_at, false));
         }
         b = b.round(
             groups.iter().map(|(d, p)| {

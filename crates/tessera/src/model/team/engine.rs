@@ -32,12 +32,7 @@ impl<'a> Team<'a> {
         reducer: Option<Reducer<'b, T>>,
         rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
     ) -> Result<()> {
-        let native_ok = native.is_some();
-        let trial = self.online_trial(op, bytes, native_ok);
-        let alg = match trial {
-            Some(trial) => self.usable(op, bytes, native_ok, trial.algorithm),
-            None => self.choose(op, bytes, native_ok),
-        };
+        let (alg, trial) = self.choose_or_trial(op, bytes, native.is_some(), true);
         if trial.is_some() {
             self.start_trial()?;
         }

@@ -562,14 +562,32 @@ impl<'a> Team<'a> {
     /// The algorithm for `op` with `bytes` per member: forced, else the online tuner's
     /// decision, else the tuning table's, else the model's; then [`Team::usable`].
     fn choose(&self, op: Collective, bytes: usize, native_ok: bool) -> Algorithm {
-        let alg = match self.forced[op.index()] {
-            Some(alg) => alg,
-            None => self
-                .online_decision(op, bytes, native_ok)
-                .or_else(|| self.table_choice(op, bytes))
-                .unwrap_or_else(|| self.model(op, bytes)),
+        self.choose_or_trial(op, bytes, native_ok, false).0
+    }
+
+    /// [`Team::choose`], except that a blocking call (`may_trial`) is an online-tuning
+    /// trial while the members are still trying: then the trial's candidate, and the
+    /// trial to end after the call.
+    fn choose_or_trial(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native_ok: bool,
+        may_trial: bool,
+    ) -> (Algorithm, Option<online::Trial>) {
+        let (alg, trial) = match self.forced[op.index()] {
+            Some(alg) => (alg, None),
+            None => match self.online_choice(op, bytes, native_ok, may_trial) {
+                online::Choice::Decided(alg) => (alg, None),
+                online::Choice::Trial(trial) => (trial.algorithm, Some(trial)),
+                online::Choice::Open => (
+                    self.table_choice(op, bytes)
+                        .unwrap_or_else(|| self.model(op, bytes)),
+                    None,
+                ),
+            },
         };
-        self.usable(op, bytes, native_ok, alg)
+        (self.usable(op, bytes, native_ok, alg), trial)
     }
 
     /// `alg`, unless it is [`Algorithm::Native`] and this call cannot use it (see

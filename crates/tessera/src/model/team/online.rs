@@ -10,11 +10,12 @@
 //! candidate (the table's or the model's choice) stays unless beaten clearly: a median
 //! faster by more than [`MARGIN`] and faster in at least three quarters of the rounds
 //! (each round is a paired sample, as the trials interleave). On a machine with more
-//! ranks than cores the times are noisy, and the prior is the better bet on a near-tie. Every member sees the same combined times, so all
-//! choose alike whatever their own clocks said, and later calls of that operation and
-//! size class, in both the blocking and the `*_nb` form, use the winner. A `*_nb` call
-//! never takes part in a trial (it would time only its start); until the decision it
-//! uses the table's or the model's choice.
+//! ranks than cores the times are noisy, and the prior is the better bet on a near-tie.
+//! Every member sees the same combined times, so all choose alike whatever their own
+//! clocks said, and later calls of that operation and size class, in both the blocking
+//! and the `*_nb` form, use the winner. A `*_nb` call never takes part in a trial (it
+//! would time only its start); until the decision it uses the table's or the model's
+//! choice.
 //!
 //! Which candidates: the registry's algorithms for the operation at every radix it tunes
 //! (and MPI's own where the team and the call can use it), narrowed by a tuning table
@@ -25,6 +26,7 @@
 //! alike, so the members always try the same candidate in the same call. This module
 //! must never make a decision from one member's clock alone.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -78,15 +80,23 @@ fn size_class(bytes: usize) -> u32 {
 /// How much faster than the first candidate (the prior) another must be to win.
 const MARGIN: f64 = 1.05;
 
-enum State {
-    Trying {
-        /// The prior first.
-        candidates: Vec<Algorithm>,
-        /// This member's time of every trial so far, in seconds, in call order (trial
-        /// `i` ran candidate `i % candidates.len()`).
-        times: Vec<f64>,
-    },
+/// The trials of one key so far.
+struct Trying {
+    /// The prior first.
+    candidates: Vec<Algorithm>,
+    /// This member's time of every trial so far, in seconds, in call order (trial `i` ran
+    /// candidate `i % candidates.len()`).
+    times: Vec<f64>,
+}
+
+/// What online tuning says for one call.
+pub(super) enum Choice {
+    /// The members decided this.
     Decided(Algorithm),
+    /// This call is a trial.
+    Trial(Trial),
+    /// Nothing yet (or the team does not tune online): the table or the model decides.
+    Open,
 }
 
 /// One call that is a trial of `algorithm`.
@@ -106,82 +116,79 @@ pub(super) struct OnlineTuner {
     /// The decisions, indexed by [`Key::slot`], so that a decided call's lookup is one
     /// load (the per-call cost is what small collectives feel).
     decided: Box<[Option<Algorithm>]>,
-    /// Every key seen: trials in progress and decisions.
-    states: HashMap<Key, State>,
+    /// The keys still being tried.
+    trying: HashMap<Key, Trying>,
 }
 
 impl Default for OnlineTuner {
     fn default() -> Self {
         OnlineTuner {
             decided: vec![None; Collective::ALL.len() * CLASSES * 2].into_boxed_slice(),
-            states: HashMap::new(),
+            trying: HashMap::new(),
         }
     }
 }
 
 impl OnlineTuner {
-    /// The winner for `key`, once decided.
-    pub(super) fn decided(&self, key: Key) -> Option<Algorithm> {
-        self.decided[key.slot()]
-    }
-
-    /// The trial this call of `key` is, if the members are still trying; `candidates`
-    /// lists them the first time `key` is seen (fewer than two: decided at once).
-    pub(super) fn trial(
+    /// What a call of `key` runs: the decision, else (if it may be a trial) the next
+    /// trial; `candidates` lists them the first time `key` is tried (fewer than two:
+    /// decided at once).
+    pub(super) fn choice(
         &mut self,
         key: Key,
+        may_trial: bool,
         candidates: impl FnOnce() -> Vec<Algorithm>,
-    ) -> Option<Trial> {
-        if self.decided[key.slot()].is_some() {
-            return None;
+    ) -> Choice {
+        if let Some(alg) = self.decided[key.slot()] {
+            return Choice::Decided(alg);
         }
-        let decided = &mut self.decided[key.slot()];
-        let state = self.states.entry(key).or_insert_with(|| {
-            let candidates = candidates();
-            match candidates.as_slice() {
-                [] => unreachable!("every operation has an algorithm"),
-                [only] => {
-                    *decided = Some(*only);
-                    State::Decided(*only)
+        if !may_trial {
+            return Choice::Open;
+        }
+        let trying = match self.trying.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let candidates = candidates();
+                if let [only] = candidates[..] {
+                    self.decided[key.slot()] = Some(only);
+                    return Choice::Decided(only);
                 }
-                _ => State::Trying {
+                e.insert(Trying {
                     times: Vec::with_capacity(rounds(key) * candidates.len()),
                     candidates,
-                },
-            }
-        });
-        match state {
-            State::Decided(_) => None,
-            State::Trying { candidates, times } => {
-                let index = times.len() % candidates.len();
-                Some(Trial {
-                    key,
-                    index,
-                    algorithm: candidates[index],
                 })
             }
-        }
+        };
+        let index = trying.times.len() % trying.candidates.len();
+        Choice::Trial(Trial {
+            key,
+            index,
+            algorithm: trying.candidates[index],
+        })
     }
 
     /// Record that `trial` took `seconds` here. Returns this member's times of every trial
     /// once that was the last: the members must then combine them (maximum per trial)
     /// and [`OnlineTuner::decide`].
     pub(super) fn record(&mut self, trial: Trial, seconds: f64) -> Option<Vec<f64>> {
-        let Some(State::Trying { candidates, times }) = self.states.get_mut(&trial.key) else {
-            unreachable!("a trial's state stays Trying until decided")
-        };
-        debug_assert_eq!(times.len() % candidates.len(), trial.index);
-        times.push(seconds);
-        (times.len() == rounds(trial.key) * candidates.len()).then(|| times.clone())
+        let trying = self
+            .trying
+            .get_mut(&trial.key)
+            .expect("a key is tried until decided");
+        debug_assert_eq!(trying.times.len() % trying.candidates.len(), trial.index);
+        trying.times.push(seconds);
+        (trying.times.len() == rounds(trial.key) * trying.candidates.len())
+            .then(|| trying.times.clone())
     }
 
     /// Decide `trial`'s key from the members' combined times of every trial (the same on
     /// every member): the candidate with the smallest median, unless it does not beat the
     /// prior clearly (module docs).
     pub(super) fn decide(&mut self, trial: Trial, combined: &[f64]) -> Algorithm {
-        let Some(State::Trying { candidates, .. }) = self.states.get(&trial.key) else {
-            unreachable!("decided once, after the last trial")
-        };
+        let Trying { candidates, .. } = self
+            .trying
+            .remove(&trial.key)
+            .expect("decided once, after the last trial");
         let k = candidates.len();
         let medians: Vec<f64> = (0..k)
             .map(|c| {
@@ -201,60 +208,47 @@ impl OnlineTuner {
             .filter(|r| combined[r * k + fastest] < combined[r * k])
             .count();
         let clear = medians[0] > MARGIN * medians[fastest] && 4 * wins >= 3 * rounds;
-        let winner = if clear { fastest } else { 0 };
-        let alg = candidates[winner];
-        self.states.insert(trial.key, State::Decided(alg));
+        let alg = candidates[if clear { fastest } else { 0 }];
         self.decided[trial.key.slot()] = Some(alg);
         alg
     }
 
-    /// Every decision so far: (operation, largest message of the size class, winner),
-    /// sorted.
+    /// Every decision so far: (operation, largest message of the size class, winner), in
+    /// operation and size order.
     pub(super) fn decisions(&self) -> Vec<(Collective, usize, Algorithm)> {
         let mut out: Vec<_> = self
-            .states
+            .decided
             .iter()
-            .filter_map(|(key, state)| match state {
-                State::Decided(alg) => Some((key.op, key.class_bytes(), *alg)),
-                State::Trying { .. } => None,
+            .enumerate()
+            .filter_map(|(slot, alg)| {
+                let alg = (*alg)?;
+                let op = Collective::ALL[slot / (2 * CLASSES)];
+                Some((op, 1usize << (slot / 2 % CLASSES), alg))
             })
             .collect();
-        out.sort_by_key(|&(op, bytes, _)| (op.index(), bytes));
         out.dedup();
         out
     }
 }
 
 impl Team<'_> {
-    /// The online tuner's decision for a call of `op` with `bytes` per member, if the team
-    /// tunes online and has decided.
-    pub(super) fn online_decision(
+    /// What online tuning says for a call of `op` with `bytes` per member (a blocking call
+    /// `may_trial`): [`Choice::Open`] where the team does not tune online.
+    pub(super) fn online_choice(
         &self,
         op: Collective,
         bytes: usize,
         native_ok: bool,
-    ) -> Option<Algorithm> {
-        let key = Key::new(op, bytes, self.can_use_native(bytes, native_ok));
-        self.online.as_ref()?.borrow().decided(key)
-    }
-
-    /// The trial a blocking call of `op` with `bytes` per member is, if the team tunes
-    /// online, the operation is not forced, and the members are still trying.
-    pub(super) fn online_trial(
-        &self,
-        op: Collective,
-        bytes: usize,
-        native_ok: bool,
-    ) -> Option<Trial> {
-        if self.forced[op.index()].is_some() {
-            return None;
-        }
+        may_trial: bool,
+    ) -> Choice {
+        let Some(tuner) = &self.online else {
+            return Choice::Open;
+        };
         let native = self.can_use_native(bytes, native_ok);
         let key = Key::new(op, bytes, native);
-        self.online
-            .as_ref()?
+        tuner
             .borrow_mut()
-            .trial(key, || self.online_candidates(op, bytes, native))
+            .choice(key, may_trial, || self.online_candidates(op, bytes, native))
     }
 
     /// What the online tuner tries for `op` at `bytes`, the prior first: with a tuning
@@ -291,9 +285,6 @@ impl Team<'_> {
             if !unique.contains(&alg) {
                 unique.push(alg);
             }
-        }
-        if unique.is_empty() {
-            unique.push(default_algorithm(op, self.size(), bytes));
         }
         unique
     }
@@ -343,14 +334,16 @@ impl Team<'_> {
     /// ```
     /// use tessera::{Collective, Job, Op, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
+    ///     let world = Team::world(ctx)?.with_online_tuning();
     ///     for _ in 0..50 {
     ///         world.allreduce_value(1u64, Op::Sum)?;
     ///     }
-    ///     // Unless a tuning table is in force, the first calls tried every candidate.
-    ///     for (op, bytes, alg) in world.online_decisions() {
-    ///         assert!(op != Collective::Allreduce || (bytes == 8 && alg != tessera::Algorithm::Native));
-    ///     }
+    ///     let decided = world.online_decisions();
+    ///     let (_, _, alg) = *decided
+    ///         .iter()
+    ///         .find(|&&(op, bytes, _)| op == Collective::Allreduce && bytes == 8)
+    ///         .expect("50 calls decide the 8-byte class");
+    ///     assert!(world.candidates(Collective::Allreduce).contains(&alg));
     ///     Ok(())
     /// }).unwrap();
     /// ```
@@ -365,6 +358,23 @@ impl Team<'_> {
 mod tests {
     use super::*;
 
+    /// The next trial of `key` (the candidates are `cands` the first time).
+    fn next_trial(tuner: &mut OnlineTuner, key: Key, cands: &[Algorithm]) -> Option<Trial> {
+        match tuner.choice(key, true, || cands.to_vec()) {
+            Choice::Trial(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The decision for `key`, if any (asked as a nonblocking call would).
+    fn decided(tuner: &mut OnlineTuner, key: Key) -> Option<Algorithm> {
+        match tuner.choice(key, false, || unreachable!("never lists candidates")) {
+            Choice::Decided(alg) => Some(alg),
+            Choice::Open => None,
+            Choice::Trial(_) => unreachable!("a nonblocking call is never a trial"),
+        }
+    }
+
     #[test]
     fn trials_interleave_then_the_combined_median_wins_over_the_prior_by_a_margin() {
         let mut tuner = OnlineTuner::default();
@@ -378,7 +388,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut last = None;
         for call in 0..rounds * cands.len() {
-            let trial = tuner.trial(key, || cands.clone()).expect("still trying");
+            let trial = next_trial(&mut tuner, key, &cands).expect("still trying");
             seen.push(trial.algorithm);
             // This member saw ring fastest, once by luck very fast.
             let t = match trial.algorithm {
@@ -398,18 +408,12 @@ mod tests {
         let mut combined: Vec<f64> = (0..rounds).flat_map(|_| [2.0, 1.5, 9.0]).collect();
         combined[0] = 0.01;
         assert_eq!(tuner.decide(trial, &combined), Algorithm::RecursiveDoubling);
-        assert_eq!(tuner.decided(key), Some(Algorithm::RecursiveDoubling));
-        assert!(tuner.trial(key, || unreachable!()).is_none());
+        assert_eq!(decided(&mut tuner, key), Some(Algorithm::RecursiveDoubling));
+        assert!(next_trial(&mut tuner, key, &[]).is_none());
         // The same size class is decided; another is not.
-        assert!(tuner
-            .decided(Key::new(Collective::Allreduce, 128, true))
-            .is_some());
-        assert!(tuner
-            .decided(Key::new(Collective::Allreduce, 129, true))
-            .is_none());
-        assert!(tuner
-            .decided(Key::new(Collective::Allreduce, 100, false))
-            .is_none());
+        assert!(decided(&mut tuner, Key::new(Collective::Allreduce, 128, true)).is_some());
+        assert!(decided(&mut tuner, Key::new(Collective::Allreduce, 129, true)).is_none());
+        assert!(decided(&mut tuner, Key::new(Collective::Allreduce, 100, false)).is_none());
         assert_eq!(
             tuner.decisions(),
             vec![(Collective::Allreduce, 128, Algorithm::RecursiveDoubling)]
@@ -423,7 +427,7 @@ mod tests {
         let cands = vec![Algorithm::Chain, Algorithm::Binomial];
         let mut last = None;
         for _ in 0..rounds(key) * 2 {
-            let trial = tuner.trial(key, || cands.clone()).unwrap();
+            let trial = next_trial(&mut tuner, key, &cands).unwrap();
             let t = if trial.algorithm == Algorithm::Chain {
                 1.04
             } else {
@@ -439,9 +443,7 @@ mod tests {
     fn one_candidate_is_decided_without_trials() {
         let mut tuner = OnlineTuner::default();
         let key = Key::new(Collective::Barrier, 0, false);
-        assert!(tuner
-            .trial(key, || vec![Algorithm::Dissemination])
-            .is_none());
-        assert_eq!(tuner.decided(key), Some(Algorithm::Dissemination));
+        assert!(next_trial(&mut tuner, key, &[Algorithm::Dissemination]).is_none());
+        assert_eq!(decided(&mut tuner, key), Some(Algorithm::Dissemination));
     }
 }
