@@ -228,8 +228,9 @@ pub(super) fn reduce<'r, 'b, T: Pod>(
 }
 
 /// Allreduce of `Src[0..len]` into `Dst[0..len]`: reduce to member 0 then broadcast
-/// (binomial both), recursive doubling, or a ring (reduce-scatter then allgather; with
-/// fewer elements than members, recursive doubling).
+/// (binomial both), recursive doubling, a ring (reduce-scatter then allgather; with
+/// fewer elements than members, recursive doubling) or Rabenseifner's (the same two
+/// halves in logarithmically many rounds).
 pub(super) fn allreduce<'r, 'b, T: Pod>(
     b: B<'r, 'b, T>,
     alg: Algorithm,
@@ -243,62 +244,168 @@ pub(super) fn allreduce<'r, 'b, T: Pod>(
             broadcast(b, Algorithm::Binomial, n, me, 0, len)
         }
         Algorithm::Ring if len >= n => allreduce_ring(b, n, me, len),
+        Algorithm::Rabenseifner => allreduce_rabenseifner(b, n, me, len),
         _ => allreduce_recursive_doubling(b, n, me, len),
     }
 }
 
-/// Recursive doubling over the largest power of two `pow` ≤ n: the first `2·(n − pow)`
-/// members fold pairwise first and receive the result last.
+/// The largest power of two ≤ n (n ≥ 1).
+fn largest_power_of_two(n: usize) -> usize {
+    1 << n.ilog2()
+}
+
+/// The members of an allreduce over `n` as a power of two `pow` (the largest ≤ n): the
+/// first `2·(n − pow)` members fold pairwise (the even one sends its data to the odd one,
+/// which combines it and takes part as virtual rank `me / 2`; the even one waits for the
+/// result, [`PowerOfTwo::unfold`]); the rest are virtual rank `me − (n − pow)`.
+struct PowerOfTwo {
+    pow: usize,
+    rem: usize,
+    /// This member's virtual rank, if it takes part.
+    vrank: Option<usize>,
+}
+
+impl PowerOfTwo {
+    /// Fold `Dst[0..len]` (this member's data) in, combining through `Tmp[0..len]`.
+    fn fold<'r, 'b, T: Pod>(
+        b: B<'r, 'b, T>,
+        n: usize,
+        me: usize,
+        len: usize,
+    ) -> (B<'r, 'b, T>, PowerOfTwo) {
+        let pow = largest_power_of_two(n);
+        let rem = n - pow;
+        let all = |buf: Buf| place(buf, 0..len);
+        let (b, vrank) = if me >= 2 * rem {
+            (b, Some(me - rem))
+        } else if me.is_multiple_of(2) {
+            (b.round([(me + 1, all(Buf::Dst))], [], []), None)
+        } else {
+            let combine = Local::Combine {
+                from: all(Buf::Tmp),
+                into: all(Buf::Dst),
+            };
+            (
+                b.round([], [(me - 1, all(Buf::Tmp))], [combine]),
+                Some(me / 2),
+            )
+        };
+        (b, PowerOfTwo { pow, rem, vrank })
+    }
+
+    /// The member behind virtual rank `v`.
+    fn real(&self, v: usize) -> usize {
+        if v < self.rem {
+            2 * v + 1
+        } else {
+            v + self.rem
+        }
+    }
+
+    /// Hand the result in `Dst[0..len]` back to the members folded in.
+    fn unfold<'r, 'b, T: Pod>(&self, b: B<'r, 'b, T>, me: usize, len: usize) -> B<'r, 'b, T> {
+        let all = place(Buf::Dst, 0..len);
+        match me {
+            _ if me >= 2 * self.rem => b,
+            _ if me.is_multiple_of(2) => b.round([], [(me + 1, all)], []),
+            _ => b.round([(me - 1, all)], [], []),
+        }
+    }
+}
+
+/// Recursive doubling over the largest power of two ≤ n (the others folded in).
 fn allreduce_recursive_doubling<'r, 'b, T: Pod>(
     mut b: B<'r, 'b, T>,
     n: usize,
     me: usize,
     len: usize,
 ) -> B<'r, 'b, T> {
-    let pow = if n.is_power_of_two() {
-        n
-    } else {
-        n.next_power_of_two() / 2
-    };
-    let rem = n - pow;
     let all = |buf: Buf| place(buf, 0..len);
-    let combine = || Local::Combine {
-        from: all(Buf::Tmp),
-        into: all(Buf::Dst),
-    };
     b = b.scratch(len).local([copy(all(Buf::Src), all(Buf::Dst))]);
-    let vrank = if me < 2 * rem {
-        if me.is_multiple_of(2) {
-            b = b.round([(me + 1, all(Buf::Dst))], [], []);
-            None
-        } else {
-            b = b.round([], [(me - 1, all(Buf::Tmp))], [combine()]);
-            Some(me / 2)
-        }
-    } else {
-        Some(me - rem)
-    };
-    if let Some(v) = vrank {
-        let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
+    let (mut b, fold) = PowerOfTwo::fold(b, n, me, len);
+    if let Some(v) = fold.vrank {
         let mut mask = 1;
-        while mask < pow {
-            let partner = real(v ^ mask);
+        while mask < fold.pow {
+            let partner = fold.real(v ^ mask);
             b = b.round(
                 [(partner, all(Buf::Dst))],
                 [(partner, all(Buf::Tmp))],
-                [combine()],
+                [Local::Combine {
+                    from: all(Buf::Tmp),
+                    into: all(Buf::Dst),
+                }],
             );
             mask *= 2;
         }
     }
-    if me < 2 * rem {
-        b = if me.is_multiple_of(2) {
-            b.round([], [(me + 1, all(Buf::Dst))], [])
-        } else {
-            b.round([(me - 1, all(Buf::Dst))], [], [])
-        };
+    fold.unfold(b, me, len)
+}
+
+/// Rabenseifner's allreduce over the largest power of two `pow` ≤ n (the others folded
+/// in): the data split into `pow` parts; a reduce-scatter by recursive halving (at
+/// distance pow/2, pow/4, ..., 1 a member keeps the half of its parts on its side of the
+/// partner and sends the other half, so afterwards part v is complete on virtual rank v),
+/// then an allgather by recursive doubling (distances 1, 2, ..., pow/2, the parts held
+/// doubling each time). With fewer elements than `pow`, recursive doubling.
+fn allreduce_rabenseifner<'r, 'b, T: Pod>(
+    mut b: B<'r, 'b, T>,
+    n: usize,
+    me: usize,
+    len: usize,
+) -> B<'r, 'b, T> {
+    let pow = largest_power_of_two(n);
+    if len < pow {
+        return allreduce_recursive_doubling(b, n, me, len);
     }
-    b
+    // Elements of parts lo..hi.
+    let parts =
+        |lo: usize, hi: usize| split_range(len, pow, lo).start..split_range(len, pow, hi - 1).end;
+    b = b
+        .scratch(len)
+        .local([copy(place(Buf::Src, 0..len), place(Buf::Dst, 0..len))]);
+    let (mut b, fold) = PowerOfTwo::fold(b, n, me, len);
+    if let Some(v) = fold.vrank {
+        let (mut lo, mut hi) = (0, pow);
+        let mut mask = pow / 2;
+        while mask >= 1 {
+            let partner = fold.real(v ^ mask);
+            let mid = (lo + hi) / 2;
+            let (keep, give) = if v & mask == 0 {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            let kept = parts(keep.0, keep.1);
+            let incoming = place(Buf::Tmp, 0..kept.len());
+            b = b.round(
+                [(partner, place(Buf::Dst, parts(give.0, give.1)))],
+                [(partner, incoming.clone())],
+                [Local::Combine {
+                    from: incoming,
+                    into: place(Buf::Dst, kept),
+                }],
+            );
+            (lo, hi) = keep;
+            mask /= 2;
+        }
+        mask = 1;
+        while mask < pow {
+            let partner = fold.real(v ^ mask);
+            let theirs = if v & mask == 0 {
+                (hi, hi + mask)
+            } else {
+                (lo - mask, lo)
+            };
+            b = b.round(
+                [(partner, place(Buf::Dst, parts(lo, hi)))],
+                [(partner, place(Buf::Dst, parts(theirs.0, theirs.1)))],
+                [],
+            );
+            (lo, hi) = (lo.min(theirs.0), hi.max(theirs.1));
+            mask *= 2;
+        }
+    }
+    fold.unfold(b, me, len)
 }
 
 /// Ring: n − 1 reduce-scatter steps (after them block `(me + 1) % n` is complete here),
@@ -380,8 +487,9 @@ pub(super) fn gather<'r, 'b, T: Pod>(
 
 /// Allgather of every member's `Src[0..len]` into `Dst[0..n·len]`: a ring (n − 1
 /// neighbour steps), Bruck's dissemination (`ceil(log2 n)` rounds into scratch, where
-/// block j holds member `(me + j) % n`'s, then one rotation), or a binomial gather to
-/// member 0 and a binomial broadcast of the whole.
+/// block j holds member `(me + j) % n`'s, then one rotation), a binomial gather to
+/// member 0 and a binomial broadcast of the whole, or every member broadcasting its
+/// block to all at once.
 pub(super) fn allgather<'r, 'b, T: Pod>(
     mut b: B<'r, 'b, T>,
     alg: Algorithm,
@@ -393,6 +501,18 @@ pub(super) fn allgather<'r, 'b, T: Pod>(
         Algorithm::GatherBroadcast => {
             let b = gather(b, Algorithm::Binomial, n, me, 0, len);
             broadcast(b, Algorithm::Binomial, n, me, 0, n * len)
+        }
+        Algorithm::AllBroadcast => {
+            let others = (0..n).filter(|&j| j != me);
+            b.local([copy(
+                place(Buf::Src, 0..len),
+                place(Buf::Dst, block(me, len)),
+            )])
+            .round(
+                others.clone().map(|j| (j, place(Buf::Src, 0..len))),
+                others.map(|i| (i, place(Buf::Dst, block(i, len)))),
+                [],
+            )
         }
         Algorithm::Bruck(_) => {
             b = b

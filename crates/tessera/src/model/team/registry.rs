@@ -130,6 +130,14 @@ pub enum Algorithm {
     Bruck(u32),
     /// n − 1 pairwise exchange steps.
     Pairwise,
+    /// Every member broadcasts its own block straight to every other (the allgather as
+    /// n broadcasts, seed 004 §3.5): one round of n − 1 messages each.
+    AllBroadcast,
+    /// Rabenseifner's allreduce: a reduce-scatter by recursive halving, then an allgather
+    /// by recursive doubling (seed 004 §3.5's reduce-scatter + allgather in `2·log2 n`
+    /// rounds, each moving half the data of the last; non-powers of two folded in as for
+    /// recursive doubling).
+    Rabenseifner,
     /// A chain passing partial results from rank to rank.
     Linear,
     /// The conduit's own collective: MPI's (`MPI_Iallreduce`, `MPI_Ibcast`, ...) on the
@@ -204,7 +212,7 @@ const fn knomial(op: Collective) -> Row {
 
 /// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
 /// row: any operation has it on the mpi conduit).
-static REGISTRY: [Row; 24] = {
+static REGISTRY: [Row; 26] = {
     use Algorithm::*;
     use Collective::*;
     [
@@ -265,6 +273,12 @@ static REGISTRY: [Row; 24] = {
             "ring",
             "ring reduce-scatter, then ring allgather",
         ),
+        row(
+            Allreduce,
+            Rabenseifner,
+            "rabenseifner",
+            "recursive-halving reduce-scatter, then recursive-doubling allgather",
+        ),
         row(Gather, Flat, "flat", "every member sends to the root"),
         row(
             Gather,
@@ -284,6 +298,12 @@ static REGISTRY: [Row; 24] = {
             GatherBroadcast,
             "gather_broadcast",
             "gather to rank 0, then broadcast",
+        ),
+        row(
+            Allgather,
+            AllBroadcast,
+            "all_broadcast",
+            "every member broadcasts its block to all at once",
         ),
         row(
             Scatter,
@@ -478,10 +498,12 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
         Collective::Broadcast => Algorithm::Binomial,
         Collective::Reduce => Algorithm::Binomial,
-        Collective::Allreduce if bytes >= 32 * 1024 => Algorithm::Ring,
+        Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
         Collective::Gather | Collective::Scatter => Algorithm::Flat,
-        Collective::Allgather if bytes <= 32 * 1024 && team_size > 2 => Algorithm::Bruck(2),
+        // Measured up to 8 ranks, where it beat Bruck and the ring at every size.
+        Collective::Allgather if team_size <= 8 => Algorithm::AllBroadcast,
+        Collective::Allgather if bytes <= 32 * 1024 => Algorithm::Bruck(2),
         Collective::Allgather => Algorithm::Ring,
         Collective::Exchange => Algorithm::Flat,
         Collective::Scan if team_size <= 4 => Algorithm::Linear,

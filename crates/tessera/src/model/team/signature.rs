@@ -56,7 +56,7 @@ pub(crate) enum Form {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Signature(pub(crate) u64);
 
-const ALGORITHMS: [Algorithm; 13] = [
+const ALGORITHMS: [Algorithm; 15] = [
     Algorithm::Flat,
     Algorithm::Binomial,
     Algorithm::Knomial(0),
@@ -70,6 +70,8 @@ const ALGORITHMS: [Algorithm; 13] = [
     Algorithm::Pairwise,
     Algorithm::Linear,
     Algorithm::Native,
+    Algorithm::AllBroadcast,
+    Algorithm::Rabenseifner,
 ];
 
 /// The algorithm's 4-bit code (its place in [`ALGORITHMS`] plus one) and radix.
@@ -88,6 +90,8 @@ const fn algorithm_code(alg: Algorithm) -> (u64, u64) {
         Algorithm::Pairwise => (11, 0),
         Algorithm::Linear => (12, 0),
         Algorithm::Native => (13, 0),
+        Algorithm::AllBroadcast => (14, 0),
+        Algorithm::Rabenseifner => (15, 0),
     }
 }
 
