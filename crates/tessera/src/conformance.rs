@@ -907,6 +907,26 @@ fn collectives(ctx: &Context) -> RankResult {
                             .collect();
                         ensure(d == want, || what("prefix"))?;
                     }
+                    Collective::BroadcastTo => {
+                        let d = ctx.alloc_collective::<u64>(len)?;
+                        let src = if me == root { mine.clone() } else { Vec::new() };
+                        t.broadcast_to(root, &src, &t.symmetric(d), len)?;
+                        let got = read_and_free(ctx, d, len)?;
+                        ensure(got == all[root * len..(root + 1) * len], || what("data"))?;
+                    }
+                    Collective::ScatterTo => {
+                        let d = ctx.alloc_collective::<u64>(len)?;
+                        let src = if me == root { all.clone() } else { Vec::new() };
+                        t.scatter_to(root, &src, &t.symmetric(d), len)?;
+                        let got = read_and_free(ctx, d, len)?;
+                        ensure(got == all[me * len..(me + 1) * len], || what("block"))?;
+                    }
+                    Collective::GatherTo => {
+                        let d = ctx.alloc_collective::<u64>(n * len)?;
+                        t.gather_to(root, &mine, d.on(root))?;
+                        let got = read_and_free(ctx, d, n * len)?;
+                        ensure(me != root || got == all, || what("blocks"))?;
+                    }
                 }
             }
         }
@@ -1082,10 +1102,22 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
     Ok(())
 }
 
+/// This rank's `len` elements at `d` (a collective allocation, freed after a barrier).
+fn read_and_free(ctx: &Context, d: GlobalPtr<u64>, len: usize) -> crate::Result<Vec<u64>> {
+    let mut got = vec![0; len];
+    ctx.get(d, &mut got)?;
+    ctx.barrier()?;
+    ctx.free_collective(d)?;
+    Ok(got)
+}
+
 /// `team` with every operation forced to the conduit's own collectives.
 fn all_native<'a>(team: &Team<'a>) -> crate::Result<Team<'a>> {
     let mut t = team.clone();
-    for op in Collective::ALL {
+    for op in Collective::ALL
+        .into_iter()
+        .filter(|op| !op.is_single_address())
+    {
         t = t.with_algorithm(op, Algorithm::Native)?;
     }
     Ok(t)

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use tessera::{Algorithm, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, Team};
+use tessera::{
+    Algorithm, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
+};
 
 /// Element `i` of world rank `r`'s input in test `seed`.
 fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
@@ -152,7 +154,63 @@ fn start_nb<'a>(
             (waiter(t.exscan_nb(&mine, Op::Max)?), want)
         }
         Collective::Scan => (waiter(t.scan_nb(&mine, Op::Sum)?), sum(0..me + 1)),
+        Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => {
+            unreachable!("single-address forms are checked by check_rooted_single_address")
+        }
     })
+}
+
+/// A rooted single-address form (`op`, with `t`'s forced algorithm) at every pair of
+/// entry and exit sync modes, against the result computed sequentially. With exit `No`
+/// the data is read only after a barrier, and every destination is cleared and ready
+/// before anyone enters (entry `No` promises nothing more).
+fn check_rooted_single_address(
+    t: &Team,
+    op: Collective,
+    root: usize,
+    len: usize,
+    seed: u64,
+    ctx_msg: &dyn Fn(&str) -> String,
+) -> tessera::RankResult {
+    let (n, me) = (t.size(), t.rank());
+    let w = |m: usize| t.world_rank(m);
+    let ctx = t.context();
+    let buf = ctx.alloc_collective::<u64>(n * len)?;
+    let of = |m: usize| -> Vec<u64> { (0..n * len).map(|i| input_u64(w(m), i, seed)).collect() };
+    let (roots, mine) = (of(root), of(me));
+    let modes = [SyncMode::All, SyncMode::My, SyncMode::No];
+    for (input, output) in modes.iter().flat_map(|&i| modes.map(|o| (i, o))) {
+        let s = t.with_sync(input, output);
+        ctx.put(buf, &vec![0; n * len])?;
+        t.barrier()?;
+        let on_root = |v: &[u64]| if me == root { v.to_vec() } else { Vec::new() };
+        let (read, want) = match op {
+            Collective::BroadcastTo => {
+                s.broadcast_to(root, &on_root(&roots[..len]), &s.symmetric(buf), len)?;
+                (len, roots[..len].to_vec())
+            }
+            Collective::ScatterTo => {
+                s.scatter_to(root, &on_root(&roots), &s.symmetric(buf), len)?;
+                (len, roots[me * len..(me + 1) * len].to_vec())
+            }
+            _ => {
+                s.gather_to(root, &mine[..len], buf.on(w(root)))?;
+                let all: Vec<u64> = (0..n).flat_map(|m| of(m)[..len].to_vec()).collect();
+                (if me == root { n * len } else { 0 }, on_root(&all))
+            }
+        };
+        t.barrier()?;
+        let mut got = vec![0u64; read];
+        ctx.get(buf, &mut got)?;
+        if got != want {
+            return Err(fail(ctx_msg(&format!(
+                "wrong data at sync {input:?}/{output:?}"
+            ))));
+        }
+        t.barrier()?; // read before the next call writes
+    }
+    ctx.free_collective(buf)?;
+    Ok(())
 }
 
 /// Run every operation with every algorithm on `team`; `label` names the team in errors.
@@ -390,7 +448,13 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                             return Err(fail(ctx_msg("wrong exclusive scan")));
                         }
                     }
+                    Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => {
+                        check_rooted_single_address(&t, op, root, len, seed, &ctx_msg)?
+                    }
                 }
+            }
+            if op.is_single_address() {
+                continue; // their nonblocking forms are flat, checked below
             }
             // The nonblocking forms run the same algorithm: two in flight at once, waited
             // for in the reverse order, at a large and a small size.

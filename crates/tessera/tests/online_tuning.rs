@@ -25,6 +25,7 @@ fn input(rank: usize, i: usize, call: usize) -> u64 {
 fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError> {
     let world = Team::world(ctx)?.with_online_tuning();
     let (n, me) = (world.size(), world.rank());
+    let landing = ctx.alloc_collective::<u64>(5000)?;
     for call in 0..calls {
         if imbalance && (me * 7 + call) % 5 == 0 {
             std::thread::sleep(Duration::from_micros(200 * (me as u64 + 1)));
@@ -62,8 +63,21 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
             {
                 return Err(fail(format!("call {call} broadcast len {len} differs")));
             }
-            // A nonblocking call in the middle of the trials uses the decided or the
-            // model's algorithm, never a trial, and still agrees.
+            // A single-address form tunes its trees too.
+            let src = if me == root { &mine[..] } else { &[] };
+            world.broadcast_to(root, src, &world.symmetric(landing), len)?;
+            let mut got = vec![0u64; len];
+            ctx.get(landing, &mut got)?;
+            if got
+                .iter()
+                .enumerate()
+                .any(|(i, &x)| x != input(root, i, call))
+            {
+                return Err(fail(format!("call {call} broadcast_to len {len} differs")));
+            }
+            world.barrier()?; // read before the next call writes
+                              // A nonblocking call in the middle of the trials uses the decided or the
+                              // model's algorithm, never a trial, and still agrees.
             if call % 4 == 1 {
                 let got = world.allreduce_nb(&mine, Op::Max)?.wait()?;
                 let want: Vec<u64> = (0..len)
@@ -118,7 +132,13 @@ fn all_members_decide_alike(ranks: usize, calls: usize, imbalance: bool) {
         );
     }
     // Enough calls were made for every operation and size class to be decided.
-    for op in ["Allreduce", "Allgather", "Broadcast", "Barrier"] {
+    for op in [
+        "Allreduce",
+        "Allgather",
+        "Broadcast",
+        "BroadcastTo",
+        "Barrier",
+    ] {
         let classes = seen[0].1.matches(&format!("({op}, ")).count();
         let want = if op == "Barrier" { 1 } else { 3 };
         assert_eq!(classes, want, "{op}: {}", seen[0].1);

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use tessera::{Algorithm, Collective, Context, Op, RankResult, SyncMode, Team};
+use tessera::{Algorithm, Collective, Context, GlobalPtr, Op, RankResult, SyncMode, Team};
 
 use super::rma::{best_per_iter, record};
 use super::{Baselines, Part, Record, Report};
@@ -25,54 +25,58 @@ pub(crate) fn iterations(bytes: usize, ranks: usize, quick: bool) -> u64 {
     }
 }
 
-/// Run one collective of `bytes` bytes with `team`.
+/// Run one collective of `op` with blocks of `len` elements with `team`, on `bufs`.
 pub(crate) fn run_once(
     team: &Team,
     op: Collective,
-    buf: &mut [u64],
-    big: &mut [u64],
-    out: &mut [u64],
+    len: usize,
+    bufs: &mut Buffers,
 ) -> tessera::Result<()> {
     let n = team.size();
-    let len = buf.len();
+    let root_len = |l: usize| if team.rank() == 0 { l } else { 0 };
+    let Buffers {
+        buf,
+        big,
+        out,
+        landing,
+    } = bufs;
+    let buf = &mut buf[..len];
     match op {
         Collective::Barrier => team.barrier(),
         Collective::Broadcast => team.broadcast(0, buf),
-        Collective::Reduce => team.reduce(
-            0,
-            &buf[..],
-            &mut out[..if team.rank() == 0 { len } else { 0 }],
-            Op::Sum,
-        ),
-        Collective::Allreduce => team.allreduce(&buf[..], &mut out[..len], Op::Sum),
-        Collective::Gather => team.gather(
-            0,
-            &buf[..],
-            &mut big[..if team.rank() == 0 { n * len } else { 0 }],
-        ),
-        Collective::Allgather => team.allgather(&buf[..], &mut big[..n * len]),
-        Collective::Scatter => {
-            team.scatter(0, &big[..if team.rank() == 0 { n * len } else { 0 }], buf)
-        }
+        Collective::Reduce => team.reduce(0, buf, &mut out[..root_len(len)], Op::Sum),
+        Collective::Allreduce => team.allreduce(buf, &mut out[..len], Op::Sum),
+        Collective::Gather => team.gather(0, buf, &mut big[..root_len(n * len)]),
+        Collective::Allgather => team.allgather(buf, &mut big[..n * len]),
+        Collective::Scatter => team.scatter(0, &big[..root_len(n * len)], buf),
         Collective::Exchange => {
             // Source and destination are the two halves of `big`, so nothing is copied or
             // allocated inside the timed loop.
             let (src, dst) = big.split_at_mut(n * len);
             team.exchange(src, &mut dst[..n * len])
         }
-        Collective::Scan => team.scan(&buf[..], &mut out[..len], Op::Sum),
+        Collective::Scan => team.scan(buf, &mut out[..len], Op::Sum),
+        Collective::BroadcastTo => team.broadcast_to(0, buf, landing, len),
+        Collective::ScatterTo => team.scatter_to(0, &big[..root_len(n * len)], landing, len),
+        Collective::GatherTo => team.gather_to(0, buf, landing[0]),
     }
 }
 
-/// Start the nonblocking (`*_nb`) form of `op` with `bytes` bytes and wait for it.
+/// Start the nonblocking (`*_nb`) form of `op` with blocks of `len` elements and wait for
+/// it (a single-address form at entry `No`, exit `My`, which its nonblocking form needs).
 pub(crate) fn run_once_nb(
     team: &Team,
     op: Collective,
-    buf: &[u64],
-    big: &[u64],
+    len: usize,
+    bufs: &Buffers,
 ) -> tessera::Result<()> {
-    let (n, len, root) = (team.size(), buf.len(), 0);
+    let (n, root) = (team.size(), 0);
+    let Buffers {
+        buf, big, landing, ..
+    } = bufs;
+    let buf = &buf[..len];
     let scatter_src = &big[..if team.rank() == root { n * len } else { 0 }];
+    let loose = || team.with_sync(SyncMode::No, SyncMode::My);
     match op {
         Collective::Barrier => team.barrier_nb()?.wait().map(drop),
         Collective::Broadcast => team.broadcast_nb(root, buf)?.wait().map(drop),
@@ -83,6 +87,11 @@ pub(crate) fn run_once_nb(
         Collective::Scatter => team.scatter_nb(root, scatter_src, len)?.wait().map(drop),
         Collective::Exchange => team.exchange_nb(&big[..n * len])?.wait().map(drop),
         Collective::Scan => team.scan_nb(buf, Op::Sum)?.wait().map(drop),
+        Collective::BroadcastTo => loose().broadcast_to_nb(root, buf, landing, len)?.wait(),
+        Collective::ScatterTo => loose()
+            .scatter_to_nb(root, scatter_src, landing, len)?
+            .wait(),
+        Collective::GatherTo => loose().gather_to_nb(root, buf, landing[0])?.wait(),
     }
 }
 
@@ -93,22 +102,27 @@ const ROUNDS: usize = 3;
 pub(crate) const PASSES: usize = 3;
 
 /// Buffers a collective benchmark runs on: `buf` one member's block, `big` all members'
-/// blocks twice (an exchange's source and destination), `out` a reduction's result.
+/// blocks twice (an exchange's source and destination), `out` a reduction's result,
+/// `landing` every member's destination for the single-address forms (room for all
+/// members' blocks, in the segment).
 pub(crate) struct Buffers {
     pub buf: Vec<u64>,
     pub big: Vec<u64>,
     pub out: Vec<u64>,
+    pub landing: Vec<GlobalPtr<u64>>,
 }
 
 impl Buffers {
-    /// Room for blocks of up to `max_bytes` on a team of `n`.
-    pub(crate) fn new(max_bytes: usize, n: usize) -> Buffers {
-        let max_len = max_bytes / 8;
-        Buffers {
+    /// Room for blocks of up to `max_bytes` on `team` (collective: every member calls it).
+    pub(crate) fn new(team: &Team, max_bytes: usize) -> tessera::Result<Buffers> {
+        let (max_len, n) = (max_bytes / 8, team.size());
+        let landing = team.context().alloc_collective::<u64>(max_len * n)?;
+        Ok(Buffers {
             buf: vec![1u64; max_len],
             big: vec![1u64; 2 * max_len * n],
             out: vec![0u64; max_len],
-        }
+            landing: team.symmetric(landing),
+        })
     }
 }
 
@@ -133,8 +147,7 @@ pub(crate) fn sweep<'a>(
             let len = (bytes / 8).max(usize::from(op != Collective::Barrier));
             let teams = choices(op)?;
             let iters = iterations(bytes, ranks, quick);
-            let Buffers { buf, big, out } = bufs;
-            let times = time_choices(&teams, op, iters, &mut buf[..len], big, out)?;
+            let times = time_choices(&teams, op, iters, len, bufs)?;
             if pass == 0 {
                 best.push(times);
             } else {
@@ -157,14 +170,13 @@ pub(crate) fn time_choices(
     teams: &[Team],
     op: Collective,
     iters: u64,
-    buf: &mut [u64],
-    big: &mut [u64],
-    out: &mut [u64],
+    len: usize,
+    bufs: &mut Buffers,
 ) -> tessera::Result<Vec<f64>> {
     let mut best = vec![f64::INFINITY; teams.len()];
     for team in teams {
         // Warm up (buffers, first-touch pages, the channel).
-        run_once(team, op, buf, big, out)?;
+        run_once(team, op, len, bufs)?;
     }
     for round in 0..ROUNDS {
         for k in 0..teams.len() {
@@ -172,7 +184,7 @@ pub(crate) fn time_choices(
             teams[i].barrier()?;
             let t0 = Instant::now();
             for _ in 0..iters {
-                run_once(&teams[i], op, buf, big, out)?;
+                run_once(&teams[i], op, len, bufs)?;
             }
             best[i] = best[i].min(t0.elapsed().as_secs_f64() / iters as f64);
         }
@@ -200,12 +212,11 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
     let n = world.size();
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
     let max_len = sizes.iter().max().unwrap() / 8;
-    let mut bufs = Buffers::new(max_len * 8, n);
+    let mut bufs = Buffers::new(&world, max_len * 8)?;
     let mut part = Part::default();
     let mut baselines = Baselines::default();
     // Symmetric destinations for the single-address forms.
-    let landing = ctx.alloc_collective::<u64>(max_len * n)?;
-    let dsts = world.symmetric(landing);
+    let dsts = bufs.landing.clone();
     let points = points(sizes);
     // The model's choice ("tuned") and every fixed algorithm, timed in the same sweeps.
     let choices = |op: Collective| -> tessera::Result<Vec<Team>> {
@@ -233,10 +244,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
             let own = world.broadcast_value(0, own as u64)? as usize;
             for alg in [candidates[own], Algorithm::Native] {
                 let team = world.with_algorithm(op, alg)?;
-                let Buffers { buf, big, out } = &mut bufs;
-                let t = osu_latency(&world, iters, || {
-                    run_once(&team, op, &mut buf[..len], big, out)
-                })?;
+                let t = osu_latency(&world, iters, || run_once(&team, op, len, &mut bufs))?;
                 part.results.push(Record {
                     algorithm: Some(alg.to_string()),
                     ..record(op.name(), bytes, n, "latency_osu_us", t * 1e6)
@@ -250,37 +258,30 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)
             });
         }
-        let Buffers { buf, big, .. } = &bufs;
         // The nonblocking form, started and waited at once (what the schedule costs).
-        let best = best_per_iter_synced(ctx, iters, || run_once_nb(&world, op, &buf[..len], big))?;
+        let best = best_per_iter_synced(ctx, iters, || run_once_nb(&world, op, len, &bufs))?;
         part.results.push(Record {
             algorithm: Some("nonblocking".into()),
             ..record(op.name(), bytes, n, "latency_us", best * 1e6)
         });
-        // The single-address forms put straight into the destinations.
-        if matches!(
-            op,
-            Collective::Broadcast
-                | Collective::Exchange
-                | Collective::Gather
-                | Collective::Scatter
-                | Collective::Allgather
-        ) {
-            // At the default synchronisation, the strictest (a barrier on entry and on
-            // exit) and the loosest (none: data moves as soon as a member enters, and a
-            // member leaves once its puts are issued), as seed 004 §7 compares them.
-            for (name, input, output) in [
+        // The single-address forms (the rooted ones are operations of their own, timed
+        // above at the default synchronisation) at the strictest synchronisation (a
+        // barrier on entry and on exit) and the loosest (none: data moves as soon as a
+        // member enters, and a member leaves once its puts are issued), as seed 004 §7
+        // compares them; the unrooted ones at the default too.
+        if op.is_single_address() || matches!(op, Collective::Exchange | Collective::Allgather) {
+            let modes = [
                 ("single_address", SyncMode::All, SyncMode::My),
                 ("single_address_strict", SyncMode::All, SyncMode::All),
                 ("single_address_loose", SyncMode::No, SyncMode::No),
-            ] {
+            ];
+            for (name, input, output) in modes.into_iter().skip(usize::from(op.is_single_address()))
+            {
                 let team = world.with_sync(input, output);
                 let best = best_per_iter_synced(ctx, iters, || match op {
-                    Collective::Broadcast => team.broadcast_to(0, &buf[..len], &dsts, len),
-                    Collective::Gather => team.gather_to(0, &buf[..len], dsts[0]),
-                    Collective::Scatter => team.scatter_to(0, &big[..n * len], &dsts, len),
-                    Collective::Allgather => team.allgather_to(&buf[..len], &dsts),
-                    _ => team.exchange_to(&big[..n * len], &dsts),
+                    Collective::Allgather => team.allgather_to(&bufs.buf[..len], &dsts),
+                    Collective::Exchange => team.exchange_to(&bufs.big[..n * len], &dsts),
+                    _ => run_once(&team, op, len, &mut bufs),
                 })?;
                 part.results.push(Record {
                     algorithm: Some(name.into()),

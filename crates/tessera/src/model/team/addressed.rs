@@ -4,7 +4,50 @@
 //!
 //! This module must never write a destination outside the sync mode's promise.
 
+use super::registry::radix_of;
+use super::topology::Knomial;
 use super::*;
+
+/// How a rooted single-address form moves its data and its signals along its tree.
+#[derive(Clone, Copy)]
+enum Flow {
+    /// Down the tree, each member forwarding from its destination to its children's
+    /// (broadcast).
+    Forward,
+    /// From the root straight to every member; entry signals gather up the tree, landing
+    /// signals spread down (scatter).
+    FromRoot,
+    /// From every member straight to the root; entry spreads down, landing gathers up
+    /// (gather).
+    ToRoot,
+}
+
+/// One member's place in a rooted single-address form's tree: the k-nomial tree of the
+/// algorithm's radix (flat: radix n, the root every member's parent) rooted at the root.
+struct SyncTree {
+    parent: Option<usize>,
+    /// Children (team ranks), the smallest subtree first, each with whether it has
+    /// children of its own.
+    children: Vec<(usize, bool)>,
+}
+
+impl SyncTree {
+    fn new(alg: Algorithm, n: usize, me: usize, root: usize) -> SyncTree {
+        let radix = radix_of(alg, n);
+        let tree = Knomial::new(radix, n, (me + n - root) % n);
+        SyncTree {
+            parent: tree.parent.map(|p| (p + root) % n),
+            children: tree
+                .children
+                .iter()
+                .map(|&c| {
+                    let inner = !Knomial::new(radix, n, c).children.is_empty();
+                    ((c + root) % n, inner)
+                })
+                .collect(),
+        }
+    }
+}
 
 impl<'a> Team<'a> {
     // ----- data-centric (single-address) forms ------------------------------------------
@@ -76,25 +119,120 @@ impl<'a> Team<'a> {
         put: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         let _call = self.begin_call(Signature::SINGLE_ADDRESS);
-        let exchange = |to: &mut dyn Iterator<Item = usize>,
-                        from: &mut dyn Iterator<Item = usize>| {
-            let mut sends: Vec<Outgoing> = to.map(|t| Outgoing::new(t, &[])).collect();
-            let mut recvs: Vec<Incoming> = from.map(|s| Incoming::new(s, &mut [])).collect();
-            self.channel.transfer(self.ctx, &mut sends, &mut recvs)
-        };
         match self.sync.input {
             SyncMode::All => self.barrier()?,
-            SyncMode::My => exchange(&mut sources.clone(), &mut targets.clone())?,
+            SyncMode::My => self.signals(sources.clone(), targets.clone())?,
             SyncMode::No => {}
         }
         put()?;
         match self.sync.output {
             SyncMode::No => Ok(()),
-            SyncMode::My => exchange(&mut targets.clone(), &mut sources.clone()),
+            SyncMode::My => self.signals(targets, sources),
             SyncMode::All => {
-                exchange(&mut targets.clone(), &mut sources.clone())?;
+                self.signals(targets, sources)?;
                 self.barrier()
             }
+        }
+    }
+
+    /// One empty channel message to each of `to` and from each of `from` (a single-address
+    /// form's "entered" and "landed" signals).
+    fn signals(
+        &self,
+        to: impl IntoIterator<Item = usize>,
+        from: impl IntoIterator<Item = usize>,
+    ) -> Result<()> {
+        let mut sends: Vec<Outgoing> = to.into_iter().map(|t| Outgoing::new(t, &[])).collect();
+        let mut recvs: Vec<Incoming> = from
+            .into_iter()
+            .map(|s| Incoming::new(s, &mut []))
+            .collect();
+        self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+    }
+
+    /// A blocking rooted single-address form (`op`, `bytes` per member) along the tree
+    /// its algorithm gives ([`SyncTree`]; flat: the root is every member's parent),
+    /// between the entry and exit synchronisation of the team's sync modes; while the team
+    /// tunes online and entry is [`SyncMode::All`], perhaps a trial of another tree. `flow` says how the data and the
+    /// signals move; `put(tree)` moves this member's part of the data (for
+    /// [`Flow::Forward`], `put` is called once per child, after the data has landed here).
+    fn rooted_single(
+        &self,
+        op: Collective,
+        bytes: usize,
+        root: usize,
+        flow: Flow,
+        mut put: impl FnMut(Option<usize>) -> Result<()>,
+    ) -> Result<()> {
+        let _call = self.begin_call(Signature::SINGLE_ADDRESS);
+        // A trial opens with a barrier: only where entry is one anyway, so that looser
+        // modes keep their promise (a member may finish before another enters).
+        let may_trial = self.sync.input == SyncMode::All;
+        let (alg, trial) = self.choose_or_trial(op, bytes, false, may_trial);
+        if trial.is_some() {
+            self.start_trial()?;
+        }
+        let started = std::time::Instant::now();
+        let tree = SyncTree::new(alg, self.size(), self.me, root);
+        let (input, output) = (self.sync.input, self.sync.output);
+        let parent = tree.parent;
+        let kids = || tree.children.iter().map(|&(c, _)| c);
+        if input == SyncMode::All {
+            self.barrier()?;
+        }
+        // Entry: every destination is written only after its owner has entered.
+        if input == SyncMode::My {
+            match flow {
+                // Each member writes its children's destinations.
+                Flow::Forward => self.signals(parent, kids())?,
+                // The root writes every member's: entry gathers up the tree.
+                Flow::FromRoot => {
+                    self.signals([], kids())?;
+                    self.signals(parent, [])?;
+                }
+                // Every member writes the root's: its entry spreads down the tree.
+                Flow::ToRoot => {
+                    self.signals([], parent)?;
+                    self.signals(kids(), [])?;
+                }
+            }
+        }
+        let landed = output != SyncMode::No;
+        match flow {
+            Flow::Forward => {
+                // Wait for the data when it is to be forwarded or waited for.
+                if landed || !tree.children.is_empty() {
+                    self.signals([], parent)?;
+                }
+                // The largest subtree first.
+                for &(c, inner) in tree.children.iter().rev() {
+                    put(Some(c))?;
+                    if landed || inner {
+                        self.signals([c], [])?;
+                    }
+                }
+            }
+            Flow::FromRoot => {
+                put(None)?;
+                if landed {
+                    self.signals([], parent)?;
+                    self.signals(kids(), [])?;
+                }
+            }
+            Flow::ToRoot => {
+                put(None)?;
+                if landed {
+                    self.signals([], kids())?;
+                    self.signals(parent, [])?;
+                }
+            }
+        }
+        if output == SyncMode::All {
+            self.barrier()?;
+        }
+        match trial {
+            Some(trial) => self.end_trial(trial, started.elapsed()),
+            None => Ok(()),
         }
     }
 
@@ -205,7 +343,29 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != len {
             return Err(length_error("broadcast_to", "src", src.len(), len));
         }
-        self.root_puts(nb, root, dsts, |_| src)
+        if nb {
+            return self.root_puts(nb, root, dsts, |_| src);
+        }
+        let bytes = len * std::mem::size_of::<T>();
+        let me = self.me;
+        if me == root {
+            self.ctx.put(dsts[root], src)?; // its own: entered by definition
+        }
+        self.rooted_single(
+            Collective::BroadcastTo,
+            bytes,
+            root,
+            Flow::Forward,
+            |child| {
+                let c = child.expect("a forwarding put names its child");
+                if me == root {
+                    self.ctx.put(dsts[c], src)
+                } else {
+                    self.ctx.copy_strided(dsts[c], &[1], dsts[me], &[1], &[len])
+                }
+            },
+        )
+        .map(|()| None)
     }
 
     /// The root puts `block(i)` into every member `i`'s destination; the others receive.
@@ -400,12 +560,18 @@ impl<'a> Team<'a> {
         self.check_root(root)?;
         self.check_destination("gather_to", root, dst)?;
         let (n, me) = (self.size(), self.me);
-        self.run_single(
-            nb,
-            std::iter::once(root).filter(|_| me != root),
-            (0..n).filter(|&i| me == root && i != root),
-            || self.ctx.put(dst.add(me * src.len()), src),
-        )
+        let put = || self.ctx.put(dst.add(me * src.len()), src);
+        if nb {
+            return self.run_single(
+                nb,
+                std::iter::once(root).filter(|_| me != root),
+                (0..n).filter(|&i| me == root && i != root),
+                put,
+            );
+        }
+        let bytes = std::mem::size_of_val(src);
+        self.rooted_single(Collective::GatherTo, bytes, root, Flow::ToRoot, |_| put())
+            .map(|()| None)
     }
 
     single_address_pair! {
@@ -430,7 +596,23 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * len {
             return Err(length_error("scatter_to", "src", src.len(), n * len));
         }
-        self.root_puts(nb, root, dsts, |i| &src[i * len..(i + 1) * len])
+        let block = |i: usize| &src[i * len..(i + 1) * len];
+        if nb {
+            return self.root_puts(nb, root, dsts, block);
+        }
+        let bytes = len * std::mem::size_of::<T>();
+        let me = self.me;
+        self.rooted_single(Collective::ScatterTo, bytes, root, Flow::FromRoot, |_| {
+            if me == root {
+                // Starting with the next member, as the flat form does.
+                for s in 0..n {
+                    let i = (root + 1 + s) % n;
+                    self.ctx.put(dsts[i], block(i))?;
+                }
+            }
+            Ok(())
+        })
+        .map(|()| None)
     }
 
     single_address_pair! {

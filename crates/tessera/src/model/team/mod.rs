@@ -113,7 +113,7 @@ pub struct Team<'a> {
     forced: Forced,
     /// The tuning table's rules for this team's size, per operation, if a table is in
     /// force (see [`crate::model::tuning`]); resolved when the team is made.
-    tuned: Option<Rc<[Option<Rules>; 9]>>,
+    tuned: Option<Rc<[Option<Rules>; Collective::ALL.len()]>>,
     /// The online tuner's decisions and trials, if the team tunes online (shared by the
     /// copies [`Team::with_algorithm`] and [`Team::with_sync`] make, as the channel is).
     online: Option<Rc<RefCell<online::OnlineTuner>>>,
@@ -199,7 +199,7 @@ impl Default for DataSync {
 }
 
 /// The tuning table's rules for a team of `size`, per operation, if a table is in force.
-fn tuned_rules(size: usize) -> Result<Option<Rc<[Option<Rules>; 9]>>> {
+fn tuned_rules(size: usize) -> Result<Option<Rc<[Option<Rules>; Collective::ALL.len()]>>> {
     Ok(tuning::in_force()?
         .table
         .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))))
@@ -299,7 +299,7 @@ impl<'a> Team<'a> {
     /// ```
     pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
         let mut algs = op.algorithms();
-        if self.native.is_some() {
+        if self.native.is_some() && !op.is_single_address() {
             algs.push(Algorithm::Native);
         }
         algs
@@ -318,7 +318,7 @@ impl<'a> Team<'a> {
     /// ```
     pub fn candidates(&self, op: Collective) -> Vec<Algorithm> {
         let mut algs = op.candidates();
-        if self.native.is_some() {
+        if self.native.is_some() && !op.is_single_address() {
             algs.push(Algorithm::Native);
         }
         algs
@@ -618,11 +618,11 @@ impl<'a> Team<'a> {
     }
 
     /// The model's choice: on a team that spans hosts and has the conduit's own
-    /// collectives, those (MPI's beat messages built from one-sided operations between
-    /// hosts at every measured size, docs/PERFORMANCE.md); otherwise
-    /// [`default_algorithm`].
+    /// collectives, those for every operation they implement (MPI's beat messages built
+    /// from one-sided operations between hosts at every measured size,
+    /// docs/PERFORMANCE.md); otherwise [`default_algorithm`].
     fn model(&self, op: Collective, bytes: usize) -> Algorithm {
-        if self.spans_hosts && self.native.is_some() {
+        if self.spans_hosts && self.native.is_some() && !op.is_single_address() {
             Algorithm::Native
         } else {
             default_algorithm(op, self.size(), bytes)

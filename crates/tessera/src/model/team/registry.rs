@@ -27,11 +27,17 @@ pub enum Collective {
     Exchange,
     /// [`Team::scan`] and [`Team::exscan`]
     Scan,
+    /// [`Team::broadcast_to`] (blocking; the nonblocking form is flat)
+    BroadcastTo,
+    /// [`Team::scatter_to`] (blocking; the nonblocking form is flat)
+    ScatterTo,
+    /// [`Team::gather_to`] (blocking; the nonblocking form is flat)
+    GatherTo,
 }
 
 impl Collective {
     /// Every collective.
-    pub const ALL: [Collective; 9] = [
+    pub const ALL: [Collective; 12] = [
         Collective::Barrier,
         Collective::Broadcast,
         Collective::Reduce,
@@ -41,6 +47,9 @@ impl Collective {
         Collective::Scatter,
         Collective::Exchange,
         Collective::Scan,
+        Collective::BroadcastTo,
+        Collective::ScatterTo,
+        Collective::GatherTo,
     ];
 
     /// Position in [`Collective::ALL`].
@@ -60,7 +69,20 @@ impl Collective {
             Collective::Scatter => "scatter",
             Collective::Exchange => "exchange",
             Collective::Scan => "scan",
+            Collective::BroadcastTo => "broadcast_to",
+            Collective::ScatterTo => "scatter_to",
+            Collective::GatherTo => "gather_to",
         }
+    }
+
+    /// A single-address form (`*_to`): it puts straight into destinations in the global
+    /// address space, so the conduit's own collectives ([`Algorithm::Native`]) do not
+    /// implement it.
+    pub fn is_single_address(self) -> bool {
+        matches!(
+            self,
+            Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo
+        )
     }
 
     /// The algorithms that implement this operation, in the registry's order (the first
@@ -210,9 +232,18 @@ const fn knomial(op: Collective) -> Row {
     }
 }
 
+/// The k-nomial row of a single-address form (default radix 4).
+const fn knomial_single(op: Collective, summary: &'static str) -> Row {
+    Row {
+        tuned_radices: &[2, 4, 8],
+        summary,
+        ..knomial(op)
+    }
+}
+
 /// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
-/// row: any operation has it on the mpi conduit).
-static REGISTRY: [Row; 26] = {
+/// row: every mailbox operation has it on the mpi conduit).
+static REGISTRY: [Row; 32] = {
     use Algorithm::*;
     use Collective::*;
     [
@@ -344,6 +375,36 @@ static REGISTRY: [Row; 26] = {
             "recursive_doubling",
             "log2 n rounds at doubling distances",
         ),
+        row(
+            BroadcastTo,
+            Flat,
+            "flat",
+            "the root puts into every destination",
+        ),
+        knomial_single(
+            BroadcastTo,
+            "k-nomial tree of puts: each member forwards from its destination to its children's",
+        ),
+        row(
+            ScatterTo,
+            Flat,
+            "flat",
+            "the root puts every block and signals every member",
+        ),
+        knomial_single(
+            ScatterTo,
+            "the root puts every block; entry and landing signalled along a k-nomial tree",
+        ),
+        row(
+            GatherTo,
+            Flat,
+            "flat",
+            "every member puts its block; the root hears from each",
+        ),
+        knomial_single(
+            GatherTo,
+            "every member puts its block; entry and landing signalled along a k-nomial tree",
+        ),
     ]
 };
 
@@ -442,7 +503,7 @@ impl FromStr for Algorithm {
 }
 
 /// Forced algorithms per operation, in [`Collective::ALL`] order.
-pub(super) type Forced = [Option<Algorithm>; 9];
+pub(super) type Forced = [Option<Algorithm>; Collective::ALL.len()];
 
 /// Forced algorithms, from `TESSERA_COLL_*` and [`Team::with_algorithm`].
 pub(super) fn forced_from_env() -> Result<Forced> {
@@ -461,9 +522,9 @@ pub(super) fn forced_from_env() -> Result<Forced> {
 }
 
 /// An error unless the registry has `alg` for `op` ([`Algorithm::Native`] is every
-/// operation's on the mpi conduit).
+/// mailbox operation's on the mpi conduit).
 pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
-    let ok = alg == Algorithm::Native
+    let ok = (alg == Algorithm::Native && !op.is_single_address())
         || REGISTRY.iter().any(|row| {
             row.op == op
                 && same_family(row.algorithm, alg)
@@ -486,17 +547,27 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
 
 /// The algorithm the model picks when none is forced and no tuning table covers the
 /// operation, on a team within one host (a team spanning hosts on the mpi conduit uses
-/// [`Algorithm::Native`] instead). The choices follow `tessera bench coll` at 2 and 4 ranks on shared memory
-/// (docs/PERFORMANCE.md). Moving every block directly (flat) wins for gather, scatter and
-/// exchange, because a shared-memory "message" costs about one cache-line round trip
-/// however many are in flight. Trees and rings win where data would otherwise cross
-/// one rank many times, and the chain pipelines large broadcasts through more than two
-/// ranks.
+/// [`Algorithm::Native`] for the operations MPI has). The choices follow `tessera bench
+/// coll` at 2 and 4 ranks on shared memory and 8 on threads (docs/PERFORMANCE.md). Moving
+/// every block directly (flat, all-broadcast) wins for gather, scatter, allgather,
+/// exchange and the single-address forms, because a shared-memory "message" or put costs
+/// about one cache-line round trip however many are in flight and whichever member sends
+/// it. Trees and rings win where data would otherwise cross one rank many times, and the
+/// chain pipelines large broadcasts through more than two ranks.
+///
+/// ```
+/// use tessera::model::team::default_algorithm;
+/// use tessera::{Algorithm, Collective};
+/// assert_eq!(default_algorithm(Collective::Allgather, 4, 8), Algorithm::AllBroadcast);
+/// assert_eq!(default_algorithm(Collective::BroadcastTo, 4, 8), Algorithm::Flat);
+/// ```
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
     match op {
         Collective::Barrier => Algorithm::Dissemination,
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
         Collective::Broadcast => Algorithm::Binomial,
+        // From 32 KiB on 4 and 8 ranks, radix 3 beat the binomial tree by 1.1-1.3x.
+        Collective::Reduce if bytes >= 32 * 1024 && team_size > 2 => Algorithm::Knomial(3),
         Collective::Reduce => Algorithm::Binomial,
         Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
@@ -506,8 +577,11 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
         Collective::Allgather if bytes <= 32 * 1024 => Algorithm::Bruck(2),
         Collective::Allgather => Algorithm::Ring,
         Collective::Exchange => Algorithm::Flat,
-        Collective::Scan if team_size <= 4 => Algorithm::Linear,
+        // Recursive doubling moves the whole vector log2 n times per member: measured
+        // slower than the chain at every size up to 8 ranks (1.2-3.9x).
+        Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
+        Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => Algorithm::Flat,
     }
 }
 
@@ -549,7 +623,10 @@ mod tests {
         for op in Collective::ALL {
             let rows: Vec<&Row> = registry().iter().filter(|r| r.op == op).collect();
             assert!(!rows.is_empty(), "{op:?}");
-            check_supported(op, Algorithm::Native).unwrap();
+            assert_eq!(
+                check_supported(op, Algorithm::Native).is_ok(),
+                !op.is_single_address()
+            );
             for other in registry().iter().filter(|r| r.op != op) {
                 let known = rows
                     .iter()
