@@ -4,7 +4,9 @@
 //!
 //! One job per team size (powers of two up to N, and N itself); rank 0 of each shows a
 //! progress bar and writes its measurements, and the driver turns the fastest algorithm
-//! per (operation, team size, message size) into size rules.
+//! per (operation, team size, message size) into size rules. Then it prints what tuning
+//! cost (seed 004 Table 2): the time spent per operation and size, the table's size, and
+//! what a call pays to look its choice up.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use tessera::model::team::default_algorithm;
 use tessera::model::tuning::{self, Entry, Rule, TuningTable};
-use tessera::{Collective, Context, RankResult, Team};
+use tessera::{Collective, Context, Job, RankResult, Team};
 
 use crate::bench::coll::{points, sweep, Buffers, PASSES, QUICK_SIZES, SIZES};
 use crate::bench::rma::record;
@@ -45,11 +47,26 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
             .map(|alg| world.with_algorithm(op, alg))
             .collect()
     };
+    // Wall time per point (all its candidates, every pass): what tuning it cost.
+    let mut spent: BTreeMap<(&str, usize), f64> = BTreeMap::new();
+    let mut current: Option<((&str, usize), Instant)> = None;
+    let mut charge = |current: Option<((&'static str, usize), Instant)>, now: Instant| {
+        if let Some((key, since)) = current {
+            *spent.entry(key).or_default() += (now - since).as_secs_f64();
+        }
+    };
     let timed = sweep(&points, &choices, n, quick, &mut bufs, &mut |op, bytes| {
+        let now = Instant::now();
+        charge(current.take(), now);
+        current = Some(((op.name(), bytes), now));
         bar.set_message(format!("{} {bytes} B", op.name()));
         bar.inc(1);
     })?;
+    charge(current.take(), Instant::now());
     let mut part = Part::default();
+    for (&(op, bytes), &secs) in &spent {
+        part.results.push(record(op, bytes, n, "tuning_s", secs));
+    }
     for (&(op, bytes), times) in points.iter().zip(timed) {
         for (alg, best) in world.candidates(op).into_iter().zip(times) {
             part.results.push(Record {
@@ -170,6 +187,7 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(&table).map_err(|e| e.to_string())?;
+    let json_bytes = text.len() + 1;
     std::fs::write(&path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
     for e in &table.entries {
         let rules: Vec<String> = e
@@ -187,10 +205,88 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result
             rules.join(", ")
         );
     }
+    print_cost(&results, &table, json_bytes)?;
     println!(
         "wrote {} in {:.0} s; collectives now follow it (TESSERA_TUNING=FILE picks another, TESSERA_TUNING=none none)",
         path.display(),
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What tuning cost, as seed 004's Table 2 reports it: seconds spent per operation and
+/// message size (all team sizes), the table's size, and the time a call takes to look up
+/// its algorithm in it (against the model's choice, which needs no table).
+fn print_cost(results: &[Record], table: &TuningTable, json_bytes: usize) -> Result<(), String> {
+    let mut cost: BTreeMap<&str, BTreeMap<u64, f64>> = BTreeMap::new();
+    for r in results.iter().filter(|r| r.metric == "tuning_s") {
+        *cost.entry(&r.op).or_default().entry(r.bytes).or_default() += r.value;
+    }
+    let sizes: Vec<u64> = cost
+        .values()
+        .flat_map(|m| m.keys().copied())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    println!("\ntuning cost, milliseconds per operation and message size (all team sizes):");
+    let header: Vec<String> = sizes.iter().map(|b| format!("{b:>9}")).collect();
+    println!("{:<13} {} {:>9}", "op \\ bytes", header.join(" "), "total");
+    let mut total = 0.0;
+    for op in Collective::ALL.map(|c| c.name()) {
+        let Some(by_size) = cost.get(op) else {
+            continue;
+        };
+        let cells: Vec<String> = sizes
+            .iter()
+            .map(|b| {
+                by_size
+                    .get(b)
+                    .map_or(format!("{:>9}", "-"), |s| format!("{:>9.1}", s * 1e3))
+            })
+            .collect();
+        let sum: f64 = by_size.values().sum();
+        total += sum;
+        println!("{op:<13} {} {:>9.1}", cells.join(" "), sum * 1e3);
+    }
+    let rules: usize = table.entries.iter().map(|e| e.rules.len()).sum();
+    println!(
+        "total {total:.1} s; table: {} entries, {rules} rules, {json_bytes} bytes as JSON ({:.0} per rule), {} bytes per rule once a team resolves it",
+        table.entries.len(),
+        json_bytes as f64 / rules.max(1) as f64,
+        std::mem::size_of::<(Option<u64>, tessera::Algorithm)>()
+    );
+    let (with_table, model) = lookup_cost(table).map_err(|e| format!("timing lookups: {e}"))?;
+    println!(
+        "lookup: {:.1} ns per call with the table, {:.1} ns with the model alone",
+        with_table * 1e9,
+        model * 1e9
+    );
+    Ok(())
+}
+
+/// Seconds per `Team::algorithm_for` (a blocking call's whole choice: forced, table,
+/// model) on a team following `table`, and on one following an empty table (the model).
+fn lookup_cost(table: &TuningTable) -> tessera::Result<(f64, f64)> {
+    let out = std::sync::Mutex::new((0.0, 0.0));
+    Job::threads(1).segment(1 << 20).run(|ctx| {
+        let world = Team::world(ctx)?;
+        let time = |team: &Team| {
+            let points = points(&SIZES);
+            let rounds = 20_000;
+            let t0 = Instant::now();
+            for _ in 0..rounds {
+                for &(op, bytes) in &points {
+                    std::hint::black_box(team.algorithm_for(op, std::hint::black_box(bytes)));
+                }
+            }
+            t0.elapsed().as_secs_f64() / (rounds * points.len()) as f64
+        };
+        let measured = (
+            time(&world.with_tuning_table(table)),
+            time(&world.with_tuning_table(&TuningTable::default())),
+        );
+        *out.lock().expect("one rank") = measured;
+        Ok(())
+    })?;
+    Ok(out.into_inner().expect("one rank"))
 }

@@ -25,6 +25,24 @@ fn tune_writes_a_table_that_jobs_follow() {
         "{}",
         f.stdout
     );
+    // What tuning cost: a row of seconds per operation, the table's size, the lookup.
+    for op in Collective::ALL {
+        let row = f
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(op.name()) && !l.contains("team of"))
+            .unwrap_or_else(|| panic!("no tuning-cost row for {}: {}", op.name(), f.stdout));
+        let total: f64 = row.split_whitespace().last().unwrap().parse().unwrap();
+        assert!(total > 0.0, "{row}");
+    }
+    assert!(f.stdout.contains(" rules, "), "{}", f.stdout);
+    let lookup = f
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("lookup: "))
+        .expect("a lookup cost line");
+    let ns: f64 = lookup.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(ns > 0.0 && ns < 10_000.0, "{lookup}");
     let table = TuningTable::load(&path).expect("the table loads");
     let covered: BTreeSet<(String, usize)> = table
         .entries

@@ -398,6 +398,37 @@ impl<'a> Team<'a> {
         }
     }
 
+    /// This team following `table` (instead of the table or online tuner in force): every
+    /// unforced choice is the table's rule for the operation at this team's size (the
+    /// entry of the nearest team size), the model's where the table has none. Every
+    /// member must pass the same table.
+    ///
+    /// ```
+    /// use tessera::model::tuning::{Entry, Rule, TuningTable};
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// let table = TuningTable {
+    ///     machine: String::new(),
+    ///     entries: vec![Entry {
+    ///         op: "allreduce".into(),
+    ///         team_size: 2,
+    ///         rules: vec![Rule { up_to_bytes: None, algorithm: "ring".into() }],
+    ///     }],
+    /// };
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?.with_tuning_table(&table);
+    ///     assert_eq!(world.algorithm_for(Collective::Allreduce, 8), Algorithm::Ring);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn with_tuning_table(&self, table: &tuning::TuningTable) -> Team<'a> {
+        let size = self.size();
+        Team {
+            tuned: Some(Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            online: None,
+            ..self.clone()
+        }
+    }
+
     /// This team with the single-address forms synchronising as `input` on entry and
     /// `output` on exit (see [`SyncMode`]). The copy shares the team's channel, so it must
     /// be used in the same collective order.
