@@ -25,7 +25,7 @@ fn tune_writes_a_table_that_jobs_follow() {
         "{}",
         f.stdout
     );
-    // What tuning cost: a row of seconds per operation, the table's size, the lookup.
+    // What tuning cost: a row of milliseconds per operation, the table's size, the lookup.
     for op in Collective::ALL {
         let row = f
             .stdout

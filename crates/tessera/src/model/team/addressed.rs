@@ -152,10 +152,11 @@ impl<'a> Team<'a> {
 
     /// A blocking rooted single-address form (`op`, `bytes` per member) along the tree
     /// its algorithm gives ([`SyncTree`]; flat: the root is every member's parent),
-    /// between the entry and exit synchronisation of the team's sync modes; while the team
-    /// tunes online and entry is [`SyncMode::All`], perhaps a trial of another tree. `flow` says how the data and the
-    /// signals move; `put(tree)` moves this member's part of the data (for
-    /// [`Flow::Forward`], `put` is called once per child, after the data has landed here).
+    /// between the entry and exit synchronisation of the team's sync modes; while the
+    /// team tunes online and entry is [`SyncMode::All`], perhaps a trial of another tree.
+    /// `flow` says how the data and the signals move; `put` moves this member's part of
+    /// the data: for [`Flow::Forward`] once per child (`Some(child)`), after the data has
+    /// landed here, otherwise once (`None`).
     fn rooted_single(
         &self,
         op: Collective,
@@ -168,11 +169,19 @@ impl<'a> Team<'a> {
         // A trial opens with a barrier: only where entry is one anyway, so that looser
         // modes keep their promise (a member may finish before another enters).
         let may_trial = self.sync.input == SyncMode::All;
-        let (alg, trial) = self.choose_or_trial(op, bytes, false, may_trial);
-        if trial.is_some() {
-            self.start_trial()?;
-        }
-        let started = std::time::Instant::now();
+        self.chosen(op, bytes, false, may_trial, |alg| {
+            self.along_tree(alg, root, flow, &mut put)
+        })
+    }
+
+    /// The body of [`Team::rooted_single`] with the tree of `alg`.
+    fn along_tree(
+        &self,
+        alg: Algorithm,
+        root: usize,
+        flow: Flow,
+        put: &mut impl FnMut(Option<usize>) -> Result<()>,
+    ) -> Result<()> {
         let tree = SyncTree::new(alg, self.size(), self.me, root);
         let (input, output) = (self.sync.input, self.sync.output);
         let parent = tree.parent;
@@ -230,10 +239,7 @@ impl<'a> Team<'a> {
         if output == SyncMode::All {
             self.barrier()?;
         }
-        match trial {
-            Some(trial) => self.end_trial(trial, started.elapsed()),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// A single-address form: blocking (`deliver`), or nonblocking (puts now, "landed"
@@ -344,7 +350,7 @@ impl<'a> Team<'a> {
             return Err(length_error("broadcast_to", "src", src.len(), len));
         }
         if nb {
-            return self.root_puts(nb, root, dsts, |_| src);
+            return self.root_puts_nb(root, dsts, |_| src);
         }
         let bytes = len * std::mem::size_of::<T>();
         let me = self.me;
@@ -368,17 +374,17 @@ impl<'a> Team<'a> {
         .map(|()| None)
     }
 
-    /// The root puts `block(i)` into every member `i`'s destination; the others receive.
-    pub(super) fn root_puts<'s, T: Pod>(
+    /// Nonblocking and flat: the root puts `block(i)` into every member `i`'s
+    /// destination; the others receive.
+    fn root_puts_nb<'s, T: Pod>(
         &self,
-        nb: bool,
         root: usize,
         dsts: &[GlobalPtr<T>],
         block: impl Fn(usize) -> &'s [T],
     ) -> Result<Option<CollHandle<'a>>> {
         let (n, me) = (self.size(), self.me);
         self.run_single(
-            nb,
+            true,
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -563,7 +569,7 @@ impl<'a> Team<'a> {
         let put = || self.ctx.put(dst.add(me * src.len()), src);
         if nb {
             return self.run_single(
-                nb,
+                true,
                 std::iter::once(root).filter(|_| me != root),
                 (0..n).filter(|&i| me == root && i != root),
                 put,
@@ -598,7 +604,7 @@ impl<'a> Team<'a> {
         }
         let block = |i: usize| &src[i * len..(i + 1) * len];
         if nb {
-            return self.root_puts(nb, root, dsts, block);
+            return self.root_puts_nb(root, dsts, block);
         }
         let bytes = len * std::mem::size_of::<T>();
         let me = self.me;

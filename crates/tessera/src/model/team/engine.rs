@@ -32,23 +32,37 @@ impl<'a> Team<'a> {
         reducer: Option<Reducer<'b, T>>,
         rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
     ) -> Result<()> {
-        let (alg, trial) = self.choose_or_trial(op, bytes, native.is_some(), true);
-        if trial.is_some() {
-            self.start_trial()?;
-        }
+        self.chosen(op, bytes, native.is_some(), true, |alg| {
+            match (alg, native) {
+                (Algorithm::Native, Some(call)) => self.native(
+                    call,
+                    bytemuck::cast_slice(src),
+                    bytemuck::cast_slice_mut(dst),
+                ),
+                (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg)),
+            }
+        })
+    }
+
+    /// Run a blocking call (`call` with its algorithm) of `op` with `bytes` per member
+    /// with the algorithm chosen for it; while the team tunes online and the call may be
+    /// a trial (`may_trial`), as a trial: opened by a barrier, timed, recorded.
+    pub(super) fn chosen(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native_ok: bool,
+        may_trial: bool,
+        call: impl FnOnce(Algorithm) -> Result<()>,
+    ) -> Result<()> {
+        let (alg, trial) = self.choose_or_trial(op, bytes, native_ok, may_trial);
+        let Some(trial) = trial else {
+            return call(alg);
+        };
+        self.start_trial()?;
         let started = Instant::now();
-        match (alg, native) {
-            (Algorithm::Native, Some(call)) => self.native(
-                call,
-                bytemuck::cast_slice(src),
-                bytemuck::cast_slice_mut(dst),
-            )?,
-            (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg))?,
-        }
-        match trial {
-            Some(trial) => self.end_trial(trial, started.elapsed()),
-            None => Ok(()),
-        }
+        call(alg)?;
+        self.end_trial(trial, started.elapsed())
     }
 
     /// The nonblocking twin of [`Team::blocking`]: the same choice, then the conduit's own

@@ -202,7 +202,15 @@ impl Default for DataSync {
 fn tuned_rules(size: usize) -> Result<Option<Rc<[Option<Rules>; Collective::ALL.len()]>>> {
     Ok(tuning::in_force()?
         .table
-        .map(|table| Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))))
+        .map(|table| resolved_rules(table, size)))
+}
+
+/// `table`'s rules for a team of `size`, per operation (parsed once, for every call).
+fn resolved_rules(
+    table: &tuning::TuningTable,
+    size: usize,
+) -> Rc<[Option<Rules>; Collective::ALL.len()]> {
+    Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))
 }
 
 /// A fresh online tuner for a team of `size`, if teams tune online (a team of one has
@@ -421,9 +429,8 @@ impl<'a> Team<'a> {
     /// }).unwrap();
     /// ```
     pub fn with_tuning_table(&self, table: &tuning::TuningTable) -> Team<'a> {
-        let size = self.size();
         Team {
-            tuned: Some(Rc::new(Collective::ALL.map(|op| table.rules_for(op, size)))),
+            tuned: Some(resolved_rules(table, self.size())),
             online: None,
             ..self.clone()
         }
