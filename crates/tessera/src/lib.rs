@@ -55,6 +55,7 @@ pub use crate::core::wait::{Compare, WaitWord};
 pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
 pub use crate::job::{spmd, ConduitKind, Job, RankResult, Session};
+pub use crate::model::dense::{numroc, BlockCyclicMatrix, LocalMatrix, MatrixLayout};
 pub use crate::model::domain::{Domain, Point, RectDomain, Side};
 pub use crate::model::global_grid::{GlobalGrid, GridRef, GridSource};
 pub use crate::model::grid::{Grid, GridView, GridViewMut};

@@ -12,6 +12,7 @@
 //!   intersections between them;
 //! - [`halo`]: block-decomposed periodic grids with ghost cells and their exchange;
 //! - [`shared_array`]: UPC shared arrays with block-cyclic distributions;
+//! - [`dense`]: dense matrices 2-D block-cyclic over a process grid (ScaLAPACK's layout);
 //! - [`phased`]: collective arrays borrowed as plain slices by phase (own, shared,
 //!   exchange);
 //! - [`mailbox`]: fixed, symmetric pairs of ranks swapping messages, each lent out as a
@@ -20,6 +21,7 @@
 //! This layer must never reach around the core to the conduit: everything it does works
 //! on any conduit.
 
+pub mod dense;
 pub mod domain;
 pub mod global_grid;
 pub mod grid;

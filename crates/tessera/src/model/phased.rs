@@ -107,6 +107,11 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         self.len == 0
     }
 
+    /// The team the array is spread over.
+    pub(crate) fn team(&self) -> &'t Team<'t> {
+        self.team
+    }
+
     /// The current phase.
     pub fn phase(&self) -> Phase {
         self.phase
@@ -183,6 +188,37 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
                 Ok(Cow::Owned(copy))
             }
         }
+    }
+
+    /// A strided read of team rank `rank`'s part in the shared phase, as
+    /// [`Context::get_strided`](crate::Context::get_strided) from element `offset` of that
+    /// part with the same strides and counts (for a rectangle of a column-major local
+    /// matrix: one run per column). The whole region must lie in the part.
+    pub fn peer_strided(
+        &self,
+        rank: usize,
+        offset: usize,
+        src_strides: &[usize],
+        dst: &mut [T],
+        dst_strides: &[usize],
+        counts: &[usize],
+    ) -> Result<()> {
+        self.expect(Phase::Shared, "peer_strided")?;
+        let extent = strided_extent(src_strides, counts);
+        if rank >= self.team.size() || offset.checked_add(extent).is_none_or(|e| e > self.len) {
+            return Err(CoreError::Invalid(format!(
+                "PhasedArray::peer_strided: {extent} elements from {offset} of rank {rank}, but \
+                 the team has {} ranks of {} elements",
+                self.team.size(),
+                self.len
+            ))
+            .into());
+        }
+        let at = self.base.on(self.team.world_rank(rank)).add(offset);
+        // In the shared phase nobody writes any part, so a get reads settled data.
+        self.team
+            .context()
+            .get_strided(at, src_strides, dst, dst_strides, counts)
     }
 
     /// Own phase to exchange: this rank will send `counts[d]` elements to each team rank
@@ -383,16 +419,7 @@ impl<T: Pod> Exchange<'_, '_, T> {
         src_strides: &[usize],
         count: &[usize],
     ) -> Result<()> {
-        // One past the last element the region touches (nothing for an empty box).
-        let extent = if count.contains(&0) || count.len() != dst_strides.len() {
-            0
-        } else {
-            1 + count
-                .iter()
-                .zip(dst_strides)
-                .map(|(&c, &s)| (c - 1).saturating_mul(s))
-                .fold(0usize, usize::saturating_add)
-        };
+        let extent = strided_extent(dst_strides, count);
         let at = self.target(dest, offset, extent)?;
         self.array
             .team
@@ -443,6 +470,19 @@ impl<T: Pod> Exchange<'_, '_, T> {
         self.array.phase = Phase::Own;
         Ok(())
     }
+}
+
+/// One past the last element a strided region with these strides and counts touches
+/// (nothing for an empty box; a mismatched shape is left for the transfer to refuse).
+fn strided_extent(strides: &[usize], counts: &[usize]) -> usize {
+    if counts.contains(&0) || counts.len() != strides.len() {
+        return 0;
+    }
+    1 + counts
+        .iter()
+        .zip(strides)
+        .map(|(&c, &s)| (c - 1).saturating_mul(s))
+        .fold(0usize, usize::saturating_add)
 }
 
 #[cfg(test)]

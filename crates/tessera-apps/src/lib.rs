@@ -1,0 +1,310 @@
+//! Dense linear algebra on Tessera (seed 004 §6, seed 002): SUMMA matrix multiply,
+//! Cholesky and LU factorisations of [`BlockCyclicMatrix`](tessera::BlockCyclicMatrix)es
+//! over a process grid, with team broadcasts between ranks and OpenBLAS for the local
+//! blocks, each verified and timed in an NPB-style [`Report`].
+//!
+//! `tessera app summa|cholesky|lu` starts the ranks and prints the report; in a program,
+//! [`run`] is the whole of one application on the calling rank:
+//!
+//! ```
+//! use tessera_apps::{App, MatrixKind, Problem, Variant};
+//! tessera::Job::threads(2).run(|ctx| {
+//!     let problem = Problem {
+//!         app: App::Lu,
+//!         n: 100,
+//!         block: 16,
+//!         grid: (1, 2),
+//!         variant: Variant::Blocking,
+//!         matrix: MatrixKind::Random,
+//!     };
+//!     let outcome = tessera_apps::run(ctx, &problem)?;
+//!     assert!(outcome.failure.is_none() && outcome.residual < 16.0);
+//!     Ok(())
+//! }).unwrap();
+//! ```
+//!
+//! This crate holds the applications only: no communication of its own beyond the
+//! library's teams and matrices, and no numerical kernel that BLAS or LAPACK provides.
+
+pub mod blas;
+pub mod cholesky;
+pub mod common;
+pub mod lu;
+pub mod report;
+pub mod summa;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tessera::{Context, Team};
+
+pub use report::Report;
+
+/// The applications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum App {
+    /// `C = A·B` (SUMMA).
+    Summa,
+    /// `A = L·Lᵀ`.
+    Cholesky,
+    /// `P·A = L·U`.
+    Lu,
+}
+
+impl App {
+    /// Every application.
+    pub const ALL: [App; 3] = [App::Summa, App::Cholesky, App::Lu];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            App::Summa => "summa",
+            App::Cholesky => "cholesky",
+            App::Lu => "lu",
+        }
+    }
+
+    /// The variants it has, the default first.
+    pub fn variants(self) -> &'static [Variant] {
+        match self {
+            App::Summa => &[Variant::Prefetch, Variant::Blocking],
+            App::Cholesky | App::Lu => &[Variant::Blocking],
+        }
+    }
+
+    /// The test matrices it can be given, the default first.
+    pub fn matrices(self) -> &'static [MatrixKind] {
+        match self {
+            App::Summa => &[MatrixKind::Random],
+            App::Cholesky => &[MatrixKind::Random, MatrixKind::Indefinite],
+            App::Lu => &[MatrixKind::Random, MatrixKind::Singular],
+        }
+    }
+}
+
+impl fmt::Display for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for App {
+    type Err = String;
+    fn from_str(s: &str) -> Result<App, String> {
+        App::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown application {s:?}; choose summa, cholesky or lu"))
+    }
+}
+
+/// How an application overlaps communication with computation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// Blocking broadcasts, then the local update.
+    Blocking,
+    /// Nonblocking broadcasts of the next panels during the current multiply (SUMMA).
+    Prefetch,
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Variant::Blocking => "blocking",
+            Variant::Prefetch => "prefetch",
+        })
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Variant, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "blocking" => Ok(Variant::Blocking),
+            "prefetch" => Ok(Variant::Prefetch),
+            _ => Err(format!(
+                "unknown variant {s:?}; choose blocking or prefetch"
+            )),
+        }
+    }
+}
+
+/// Which test matrix to factor: the well-posed default, or one made to fail at a known
+/// column (to see the error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatrixKind {
+    /// Uniform random entries (symmetric and diagonally dominant for Cholesky).
+    Random,
+    /// Cholesky: symmetric, with a negative diagonal entry at column `n / 2`.
+    Indefinite,
+    /// LU: column `n / 2` zero, so that column's pivot is exactly zero.
+    Singular,
+}
+
+impl fmt::Display for MatrixKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MatrixKind::Random => "random",
+            MatrixKind::Indefinite => "indefinite",
+            MatrixKind::Singular => "singular",
+        })
+    }
+}
+
+impl FromStr for MatrixKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MatrixKind, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "random" => Ok(MatrixKind::Random),
+            "indefinite" => Ok(MatrixKind::Indefinite),
+            "singular" => Ok(MatrixKind::Singular),
+            _ => Err(format!(
+                "unknown matrix {s:?}; choose random, indefinite (cholesky) or singular (lu)"
+            )),
+        }
+    }
+}
+
+/// One run: which application, the matrix order `n`, the square block size, the process
+/// grid, the variant and the test matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// The application.
+    pub app: App,
+    /// Matrix order (every matrix is `n × n`).
+    pub n: usize,
+    /// Block size (`block × block` blocks).
+    pub block: usize,
+    /// Process grid `(rows, columns)`.
+    pub grid: (usize, usize),
+    /// The variant.
+    pub variant: Variant,
+    /// The test matrix.
+    pub matrix: MatrixKind,
+}
+
+impl Problem {
+    /// Check everything that can be checked before any rank starts, for `ranks` ranks: a
+    /// one-line error naming the problem and the way out.
+    pub fn check(&self, ranks: usize) -> Result<(), String> {
+        let (p, q) = self.grid;
+        if self.n == 0 {
+            return Err("the matrix size must be positive (--size N with N ≥ 1)".into());
+        }
+        if self.block == 0 || self.block > self.n {
+            return Err(format!(
+                "the block size {} must be between 1 and the matrix size {} (--block)",
+                self.block, self.n
+            ));
+        }
+        if p == 0 || q == 0 || p * q != ranks {
+            return Err(format!(
+                "a {p}×{q} process grid has {} processes, but the job has {ranks} ranks; pass \
+                 --grid PxQ with P·Q = {ranks}",
+                p * q
+            ));
+        }
+        if !self.app.variants().contains(&self.variant) {
+            return Err(format!(
+                "{} has no variant {}; choose {}",
+                self.app,
+                self.variant,
+                list(self.app.variants())
+            ));
+        }
+        if !self.app.matrices().contains(&self.matrix) {
+            return Err(format!(
+                "{} takes no {} matrix; choose {}",
+                self.app,
+                self.matrix,
+                list(self.app.matrices())
+            ));
+        }
+        Ok(())
+    }
+
+    /// Floating-point operations of the application at this size (the customary counts:
+    /// `2n³`, `n³/3`, `2n³/3`).
+    pub fn flops(&self) -> f64 {
+        let n = self.n as f64;
+        match self.app {
+            App::Summa => 2.0 * n * n * n,
+            App::Cholesky => n * n * n / 3.0,
+            App::Lu => 2.0 * n * n * n / 3.0,
+        }
+    }
+}
+
+fn list<T: fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// The most square `p × q` grid with `p ≤ q` for `ranks` processes (ScaLAPACK's and HPL's
+/// usual choice: 1×2 for 2, 2×2 for 4, 2×3 for 6).
+pub fn default_grid(ranks: usize) -> (usize, usize) {
+    let p = (1..=ranks)
+        .filter(|d| ranks.is_multiple_of(*d) && d * d <= ranks)
+        .max()
+        .unwrap_or(1);
+    (p, ranks / p)
+}
+
+/// What one rank learns from a run: times, the residual and whether it failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Wall time of the timed part (from a barrier to a barrier).
+    pub seconds: f64,
+    /// The most time any rank spent in communication calls within it.
+    pub comm_seconds: f64,
+    /// Floating-point operations of the timed part.
+    pub flops: f64,
+    /// The scaled residual of the check (passes below [`THRESHOLD`]).
+    pub residual: f64,
+    /// What the residual measures.
+    pub residual_name: String,
+    /// Why the run stopped early (a matrix that cannot be factored), if it did.
+    pub failure: Option<String>,
+}
+
+impl Outcome {
+    fn failed(seconds: f64, comm_seconds: f64, why: String) -> Outcome {
+        Outcome {
+            seconds,
+            comm_seconds,
+            flops: 0.0,
+            residual: f64::NAN,
+            residual_name: String::new(),
+            failure: Some(why),
+        }
+    }
+}
+
+/// An error for bad input found inside a rank.
+fn invalid(why: String) -> tessera::Error {
+    tessera::CoreError::Invalid(why).into()
+}
+
+/// Scaled residuals below this pass (HPL's and ScaLAPACK's testers' threshold).
+pub const THRESHOLD: f64 = 16.0;
+
+/// Run `problem` on the calling rank (a collective over every rank of the job), with
+/// OpenBLAS single-threaded.
+pub fn run(ctx: &Context, problem: &Problem) -> tessera::Result<Outcome> {
+    problem.check(ctx.ranks()).map_err(invalid)?;
+    blas::single_threaded();
+    let world = Team::world(ctx)?;
+    let grid = common::Grid::new(&world, problem.grid.0, problem.grid.1)?;
+    match problem.app {
+        App::Summa => summa::run(&grid, problem),
+        App::Cholesky => cholesky::run(&grid, problem),
+        App::Lu => lu::run(&grid, problem),
+    }
+}

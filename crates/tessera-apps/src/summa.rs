@@ -1,0 +1,175 @@
+//! SUMMA: `C = A · B` for block-cyclic `A`, `B`, `C` over a process grid, by row and
+//! column team broadcasts of panels (seed 004 §6.1).
+//!
+//! For every block column `k` of `A` (and block row `k` of `B`), the process column that
+//! holds it broadcasts its part of the panel along each process row, and the process row
+//! that holds `B`'s block row broadcasts down each process column; every rank then adds
+//! the product of the two panels to its local `C` with one DGEMM. The `prefetch` variant
+//! starts the nonblocking broadcasts of panel `k + 1` before multiplying panel `k`, and
+//! advances them between slices of that multiply.
+//!
+//! Checked with a vector: `C·x` against `A·(B·x)`.
+
+use tessera::Result;
+
+use crate::blas::{self, Trans};
+use crate::common::{self, CommTimer, Grid};
+use crate::{Outcome, Problem, Variant};
+
+/// Matrix seeds: `A`, `B` and the check vector.
+const SEEDS: [u64; 3] = [11, 12, 13];
+
+/// The two panels of step `k` as this rank needs them: `A`'s (its local rows × the panel
+/// width) and `B`'s (the panel width × its local columns), column-major, dense.
+struct Panels {
+    a: Vec<f64>,
+    b: Vec<f64>,
+    width: usize,
+}
+
+/// Run SUMMA on `grid` for `problem` and check the product.
+pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
+    let (n, nb) = (problem.n, problem.block);
+    let layout = grid.square(n, nb)?;
+    let mut a = common::matrix(grid, layout)?;
+    let mut b = common::matrix(grid, layout)?;
+    let mut c = common::matrix(grid, layout)?;
+    a.fill(|i, j| common::uniform(SEEDS[0], i, j))?;
+    b.fill(|i, j| common::uniform(SEEDS[1], i, j))?;
+    c.fill(|_, _| 0.0)?;
+    let (prow, pcol) = grid.me;
+    let (mloc, nloc, ld) = (
+        layout.local_rows(prow),
+        layout.local_cols(pcol),
+        layout.local_ld(prow),
+    );
+    let (al, bl, cl) = (a.local()?, b.local()?, c.local()?);
+    // This rank's share of step k's panels, if it holds any (else empty buffers).
+    let own_panels = |k: usize| -> Panels {
+        let k0 = k * nb;
+        let width = nb.min(n - k0);
+        let a_part = if layout.col_owner(k0) == pcol {
+            let lj = layout.local_col(k0).1;
+            al.data[lj * ld..lj * ld + width * ld].to_vec()
+        } else {
+            vec![0.0; width * ld]
+        };
+        let mut b_part = vec![0.0; width * nloc];
+        if layout.row_owner(k0) == prow {
+            let li = layout.local_row(k0).1;
+            for lj in 0..nloc {
+                b_part[lj * width..(lj + 1) * width]
+                    .copy_from_slice(&bl.data[lj * ld + li..lj * ld + li + width]);
+            }
+        }
+        Panels {
+            a: a_part,
+            b: b_part,
+            width,
+        }
+    };
+    let roots = |k: usize| (layout.col_owner(k * nb), layout.row_owner(k * nb));
+    let steps = n.div_ceil(nb);
+    let mut comm = CommTimer::default();
+    let start = common::start_clock(grid.world)?;
+    match problem.variant {
+        Variant::Blocking => {
+            for k in 0..steps {
+                let mut p = own_panels(k);
+                let (a_root, b_root) = roots(k);
+                comm.time(|| -> Result<()> {
+                    grid.row.broadcast(a_root, &mut p.a)?;
+                    grid.col.broadcast(b_root, &mut p.b)
+                })?;
+                multiply(&p, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
+            }
+        }
+        Variant::Prefetch => {
+            let start_step = |k: usize| -> Result<_> {
+                let p = own_panels(k);
+                let (a_root, b_root) = roots(k);
+                Ok((
+                    grid.row.broadcast_nb(a_root, &p.a)?,
+                    grid.col.broadcast_nb(b_root, &p.b)?,
+                    p.width,
+                ))
+            };
+            let mut pending = Some(comm.time(|| start_step(0))?);
+            for k in 0..steps {
+                let (ra, rb, width) = pending.take().expect("step k was started");
+                let p = comm.time(|| -> Result<Panels> {
+                    Ok(Panels {
+                        a: ra.wait()?,
+                        b: rb.wait()?,
+                        width,
+                    })
+                })?;
+                if k + 1 < steps {
+                    pending = Some(comm.time(|| start_step(k + 1))?);
+                }
+                // Between slices of the multiply, move the next panels along.
+                let mut progress = || -> Result<()> {
+                    if let Some((ra, rb, _)) = pending.as_mut() {
+                        ra.test()?;
+                        rb.test()?;
+                    }
+                    Ok(())
+                };
+                multiply(&p, mloc, nloc, ld, cl.data, &mut progress)?;
+            }
+        }
+    }
+    let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
+    // Check: C·x against A·(B·x).
+    let x: Vec<f64> = (0..n).map(|i| common::uniform(SEEDS[2], i, 0)).collect();
+    let world = grid.world;
+    let bx = common::matvec(world, &layout, grid.me, bl.data, &x)?;
+    let abx = common::matvec(world, &layout, grid.me, al.data, &bx)?;
+    let cx = common::matvec(world, &layout, grid.me, cl.data, &x)?;
+    let err = common::max_abs(&cx.iter().zip(&abx).map(|(u, v)| u - v).collect::<Vec<_>>());
+    let scale = common::norm_inf(world, &layout, grid.me, al.data)?
+        * common::norm_inf(world, &layout, grid.me, bl.data)?
+        * common::max_abs(&x);
+    let residual = err / (scale * n as f64 * f64::EPSILON);
+    Ok(Outcome {
+        seconds,
+        comm_seconds,
+        flops: 2.0 * (n as f64).powi(3),
+        residual,
+        residual_name: "‖C·x − A·(B·x)‖∞ / (‖A‖∞‖B‖∞‖x‖∞·N·ε)".into(),
+        failure: None,
+    })
+}
+
+/// `C += A_panel · B_panel` in slices of columns, calling `progress` between them.
+fn multiply(
+    p: &Panels,
+    mloc: usize,
+    nloc: usize,
+    ld: usize,
+    c: &mut [f64],
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
+    // Slices of at least 256 columns keep DGEMM efficient; at most 8 per panel.
+    let slice = nloc.div_ceil(8).max(256);
+    for j0 in (0..nloc).step_by(slice) {
+        let w = slice.min(nloc - j0);
+        blas::gemm(
+            Trans::No,
+            Trans::No,
+            mloc,
+            w,
+            p.width,
+            1.0,
+            &p.a,
+            ld,
+            &p.b[j0 * p.width..],
+            p.width,
+            1.0,
+            &mut c[j0 * ld..],
+            ld,
+        );
+        progress()?;
+    }
+    Ok(())
+}
