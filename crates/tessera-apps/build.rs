@@ -1,5 +1,6 @@
 //! Link the system's OpenBLAS (Debian's `libopenblas-dev`), which provides the CBLAS and
-//! LAPACK symbols that `cblas-sys` and `lapack-sys` declare.
+//! LAPACK symbols that `cblas-sys` and `lapack-sys` declare, and with the `scalapack`
+//! feature Debian's ScaLAPACK for Open MPI.
 //!
 //! Not `openblas-src`: even with only its `system` feature it builds a downloader for
 //! OpenBLAS sources that needs a TLS stack, dozens of crates to emit one link line.
@@ -30,4 +31,8 @@ fn main() {
         );
     }
     println!("cargo:rustc-link-lib=dylib=openblas");
+    if std::env::var_os("CARGO_FEATURE_SCALAPACK").is_some() {
+        // Debian's ScaLAPACK built for Open MPI (BLACS included).
+        println!("cargo:rustc-link-lib=dylib=scalapack-openmpi");
+    }
 }

@@ -31,6 +31,7 @@ pub mod cholesky;
 pub mod common;
 pub mod lu;
 pub mod report;
+pub mod scalapack;
 pub mod summa;
 
 use std::fmt;

@@ -7,8 +7,10 @@
 //! tessera bench rma -n 2 --json rma.json                  # put/get/AM/barrier figures
 //! tessera bench grid -n 2 --json grid.json                # ghost exchange, grid copy
 //! tessera tune -n 4                                       # collective tuning table
+//! tessera app lu -n 4 --size 4096                         # dense LU (the apps feature)
 //! ```
 
+mod app;
 mod bench;
 mod npb;
 mod selftest;
@@ -178,6 +180,9 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Dense linear algebra on block-cyclic matrices: summa, cholesky or lu, verified and
+    /// timed (built with the apps feature; ScaLAPACK beside it with the scalapack feature).
+    App(app::AppArgs),
     /// OpenSHMEM for C and C++: install the library, shmem.h, oshcc and oshrun.
     Shmem {
         #[command(subcommand)]
@@ -210,6 +215,14 @@ enum RankCommand {
     Selftest {
         #[arg(long)]
         case: Option<String>,
+    },
+    App {
+        #[arg(long)]
+        problem: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        baseline: bool,
     },
     BenchColl {
         #[arg(long)]
@@ -297,6 +310,7 @@ fn main() -> ExitCode {
             json.as_deref(),
             bounds,
         ),
+        Command::App(args) => app::drive(&args),
         Command::Bench { what } => bench::drive(what),
         Command::Shmem { what } => shmem::drive(what),
         Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),
@@ -317,6 +331,16 @@ fn main() -> ExitCode {
                 } => job.run(|ctx| npb::rank_main(ctx, &kernel, &class, &variant, &out)),
                 RankCommand::Selftest { case } => {
                     job.run(|ctx| tessera::conformance::run_all(ctx, case.as_deref()))
+                }
+                #[cfg(feature = "apps")]
+                RankCommand::App {
+                    problem,
+                    out,
+                    baseline,
+                } => job.run(|ctx| app::rank_main(ctx, &problem, baseline, &out)),
+                #[cfg(not(feature = "apps"))]
+                RankCommand::App { .. } => {
+                    job.run(|_| Err("built without the apps feature".into()))
                 }
                 RankCommand::BenchColl { out, quick } => {
                     job.run(|ctx| bench::coll::rank_main(ctx, &out, quick))

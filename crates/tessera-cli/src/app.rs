@@ -1,0 +1,224 @@
+//! `tessera app summa|cholesky|lu`: the dense linear-algebra applications as jobs, with
+//! an NPB-style report, the single-core DGEMM ceiling measured first, and ScaLAPACK on
+//! the same problem in the same job with `--baseline scalapack`.
+//!
+//! The applications link OpenBLAS, so they are behind the `apps` feature; without it the
+//! command says how to get them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::JobArgs;
+
+/// The command line of `tessera app`.
+#[derive(Args, Debug)]
+// Without the apps feature the command only explains how to get it, reading no field.
+#[cfg_attr(not(feature = "apps"), allow(dead_code))]
+pub(crate) struct AppArgs {
+    /// The application: summa, cholesky or lu.
+    app: String,
+    #[command(flatten)]
+    job: JobArgs,
+    /// Matrix order N (every matrix is N × N).
+    #[arg(long, default_value_t = 2048, allow_negative_numbers = true)]
+    size: i64,
+    /// Block size NB (NB × NB blocks, 2-D block-cyclic).
+    #[arg(long, default_value_t = 128, allow_negative_numbers = true)]
+    block: i64,
+    /// Process grid PxQ with P·Q ranks (default: the most square with P ≤ Q).
+    #[arg(long)]
+    grid: Option<String>,
+    /// Variant: summa has prefetch (default) and blocking; cholesky and lu blocking.
+    #[arg(long)]
+    variant: Option<String>,
+    /// Test matrix: random (default); indefinite (cholesky) or singular (lu) to see the
+    /// failure reported.
+    #[arg(long, default_value = "random")]
+    matrix: String,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also run ScaLAPACK's routine on the same problem in the same job (needs
+    /// --conduit mpi and a tessera built with the scalapack feature).
+    #[arg(long)]
+    baseline: Option<String>,
+}
+
+#[cfg(not(feature = "apps"))]
+pub(crate) fn drive(_args: &AppArgs) -> Result<ExitCode, String> {
+    Err(
+        "this tessera was built without the dense applications, which link OpenBLAS; \
+         install it (apt-get install libopenblas-dev) and build with \
+         `cargo build --release --features tessera-cli/apps`"
+            .into(),
+    )
+}
+
+#[cfg(feature = "apps")]
+pub(crate) use with_apps::{drive, rank_main};
+
+#[cfg(feature = "apps")]
+mod with_apps {
+    use std::path::Path;
+
+    use super::*;
+    use tessera::{Context, RankResult};
+    use tessera_apps::report::{dgemm_rate, Baseline};
+    use tessera_apps::{App, Problem, Report};
+
+    /// Everything checked before a rank starts.
+    fn plan(args: &AppArgs) -> Result<Problem, String> {
+        let app: App = args.app.parse()?;
+        let ranks = args.job.ranks as usize;
+        let problem = Problem {
+            app,
+            n: positive(args.size, "--size")?,
+            block: positive(args.block, "--block")?,
+            grid: match &args.grid {
+                Some(g) => parse_grid(g)?,
+                None => tessera_apps::default_grid(ranks),
+            },
+            variant: match &args.variant {
+                Some(v) => v.parse()?,
+                None => app.variants()[0],
+            },
+            matrix: args.matrix.parse()?,
+        };
+        problem.check(ranks)?;
+        if let Some(b) = &args.baseline {
+            if !b.eq_ignore_ascii_case("scalapack") {
+                return Err(format!("--baseline {b:?}: the only baseline is scalapack"));
+            }
+            tessera_apps::scalapack::available(args.job.conduit)?;
+        }
+        // Three n × n matrices at most (SUMMA), shared by the ranks of one host.
+        let need = 3 * problem.n * problem.n * 8;
+        if let Some(available) = tessera::job::available_memory() {
+            if need as u64 > available && args.job.conduit != tessera::ConduitKind::Mpi {
+                return Err(format!(
+                    "{} of order {} needs about {:.1} GiB, but {:.1} GiB is available; choose a smaller --size",
+                    app,
+                    problem.n,
+                    need as f64 / (1u64 << 30) as f64,
+                    available as f64 / (1u64 << 30) as f64
+                ));
+            }
+        }
+        Ok(problem)
+    }
+
+    /// `PxQ` (or `P×Q`) to `(P, Q)`.
+    fn parse_grid(text: &str) -> Result<(usize, usize), String> {
+        let bad = || format!("--grid {text:?}: write the process grid as PxQ, e.g. 2x2");
+        let (p, q) = text.split_once(['x', 'X', '×']).ok_or_else(bad)?;
+        Ok((
+            p.trim().parse().map_err(|_| bad())?,
+            q.trim().parse().map_err(|_| bad())?,
+        ))
+    }
+
+    /// A positive size from the command line, or the error naming the flag.
+    fn positive(value: i64, flag: &str) -> Result<usize, String> {
+        usize::try_from(value)
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("{flag} {value}: must be a positive integer"))
+    }
+
+    pub(crate) fn drive(args: &AppArgs) -> Result<ExitCode, String> {
+        let problem = plan(args)?;
+        eprintln!("app: measuring one core's DGEMM rate ...");
+        let core = dgemm_rate();
+        eprintln!(
+            "app: {} of order {} in {}×{} blocks on a {}×{} grid of the {} conduit ...",
+            problem.app,
+            problem.n,
+            problem.block,
+            problem.block,
+            problem.grid.0,
+            problem.grid.1,
+            args.job.conduit
+        );
+        let result = crate::ResultFile::new("app.json")?;
+        let spec = serde_json::to_string(&problem).map_err(|e| e.to_string())?;
+        let mut rank_args = vec![
+            "app",
+            "--problem",
+            &spec,
+            "--out",
+            result.path().to_str().ok_or("a non-UTF-8 temporary path")?,
+        ];
+        if args.baseline.is_some() {
+            rank_args.push("--baseline");
+        }
+        let mut launch = args.job.launch_self(&rank_args)?;
+        // Three matrices and the panels, with room to spare, unless the user chose.
+        if launch.segment.is_none() && std::env::var_os("TESSERA_SEGMENT").is_none() {
+            let ranks = args.job.ranks as usize;
+            let per_rank = 4 * problem.n * problem.n * 8 / ranks + (256 << 20);
+            let bytes = per_rank
+                .next_multiple_of(1 << 20)
+                .max(tessera::job::DEFAULT_SEGMENT);
+            launch.segment = Some(format!("{}M", bytes >> 20));
+        }
+        let outcome = launch.run().map_err(|e| e.to_string())?;
+        if outcome.broken_pipe {
+            return Ok(crate::report(&outcome));
+        }
+        if outcome.code != 0 {
+            let why = outcome.failure.map(|f| f.1).unwrap_or_default();
+            return Err(format!("{} failed: {why}", problem.app));
+        }
+        let text = result.read()?;
+        let (o, baseline): (tessera_apps::Outcome, Option<Baseline>) =
+            serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let report = Report {
+            problem,
+            ranks: args.job.ranks as usize,
+            conduit: args.job.conduit.to_string(),
+            outcome: o,
+            dgemm_flops_per_core: Some(core),
+            baseline,
+        };
+        print!("{report}");
+        if let Some(path) = &args.json {
+            write_json(path, &report)?;
+        }
+        if let Some(why) = &report.outcome.failure {
+            return Err(format!("{}: {why}", problem.app));
+        }
+        Ok(if report.verified() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    fn write_json(path: &Path, report: &Report) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+    }
+
+    /// Inside each rank: run the application (then ScaLAPACK when asked); rank 0 writes
+    /// the outcome.
+    pub(crate) fn rank_main(
+        ctx: &Context,
+        problem: &str,
+        baseline: bool,
+        out: &Path,
+    ) -> RankResult {
+        let problem: Problem = serde_json::from_str(problem)?;
+        let outcome = tessera_apps::run(ctx, &problem)?;
+        let baseline = if baseline && outcome.failure.is_none() {
+            Some(tessera_apps::scalapack::run(ctx, &problem)?)
+        } else {
+            None
+        };
+        if ctx.rank() == 0 {
+            std::fs::write(out, serde_json::to_string(&(outcome, baseline))?)?;
+        }
+        Ok(())
+    }
+}
