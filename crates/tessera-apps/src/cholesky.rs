@@ -249,7 +249,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         seconds,
         comm_seconds,
         flops: (n as f64).powi(3) / 3.0,
-        residual,
+        residual: Some(residual),
         residual_name: "‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)".into(),
         failure: None,
     })

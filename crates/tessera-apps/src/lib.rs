@@ -18,7 +18,7 @@
 //!         matrix: MatrixKind::Random,
 //!     };
 //!     let outcome = tessera_apps::run(ctx, &problem)?;
-//!     assert!(outcome.failure.is_none() && outcome.residual < 16.0);
+//!     assert!(outcome.failure.is_none() && outcome.residual < Some(16.0));
 //!     Ok(())
 //! }).unwrap();
 //! ```
@@ -267,8 +267,9 @@ pub struct Outcome {
     pub comm_seconds: f64,
     /// Floating-point operations of the timed part.
     pub flops: f64,
-    /// The scaled residual of the check (passes below [`THRESHOLD`]).
-    pub residual: f64,
+    /// The scaled residual of the check (passes below [`THRESHOLD`]); none when the run
+    /// stopped early.
+    pub residual: Option<f64>,
     /// What the residual measures.
     pub residual_name: String,
     /// Why the run stopped early (a matrix that cannot be factored), if it did.
@@ -281,7 +282,7 @@ impl Outcome {
             seconds,
             comm_seconds,
             flops: 0.0,
-            residual: f64::NAN,
+            residual: None,
             residual_name: String::new(),
             failure: Some(why),
         }

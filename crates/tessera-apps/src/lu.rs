@@ -294,7 +294,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         seconds,
         comm_seconds,
         flops: 2.0 / 3.0 * (n as f64).powi(3),
-        residual,
+        residual: Some(residual),
         residual_name: "‖A·x − b‖∞ / (ε·(‖A‖∞‖x‖∞ + ‖b‖∞)·N)".into(),
         failure: None,
     })

@@ -40,7 +40,7 @@ pub struct Report {
 impl Report {
     /// Whether the check passed.
     pub fn verified(&self) -> bool {
-        self.outcome.failure.is_none() && self.outcome.residual < THRESHOLD
+        self.outcome.failure.is_none() && self.outcome.residual.is_some_and(|r| r < THRESHOLD)
     }
 
     /// The rate of the whole job in flop/s.
@@ -93,7 +93,8 @@ impl fmt::Display for Report {
                 writeln!(
                     f,
                     " Residual {} = {:.3e} (passes below {THRESHOLD})",
-                    o.residual_name, o.residual
+                    o.residual_name,
+                    o.residual.unwrap_or(f64::NAN)
                 )?;
             }
         }

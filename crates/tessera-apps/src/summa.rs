@@ -135,7 +135,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         seconds,
         comm_seconds,
         flops: 2.0 * (n as f64).powi(3),
-        residual,
+        residual: Some(residual),
         residual_name: "‖C·x − A·(B·x)‖∞ / (‖A‖∞‖B‖∞‖x‖∞·N·ε)".into(),
         failure: None,
     })
