@@ -275,6 +275,12 @@ fn program_command(spec: &Launch) -> Command {
         if nix::unistd::geteuid().is_root() {
             cmd.arg("--allow-run-as-root");
         }
+        // Open MPI 4.1 picks its shared-memory one-sided component for a one-process
+        // communicator, and that component cannot create a window over existing memory
+        // (MPI_Win_create fails with MPI_ERR_WIN); leave it out unless the user chose.
+        if spec.ranks == 1 && std::env::var_os("OMPI_MCA_osc").is_none() {
+            cmd.args(["--mca", "osc", "^sm"]);
+        }
         let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into()];
         if spec.segment.is_some() {
             vars.push("TESSERA_SEGMENT".into());
