@@ -71,7 +71,8 @@ impl App {
     pub fn variants(self) -> &'static [Variant] {
         match self {
             App::Summa => &[Variant::Prefetch, Variant::Blocking],
-            App::Cholesky | App::Lu => &[Variant::Blocking],
+            App::Cholesky => &[Variant::Blocking, Variant::Lookahead],
+            App::Lu => &[Variant::Blocking],
         }
     }
 
@@ -109,6 +110,9 @@ pub enum Variant {
     Blocking,
     /// Nonblocking broadcasts of the next panels during the current multiply (SUMMA).
     Prefetch,
+    /// The next panel factored first and its broadcast started before the rest of the
+    /// current update (Cholesky).
+    Lookahead,
 }
 
 impl fmt::Display for Variant {
@@ -116,6 +120,7 @@ impl fmt::Display for Variant {
         f.write_str(match self {
             Variant::Blocking => "blocking",
             Variant::Prefetch => "prefetch",
+            Variant::Lookahead => "lookahead",
         })
     }
 }
@@ -126,8 +131,9 @@ impl FromStr for Variant {
         match s.to_ascii_lowercase().as_str() {
             "blocking" => Ok(Variant::Blocking),
             "prefetch" => Ok(Variant::Prefetch),
+            "lookahead" => Ok(Variant::Lookahead),
             _ => Err(format!(
-                "unknown variant {s:?}; choose blocking or prefetch"
+                "unknown variant {s:?}; choose blocking, prefetch (summa) or lookahead (cholesky)"
             )),
         }
     }

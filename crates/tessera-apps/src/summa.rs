@@ -84,6 +84,9 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                 multiply(&p, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
             }
         }
+        Variant::Lookahead => {
+            return Err(crate::invalid("SUMMA has no variant lookahead".into()));
+        }
         Variant::Prefetch => {
             let start_step = |k: usize| -> Result<_> {
                 let p = own_panels(k);

@@ -30,7 +30,8 @@ pub(crate) struct AppArgs {
     /// Process grid PxQ with P·Q ranks (default: the most square with P ≤ Q).
     #[arg(long)]
     grid: Option<String>,
-    /// Variant: summa has prefetch (default) and blocking; cholesky and lu blocking.
+    /// Variant: summa has prefetch (default) and blocking; cholesky blocking (default)
+    /// and lookahead; lu blocking.
     #[arg(long)]
     variant: Option<String>,
     /// Test matrix: random (default); indefinite (cholesky) or singular (lu) to see the
