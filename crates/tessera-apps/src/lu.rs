@@ -125,14 +125,15 @@ fn factor_panel(
     Ok((ipiv, OK))
 }
 
-/// Swap the rows step `k0`'s pivots name, in this rank's local columns from `lc_from`.
+/// Swap the rows that step `k0`'s pivots `ipiv` name, in this rank's local columns from
+/// `lc_from`, with `mine` and `all` as the scratch of the exchange.
 fn swap_rows(
     grid: &Grid<'_>,
     layout: &MatrixLayout,
     a: &mut [f64],
-    k0: usize,
-    ipiv: &[usize],
+    (k0, ipiv): (usize, &[usize]),
     lc_from: usize,
+    (mine, all): (&mut Vec<f64>, &mut Vec<f64>),
     comm: &mut CommTimer,
 ) -> Result<()> {
     let (prow, pcol) = grid.me;
@@ -162,7 +163,8 @@ fn swap_rows(
         holds.swap(slot(k0 + jj), slot(piv));
     }
     // Every involved row's trailing part, each from its owner, summed down the column.
-    let mut mine = vec![0.0; rows.len() * cols];
+    mine.clear();
+    mine.resize(rows.len() * cols, 0.0);
     for (s, &r) in rows.iter().enumerate() {
         let (owner, li) = layout.local_row(r);
         if owner == prow {
@@ -171,8 +173,8 @@ fn swap_rows(
             }
         }
     }
-    let mut all = vec![0.0; mine.len()];
-    comm.time(|| grid.col.allreduce(&mine, &mut all, Op::Sum))?;
+    all.resize(mine.len(), 0.0);
+    comm.time(|| grid.col.allreduce(mine, all, Op::Sum))?;
     for (s, &r) in rows.iter().enumerate() {
         let (owner, li) = layout.local_row(r);
         if owner == prow {
@@ -209,13 +211,16 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let mut comm = CommTimer::default();
     let start = common::start_clock(grid.world)?;
     let mut failure = None;
+    // Buffers kept from step to step (fresh ones would cost page faults every step).
+    let (mut buf, mut u, mut mine, mut all) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for k0 in (0..n).step_by(nb) {
         let w = nb.min(n - k0);
         let (pr, pc) = layout.owner_coords(k0, k0);
         let lr0 = layout.local_rows_below(prow, k0);
         let panel_rows = mloc - lr0;
         // 1–2: the panel, its pivots and the status along the process rows.
-        let mut buf = vec![0.0; 1 + w + panel_rows * w];
+        buf.clear();
+        buf.resize(1 + w + panel_rows * w, 0.0);
         if pcol == pc {
             let lc = layout.local_col(k0).1;
             let (ipiv, status) = factor_panel(grid, &layout, al.data, k0, lc, &mut comm)?;
@@ -242,10 +247,19 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         let panel_ld = panel_rows.max(1);
         // 3: swaps in the trailing columns.
         let lc1 = layout.local_cols_below(pcol, k0 + w);
-        swap_rows(grid, &layout, al.data, k0, &ipiv, lc1, &mut comm)?;
+        swap_rows(
+            grid,
+            &layout,
+            al.data,
+            (k0, &ipiv),
+            lc1,
+            (&mut mine, &mut all),
+            &mut comm,
+        )?;
         // 4: U's block row, solved on the panel's process row, down every process column.
         let trailing = nloc - lc1;
-        let mut u = vec![0.0; w * trailing];
+        u.clear();
+        u.resize(w * trailing, 0.0);
         if trailing == 0 {
             continue; // the last block column: nothing right of it
         }

@@ -44,29 +44,33 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         layout.local_ld(prow),
     );
     let (al, bl, cl) = (a.local()?, b.local()?, c.local()?);
-    // This rank's share of step k's panels, if it holds any (else empty buffers).
-    let own_panels = |k: usize| -> Panels {
+    // This rank's share of step k's panels, if it holds any (else zeros), into `p`'s
+    // buffers, which are kept from step to step.
+    let own_panels = |k: usize, p: &mut Panels| {
         let k0 = k * nb;
-        let width = nb.min(n - k0);
-        let a_part = if layout.col_owner(k0) == pcol {
+        p.width = nb.min(n - k0);
+        let width = p.width;
+        p.a.clear();
+        if layout.col_owner(k0) == pcol {
             let lj = layout.local_col(k0).1;
-            al.data[lj * ld..lj * ld + width * ld].to_vec()
+            p.a.extend_from_slice(&al.data[lj * ld..lj * ld + width * ld]);
         } else {
-            vec![0.0; width * ld]
-        };
-        let mut b_part = vec![0.0; width * nloc];
+            p.a.resize(width * ld, 0.0);
+        }
+        p.b.clear();
+        p.b.resize(width * nloc, 0.0);
         if layout.row_owner(k0) == prow {
             let li = layout.local_row(k0).1;
             for lj in 0..nloc {
-                b_part[lj * width..(lj + 1) * width]
+                p.b[lj * width..(lj + 1) * width]
                     .copy_from_slice(&bl.data[lj * ld + li..lj * ld + li + width]);
             }
         }
-        Panels {
-            a: a_part,
-            b: b_part,
-            width,
-        }
+    };
+    let mut own = Panels {
+        a: Vec::new(),
+        b: Vec::new(),
+        width: 0,
     };
     let roots = |k: usize| (layout.col_owner(k * nb), layout.row_owner(k * nb));
     let steps = n.div_ceil(nb);
@@ -75,26 +79,26 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     match problem.variant {
         Variant::Blocking => {
             for k in 0..steps {
-                let mut p = own_panels(k);
+                own_panels(k, &mut own);
                 let (a_root, b_root) = roots(k);
                 comm.time(|| -> Result<()> {
-                    grid.row.broadcast(a_root, &mut p.a)?;
-                    grid.col.broadcast(b_root, &mut p.b)
+                    grid.row.broadcast(a_root, &mut own.a)?;
+                    grid.col.broadcast(b_root, &mut own.b)
                 })?;
-                multiply(&p, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
+                multiply(&own, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
             }
         }
         Variant::Lookahead => {
             return Err(crate::invalid("SUMMA has no variant lookahead".into()));
         }
         Variant::Prefetch => {
-            let start_step = |k: usize| -> Result<_> {
-                let p = own_panels(k);
+            let mut start_step = |k: usize| -> Result<_> {
+                own_panels(k, &mut own);
                 let (a_root, b_root) = roots(k);
                 Ok((
-                    grid.row.broadcast_nb(a_root, &p.a)?,
-                    grid.col.broadcast_nb(b_root, &p.b)?,
-                    p.width,
+                    grid.row.broadcast_nb(a_root, &own.a)?,
+                    grid.col.broadcast_nb(b_root, &own.b)?,
+                    own.width,
                 ))
             };
             let mut pending = Some(comm.time(|| start_step(0))?);
