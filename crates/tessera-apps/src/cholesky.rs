@@ -46,7 +46,9 @@ pub fn entry(kind: MatrixKind, n: usize, i: usize, j: usize) -> f64 {
 /// page faults every step). `buf[1..]` holds the panel's rows for this rank's local rows
 /// from `from_row` (`(mloc − from_row) × w`, column-major; `buf[0]` is the status word);
 /// `cols` the panel's rows for its local columns from `from_col`, transposed (`w × (nloc −
-/// from_col)`, column-major: one panel row per column).
+/// from_col)`, column-major: one panel row per column), except on a grid with one process
+/// row, where every panel row is already among this rank's rows and the update reads
+/// them there (`cols` unused).
 #[derive(Default)]
 struct StepPanels {
     buf: Vec<f64>,
@@ -113,6 +115,9 @@ impl StepPanels {
         first: usize,
         comm: &mut CommTimer,
     ) -> Result<()> {
+        if grid.shape.0 == 1 {
+            return Ok(());
+        }
         let (prow, pcol) = grid.me;
         let w = self.width;
         let (mloc, nloc) = (layout.local_rows(prow), layout.local_cols(pcol));
@@ -183,17 +188,25 @@ fn update_lower(
         let j0 = layout.global_col(me.1, lj);
         // Local rows from the block row of j0 on: the blocks on and below the diagonal.
         let li = layout.local_rows_below(me.0, j0 - j0 % nb).max(s.from_row);
+        // The panel rows of these columns: with one process row, rows j0.. of this rank's
+        // own panel rows (used transposed); else the transposed copy.
+        let (tb, b, ldb) = if layout.grid().0 == 1 {
+            let at = layout.local_row(j0).1 - s.from_row;
+            (Trans::Yes, &s.rows()[at..], rows_ld)
+        } else {
+            (Trans::No, &s.cols[(lj - s.from_col) * w..], w)
+        };
         blas::gemm(
             Trans::No,
-            Trans::No,
+            tb,
             mloc - li,
             cw,
             w,
             -1.0,
             &s.rows()[li - s.from_row..],
             rows_ld,
-            &s.cols[(lj - s.from_col) * w..],
-            w,
+            b,
+            ldb,
             1.0,
             &mut t[lj * ld + li..],
             ld,
