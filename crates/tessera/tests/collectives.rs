@@ -781,3 +781,45 @@ fn value_forms_of_gather_allgather_and_scatter() {
             .unwrap();
     }
 }
+
+/// A long nonblocking broadcast travels by rendezvous: with a tree whose root only sends
+/// (binomial; the segmented chain needs every member to forward pieces), a receiver that
+/// waits for it finishes while the root computes without calling the library at all (the
+/// root only started it), and the data arrives intact. Checked by order, not by timing: the root
+/// raises a flag after its computation, and every receiver must be done before that.
+#[test]
+fn a_long_nonblocking_broadcast_completes_while_its_root_computes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let root_busy_until_done = AtomicBool::new(false);
+    let len = 1 << 17; // 1 MiB of u64: 32 chunks of the channel
+    tessera::Job::threads(3)
+        .run(|ctx| {
+            let team =
+                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
+            let data: Vec<u64> = (0..len as u64).map(|i| i * 3 + 1).collect();
+            let mine = if team.rank() == 0 {
+                data.clone()
+            } else {
+                vec![0; len]
+            };
+            let request = team.broadcast_nb(0, &mine)?;
+            if team.rank() == 0 {
+                // Compute (here: sleep) without polling, then say so.
+                std::thread::sleep(Duration::from_secs(2));
+                root_busy_until_done.store(true, Ordering::SeqCst);
+            }
+            let got = request.wait()?;
+            if team.rank() != 0 && root_busy_until_done.load(Ordering::SeqCst) {
+                return Err(fail(format!(
+                    "rank {}: the broadcast finished only after the root polled again",
+                    team.rank()
+                )));
+            }
+            if got != data {
+                return Err(fail(format!("rank {}: wrong data", team.rank())));
+            }
+            team.barrier()?;
+            Ok(())
+        })
+        .unwrap();
+}

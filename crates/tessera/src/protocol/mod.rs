@@ -2,7 +2,8 @@
 //!
 //! The bounded active-message ring and the semaphore are written once here, generic over
 //! the memory they live in and the atomic word type; the team channel's handshake
-//! (`mailbox`) and the barrier's rounds (`barrier`) keep their decisions here, which the
+//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`) and the
+//! barrier's rounds (`barrier`) keep their decisions here, which the
 //! model layer's channel and the core's barrier call on the values their global-pointer
 //! loads return. The conduits instantiate them over
 //! shared-memory mappings with `std` atomics. Under `--cfg loom` the tests instantiate them
@@ -17,6 +18,7 @@
 
 pub(crate) mod barrier;
 pub(crate) mod mailbox;
+pub(crate) mod rendezvous;
 pub(crate) mod ring;
 pub(crate) mod semaphore;
 

@@ -203,6 +203,11 @@ impl Channel {
         self.streams.nonblocking.get()
     }
 
+    /// The most members any team on these streams can have (the streams' own count).
+    pub(crate) fn max_members(&self) -> usize {
+        self.streams_size()
+    }
+
     /// World rank of team member `i`.
     pub(crate) fn world_rank(&self, i: usize) -> usize {
         self.streams.areas[self.at(i)].rank()

@@ -14,18 +14,36 @@
 //! the stream has reached its number. Every member starts the same collectives in the same
 //! order, so the reservations agree.
 //!
+//! A nonblocking schedule's messages longer than the channel's two slots travel by
+//! *rendezvous* instead of in chunks: the sender copies the data once into a staging area
+//! in its own segment and sends a one-chunk descriptor (where the data is, where the
+//! reader's flag is); the receiver copies the data straight from the staging area into
+//! its place with one get and stores 1 into its flag. The data moves whenever the
+//! receiver advances, without the sender advancing again, so a large nonblocking
+//! broadcast completes on a member that tests it even while its root computes. Orderings:
+//! the staging copy is before the descriptor's flag store (`Release`, the channel's), which
+//! the receiver's load acquires before its get; the receiver's get is before its flag
+//! store (a signal: `Release` on a mapped area, applied in order on another host), which
+//! the sender loads with `Acquire` before it frees the area, once every reader's flag is
+//! set (`protocol::rendezvous`, model-checked with loom). Sends of the same place in the
+//! same round share one staging area. Blocking schedules keep the chunks, which pipeline
+//! while both members are in the call. Only the message moves without the sender: an
+//! algorithm whose root must also receive or forward (the segmented chain) still needs it.
+//!
 //! This module must never block: a step that cannot move now is left for the next
 //! advance.
 
 use std::any::Any;
 use std::ops::Range;
 
-use bytemuck::Pod;
+use bytemuck::{Pod, Zeroable};
 
 use super::channel::Channel;
 use super::signature::Signature;
+use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
 use crate::model::ops::Combine;
+use crate::protocol::rendezvous;
 use crate::{Context, Result};
 
 /// Which of a schedule's buffers a range refers to.
@@ -92,6 +110,29 @@ struct Message {
     moved: u64,
     /// Bytes moved so far.
     offset: usize,
+    /// Whether it travels by rendezvous (one descriptor chunk; see the module docs).
+    rendezvous: bool,
+}
+
+/// What a rendezvous message's one chunk carries.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct Descriptor {
+    /// The staged data, in the sender's segment.
+    data: GlobalPtr<u8>,
+    /// The reader's flag there, set to 1 once the data is read.
+    flag: GlobalPtr<u64>,
+    bytes: u64,
+}
+
+/// A staging area of a rendezvous sender: flag words for up to `capacity` readers, then
+/// the data.
+struct Staged {
+    round: usize,
+    place: Place,
+    at: GlobalPtr<u64>,
+    capacity: usize,
+    readers: usize,
 }
 
 impl Message {
@@ -265,7 +306,13 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
 
     fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
         let bytes = place.1.len() * std::mem::size_of::<T>();
-        let chunks = bytes.div_ceil(self.chunk).max(1) as u64;
+        // Longer than both slots of a pair: by rendezvous in a nonblocking schedule.
+        let rendezvous = self.schedule.rendezvous && bytes > 2 * self.chunk;
+        let chunks = if rendezvous {
+            1
+        } else {
+            bytes.div_ceil(self.chunk).max(1) as u64
+        };
         let next = if send {
             &mut self.reserved.send[peer]
         } else {
@@ -280,6 +327,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
             chunks,
             moved: 0,
             offset: 0,
+            rendezvous,
         }
     }
 
@@ -398,6 +446,10 @@ pub(crate) struct Schedule<'b, T> {
     reducer: Option<Reducer<'b, T>>,
     /// The signature its messages carry (see [`super::signature`]).
     signature: Signature,
+    /// Whether its long messages travel by rendezvous (a nonblocking schedule's).
+    rendezvous: bool,
+    /// Its staging areas not yet released by every reader.
+    staged: Vec<Staged>,
 }
 
 impl<'b, T: Pod> Schedule<'b, T> {
@@ -410,6 +462,9 @@ impl<'b, T: Pod> Schedule<'b, T> {
         reducer: Option<Reducer<'b, T>>,
         signature: Signature,
     ) -> Self {
+        // A schedule that owns its input is a nonblocking one: every member of the call
+        // builds the same kind, so both ends of a message agree on how it travels.
+        let rendezvous = matches!(src, Input::Owned(_));
         Schedule {
             bufs: Buffers {
                 src,
@@ -420,10 +475,13 @@ impl<'b, T: Pod> Schedule<'b, T> {
             current: 0,
             reducer,
             signature,
+            rendezvous,
+            staged: Vec::new(),
         }
     }
 
-    /// Move whatever can move now; `true` once every round is done.
+    /// Move whatever can move now; `true` once every round is done (and every staging
+    /// area released).
     pub(crate) fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         let chunk = channel.chunk();
         let Schedule {
@@ -432,12 +490,31 @@ impl<'b, T: Pod> Schedule<'b, T> {
             current,
             reducer,
             signature,
+            staged,
+            ..
         } = self;
         while *current < plan.rounds.len() {
             let round = plan.rounds[*current].clone();
             let mut done = true;
             for m in &mut plan.messages[round.sends] {
                 let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
+                if m.rendezvous {
+                    if !m.done() && channel.sent_to(m.peer) == m.first {
+                        let s = stage(ctx, channel, staged, *current, &m.place, data)?;
+                        let descriptor = Descriptor {
+                            data: s.at.add(s.capacity).cast(),
+                            flag: s.at.add(s.readers),
+                            bytes: data.len() as u64,
+                        };
+                        let bytes = bytemuck::bytes_of(&descriptor);
+                        if channel.try_send_chunk(ctx, m.peer, bytes, *signature)? {
+                            s.readers += 1;
+                            m.moved = 1;
+                        }
+                    }
+                    done &= m.done();
+                    continue;
+                }
                 while !m.done() && channel.sent_to(m.peer) == m.first + m.moved {
                     let end = (m.offset + chunk).min(data.len());
                     if !channel.try_send_chunk(ctx, m.peer, &data[m.offset..end], *signature)? {
@@ -451,6 +528,13 @@ impl<'b, T: Pod> Schedule<'b, T> {
             for m in &mut plan.messages[round.recvs] {
                 let data: &mut [u8] =
                     bytemuck::cast_slice_mut(&mut bufs.get_mut(m.place.0)[m.place.1.clone()]);
+                if m.rendezvous {
+                    if !m.done() && channel.received_from(m.peer) == m.first {
+                        fetch(ctx, channel, m, data, *signature)?;
+                    }
+                    done &= m.done();
+                    continue;
+                }
                 while !m.done() && channel.received_from(m.peer) == m.first + m.moved {
                     match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], *signature)? {
                         Some(n) => {
@@ -470,7 +554,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
             }
             *current += 1;
         }
-        Ok(true)
+        release(ctx, staged)
     }
 
     /// The team members this schedule waits for now: the first it expects a message from
@@ -506,6 +590,94 @@ impl<'b, T: Pod> Schedule<'b, T> {
     fn output_slice(&self) -> &[T] {
         self.bufs.get(Buf::Dst)
     }
+}
+
+/// The staging area of `place` in `round`, made (and filled with `data`) by the first
+/// send of it.
+fn stage<'s>(
+    ctx: &Context,
+    channel: &Channel,
+    staged: &'s mut Vec<Staged>,
+    round: usize,
+    place: &Place,
+    data: &[u8],
+) -> Result<&'s mut Staged> {
+    let found = staged
+        .iter()
+        .position(|s| s.round == round && s.place == *place);
+    let i = match found {
+        Some(i) => i,
+        None => {
+            // A flag word per possible reader, then the data (whole words).
+            let capacity = channel.max_members();
+            let at = ctx.alloc_local::<u64>(capacity + data.len().div_ceil(8))?;
+            ctx.put(at, &vec![0u64; capacity])?;
+            ctx.put(at.add(capacity).cast::<u8>(), data)?;
+            staged.push(Staged {
+                round,
+                place: place.clone(),
+                at,
+                capacity,
+                readers: 0,
+            });
+            staged.len() - 1
+        }
+    };
+    Ok(&mut staged[i])
+}
+
+/// Receive a rendezvous message's descriptor if it has arrived, copy the staged data into
+/// `data` and release the sender's staging area.
+fn fetch(
+    ctx: &Context,
+    channel: &Channel,
+    m: &mut Message,
+    data: &mut [u8],
+    signature: Signature,
+) -> Result<()> {
+    let mut descriptor = Descriptor::zeroed();
+    let got = channel.try_recv_chunk(
+        ctx,
+        m.peer,
+        bytemuck::bytes_of_mut(&mut descriptor),
+        signature,
+    )?;
+    match got {
+        None => return Ok(()),
+        Some(n) if n == std::mem::size_of::<Descriptor>() && descriptor.bytes == data.len() as u64 => {}
+        Some(_) => {
+            return Err(crate::error::CoreError::CollectiveMismatch(format!(
+                "in {signature}, world rank {} sent a {}-byte message where world rank {} expected {} bytes",
+                channel.world_rank(m.peer),
+                descriptor.bytes,
+                ctx.rank(),
+                data.len()
+            ))
+            .into())
+        }
+    }
+    ctx.get(descriptor.data, data)?;
+    ctx.signal_store(None, descriptor.flag, rendezvous::READ)?;
+    m.moved = 1;
+    Ok(())
+}
+
+/// Free every staging area all of whose readers have copied it; `true` when none is left.
+fn release(ctx: &Context, staged: &mut Vec<Staged>) -> Result<bool> {
+    let mut i = 0;
+    while i < staged.len() {
+        let s = &staged[i];
+        let flags = (0..s.readers)
+            .map(|r| ctx.atomic_load(s.at.add(r)))
+            .collect::<Result<Vec<u64>>>()?;
+        if rendezvous::all_read_values(flags) {
+            ctx.free_local(s.at)?;
+            staged.swap_remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    Ok(staged.is_empty())
 }
 
 /// A schedule of any element type, as a team keeps it.
