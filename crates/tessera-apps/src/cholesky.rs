@@ -400,7 +400,6 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     Ok(Outcome {
         seconds,
         comm_seconds,
-        flops: (n as f64).powi(3) / 3.0,
         residual: Some(residual),
         residual_name: "‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)".into(),
         failure: None,

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use tessera::{BlockCyclicMatrix, Context, MatrixLayout, Op, Team};
+use tessera::{BlockCyclicMatrix, MatrixLayout, Op, Team};
 
 use crate::blas::{self, Trans};
 
@@ -41,11 +41,6 @@ impl<'t> Grid<'t> {
     /// The layout of an `n × n` matrix in `nb × nb` blocks over this grid.
     pub fn square(&self, n: usize, nb: usize) -> tessera::Result<MatrixLayout> {
         MatrixLayout::new(n, n, nb, nb, self.shape.0, self.shape.1)
-    }
-
-    /// The context the grid's teams run on.
-    pub fn context(&self) -> &'t Context {
-        self.world.context()
     }
 }
 
@@ -84,8 +79,7 @@ impl CommTimer {
 
 /// `y = M · x` for a distributed `M` and `x` held whole on every rank; `y` is returned
 /// whole on every rank (each rank multiplies its local part, then one allreduce sums the
-/// process rows' partial results). `entry` gives `M(i, j)` from the local array's value
-/// (the stored matrix) or from the indices (a matrix regenerated on the fly).
+/// process rows' partial results). `local` is this rank's local array of `M`.
 pub fn matvec(
     world: &Team<'_>,
     layout: &MatrixLayout,

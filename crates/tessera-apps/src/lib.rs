@@ -271,8 +271,6 @@ pub struct Outcome {
     pub seconds: f64,
     /// The most time any rank spent in communication calls within it.
     pub comm_seconds: f64,
-    /// Floating-point operations of the timed part.
-    pub flops: f64,
     /// The scaled residual of the check (passes below [`THRESHOLD`]); none when the run
     /// stopped early.
     pub residual: Option<f64>,
@@ -287,7 +285,6 @@ impl Outcome {
         Outcome {
             seconds,
             comm_seconds,
-            flops: 0.0,
             residual: None,
             residual_name: String::new(),
             failure: Some(why),

@@ -48,7 +48,7 @@ mod bound {
     use tessera::{Context, Team};
 
     use crate::report::Baseline;
-    use crate::{cholesky, common, lu, App, MatrixKind, Problem};
+    use crate::{cholesky, common, lu, summa, App, MatrixKind, Problem};
 
     extern "C" {
         fn Cblacs_get(context: c_int, what: c_int, value: *mut c_int);
@@ -234,8 +234,8 @@ mod bound {
         let mut info: c_int = 0;
         let (routine, seconds) = match problem.app {
             App::Summa => {
-                let a = blacs.matrix(n, nb, |i, j| common::uniform(11, i, j))?;
-                let b = blacs.matrix(n, nb, |i, j| common::uniform(12, i, j))?;
+                let a = blacs.matrix(n, nb, |i, j| common::uniform(summa::SEEDS[0], i, j))?;
+                let b = blacs.matrix(n, nb, |i, j| common::uniform(summa::SEEDS[1], i, j))?;
                 let mut c = blacs.matrix(n, nb, |_, _| 0.0)?;
                 let (alpha, beta) = (1.0f64, 0.0f64);
                 let start = common::start_clock(&world)?;

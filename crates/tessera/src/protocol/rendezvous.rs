@@ -22,15 +22,15 @@ use super::Word;
 /// A reader's flag once it has copied the staged data (the area starts zeroed).
 pub(crate) const READ: u64 = 1;
 
-/// Whether flag values `flags` (each loaded with `Acquire`) say every reader has read.
-pub(crate) fn all_read_values(flags: impl IntoIterator<Item = u64>) -> bool {
-    flags.into_iter().all(|f| f == READ)
+/// Whether a reader's flag value (loaded with `Acquire`) says it has read.
+pub(crate) fn has_read(flag: u64) -> bool {
+    flag == READ
 }
 
 /// Sender: whether every reader's flag reads [`READ`].
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 pub(crate) fn all_read<W: Word>(flags: &[W]) -> bool {
-    all_read_values(flags.iter().map(|f| f.load(Ordering::Acquire)))
+    flags.iter().all(|f| has_read(f.load(Ordering::Acquire)))
 }
 
 /// Reader: the staged data has been copied out.

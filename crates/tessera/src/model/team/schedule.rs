@@ -667,10 +667,16 @@ fn release(ctx: &Context, staged: &mut Vec<Staged>) -> Result<bool> {
     let mut i = 0;
     while i < staged.len() {
         let s = &staged[i];
-        let flags = (0..s.readers)
-            .map(|r| ctx.atomic_load(s.at.add(r)))
-            .collect::<Result<Vec<u64>>>()?;
-        if rendezvous::all_read_values(flags) {
+        // Every reader's flag, stopping at the first not yet set (this runs on each
+        // advance, so it allocates nothing).
+        let mut read = true;
+        for r in 0..s.readers {
+            if !rendezvous::has_read(ctx.atomic_load(s.at.add(r))?) {
+                read = false;
+                break;
+            }
+        }
+        if read {
             ctx.free_local(s.at)?;
             staged.swap_remove(i);
         } else {
