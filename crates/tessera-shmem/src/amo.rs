@@ -21,6 +21,18 @@ pub(crate) fn from_word<R: Pod, W: Pod>(w: W) -> R {
     bytemuck::cast(w)
 }
 
+/// The nonblocking AMOs' delivery of the fetched value to the local `fetch`.
+///
+/// # Safety
+/// `fetch` valid for one element, or null (refused).
+pub(crate) unsafe fn deliver<R>(call: &str, fetch: *mut R, value: R) {
+    if fetch.is_null() {
+        crate::fatal(call, "fetch is null; pass where the fetched value goes");
+    }
+    // SAFETY: the caller passes a valid destination (checked non-null).
+    unsafe { fetch.write_unaligned(value) }
+}
+
 /// # Safety
 /// `src` symmetric.
 pub(crate) unsafe fn fetch<W: AtomicInt>(call: &str, src: *const W, pe: c_int) -> W {

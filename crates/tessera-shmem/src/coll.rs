@@ -165,47 +165,144 @@ unsafe fn slice_mut<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
     }
 }
 
-/// Broadcast `n` elements of `source` on the set's `root` into `dest` on the others (the
-/// root's `dest` is left alone, as 1.4 says).
+/// Broadcast `n` elements of `source` on the team's `root` into `dest`; the root's own
+/// `dest` too when `root_dest` (1.5's team broadcast; 1.4's active-set form leaves it).
 ///
 /// # Safety
-/// `source` valid for `n` elements on the root, `dest` on the others.
-#[allow(clippy::too_many_arguments)] // the specification's argument list
-unsafe fn broadcast<T: Pod>(
+/// `source` valid for `n` elements on the root, `dest` on every PE that receives.
+pub(crate) unsafe fn broadcast<T: Pod>(
     call: &str,
+    team: &Team<'static>,
     dest: *mut T,
     source: *const T,
     n: usize,
     root: c_int,
-    start: c_int,
-    log_stride: c_int,
-    size: c_int,
+    root_dest: bool,
 ) {
-    let team = active_set(call, start, log_stride, size);
-    if root < 0 || root >= size {
+    let size = team.size();
+    if root < 0 || root as usize >= size {
         fatal(
             call,
-            format!(
-                "PE_root {root} is not an index into the active set (0 to {})",
-                size - 1
-            ),
+            format!("PE_root {root} is not a PE of the team (0 to {})", size - 1),
         );
     }
-    let mut buf = vec![T::zeroed(); n];
-    if team.rank() == root as usize {
+    let at_root = team.rank() == root as usize;
+    if at_root && !root_dest {
+        let mut buf = vec![T::zeroed(); n];
         // SAFETY: the caller passes a source valid for n elements on the root.
         buf.copy_from_slice(unsafe { slice(source, n) });
+        check(call, team.broadcast(root as usize, &mut buf));
+        return;
     }
-    check(call, team.broadcast(root as usize, &mut buf));
-    if team.rank() != root as usize {
-        // SAFETY: the caller passes a destination valid for n elements.
-        unsafe { slice_mut(dest, n) }.copy_from_slice(&buf);
+    if at_root && source != dest.cast_const() && n > 0 {
+        // SAFETY: both valid for n elements (the caller's guarantee); copy handles overlap.
+        unsafe { std::ptr::copy(source, dest, n) };
+    }
+    // SAFETY: the caller passes a destination valid for n elements.
+    check(
+        call,
+        team.broadcast(root as usize, unsafe { slice_mut(dest, n) }),
+    );
+}
+
+/// `collect`: every member's `nelems` (which may differ) concatenated in member order.
+///
+/// # Safety
+/// Buffers as the specification requires.
+pub(crate) unsafe fn collect<T: Pod>(
+    call: &str,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    nelems: usize,
+) {
+    let n = team.size();
+    let mut counts = vec![0u64; n];
+    check(call, team.allgather(&[nelems as u64], &mut counts));
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    // SAFETY: the caller passes a source valid for nelems elements.
+    let mine = unsafe { slice(source, nelems) };
+    let src: Vec<T> = (0..n).flat_map(|_| mine.iter().copied()).collect();
+    let total: usize = counts.iter().sum();
+    // SAFETY: the caller passes a destination valid for the total.
+    let out = unsafe { slice_mut(dest, total) };
+    check(call, team.exchange_v(&src, &vec![nelems; n], out, &counts));
+}
+
+/// `fcollect`: every member's `nelems` concatenated in member order.
+///
+/// # Safety
+/// Buffers as the specification requires.
+pub(crate) unsafe fn fcollect<T: Pod>(
+    call: &str,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    nelems: usize,
+) {
+    // SAFETY: the caller passes buffers of nelems and size × nelems elements.
+    let r = unsafe {
+        with_buffers(source, nelems, dest, nelems * team.size(), |s, d| {
+            team.allgather(s, d)
+        })
+    };
+    check(call, r);
+}
+
+/// `alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`.
+///
+/// # Safety
+/// Buffers as the specification requires.
+pub(crate) unsafe fn alltoall<T: Pod>(
+    call: &str,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    nelems: usize,
+) {
+    let total = nelems * team.size();
+    // SAFETY: the caller passes buffers of size × nelems elements.
+    let r = unsafe { with_buffers(source, total, dest, total, |s, d| team.exchange(s, d)) };
+    check(call, r);
+}
+
+/// `alltoalls`: as `alltoall` with elements `sst` apart in `source` and `dst` apart in
+/// `dest`.
+///
+/// # Safety
+/// Buffers as the specification requires.
+pub(crate) unsafe fn alltoalls<T: Pod>(
+    call: &str,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+) {
+    if dst < 1 || sst < 1 {
+        fatal(
+            call,
+            format!("strides must be at least 1 (dst {dst}, sst {sst})"),
+        );
+    }
+    let (n, dst, sst) = (team.size(), dst as usize, sst as usize);
+    // SAFETY: the caller passes a strided source of n blocks of nelems elements.
+    let packed: Vec<T> = (0..n * nelems)
+        .map(|k| unsafe { *source.add(k * sst) })
+        .collect();
+    let mut out = vec![T::zeroed(); n * nelems];
+    check(call, team.exchange(&packed, &mut out));
+    for (k, v) in out.into_iter().enumerate() {
+        // SAFETY: the caller passes a strided destination of n blocks.
+        unsafe { *dest.add(k * dst) = v };
     }
 }
 
 macro_rules! sized_collectives {
     ($($bits:literal => $t:ty: $bcast:ident, $collect:ident, $fcollect:ident, $alltoall:ident, $alltoalls:ident;)*) => {$(
-        /// `shmem_broadcast` of 32- or 64-bit elements over an active set.
+        /// `shmem_broadcast` of 32- or 64-bit elements over an active set (the root's
+        /// `dest` is left alone, as 1.4 says).
         ///
         /// # Safety
         /// Buffers as the specification requires.
@@ -214,12 +311,13 @@ macro_rules! sized_collectives {
             dest: *mut c_void, source: *const c_void, nelems: usize, root: c_int,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
+            const CALL: &str = stringify!($bcast);
+            let team = active_set(CALL, start, log_stride, size);
             // SAFETY: as the caller guarantees.
-            unsafe { broadcast::<$t>(stringify!($bcast), dest.cast(), source.cast(), nelems, root, start, log_stride, size) }
+            unsafe { broadcast::<$t>(CALL, team, dest.cast(), source.cast(), nelems, root, false) }
         }
 
-        /// `shmem_collect`: every member's `nelems` (which may differ) concatenated in
-        /// member order.
+        /// `shmem_collect` over an active set.
         ///
         /// # Safety
         /// Buffers as the specification requires.
@@ -230,20 +328,11 @@ macro_rules! sized_collectives {
         ) {
             const CALL: &str = stringify!($collect);
             let team = active_set(CALL, start, log_stride, size);
-            let n = team.size();
-            let mut counts = vec![0u64; n];
-            check(CALL, team.allgather(&[nelems as u64], &mut counts));
-            let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
-            // SAFETY: the caller passes a source valid for nelems elements.
-            let mine = unsafe { slice(source.cast::<$t>(), nelems) };
-            let src: Vec<$t> = (0..n).flat_map(|_| mine.iter().copied()).collect();
-            let total: usize = counts.iter().sum();
-            // SAFETY: the caller passes a destination valid for the total.
-            let out = unsafe { slice_mut(dest.cast::<$t>(), total) };
-            check(CALL, team.exchange_v(&src, &vec![nelems; n], out, &counts));
+            // SAFETY: as the caller guarantees.
+            unsafe { collect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
         }
 
-        /// `shmem_fcollect`: every member's `nelems` concatenated in member order.
+        /// `shmem_fcollect` over an active set.
         ///
         /// # Safety
         /// Buffers as the specification requires.
@@ -254,14 +343,11 @@ macro_rules! sized_collectives {
         ) {
             const CALL: &str = stringify!($fcollect);
             let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: the caller passes buffers of nelems and size × nelems elements.
-            let r = unsafe {
-                with_buffers(source.cast::<$t>(), nelems, dest.cast::<$t>(), nelems * team.size(), |s, d| team.allgather(s, d))
-            };
-            check(CALL, r);
+            // SAFETY: as the caller guarantees.
+            unsafe { fcollect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
         }
 
-        /// `shmem_alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`.
+        /// `shmem_alltoall` over an active set.
         ///
         /// # Safety
         /// Buffers as the specification requires.
@@ -272,16 +358,11 @@ macro_rules! sized_collectives {
         ) {
             const CALL: &str = stringify!($alltoall);
             let team = active_set(CALL, start, log_stride, size);
-            let total = nelems * team.size();
-            // SAFETY: the caller passes buffers of size × nelems elements.
-            let r = unsafe {
-                with_buffers(source.cast::<$t>(), total, dest.cast::<$t>(), total, |s, d| team.exchange(s, d))
-            };
-            check(CALL, r);
+            // SAFETY: as the caller guarantees.
+            unsafe { alltoall::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
         }
 
-        /// `shmem_alltoalls`: as `alltoall` with elements `sst` apart in `source` and `dst`
-        /// apart in `dest`.
+        /// `shmem_alltoalls` over an active set.
         ///
         /// # Safety
         /// Buffers as the specification requires.
@@ -292,19 +373,8 @@ macro_rules! sized_collectives {
         ) {
             const CALL: &str = stringify!($alltoalls);
             let team = active_set(CALL, start, log_stride, size);
-            if dst < 1 || sst < 1 {
-                fatal(CALL, format!("strides must be at least 1 (dst {dst}, sst {sst})"));
-            }
-            let (n, dst, sst) = (team.size(), dst as usize, sst as usize);
-            let (src, dest) = (source.cast::<$t>(), dest.cast::<$t>());
-            // SAFETY: the caller passes a strided source of n blocks of nelems elements.
-            let packed: Vec<$t> = (0..n * nelems).map(|k| unsafe { *src.add(k * sst) }).collect();
-            let mut out = vec![<$t>::default(); n * nelems];
-            check(CALL, team.exchange(&packed, &mut out));
-            for (k, v) in out.into_iter().enumerate() {
-                // SAFETY: the caller passes a strided destination of n blocks.
-                unsafe { *dest.add(k * dst) = v };
-            }
+            // SAFETY: as the caller guarantees.
+            unsafe { alltoalls::<$t>(CALL, team, dest.cast(), source.cast(), dst, sst, nelems) }
         }
     )*};
 }
@@ -356,7 +426,7 @@ macro_rules! builtin_to_all {
         }
     )*};
 }
-builtin_to_all!(i16, i32, i64, f32, f64);
+builtin_to_all!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
 
 extern "C" {
     /// `src/longdouble.c`: `acc[i] = acc[i] op other[i]` on `long double`.
@@ -429,9 +499,29 @@ pub(crate) unsafe fn to_all<T: ToAll>(
         fatal(call, format!("nreduce {nreduce} is negative"));
     }
     let team = active_set(call, start, log_stride, size);
-    let n = nreduce as usize;
+    // SAFETY: as the caller guarantees.
+    unsafe { reduce(call, op, team, dest, source, nreduce as usize) }
+}
+
+/// A reduction over `team` (`source` and `dest` may be the same array): 1.5's
+/// `shmem_TYPE_OP_reduce`, and 1.4's `_to_all` on an active set's team.
+///
+/// # Safety
+/// `source` and `dest` valid for `nreduce` elements.
+pub(crate) unsafe fn reduce<T: ToAll>(
+    call: &str,
+    op: ReduceOp,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    nreduce: usize,
+) {
     // SAFETY: the caller passes a source and a destination of nreduce elements (which may
     // be the same array: with_buffers copies the source then).
-    let r = unsafe { with_buffers(source, n, dest, n, |s, d| T::allreduce(team, op, s, d)) };
+    let r = unsafe {
+        with_buffers(source, nreduce, dest, nreduce, |s, d| {
+            T::allreduce(team, op, s, d)
+        })
+    };
     check(call, r);
 }

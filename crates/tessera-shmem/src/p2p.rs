@@ -1,9 +1,11 @@
-//! Point-to-point synchronisation: `wait_until`, `test` and the deprecated `wait`, on a
-//! symmetric variable of this PE (their exported functions are generated; they call
-//! these). The runtime's `wait_value` polls, honours the watchdog, and shows the wait on
+//! Point-to-point synchronisation: `wait_until`, `test` and the deprecated `wait` on a
+//! symmetric variable of this PE, and 1.5's waits and tests on many (`_all`, `_any`,
+//! `_some`, their `_vector` forms); their exported functions are generated and call these. The runtime's `wait_value` polls, honours the watchdog, and shows the wait on
 //! the job's board.
 //!
 //! This module must never wait on another PE's memory: the variable is the caller's own.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_long};
 use tessera::{Compare, WaitWord};
@@ -13,7 +15,7 @@ use crate::{check, fatal, state};
 /// `SHMEM_CMP_NE`, for the deprecated `wait` (wait while equal).
 pub(crate) const CMP_NE: c_int = 1;
 
-fn compare(call: &str, cmp: c_int) -> Compare {
+pub(crate) fn compare(call: &str, cmp: c_int) -> Compare {
     match cmp {
         0 => Compare::Eq,
         1 => Compare::Ne,
@@ -64,4 +66,121 @@ pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
 pub unsafe extern "C" fn shmem_wait_until(ivar: *mut c_long, cmp: c_int, cmp_value: c_long) {
     // SAFETY: as the caller guarantees.
     unsafe { wait_until::<i64>("shmem_wait_until", ivar.cast(), cmp, cmp_value) }
+}
+
+/// Which of many variables a multi-valued wait or test asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Every included variable.
+    All,
+    /// One included variable (its index).
+    Any,
+    /// At least one, and every one that holds (their indices).
+    Some,
+}
+
+/// The values a multi-valued wait compares against: one for all, or one per variable.
+#[derive(Clone, Copy)]
+pub(crate) enum Values<W> {
+    One(W),
+    Each(*const W),
+}
+
+/// Where `Form::Any` starts looking, advanced after each success, so that a variable that
+/// is always ready does not hide the others.
+static ANY_START: AtomicUsize = AtomicUsize::new(0);
+
+/// A multi-valued wait (`waits`) or test over the `n` symmetric variables at `ivars` on
+/// this PE. `status[i] != 0` leaves variable `i` out (a null `status` leaves none out).
+/// Returns: for `All`, 1 when every included variable holds (and at once when none is
+/// included), else 0; for `Any`, the index of one that holds, or `SIZE_MAX` if none does
+/// or none is included; for `Some`, how many hold, with their indices in `indices`.
+///
+/// # Safety
+/// `ivars` symmetric for `n` elements of this PE; `status` null or valid for `n`; `indices`
+/// valid for `n` when the form is `Some`; a vector of values valid for `n`.
+#[allow(clippy::too_many_arguments)] // the specification's argument list
+pub(crate) unsafe fn many<W: WaitWord>(
+    call: &str,
+    form: Form,
+    waits: bool,
+    ivars: *mut W,
+    n: usize,
+    indices: *mut usize,
+    status: *const c_int,
+    cmp: c_int,
+    values: Values<W>,
+) -> usize {
+    let s = state(call);
+    let ctx = s.session.context();
+    let cmp = compare(call, cmp);
+    if n > 0 && form == Form::Some && indices.is_null() {
+        fatal(call, "indices is null; pass an array of nelems size_t");
+    }
+    if let Values::Each(p) = values {
+        if n > 0 && p.is_null() {
+            fatal(call, "cmp_values is null; pass an array of nelems values");
+        }
+    }
+    // SAFETY: the caller passes a status array of n (or null) and values as described.
+    let included = |i: usize| status.is_null() || unsafe { *status.add(i) } == 0;
+    let want = |i: usize| match values {
+        Values::One(v) => v,
+        // SAFETY: as above.
+        Values::Each(p) => unsafe { *p.add(i) },
+    };
+    let considered: Vec<usize> = (0..n).filter(|&i| included(i)).collect();
+    if considered.is_empty() {
+        return match form {
+            Form::All => 1,
+            Form::Any => usize::MAX,
+            Form::Some => 0,
+        };
+    }
+    let first = s.remote(call, ivars.cast_const(), n, ctx.rank() as c_int);
+    let start = ANY_START.load(Ordering::Relaxed) % considered.len();
+    let mut found: Vec<usize> = Vec::new();
+    let mut evaluate = |word: &dyn Fn(usize) -> W| -> bool {
+        found.clear();
+        match form {
+            Form::All => considered.iter().all(|&i| cmp.holds(word(i), want(i))),
+            Form::Any => {
+                let hit = (0..considered.len())
+                    .map(|k| considered[(start + k) % considered.len()])
+                    .find(|&i| cmp.holds(word(i), want(i)));
+                found.extend(hit);
+                hit.is_some()
+            }
+            Form::Some => {
+                found.extend(
+                    considered
+                        .iter()
+                        .copied()
+                        .filter(|&i| cmp.holds(word(i), want(i))),
+                );
+                !found.is_empty()
+            }
+        }
+    };
+    let held = if waits {
+        check(call, ctx.wait_words(first, n, &mut evaluate));
+        true
+    } else {
+        check(call, ctx.test_words(first, n, &mut evaluate))
+    };
+    match form {
+        Form::All => held as usize,
+        Form::Any if held => {
+            ANY_START.fetch_add(1, Ordering::Relaxed);
+            found[0]
+        }
+        Form::Any => usize::MAX,
+        Form::Some => {
+            for (k, &i) in found.iter().enumerate() {
+                // SAFETY: the caller passes indices valid for n, and found has at most n.
+                unsafe { *indices.add(k) = i };
+            }
+            found.len()
+        }
+    }
 }

@@ -8,9 +8,11 @@
 //! This module must never read or write a peer's memory except through the runtime.
 
 use bytemuck::Pod;
-use libc::{c_int, c_void};
+use libc::c_int;
 
-use crate::{check, fatal, state};
+use tessera::{GlobalPtr, SignalOp};
+
+use crate::{check, ctx, fatal, state};
 
 /// A slice of `n` elements at `p`, or the end of the job naming `call` if `p` is null.
 ///
@@ -155,70 +157,87 @@ pub(crate) unsafe fn iget<T: Pod>(
     }
 }
 
-/// `shmem_putmem`.
-///
-/// # Safety
-/// `source` valid for `nelems` bytes; `dest` symmetric.
-#[no_mangle]
-pub unsafe extern "C" fn shmem_putmem(
-    dest: *mut c_void,
-    source: *const c_void,
-    nelems: usize,
-    pe: c_int,
-) {
-    // SAFETY: as the caller guarantees.
-    unsafe { put::<u8>("shmem_putmem", dest.cast(), source.cast(), nelems, pe) }
+/// The 64-bit signal word at symmetric `sig_addr` on `pe`, checked aligned.
+fn signal_word(call: &str, sig_addr: *const u64, pe: c_int) -> GlobalPtr<u64> {
+    if !(sig_addr as usize).is_multiple_of(8) {
+        fatal(
+            call,
+            format!("sig_addr {sig_addr:p} is not aligned to 8 bytes (a signal is a uint64_t)"),
+        );
+    }
+    state(call).remote(call, sig_addr, 1, pe)
 }
 
-/// `shmem_getmem`.
+/// Put `n` elements from `src` to symmetric `dest` on `pe`, then update the signal at
+/// `sig_addr` on `pe` with `sig_op` (`SHMEM_SIGNAL_SET` or `_ADD`) and `signal`: one
+/// signalling put, so a PE that sees the signal sees the data.
 ///
 /// # Safety
-/// `dest` valid for `nelems` bytes; `source` symmetric.
-#[no_mangle]
-pub unsafe extern "C" fn shmem_getmem(
-    dest: *mut c_void,
-    source: *const c_void,
-    nelems: usize,
+/// `src` valid for `n` elements; `dest` and `sig_addr` symmetric.
+#[allow(clippy::too_many_arguments)] // the specification's argument list
+pub(crate) unsafe fn put_signal<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    src: *const T,
+    n: usize,
+    sig_addr: *mut u64,
+    signal: u64,
+    sig_op: c_int,
     pe: c_int,
 ) {
-    // SAFETY: as the caller guarantees.
-    unsafe { get::<u8>("shmem_getmem", dest.cast(), source.cast(), nelems, pe) }
+    let op = match sig_op {
+        0 => SignalOp::Set(signal),
+        1 => SignalOp::Add(signal),
+        other => fatal(
+            call,
+            format!("sig_op {other} is neither SHMEM_SIGNAL_SET nor SHMEM_SIGNAL_ADD"),
+        ),
+    };
+    let s = state(call);
+    let to = s.remote(call, dest.cast_const(), n, pe);
+    let flag = signal_word(call, sig_addr, pe);
+    // SAFETY: the caller passes a source valid for n elements.
+    let data = unsafe { local(call, src, n) };
+    check(
+        call,
+        s.session.context().put_with_signal(to, data, flag, op),
+    );
 }
 
-/// `shmem_putmem_nbi` (complete at once, which the specification allows).
+/// `shmem_signal_fetch`: the value of this PE's signal at `sig_addr`.
 ///
 /// # Safety
-/// As `shmem_putmem`.
+/// `sig_addr` is a symmetric `uint64_t` of this PE.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_putmem_nbi(
-    dest: *mut c_void,
-    source: *const c_void,
-    nelems: usize,
-    pe: c_int,
-) {
-    // SAFETY: as the caller guarantees.
-    unsafe { put::<u8>("shmem_putmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
+    const CALL: &str = "shmem_signal_fetch";
+    let me = ctx(CALL).rank() as c_int;
+    check(CALL, ctx(CALL).atomic_load(signal_word(CALL, sig_addr, me)))
 }
 
-/// `shmem_getmem_nbi` (complete at once).
+/// `shmem_signal_wait_until`: wait until this PE's signal compares true; its value then.
 ///
 /// # Safety
-/// As `shmem_getmem`.
+/// `sig_addr` is a symmetric `uint64_t` of this PE.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_getmem_nbi(
-    dest: *mut c_void,
-    source: *const c_void,
-    nelems: usize,
-    pe: c_int,
-) {
-    // SAFETY: as the caller guarantees.
-    unsafe { get::<u8>("shmem_getmem_nbi", dest.cast(), source.cast(), nelems, pe) }
+pub unsafe extern "C" fn shmem_signal_wait_until(
+    sig_addr: *mut u64,
+    cmp: c_int,
+    cmp_value: u64,
+) -> u64 {
+    const CALL: &str = "shmem_signal_wait_until";
+    let me = ctx(CALL).rank() as c_int;
+    let word = signal_word(CALL, sig_addr, me);
+    check(
+        CALL,
+        ctx(CALL).wait_value(word, crate::p2p::compare(CALL, cmp), cmp_value),
+    )
 }
 
-// `shmem_longdouble_p` and `shmem_longdouble_g` take or return `long double` by value. On
-// x86-64 (System V) an 80-bit `long double` argument is passed in memory, on the stack,
-// and one is returned in the x87 register st(0); Rust has no type for either, so these two
-// are written in assembly over the pointer forms.
+// `shmem_longdouble_p` and `shmem_longdouble_g` (and their context forms) take or return
+// `long double` by value. On x86-64 (System V) an 80-bit `long double` argument is passed
+// in memory, on the stack, and one is returned in the x87 register st(0); Rust has no
+// type for either, so these four are written in assembly over the pointer forms.
 
 /// `shmem_longdouble_p(dest, value, pe)`: a tail call of
 /// `shmem_longdouble_put(dest, &value, 1, pe)`, with `&value` the argument's stack slot.
@@ -264,5 +283,52 @@ pub unsafe extern "C" fn shmem_longdouble_g() {
         "add rsp, 24",
         "ret",
         get = sym crate::typed::shmem_longdouble_get,
+    )
+}
+
+/// `shmem_ctx_longdouble_p(ctx, dest, value, pe)`: a tail call of
+/// `shmem_ctx_longdouble_put(ctx, dest, &value, 1, pe)`.
+///
+/// # Safety
+/// As `shmem_ctx_longdouble_put` with one element.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn shmem_ctx_longdouble_p() {
+    // SAFETY: on entry rdi = ctx, rsi = dest, edx = pe and the value sits at [rsp + 8];
+    // the put's arguments are rdi = ctx, rsi = dest, rdx = &value, rcx = 1, r8d = pe, and
+    // the jump keeps the caller's frame (and the value in it) alive.
+    core::arch::naked_asm!(
+        "mov r8d, edx",
+        "lea rdx, [rsp + 8]",
+        "mov ecx, 1",
+        "jmp {put}",
+        put = sym crate::typed::shmem_ctx_longdouble_put,
+    )
+}
+
+/// `shmem_ctx_longdouble_g(ctx, source, pe)`: `shmem_ctx_longdouble_get` into a stack
+/// slot, then the value loaded into st(0).
+///
+/// # Safety
+/// As `shmem_ctx_longdouble_get` with one element.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn shmem_ctx_longdouble_g() {
+    // SAFETY: on entry rdi = ctx, rsi = source, edx = pe and rsp is 8 mod 16; 24 bytes of
+    // stack align it for the call and hold the value. The get's arguments are rdi = ctx,
+    // rsi = dest (the slot), rdx = source, rcx = 1, r8d = pe.
+    core::arch::naked_asm!(
+        "sub rsp, 24",
+        "mov r8d, edx",
+        "mov rdx, rsi",
+        "mov rsi, rsp",
+        "mov ecx, 1",
+        "call {get}",
+        "fld tbyte ptr [rsp]",
+        "add rsp, 24",
+        "ret",
+        get = sym crate::typed::shmem_ctx_longdouble_get,
     )
 }

@@ -50,7 +50,7 @@ pub use crate::core::atomic::{AtomicFloat, AtomicInt, AtomicOp};
 pub use crate::core::gptr::GlobalPtr;
 pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;
-pub use crate::core::sync::{GlobalLock, Semaphore, TicketLock};
+pub use crate::core::sync::{GlobalLock, Semaphore, SignalOp, TicketLock};
 pub use crate::core::wait::{Compare, WaitWord};
 pub use crate::core::Context;
 pub use crate::error::{ConduitError, CoreError, Error, JobError};

@@ -266,6 +266,15 @@ impl TicketLock {
     }
 }
 
+/// How [`Context::put_with_signal`] updates its flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalOp {
+    /// Store the value.
+    Set(u64),
+    /// Add the value.
+    Add(u64),
+}
+
 impl Context {
     /// A semaphore owned by this rank (starts at zero).
     pub fn semaphore_new(&self) -> Result<Semaphore> {
@@ -305,6 +314,50 @@ impl Context {
             Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
             sem.counter,
             Remote::Rmw(AtomicOp::Add(1)),
+        )
+    }
+
+    /// Put `src` to `dst`, then update the 64-bit `flag` (on the same rank as `dst`, or
+    /// any other) with `op`, as one signal: whoever acquires the flag's new value also
+    /// sees the data. OpenSHMEM's put-with-signal. On a mapped owner it is a copy and a
+    /// CPU atomic; on an unmapped one, one message when the data fits one (see
+    /// [`Context::complete_signals`] for when it has landed).
+    ///
+    /// ```
+    /// use tessera::{Compare, Job, SignalOp};
+    /// Job::threads(2).segment(1 << 20).run(|ctx| {
+    ///     let data = ctx.alloc_collective::<u32>(4)?;
+    ///     let flag = ctx.alloc_collective::<u64>(1)?;
+    ///     ctx.put(flag, &[0])?;
+    ///     ctx.barrier()?;
+    ///     if ctx.rank() == 0 {
+    ///         ctx.put_with_signal(data.on(1), &[1, 2, 3, 4], flag.on(1), SignalOp::Add(1))?;
+    ///     } else {
+    ///         ctx.wait_value(flag, Compare::Eq, 1)?;
+    ///         let mut got = [0u32; 4];
+    ///         ctx.get(data, &mut got)?;
+    ///         assert_eq!(got, [1, 2, 3, 4]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn put_with_signal<T: Pod>(
+        &self,
+        dst: GlobalPtr<T>,
+        src: &[T],
+        flag: GlobalPtr<u64>,
+        op: SignalOp,
+    ) -> Result<()> {
+        // Checked as a typed transfer (alignment of T), then sent as bytes.
+        self.target(dst, std::mem::size_of_val(src), std::mem::align_of::<T>())?;
+        let op = match op {
+            SignalOp::Set(v) => Remote::Store(v),
+            SignalOp::Add(v) => Remote::Rmw(AtomicOp::Add(v)),
+        };
+        self.signal(
+            Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
+            flag,
+            op,
         )
     }
 

@@ -148,6 +148,75 @@ impl Context {
         Ok(seen)
     }
 
+    /// The `len` words from `first` in this rank's own segment, as a pointer atomic loads
+    /// may read.
+    fn own_words<T: WaitWord>(&self, first: GlobalPtr<T>, len: usize) -> Result<*mut T> {
+        if first.rank() != self.rank() {
+            return Err(CoreError::NotOwner {
+                what: "waiting on words",
+                owner: first.rank(),
+                caller: self.rank(),
+            }
+            .into());
+        }
+        self.local_ptr(first, len.max(1))?
+            .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()).into())
+    }
+
+    /// Evaluate `f` once over the `len` words from `first` (in this rank's segment), each
+    /// read with `Acquire` when `f` asks for it by index. Never blocks; makes progress once.
+    /// OpenSHMEM's `test_all`, `test_any` and `test_some`.
+    ///
+    /// ```
+    /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
+    ///     let words = ctx.alloc_local::<u32>(3)?;
+    ///     ctx.put(words, &[0, 7, 0])?;
+    ///     let set = ctx.test_words(words, 3, |w| (0..3).filter(|&i| w(i) != 0).count())?;
+    ///     assert_eq!(set, 1);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn test_words<T: WaitWord, R>(
+        &self,
+        first: GlobalPtr<T>,
+        len: usize,
+        f: impl FnOnce(&dyn Fn(usize) -> T) -> R,
+    ) -> Result<R> {
+        let p = self.own_words(first, len)?;
+        self.poll()?;
+        let word = |i: usize| {
+            assert!(i < len, "word {i} of {len}");
+            // SAFETY: own_words checked that the len words from p are this rank's mapped,
+            // aligned words, and i is below len.
+            unsafe { T::load_acquire(p.add(i)) }
+        };
+        Ok(f(&word))
+    }
+
+    /// Block until `done` returns true over the `len` words from `first` (in this rank's
+    /// segment), each read with `Acquire` when `done` asks for it by index. OpenSHMEM's
+    /// `wait_until_all`, `wait_until_any` and `wait_until_some`. The wait honours the
+    /// watchdog and goes on the job's board like every other.
+    pub fn wait_words<T: WaitWord>(
+        &self,
+        first: GlobalPtr<T>,
+        len: usize,
+        mut done: impl FnMut(&dyn Fn(usize) -> T) -> bool,
+    ) -> Result<()> {
+        let p = self.own_words(first, len)?;
+        let word = |i: usize| {
+            assert!(i < len, "word {i} of {len}");
+            // SAFETY: own_words checked that the len words from p are this rank's mapped,
+            // aligned words, and i is below len.
+            unsafe { T::load_acquire(p.add(i)) }
+        };
+        self.wait_until(
+            "words to change",
+            || Ok(done(&word)),
+            || format!("{len} words from offset {}", first.offset()),
+        )
+    }
+
     /// Fill `len` bytes at `dst` (any rank's segment) with `byte`.
     ///
     /// ```
