@@ -320,8 +320,8 @@ impl Context {
     /// Put `src` to `dst`, then update the 64-bit `flag` (on the same rank as `dst`, or
     /// any other) with `op`, as one signal: whoever acquires the flag's new value also
     /// sees the data. OpenSHMEM's put-with-signal. On a mapped owner it is a copy and a
-    /// CPU atomic; on an unmapped one, one message when the data fits one (see
-    /// [`Context::complete_signals`] for when it has landed).
+    /// CPU atomic; on an unmapped one, one message when the data fits one, complete at the
+    /// target after the next [`Context::sync_nbi`] or barrier.
     ///
     /// ```
     /// use tessera::{Compare, Job, SignalOp};
