@@ -34,9 +34,10 @@ for pes in 1 2 4; do
     outcome=FAILED
     status=1
   fi
-  # Every PE runs the whole suite and prints its own summary; PE 0's is the first.
-  ran=$(grep -m1 -o 'Ran [0-9]* tests' "$log" || echo 'Ran ? tests')
-  summary=$(grep -m1 -E '^(OK|FAILED)' "$log" || echo '?')
+  # Every PE runs the whole suite and prints its own summary (the PEs' lines may run
+  # together); the first of each is reported, the exit status covers them all.
+  ran=$( (grep -o 'Ran [0-9]* tests' "$log" || echo 'Ran ? tests') | sed -n 1p)
+  summary=$( (grep -oE '^(OK|FAILED)( \([^)]*\))?' "$log" || echo '?') | sed -n 1p)
   echo "shmem4py 1.0.0 at $pes PE(s): $outcome: $ran, $summary"
   if [ "$outcome" = FAILED ]; then
     tail -40 "$log" >&2
