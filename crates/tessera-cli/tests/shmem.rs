@@ -331,6 +331,14 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             &["shmem_long_put_signal", "sig_op 7"],
         ),
         (
+            "misaligned_signal",
+            format!("{init}    static uint64_t sig[2];\n    shmem_long_put_signal(g, g, 1, (uint64_t *) ((char *) sig + 1), 1, SHMEM_SIGNAL_ADD, 0);"),
+            2,
+            &[],
+            1,
+            &["shmem_long_put_signal", "not aligned to 8 bytes"],
+        ),
+        (
             "global_exit",
             format!("{init}    if (me == 1) shmem_global_exit(3);\n    shmem_barrier_all();\n    shmem_barrier_all();"),
             3,

@@ -298,7 +298,7 @@ fn p2p_families(o: &mut Out) {
                 "",
             ),
             &format!(
-                "crate::p2p::wait_until::<{w}>(\"{}\", ivar.cast(), cmp, cmp_value as {w})",
+                "crate::p2p::wait_until::<{w}>(\"{}\", ivar.cast(), cmp, cmp_value as {w});",
                 one("wait_until")
             ),
         );
@@ -324,7 +324,7 @@ fn p2p_families(o: &mut Out) {
                 "",
             ),
             &format!(
-                "crate::p2p::wait_until::<{w}>(\"{}\", ivar.cast(), crate::p2p::CMP_NE, cmp_value as {w})",
+                "crate::p2p::wait_until::<{w}>(\"{}\", ivar.cast(), crate::p2p::CMP_NE, cmp_value as {w});",
                 one("wait")
             ),
         );

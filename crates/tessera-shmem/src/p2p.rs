@@ -30,13 +30,15 @@ pub(crate) fn compare(call: &str, cmp: c_int) -> Compare {
     }
 }
 
+/// Wait until this PE's `*ivar cmp value`; the value that satisfied it.
+///
 /// # Safety
 /// `ivar` is a symmetric variable of this PE.
-pub(crate) unsafe fn wait_until<W: WaitWord>(call: &str, ivar: *mut W, cmp: c_int, value: W) {
+pub(crate) unsafe fn wait_until<W: WaitWord>(call: &str, ivar: *mut W, cmp: c_int, value: W) -> W {
     let s = state(call);
     let ctx = s.session.context();
     let at = s.remote(call, ivar.cast_const(), 1, ctx.rank() as c_int);
-    check(call, ctx.wait_value(at, compare(call, cmp), value));
+    check(call, ctx.wait_value(at, compare(call, cmp), value))
 }
 
 /// # Safety
@@ -55,7 +57,7 @@ pub(crate) unsafe fn test<W: WaitWord>(call: &str, ivar: *mut W, cmp: c_int, val
 #[no_mangle]
 pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
     // SAFETY: as the caller guarantees.
-    unsafe { wait_until::<i64>("shmem_wait", ivar.cast(), CMP_NE, cmp_value) }
+    unsafe { wait_until::<i64>("shmem_wait", ivar.cast(), CMP_NE, cmp_value) };
 }
 
 /// `shmem_wait_until` (deprecated generic form on `long`).
@@ -65,7 +67,7 @@ pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_wait_until(ivar: *mut c_long, cmp: c_int, cmp_value: c_long) {
     // SAFETY: as the caller guarantees.
-    unsafe { wait_until::<i64>("shmem_wait_until", ivar.cast(), cmp, cmp_value) }
+    unsafe { wait_until::<i64>("shmem_wait_until", ivar.cast(), cmp, cmp_value) };
 }
 
 /// Which of many variables a multi-valued wait or test asks for.

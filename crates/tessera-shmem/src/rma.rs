@@ -10,7 +10,7 @@
 use bytemuck::Pod;
 use libc::c_int;
 
-use tessera::{GlobalPtr, SignalOp};
+use tessera::SignalOp;
 
 use crate::{check, ctx, fatal, state};
 
@@ -157,17 +157,6 @@ pub(crate) unsafe fn iget<T: Pod>(
     }
 }
 
-/// The 64-bit signal word at symmetric `sig_addr` on `pe`, checked aligned.
-fn signal_word(call: &str, sig_addr: *const u64, pe: c_int) -> GlobalPtr<u64> {
-    if !(sig_addr as usize).is_multiple_of(8) {
-        fatal(
-            call,
-            format!("sig_addr {sig_addr:p} is not aligned to 8 bytes (a signal is a uint64_t)"),
-        );
-    }
-    state(call).remote(call, sig_addr, 1, pe)
-}
-
 /// Put `n` elements from `src` to symmetric `dest` on `pe`, then update the signal at
 /// `sig_addr` on `pe` with `sig_op` (`SHMEM_SIGNAL_SET` or `_ADD`) and `signal`: one
 /// signalling put, so a PE that sees the signal sees the data.
@@ -195,7 +184,8 @@ pub(crate) unsafe fn put_signal<T: Pod>(
     };
     let s = state(call);
     let to = s.remote(call, dest.cast_const(), n, pe);
-    let flag = signal_word(call, sig_addr, pe);
+    // The runtime checks the word's alignment, as for any atomic.
+    let flag = s.remote(call, sig_addr.cast_const(), 1, pe);
     // SAFETY: the caller passes a source valid for n elements.
     let data = unsafe { local(call, src, n) };
     check(
@@ -204,15 +194,15 @@ pub(crate) unsafe fn put_signal<T: Pod>(
     );
 }
 
-/// `shmem_signal_fetch`: the value of this PE's signal at `sig_addr`.
+/// `shmem_signal_fetch`: the value of this PE's signal at `sig_addr` (an atomic fetch).
 ///
 /// # Safety
 /// `sig_addr` is a symmetric `uint64_t` of this PE.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
     const CALL: &str = "shmem_signal_fetch";
-    let me = ctx(CALL).rank() as c_int;
-    check(CALL, ctx(CALL).atomic_load(signal_word(CALL, sig_addr, me)))
+    // SAFETY: as the caller guarantees.
+    unsafe { crate::amo::fetch::<u64>(CALL, sig_addr, ctx(CALL).rank() as c_int) }
 }
 
 /// `shmem_signal_wait_until`: wait until this PE's signal compares true; its value then.
@@ -225,13 +215,8 @@ pub unsafe extern "C" fn shmem_signal_wait_until(
     cmp: c_int,
     cmp_value: u64,
 ) -> u64 {
-    const CALL: &str = "shmem_signal_wait_until";
-    let me = ctx(CALL).rank() as c_int;
-    let word = signal_word(CALL, sig_addr, me);
-    check(
-        CALL,
-        ctx(CALL).wait_value(word, crate::p2p::compare(CALL, cmp), cmp_value),
-    )
+    // SAFETY: as the caller guarantees.
+    unsafe { crate::p2p::wait_until::<u64>("shmem_signal_wait_until", sig_addr, cmp, cmp_value) }
 }
 
 // `shmem_longdouble_p` and `shmem_longdouble_g` (and their context forms) take or return
