@@ -131,8 +131,7 @@ pub(crate) unsafe fn many<W: WaitWord>(
         // SAFETY: as above.
         Values::Each(p) => unsafe { *p.add(i) },
     };
-    let considered: Vec<usize> = (0..n).filter(|&i| included(i)).collect();
-    if considered.is_empty() {
+    if !(0..n).any(included) {
         return match form {
             Form::All => 1,
             Form::Any => usize::MAX,
@@ -140,49 +139,41 @@ pub(crate) unsafe fn many<W: WaitWord>(
         };
     }
     let first = s.remote(call, ivars.cast_const(), n, ctx.rank() as c_int);
-    let start = ANY_START.load(Ordering::Relaxed) % considered.len();
-    let mut found: Vec<usize> = Vec::new();
+    let start = ANY_START.load(Ordering::Relaxed) % n;
+    let ready = |word: &dyn Fn(usize) -> W, i: usize| included(i) && cmp.holds(word(i), want(i));
+    // What one look at the variables found, in the form the call returns; nothing is
+    // allocated, since programs poll the tests.
+    let mut outcome = 0;
     let mut evaluate = |word: &dyn Fn(usize) -> W| -> bool {
-        found.clear();
-        match form {
-            Form::All => considered.iter().all(|&i| cmp.holds(word(i), want(i))),
-            Form::Any => {
-                let hit = (0..considered.len())
-                    .map(|k| considered[(start + k) % considered.len()])
-                    .find(|&i| cmp.holds(word(i), want(i)));
-                found.extend(hit);
-                hit.is_some()
-            }
+        outcome = match form {
+            Form::All => (0..n).all(|i| !included(i) || ready(word, i)) as usize,
+            Form::Any => (0..n)
+                .map(|k| (start + k) % n)
+                .find(|&i| ready(word, i))
+                .unwrap_or(usize::MAX),
             Form::Some => {
-                found.extend(
-                    considered
-                        .iter()
-                        .copied()
-                        .filter(|&i| cmp.holds(word(i), want(i))),
-                );
-                !found.is_empty()
+                let mut count = 0;
+                for i in (0..n).filter(|&i| ready(word, i)) {
+                    // SAFETY: the caller passes indices valid for n, and count < n.
+                    unsafe { *indices.add(count) = i };
+                    count += 1;
+                }
+                count
             }
+        };
+        match form {
+            Form::All => outcome == 1,
+            Form::Any => outcome != usize::MAX,
+            Form::Some => outcome > 0,
         }
     };
-    let held = if waits {
+    if waits {
         check(call, ctx.wait_words(first, n, &mut evaluate));
-        true
     } else {
-        check(call, ctx.test_words(first, n, &mut evaluate))
-    };
-    match form {
-        Form::All => held as usize,
-        Form::Any if held => {
-            ANY_START.fetch_add(1, Ordering::Relaxed);
-            found[0]
-        }
-        Form::Any => usize::MAX,
-        Form::Some => {
-            for (k, &i) in found.iter().enumerate() {
-                // SAFETY: the caller passes indices valid for n, and found has at most n.
-                unsafe { *indices.add(k) = i };
-            }
-            found.len()
-        }
+        check(call, ctx.test_words(first, n, &mut evaluate));
     }
+    if form == Form::Any && outcome != usize::MAX {
+        ANY_START.fetch_add(1, Ordering::Relaxed);
+    }
+    outcome
 }
