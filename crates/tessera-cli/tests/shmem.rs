@@ -175,14 +175,16 @@ fn the_hand_written_c_suite_at_one_to_four_pes() {
     }
 }
 
-/// Compile `body` (a C `main`'s statements, with `me` and `n` defined after shmem_init)
-/// and run it on `pes` PEs with `env`; the outcome.
+/// Compile `body` (a C `main`'s statements, with `me` and `n` defined after shmem_init;
+/// anything before a line `MAIN:` goes at file scope) and run it on `pes` PEs with `env`;
+/// the outcome.
 fn bad(prefix: &Path, name: &str, body: &str, pes: u32, env: &[(&str, &str)]) -> common::Finished {
     let src = prefix.join(format!("{name}.c"));
+    let (file_scope, body) = body.split_once("MAIN:\n").unwrap_or(("", body));
     std::fs::write(
         &src,
         format!(
-            "#include <shmem.h>\n#include <stdio.h>\nstatic long g[4];\nint main(void) {{\n    int me, n;\n    long local[4] = {{0}};\n    (void) local; (void) g;\n{body}\n    return 0;\n}}\n"
+            "#include <shmem.h>\n#include <stdio.h>\n#include <pthread.h>\nstatic long g[4];\n{file_scope}int main(void) {{\n    int me, n;\n    long local[4] = {{0}};\n    (void) local; (void) g;\n{body}\n    return 0;\n}}\n"
         ),
     )
     .unwrap();
@@ -337,6 +339,22 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             &[],
             1,
             &["shmem_long_put_signal", "not aligned to 8 bytes"],
+        ),
+        (
+            "other_thread_at_funneled",
+            format!("static void *put(void *a) {{ (void) a; shmem_long_p(&g[0], 1, 0); return NULL; }}\nMAIN:\n{init}    pthread_t t;\n    pthread_create(&t, NULL, put, NULL);\n    pthread_join(t, NULL);"),
+            2,
+            &[],
+            1,
+            &["shmem_long_p", "thread other than the one that called shmem_init", "SHMEM_THREAD_FUNNELED", "shmem_init_thread"],
+        ),
+        (
+            "bad_thread_level",
+            "    int provided;\n    shmem_init_thread(7, &provided);".into(),
+            2,
+            &[],
+            1,
+            &["shmem_init_thread", "thread level 7"],
         ),
         (
             "global_exit",

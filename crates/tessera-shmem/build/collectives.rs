@@ -25,7 +25,7 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
             &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, nelems: usize, pe_root: libc::c_int"),
             "libc::c_int",
         ),
-        &format!("crate::coll::broadcast(\"{f}\", &crate::teams::valid(\"{f}\", team).team, {dest}, {source}, nelems, pe_root, true); 0"),
+        &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::broadcast(\"{f}\", t, {dest}, {source}, nelems, pe_root, true)); 0"),
     );
     for op in ["collect", "fcollect", "alltoall"] {
         let f = name(op);
@@ -37,7 +37,7 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
                 &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, nelems: usize"),
                 "libc::c_int",
             ),
-            &format!("crate::coll::{op}(\"{f}\", &crate::teams::valid(\"{f}\", team).team, {dest}, {source}, nelems); 0"),
+            &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::{op}(\"{f}\", t, {dest}, {source}, nelems)); 0"),
         );
     }
     let f = name("alltoalls");
@@ -49,7 +49,7 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
             &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, dst: isize, sst: isize, nelems: usize"),
             "libc::c_int",
         ),
-        &format!("crate::coll::alltoalls(\"{f}\", &crate::teams::valid(\"{f}\", team).team, {dest}, {source}, dst, sst, nelems); 0"),
+        &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::alltoalls(\"{f}\", t, {dest}, {source}, dst, sst, nelems)); 0"),
     );
 }
 
@@ -89,7 +89,7 @@ pub(crate) fn generate(o: &mut Out) {
                     &format!("team: crate::teams::Handle, dest: *mut {r}, source: *const {r}, nreduce: usize"),
                     "libc::c_int",
                 ),
-                &format!("crate::coll::reduce::<{r}>(\"{f}\", crate::coll::ReduceOp::{variant}, &crate::teams::valid(\"{f}\", team).team, dest, source, nreduce); 0"),
+                &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::reduce::<{r}>(\"{f}\", crate::coll::ReduceOp::{variant}, t, dest, source, nreduce)); 0"),
             );
         }
     }

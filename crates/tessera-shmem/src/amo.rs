@@ -3,13 +3,17 @@
 //! size as the C type: `float` and `double` move as their bit patterns (fetch, set and swap
 //! only, as the specification allows).
 //!
+//! A word mapped in this process is reached through the runtime's [`MappedSegments`],
+//! without the library's lock (so from several threads at once at `MULTIPLE`); any other
+//! through the context.
+//!
 //! This module must never touch a word except through the runtime's atomics.
 
 use bytemuck::Pod;
 use libc::c_int;
-use tessera::{AtomicInt, AtomicOp};
+use tessera::{AtomicInt, AtomicOp, Context, GlobalPtr, MappedSegments};
 
-use crate::{check, state};
+use crate::{check, state, symmetric};
 
 /// A C value as the atomic word of the same size.
 pub(crate) fn to_word<R: Pod, W: Pod>(v: R) -> W {
@@ -33,20 +37,45 @@ pub(crate) unsafe fn deliver<R>(call: &str, fetch: *mut R, value: R) {
     unsafe { fetch.write_unaligned(value) }
 }
 
+/// Apply one atomic to the word at symmetric `addr` on `pe`: directly if it is mapped here
+/// (no lock, from any thread), else through the context.
+fn on_word<W: AtomicInt, R>(
+    call: &str,
+    addr: *const W,
+    pe: c_int,
+    direct: impl FnOnce(MappedSegments<'static>, GlobalPtr<W>) -> tessera::Result<Option<R>>,
+    through: impl FnOnce(&Context, GlobalPtr<W>) -> tessera::Result<R>,
+) -> R {
+    let sym = symmetric(call);
+    let at = sym.remote(call, addr, 1, pe);
+    match check(call, direct(sym.mapped, at)) {
+        Some(r) => r,
+        None => check(call, through(state(call).session.context(), at)),
+    }
+}
+
 /// # Safety
 /// `src` symmetric.
 pub(crate) unsafe fn fetch<W: AtomicInt>(call: &str, src: *const W, pe: c_int) -> W {
-    let s = state(call);
-    let at = s.remote(call, src, 1, pe);
-    check(call, s.session.context().atomic_load(at))
+    on_word(
+        call,
+        src,
+        pe,
+        |m, at| m.atomic_load(at),
+        |c, at| c.atomic_load(at),
+    )
 }
 
 /// # Safety
 /// `dest` symmetric.
 pub(crate) unsafe fn set<W: AtomicInt>(call: &str, dest: *mut W, value: W, pe: c_int) {
-    let s = state(call);
-    let at = s.remote(call, dest.cast_const(), 1, pe);
-    check(call, s.session.context().atomic_store(at, value))
+    on_word(
+        call,
+        dest.cast_const(),
+        pe,
+        |m, at| Ok(m.atomic_store(at, value)?.then_some(())),
+        |c, at| c.atomic_store(at, value),
+    )
 }
 
 /// # Safety
@@ -58,18 +87,23 @@ pub(crate) unsafe fn compare_swap<W: AtomicInt>(
     value: W,
     pe: c_int,
 ) -> W {
-    let s = state(call);
-    let at = s.remote(call, dest.cast_const(), 1, pe);
-    check(
+    on_word(
         call,
-        s.session.context().atomic_compare_swap(at, cond, value),
+        dest.cast_const(),
+        pe,
+        |m, at| m.atomic_compare_swap(at, cond, value),
+        |c, at| c.atomic_compare_swap(at, cond, value),
     )
 }
 
 fn rmw<W: AtomicInt>(call: &str, dest: *mut W, op: AtomicOp<W>, pe: c_int) -> W {
-    let s = state(call);
-    let at = s.remote(call, dest.cast_const(), 1, pe);
-    check(call, s.session.context().atomic_fetch(at, op))
+    on_word(
+        call,
+        dest.cast_const(),
+        pe,
+        |m, at| m.atomic_fetch(at, op),
+        |c, at| c.atomic_fetch(at, op),
+    )
 }
 
 /// # Safety

@@ -10,13 +10,18 @@ use bytemuck::Pod;
 use libc::{c_int, c_long, c_void};
 use tessera::{Op, Team};
 
-use crate::{check, fatal, state, ComplexD, ComplexF, LongDouble};
+use crate::{check, fatal, state, teams, ComplexD, ComplexF, LongDouble, State};
 
 /// The team of the active set (start, 2^log_stride, size), which this PE must be in.
 /// Teams live as long as the process (a handful per program), so a reference serves and
 /// nothing is cloned per call.
-fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> &'static Team<'static> {
-    let s = state(call);
+fn active_set<'a>(
+    call: &str,
+    s: &'a State,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+) -> &'a Team<'static> {
     // The whole job, the common case, before any arithmetic.
     if start == 0 && log_stride == 0 && size as usize == s.world.size() {
         return &s.world;
@@ -59,6 +64,30 @@ fn active_set(call: &str, start: c_int, log_stride: c_int, size: c_int) -> &'sta
     team
 }
 
+/// Run `f` on the team of an active set, holding the state (and so the library's lock,
+/// where several threads may call) throughout.
+fn on_active_set<R>(
+    call: &str,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    f: impl FnOnce(&State, &Team<'static>) -> R,
+) -> R {
+    let s = state(call);
+    f(&s, active_set(call, &s, start, log_stride, size))
+}
+
+/// Run `f` on the 1.5 team `team`, which must be valid, holding the state throughout.
+pub(crate) fn on_team<R>(
+    call: &str,
+    team: teams::Handle,
+    f: impl FnOnce(&Team<'static>) -> R,
+) -> R {
+    let _held = state(call);
+    let entry = teams::valid(call, team);
+    f(&entry.team)
+}
+
 /// `shmem_barrier_all`: every PE's puts complete, then a barrier.
 ///
 /// # Safety
@@ -93,9 +122,10 @@ pub unsafe extern "C" fn shmem_barrier(
     _psync: *mut c_long,
 ) {
     const CALL: &str = "shmem_barrier";
-    let team = active_set(CALL, start, log_stride, size);
-    check(CALL, state(CALL).session.context().sync_nbi());
-    check(CALL, team.barrier());
+    on_active_set(CALL, start, log_stride, size, |s, team| {
+        check(CALL, s.session.context().sync_nbi());
+        check(CALL, team.barrier());
+    });
 }
 
 /// `shmem_sync` over an active set.
@@ -110,7 +140,9 @@ pub unsafe extern "C" fn shmem_sync(
     _psync: *mut c_long,
 ) {
     const CALL: &str = "shmem_sync";
-    check(CALL, active_set(CALL, start, log_stride, size).barrier());
+    on_active_set(CALL, start, log_stride, size, |_, team| {
+        check(CALL, team.barrier())
+    });
 }
 
 /// Whether `a` (`na` elements) and `b` (`nb` elements) share any byte.
@@ -312,9 +344,10 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($bcast);
-            let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: as the caller guarantees.
-            unsafe { broadcast::<$t>(CALL, team, dest.cast(), source.cast(), nelems, root, false) }
+            on_active_set(CALL, start, log_stride, size, |_, team| {
+                // SAFETY: as the caller guarantees.
+                unsafe { broadcast::<$t>(CALL, team, dest.cast(), source.cast(), nelems, root, false) }
+            })
         }
 
         /// `shmem_collect` over an active set.
@@ -327,9 +360,10 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($collect);
-            let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: as the caller guarantees.
-            unsafe { collect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            on_active_set(CALL, start, log_stride, size, |_, team| {
+                // SAFETY: as the caller guarantees.
+                unsafe { collect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            })
         }
 
         /// `shmem_fcollect` over an active set.
@@ -342,9 +376,10 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($fcollect);
-            let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: as the caller guarantees.
-            unsafe { fcollect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            on_active_set(CALL, start, log_stride, size, |_, team| {
+                // SAFETY: as the caller guarantees.
+                unsafe { fcollect::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            })
         }
 
         /// `shmem_alltoall` over an active set.
@@ -357,9 +392,10 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($alltoall);
-            let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: as the caller guarantees.
-            unsafe { alltoall::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            on_active_set(CALL, start, log_stride, size, |_, team| {
+                // SAFETY: as the caller guarantees.
+                unsafe { alltoall::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+            })
         }
 
         /// `shmem_alltoalls` over an active set.
@@ -372,9 +408,10 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($alltoalls);
-            let team = active_set(CALL, start, log_stride, size);
-            // SAFETY: as the caller guarantees.
-            unsafe { alltoalls::<$t>(CALL, team, dest.cast(), source.cast(), dst, sst, nelems) }
+            on_active_set(CALL, start, log_stride, size, |_, team| {
+                // SAFETY: as the caller guarantees.
+                unsafe { alltoalls::<$t>(CALL, team, dest.cast(), source.cast(), dst, sst, nelems) }
+            })
         }
     )*};
 }
@@ -498,9 +535,10 @@ pub(crate) unsafe fn to_all<T: ToAll>(
     if nreduce < 0 {
         fatal(call, format!("nreduce {nreduce} is negative"));
     }
-    let team = active_set(call, start, log_stride, size);
-    // SAFETY: as the caller guarantees.
-    unsafe { reduce(call, op, team, dest, source, nreduce as usize) }
+    on_active_set(call, start, log_stride, size, |_, team| {
+        // SAFETY: as the caller guarantees.
+        unsafe { reduce(call, op, team, dest, source, nreduce as usize) }
+    })
 }
 
 /// A reduction over `team` (`source` and `dest` may be the same array): 1.5's

@@ -15,10 +15,13 @@
 //! This module must never move data: it validates and translates, and the RMA and AMO
 //! modules move.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use libc::{c_int, c_long, c_void};
 
-use crate::teams::{self, TeamEntry};
-use crate::{check, fatal, state};
+use crate::access::symmetric;
+use crate::teams::{self};
+use crate::{fatal, state};
 
 /// A context handle as C passes it (`shmem_ctx_t`, never dereferenced).
 pub type Handle = *mut c_void;
@@ -29,22 +32,43 @@ const DEFAULT: usize = 1;
 /// `SHMEM_CTX_SERIALIZED | SHMEM_CTX_PRIVATE | SHMEM_CTX_NOSTORE`.
 const KNOWN_OPTIONS: c_long = 1 | 2 | 4;
 
-/// The contexts of this PE by handle: the team number each was made from, `None` for the
-/// invalid handle and destroyed contexts.
+/// One context: the team it was made from, and that team's PEs as world PEs, copied at
+/// creation so that a context's routines translate PEs without the library's lock.
+struct Entry {
+    team: usize,
+    /// World PE of each team PE; empty for the world team (no translation).
+    world_pes: Vec<c_int>,
+    live: AtomicBool,
+}
+
+/// The contexts of this PE by handle, readable from any thread without a lock: an
+/// append-only table (contexts are made rarely and handles are never reused), each
+/// entry immutable but for its `live` flag. Entries are added and retired under the
+/// library's lock; a retired entry stays, so a destroyed handle is recognised.
+///
+/// Ordering: `live` is written with `Release` after the entry is complete (the table's
+/// push publishes the entry itself) and read with `Acquire`; a context used by one thread
+/// while another destroys it is the program's race, which the specification forbids.
 pub(crate) struct Contexts {
-    teams: Vec<Option<usize>>,
+    entries: boxcar::Vec<Entry>,
 }
 
 impl Default for Contexts {
     fn default() -> Contexts {
-        Contexts {
-            teams: vec![None, Some(teams::WORLD)],
+        let entries = boxcar::Vec::new();
+        for team in [teams::INVALID, teams::WORLD] {
+            entries.push(Entry {
+                team,
+                world_pes: Vec::new(),
+                live: AtomicBool::new(team != teams::INVALID),
+            });
         }
+        Contexts { entries }
     }
 }
 
-/// The team number of context `ctx`, or the end of the job naming the call.
-fn team_of(call: &str, ctx: Handle) -> usize {
+/// The entry of context `ctx`, or the end of the job naming the call.
+fn entry(call: &str, ctx: Handle) -> &'static Entry {
     let n = ctx as usize;
     if n == INVALID {
         fatal(
@@ -52,11 +76,10 @@ fn team_of(call: &str, ctx: Handle) -> usize {
             "the context is SHMEM_CTX_INVALID (shmem_ctx_create returns it when it fails)",
         );
     }
-    let s = state(call);
-    let contexts = s.contexts.borrow();
-    match contexts.teams.get(n) {
-        Some(Some(team)) => *team,
-        Some(None) => fatal(
+    let contexts = &symmetric(call).contexts;
+    match contexts.entries.get(n) {
+        Some(e) if e.live.load(Ordering::Acquire) => e,
+        Some(_) => fatal(
             call,
             format!("context handle {n} was destroyed by shmem_ctx_destroy (or with its team)"),
         ),
@@ -70,30 +93,37 @@ fn team_of(call: &str, ctx: Handle) -> usize {
 /// Check that `ctx` names a context (the default one or a live one).
 fn validate(call: &str, ctx: Handle) {
     if ctx as usize != DEFAULT {
-        let _ = team_of(call, ctx);
+        let _ = entry(call, ctx);
     }
 }
 
-/// The world PE of `pe` as context `ctx` numbers PEs (its team's numbering).
+/// The world PE of `pe` as context `ctx` numbers PEs (its team's numbering). Takes no
+/// lock.
 pub(crate) fn world_pe(call: &str, ctx: Handle, pe: c_int) -> c_int {
     if ctx as usize == DEFAULT {
         return pe;
     }
-    match team_of(call, ctx) {
-        teams::WORLD => pe,
-        team => {
-            let entry: std::rc::Rc<TeamEntry> = teams::valid(call, teams::handle(team));
-            teams::world_pe(call, &entry, pe)
-        }
+    let e = entry(call, ctx);
+    if e.world_pes.is_empty() {
+        return pe;
+    }
+    match usize::try_from(pe).ok().and_then(|i| e.world_pes.get(i)) {
+        Some(&world) => world,
+        None => fatal(
+            call,
+            format!(
+                "PE {pe} is not in the context's team: its PEs are 0 to {}",
+                e.world_pes.len() - 1
+            ),
+        ),
     }
 }
 
 /// Destroy every context made from team number `team` (its team is being destroyed).
 pub(crate) fn destroy_team_contexts(call: &str, team: usize) {
-    let s = state(call);
-    for slot in s.contexts.borrow_mut().teams.iter_mut() {
-        if *slot == Some(team) {
-            *slot = None;
+    for (_, e) in symmetric(call).contexts.entries.iter() {
+        if e.team == team {
+            e.live.store(false, Ordering::Release);
         }
     }
 }
@@ -142,16 +172,27 @@ unsafe fn create(call: &str, team: teams::Handle, options: c_long, ctx: *mut Han
             format!("options {options:#x} are not a combination of SHMEM_CTX_SERIALIZED, SHMEM_CTX_PRIVATE and SHMEM_CTX_NOSTORE"),
         );
     }
-    let Some(_) = teams::lookup(call, team) else {
+    let s = state(call);
+    let Some(entry) = teams::lookup(call, team) else {
         // SAFETY: checked non-null.
         unsafe { *ctx = INVALID as Handle };
         return -1;
     };
-    let s = state(call);
-    let mut contexts = s.contexts.borrow_mut();
-    contexts.teams.push(Some(team as usize));
+    let number = team as usize;
+    let world_pes = if number == teams::WORLD {
+        Vec::new()
+    } else {
+        (0..entry.team.size())
+            .map(|pe| entry.team.world_rank(pe) as c_int)
+            .collect()
+    };
+    let index = s.sym.contexts.entries.push(Entry {
+        team: number,
+        world_pes,
+        live: AtomicBool::new(true),
+    });
     // SAFETY: checked non-null.
-    unsafe { *ctx = (contexts.teams.len() - 1) as Handle };
+    unsafe { *ctx = index as Handle };
     0
 }
 
@@ -169,11 +210,10 @@ pub unsafe extern "C" fn shmem_ctx_destroy(ctx: Handle) {
             CALL,
             "SHMEM_CTX_DEFAULT is predefined and cannot be destroyed",
         ),
-        n => {
-            let _ = team_of(CALL, ctx);
-            let s = state(CALL);
-            check(CALL, s.session.context().sync_nbi());
-            s.contexts.borrow_mut().teams[n] = None;
+        _ => {
+            let e = entry(CALL, ctx);
+            crate::quiet(CALL);
+            e.live.store(false, Ordering::Release);
         }
     }
 }
@@ -191,7 +231,7 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: Handle, team: *mut teams::Handl
     let found = match ctx as usize {
         INVALID => None,
         DEFAULT => Some(teams::WORLD),
-        _ => Some(team_of(CALL, ctx)),
+        _ => Some(entry(CALL, ctx).team),
     };
     // SAFETY: checked non-null.
     unsafe { *team = teams::handle(found.unwrap_or(teams::INVALID)) };
@@ -209,8 +249,7 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: Handle, team: *mut teams::Handl
 #[no_mangle]
 pub unsafe extern "C" fn shmem_ctx_quiet(ctx: Handle) {
     validate("shmem_ctx_quiet", ctx);
-    // SAFETY: no arguments.
-    unsafe { crate::shmem_quiet() }
+    crate::quiet("shmem_ctx_quiet");
 }
 
 /// `shmem_ctx_fence`: the context's puts to each PE arrive in order.
@@ -220,6 +259,5 @@ pub unsafe extern "C" fn shmem_ctx_quiet(ctx: Handle) {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_ctx_fence(ctx: Handle) {
     validate("shmem_ctx_fence", ctx);
-    // SAFETY: no arguments.
-    unsafe { crate::shmem_fence() }
+    crate::quiet("shmem_ctx_fence");
 }

@@ -7,7 +7,7 @@
 
 use libc::{c_long, c_void};
 
-use crate::{check, fatal, state, State};
+use crate::{check, fatal, state};
 
 /// Allocate `size` bytes aligned to `align` (a power of two) on every PE; null for size 0.
 fn allocate(call: &str, size: usize, align: usize) -> *mut c_void {
@@ -31,7 +31,7 @@ fn allocate(call: &str, size: usize, align: usize) -> *mut c_void {
         ),
     };
     let aligned = block.offset().next_multiple_of(align as u64);
-    let addr = s.local_address(aligned);
+    let addr = s.sym.local_address(aligned);
     s.blocks.borrow_mut().insert(addr as usize, (block, size));
     check(call, ctx.barrier());
     addr
@@ -53,7 +53,7 @@ fn release(call: &str, ptr: *mut c_void) {
 }
 
 fn reallocate(call: &str, ptr: *mut c_void, size: usize) -> *mut c_void {
-    let s: &State = state(call);
+    let s = state(call);
     if ptr.is_null() {
         return allocate(call, size, 16);
     }
@@ -102,7 +102,7 @@ pub unsafe extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void 
     if !p.is_null() {
         // SAFETY: p is this PE's fresh block of `bytes` bytes.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
-        check(CALL, crate::ctx(CALL).barrier());
+        check(CALL, state(CALL).session.context().barrier());
     }
     p
 }

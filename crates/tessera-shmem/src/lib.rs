@@ -19,16 +19,17 @@
 //! This crate must never hold program logic of its own beyond argument translation: what
 //! a routine needs from the runtime goes into the Rust API first.
 
+use libc::{c_char, c_int, c_long, c_void};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-
-use libc::{c_char, c_int, c_long, c_void};
 use tessera::{Context, GlobalPtr, Session, Team};
+
+use access::{state, symmetric, Symmetric};
 
 // These modules' interface is their C symbols (`#[no_mangle] pub extern "C"`), which C
 // programs link against whatever Rust's visibility says; `pub` marks them as exported.
+mod access;
 #[allow(unreachable_pub)]
 mod amo;
 #[allow(unreachable_pub)]
@@ -76,86 +77,36 @@ pub type ComplexF = [f32; 2];
 /// C's `double _Complex`.
 pub type ComplexD = [f64; 2];
 
-/// The library's state on its thread, from `shmem_init` on (leaked: it lives as long as the
-/// process, so teams may borrow the context for `'static`).
+/// The library's state from `shmem_init` on (leaked: it lives as long as the process, so
+/// teams may borrow the context for `'static`). Reached through [`access::state`], which
+/// says which threads may, and holds the lock where several may.
 struct State {
     session: &'static Session,
     world: Team<'static>,
+    /// What every thread may read without the lock.
+    sym: &'static Symmetric,
     /// Teams of the active sets used so far, by (start, log stride, size).
     sets: RefCell<HashMap<(c_int, c_int, c_int), &'static Team<'static>>>,
-    /// The 1.5 teams by handle, and the contexts.
+    /// The 1.5 teams by handle.
     teams: RefCell<teams::Teams>,
-    contexts: RefCell<ctx::Contexts>,
-    /// This PE's segment in this process's memory.
-    seg_base: usize,
-    seg_len: usize,
-    /// The program's writable data, mapped into the segment: (first address, end, offset).
-    globals: Option<(usize, usize, u64)>,
     /// Symmetric heap blocks by the address handed out: the allocation behind each.
     blocks: RefCell<HashMap<usize, (GlobalPtr<u8>, usize)>>,
     finalized: Cell<bool>,
 }
 
-/// The library's state while initialised (null before `shmem_init` and after
-/// `shmem_finalize`), and the thread it serves. Plain statics rather than thread-locals: in
-/// a shared library every thread-local access is a call to `__tls_get_addr`, which cost
-/// several nanoseconds per routine; `pthread_self` reads the thread pointer directly.
-static STATE: AtomicPtr<State> = AtomicPtr::new(std::ptr::null_mut());
-static OWNER: AtomicUsize = AtomicUsize::new(0);
-/// `shmem_init` ran, and `shmem_finalize` ran (for the messages).
-static INITIALISED: AtomicBool = AtomicBool::new(false);
-static FINALIZED: AtomicBool = AtomicBool::new(false);
-
-fn this_thread() -> usize {
-    // SAFETY: pthread_self has no preconditions.
-    unsafe { libc::pthread_self() as usize }
-}
-
-/// The state if this is the thread that initialised the library.
-fn current() -> Option<&'static State> {
-    let p = STATE.load(Ordering::Acquire);
-    if p.is_null() || OWNER.load(Ordering::Relaxed) != this_thread() {
-        return None;
-    }
-    // SAFETY: a non-null STATE points to the State leaked by `init` on the owning thread
-    // (checked above), which only `finalize`, on that thread, frees after nulling STATE.
-    Some(unsafe { &*p })
-}
-
 /// Print `msg` for `call`, mark this PE failed and end it; the launcher ends the others.
 pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
-    let pe = current()
-        .map(|s| s.session.context().rank().to_string())
+    let held = access::state_for_error();
+    let pe = held
+        .as_ref()
+        .map(|s| s.sym.rank.to_string())
         .unwrap_or_else(|| "?".into());
     let text = format!("tessera-shmem: PE {pe}: {call}: {msg}");
     tessera::job::write_stderr(&format!("{text}\n"));
-    if let Some(s) = current() {
+    if let Some(s) = held {
         s.session.fail(&text);
     }
     std::process::exit(1)
-}
-
-/// The state, or the end of the job with a message saying why there is none (this is the
-/// check every call makes before using any reference into the runtime).
-fn state(call: &str) -> &'static State {
-    if let Some(s) = current() {
-        return s;
-    }
-    if FINALIZED.load(Ordering::Acquire) {
-        fatal(call, "called after shmem_finalize");
-    }
-    if INITIALISED.load(Ordering::Acquire) {
-        fatal(
-            call,
-            "called from a thread other than the one that called shmem_init (this library provides SHMEM_THREAD_FUNNELED)",
-        );
-    }
-    fatal(call, "called before shmem_init; call shmem_init first")
-}
-
-/// The context of an initialised PE.
-pub(crate) fn ctx(call: &str) -> &'static Context {
-    state(call).session.context()
 }
 
 /// Unwrap a runtime result, or end the job naming the call.
@@ -163,70 +114,23 @@ pub(crate) fn check<T>(call: &str, r: tessera::Result<T>) -> T {
     r.unwrap_or_else(|e| fatal(call, e))
 }
 
-impl State {
-    /// The segment offset of the `bytes` bytes at this process's address `addr`, which must
-    /// be symmetric: in the symmetric heap, or in the program's global data.
-    fn offset_of(&self, call: &str, addr: *const c_void, bytes: usize) -> u64 {
-        let a = addr as usize;
-        let inside =
-            |lo: usize, hi: usize| a >= lo && a.checked_add(bytes).is_some_and(|e| e <= hi);
-        if inside(self.seg_base, self.seg_base + self.seg_len) {
-            return (a - self.seg_base) as u64;
-        }
-        if let Some((lo, hi, off)) = self.globals {
-            if inside(lo, hi) {
-                return off + (a - lo) as u64;
-            }
-        }
-        fatal(
-            call,
-            format!(
-                "address {addr:p} ({bytes} bytes) is not symmetric: it is neither in the symmetric heap nor in the program's global or static data; allocate it with shmem_malloc, or make it a global or static variable"
-            ),
-        )
-    }
-
-    /// Check that `pe` is a PE of the job.
-    fn pe(&self, call: &str, pe: c_int) -> usize {
-        let n = self.session.context().ranks();
-        if pe < 0 || pe as usize >= n {
-            fatal(
-                call,
-                format!("PE {pe} does not exist: this job has PEs 0 to {}", n - 1),
-            );
-        }
-        pe as usize
-    }
-
-    /// The global pointer to `count` elements at symmetric address `addr` on `pe`.
-    fn remote<T>(&self, call: &str, addr: *const T, count: usize, pe: c_int) -> GlobalPtr<T> {
-        let pe = self.pe(call, pe);
-        let bytes = count.saturating_mul(std::mem::size_of::<T>());
-        let off = self.offset_of(call, addr.cast(), bytes);
-        GlobalPtr::new(pe, off)
-    }
-
-    /// This process's address of the symmetric object at segment offset `off`.
-    fn local_address(&self, off: u64) -> *mut c_void {
-        if let Some((lo, hi, goff)) = self.globals {
-            if off >= goff && off < goff + (hi - lo) as u64 {
-                return (lo + (off - goff) as usize) as *mut c_void;
-            }
-        }
-        (self.seg_base + off as usize) as *mut c_void
-    }
-}
-
 // ----- setup, exit, query -------------------------------------------------------------
 
-fn init(call: &str) {
-    if current().is_some() {
-        return; // the spec allows a second init to do nothing
+/// Start this PE at thread level `requested` (see [`access`]); the level provided.
+fn init(call: &str, requested: c_int) -> c_int {
+    if access::initialised_here() {
+        return access::level(); // the spec allows a second init to do nothing
     }
-    if FINALIZED.load(Ordering::Acquire) {
+    if access::finalised() {
         fatal(
             call,
-            "the library was finalised on this thread; a program initialises it once",
+            "the library was finalised; a program initialises it once",
+        );
+    }
+    if !(access::SINGLE..=access::MULTIPLE).contains(&requested) {
+        fatal(
+            call,
+            format!("thread level {requested} is not SHMEM_THREAD_SINGLE, _FUNNELED, _SERIALIZED or _MULTIPLE"),
         );
     }
     let session = match Session::start() {
@@ -243,6 +147,24 @@ fn init(call: &str) {
         _ => fatal(call, "this PE's own segment is not mapped"),
     };
     let globals = globals::map_into_segment(ctx).unwrap_or_else(|e| fatal(call, e));
+    let mapped = ctx.mapped_segments();
+    // MULTIPLE only where no put needs the lock: every peer mapped here.
+    let provided = if requested == access::MULTIPLE && !mapped.all_mapped() {
+        access::SERIALIZED
+    } else {
+        requested
+    };
+    let sym: &'static Symmetric = Box::leak(Box::new(Symmetric {
+        rank: ctx.rank(),
+        ranks: ctx.ranks(),
+        seg_base,
+        seg_len,
+        globals,
+        mapped,
+        spins_per_yield: ctx.spins_per_yield(),
+        lock_free: provided == access::MULTIPLE,
+        contexts: ctx::Contexts::default(),
+    }));
     let world = check(call, Team::world(ctx));
     let predefined = check(
         call,
@@ -252,18 +174,13 @@ fn init(call: &str) {
     let state: &'static State = Box::leak(Box::new(State {
         session,
         world,
+        sym,
         sets: RefCell::new(HashMap::new()),
         teams: RefCell::new(predefined),
-        contexts: RefCell::new(ctx::Contexts::default()),
-        seg_base,
-        seg_len,
-        globals,
         blocks: RefCell::new(HashMap::new()),
         finalized: Cell::new(false),
     }));
-    OWNER.store(this_thread(), Ordering::Relaxed);
-    STATE.store(state as *const State as *mut State, Ordering::Release);
-    INITIALISED.store(true, Ordering::Release);
+    access::publish(state, provided);
     if defined("SHMEM_VERSION") && ctx.rank() == 0 {
         println!("OpenSHMEM 1.5 (Tessera {})", env!("CARGO_PKG_VERSION"));
     }
@@ -284,6 +201,7 @@ fn init(call: &str) {
     unsafe {
         libc::atexit(finalize_at_exit);
     }
+    provided
 }
 
 /// Whether an informational variable is set: the specification asks only that it be
@@ -308,17 +226,16 @@ fn print_info(ctx: &Context) {
 }
 
 extern "C" fn finalize_at_exit() {
-    if let Some(s) = current() {
-        if !s.finalized.get() {
-            finalize();
-        }
+    if access::initialised_here() {
+        finalize();
     }
 }
 
 fn finalize() {
-    let Some(s) = current() else {
+    if !access::initialised_here() {
         return;
-    };
+    }
+    let s = state("shmem_finalize");
     if s.finalized.replace(true) {
         return;
     }
@@ -332,29 +249,29 @@ fn finalize() {
     // where MPI is finalised). Every later call finds the library finalised (state()
     // refuses it), so nothing reaches them again; the teams of active sets stay leaked,
     // unused. The program's global data stays mapped (that mapping is not the session's).
-    STATE.store(std::ptr::null_mut(), Ordering::Release);
-    FINALIZED.store(true, Ordering::Release);
+    access::retire();
     let (state, session) = (
-        s as *const State as *mut State,
+        &*s as *const State as *mut State,
         s.session as *const Session as *mut Session,
     );
-    // SAFETY: both were made by Box::leak in `init` on this thread and nothing else owns
-    // them; the references handed out (to `State`, its teams, the context) are only used
-    // by library calls, which check FINALIZED first. The state goes first: its teams
-    // borrow the session.
+    drop(s);
+    // SAFETY: both were made by Box::leak in `init` and nothing else owns them; the
+    // references handed out (to `State`, its teams, the context) are only used by library
+    // calls, which find the state withdrawn first (the specification forbids calls that
+    // overlap shmem_finalize). The state goes first: its teams borrow the session.
     unsafe {
         drop(Box::from_raw(state));
         drop(Box::from_raw(session));
     }
 }
 
-/// `shmem_init`: start this PE (collective).
+/// `shmem_init`: start this PE (collective), at `SHMEM_THREAD_FUNNELED`.
 ///
 /// # Safety
 /// None beyond C's: callable from C at any time.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_init() {
-    init("shmem_init");
+    init("shmem_init", access::FUNNELED);
 }
 
 /// `shmem_finalize`: end this PE's part (collective).
@@ -366,30 +283,32 @@ pub unsafe extern "C" fn shmem_finalize() {
     finalize();
 }
 
-/// `shmem_init_thread`: start, and say which thread level is provided (FUNNELED).
+/// `shmem_init_thread`: start at thread level `requested`, and say which is provided:
+/// the one requested, but `SHMEM_THREAD_SERIALIZED` for `MULTIPLE` where some PE's
+/// memory is reachable only through the conduit (see [`access`]).
 ///
 /// # Safety
 /// `provided` is null or valid for one `int`.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_init_thread(_requested: c_int, provided: *mut c_int) -> c_int {
-    init("shmem_init_thread");
+pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
+    let level = init("shmem_init_thread", requested);
     if !provided.is_null() {
         // SAFETY: the caller passes a valid int or null (checked).
-        unsafe { *provided = 1 };
+        unsafe { *provided = level };
     }
     0
 }
 
-/// `shmem_query_thread`: the thread level provided (FUNNELED).
+/// `shmem_query_thread`: the thread level provided.
 ///
 /// # Safety
 /// `provided` is null or valid for one `int`.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
-    state("shmem_query_thread");
+    symmetric("shmem_query_thread");
     if !provided.is_null() {
         // SAFETY: as above.
-        unsafe { *provided = 1 };
+        unsafe { *provided = access::level() };
     }
 }
 
@@ -399,7 +318,7 @@ pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_my_pe() -> c_int {
-    ctx("shmem_my_pe").rank() as c_int
+    symmetric("shmem_my_pe").rank as c_int
 }
 
 /// `shmem_n_pes`.
@@ -408,7 +327,7 @@ pub unsafe extern "C" fn shmem_my_pe() -> c_int {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_n_pes() -> c_int {
-    ctx("shmem_n_pes").ranks() as c_int
+    symmetric("shmem_n_pes").ranks as c_int
 }
 
 /// `start_pes` (1.0 name of `shmem_init`; the argument is ignored, as the spec says).
@@ -417,7 +336,7 @@ pub unsafe extern "C" fn shmem_n_pes() -> c_int {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn start_pes(_npes: c_int) {
-    init("start_pes");
+    init("start_pes", access::FUNNELED);
 }
 
 /// `_my_pe` (1.0 name).
@@ -426,7 +345,7 @@ pub unsafe extern "C" fn start_pes(_npes: c_int) {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn _my_pe() -> c_int {
-    ctx("_my_pe").rank() as c_int
+    symmetric("_my_pe").rank as c_int
 }
 
 /// `_num_pes` (1.0 name).
@@ -435,7 +354,7 @@ pub unsafe extern "C" fn _my_pe() -> c_int {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn _num_pes() -> c_int {
-    ctx("_num_pes").ranks() as c_int
+    symmetric("_num_pes").ranks as c_int
 }
 
 /// `shmem_global_exit`: end the whole job with `status`.
@@ -454,7 +373,7 @@ pub unsafe extern "C" fn shmem_global_exit(status: c_int) {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_pe_accessible(pe: c_int) -> c_int {
-    let n = ctx("shmem_pe_accessible").ranks();
+    let n = symmetric("shmem_pe_accessible").ranks;
     (pe >= 0 && (pe as usize) < n) as c_int
 }
 
@@ -464,12 +383,8 @@ pub unsafe extern "C" fn shmem_pe_accessible(pe: c_int) -> c_int {
 /// None beyond C's: the address is compared, never read.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
-    let s = state("shmem_addr_accessible");
-    let n = s.session.context().ranks();
-    let a = addr as usize;
-    let symmetric = (a >= s.seg_base && a < s.seg_base + s.seg_len)
-        || s.globals.is_some_and(|(lo, hi, _)| a >= lo && a < hi);
-    (symmetric && pe >= 0 && (pe as usize) < n) as c_int
+    let s = symmetric("shmem_addr_accessible");
+    (s.is_symmetric(addr) && pe >= 0 && (pe as usize) < s.ranks) as c_int
 }
 
 /// `shmem_ptr`: a plain pointer to `dest` on `pe` where this process maps it, else null.
@@ -478,17 +393,16 @@ pub unsafe extern "C" fn shmem_addr_accessible(addr: *const c_void, pe: c_int) -
 /// None beyond C's: the address is translated, not read.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
-    let s = state("shmem_ptr");
-    if pe < 0 || pe as usize >= s.session.context().ranks() {
+    let s = symmetric("shmem_ptr");
+    if pe < 0 || pe as usize >= s.ranks {
         return std::ptr::null_mut();
     }
     let off = s.offset_of("shmem_ptr", dest, 1);
-    if pe as usize == s.session.context().rank() {
+    if pe as usize == s.rank {
         return s.local_address(off);
     }
     match s
-        .session
-        .context()
+        .mapped
         .local_ptr(GlobalPtr::<u8>::new(pe as usize, off), 1)
     {
         Ok(Some(p)) => p.cast(),
@@ -536,9 +450,17 @@ pub unsafe extern "C" fn shmem_info_get_name(name: *mut c_char) {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_quiet() {
-    let c = ctx("shmem_quiet");
-    check("shmem_quiet", c.sync_nbi());
-    c.fence();
+    quiet("shmem_quiet");
+}
+
+/// Complete every put, AMO and nonblocking transfer of this PE, and fence. Without the
+/// lock at `MULTIPLE`: every peer is mapped, so every transfer completed when it
+/// returned, and a full fence orders them.
+pub(crate) fn quiet(call: &str) {
+    if !symmetric(call).lock_free {
+        check(call, state(call).session.context().sync_nbi());
+    }
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 /// `shmem_fence`: puts to each PE arrive in order (Tessera completes them in order, so a
@@ -548,14 +470,12 @@ pub unsafe extern "C" fn shmem_quiet() {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_fence() {
-    let c = ctx("shmem_fence");
-    check("shmem_fence", c.sync_nbi());
-    c.fence();
+    quiet("shmem_fence");
 }
 
 /// The lock of the symmetric `long` at `lock`: PE 0's copy of it, as a ticket lock.
 fn ticket(call: &str, lock: *mut c_long) -> tessera::TicketLock {
-    let s = state(call);
+    let s = symmetric(call);
     if lock.is_null() || !(lock as usize).is_multiple_of(std::mem::align_of::<u64>()) {
         fatal(
             call,
@@ -572,7 +492,8 @@ fn ticket(call: &str, lock: *mut c_long) -> tessera::TicketLock {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_set_lock(lock: *mut c_long) {
     const CALL: &str = "shmem_set_lock";
-    check(CALL, ticket(CALL, lock).lock(ctx(CALL)));
+    let s = state(CALL);
+    check(CALL, ticket(CALL, lock).lock(s.session.context()));
 }
 
 /// `shmem_clear_lock`: release the lock (after completing this PE's puts).
@@ -582,8 +503,9 @@ pub unsafe extern "C" fn shmem_set_lock(lock: *mut c_long) {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_clear_lock(lock: *mut c_long) {
     const CALL: &str = "shmem_clear_lock";
-    check(CALL, ctx(CALL).sync_nbi());
-    check(CALL, ticket(CALL, lock).unlock(ctx(CALL)));
+    let s = state(CALL);
+    check(CALL, s.session.context().sync_nbi());
+    check(CALL, ticket(CALL, lock).unlock(s.session.context()));
 }
 
 /// `shmem_test_lock`: take the lock if free (0), else 1.
@@ -593,7 +515,8 @@ pub unsafe extern "C" fn shmem_clear_lock(lock: *mut c_long) {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
     const CALL: &str = "shmem_test_lock";
-    (!check(CALL, ticket(CALL, lock).try_lock(ctx(CALL)))) as c_int
+    let s = state(CALL);
+    (!check(CALL, ticket(CALL, lock).try_lock(s.session.context()))) as c_int
 }
 
 /// `shmem_pcontrol`: accepted at every level; no profiling library is attached.
@@ -602,7 +525,7 @@ pub unsafe extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
 /// None beyond C's (the variadic arguments are not read).
 #[no_mangle]
 pub unsafe extern "C" fn shmem_pcontrol(level: c_int) {
-    let _ = state("shmem_pcontrol");
+    let _ = symmetric("shmem_pcontrol");
     let _ = level;
 }
 

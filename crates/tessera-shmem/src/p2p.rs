@@ -8,9 +8,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_long};
-use tessera::{Compare, WaitWord};
+use tessera::{Compare, GlobalPtr, Wait, WaitWord};
 
-use crate::{check, fatal, state};
+use crate::access::{try_state, Symmetric};
+use crate::{check, fatal, state, symmetric};
 
 /// `SHMEM_CMP_NE`, for the deprecated `wait` (wait while equal).
 pub(crate) const CMP_NE: c_int = 1;
@@ -35,19 +36,105 @@ pub(crate) fn compare(call: &str, cmp: c_int) -> Compare {
 /// # Safety
 /// `ivar` is a symmetric variable of this PE.
 pub(crate) unsafe fn wait_until<W: WaitWord>(call: &str, ivar: *mut W, cmp: c_int, value: W) -> W {
-    let s = state(call);
-    let ctx = s.session.context();
-    let at = s.remote(call, ivar.cast_const(), 1, ctx.rank() as c_int);
-    check(call, ctx.wait_value(at, compare(call, cmp), value))
+    let sym = symmetric(call);
+    let cmp = compare(call, cmp);
+    let at = sym.own(call, ivar.cast_const(), 1);
+    let mut seen = value;
+    wait_words(call, sym, at, 1, |word| {
+        seen = word(0);
+        cmp.holds(seen, value)
+    });
+    seen
 }
 
 /// # Safety
 /// `ivar` is a symmetric variable of this PE.
 pub(crate) unsafe fn test<W: WaitWord>(call: &str, ivar: *mut W, cmp: c_int, value: W) -> c_int {
-    let s = state(call);
-    let ctx = s.session.context();
-    let at = s.remote(call, ivar.cast_const(), 1, ctx.rank() as c_int);
-    check(call, ctx.test_value(at, compare(call, cmp), value)) as c_int
+    let sym = symmetric(call);
+    let cmp = compare(call, cmp);
+    let at = sym.own(call, ivar.cast_const(), 1);
+    test_words(call, sym, at, 1, |word| cmp.holds(word(0), value)) as c_int
+}
+
+/// Block until `done` holds over this PE's `n` words from `first`. At `MULTIPLE` the
+/// words are polled without the library's lock, so that the PE's other threads keep
+/// working (one of them may be the one to set them); the wait takes the lock when it is
+/// free, once per yield, to make progress, show on the job's board and honour the
+/// watchdog. Otherwise the runtime's own wait runs, under the lock.
+fn wait_words<W: WaitWord>(
+    call: &str,
+    sym: &Symmetric,
+    first: GlobalPtr<W>,
+    n: usize,
+    mut done: impl FnMut(&dyn Fn(usize) -> W) -> bool,
+) {
+    if !sym.lock_free {
+        let s = state(call);
+        check(call, s.session.context().wait_words(first, n, done));
+        return;
+    }
+    let word = |i: usize| own_word(call, sym, first, n, i);
+    let describe = || format!("{n} words from offset {}", first.offset());
+    let mut wait: Option<Wait> = None;
+    let mut spins = 0u32;
+    let outcome = loop {
+        if done(&word) {
+            break Ok(());
+        }
+        spins += 1;
+        if spins < sym.spins_per_yield {
+            std::hint::spin_loop();
+            continue;
+        }
+        spins = 0;
+        if let Some(s) = try_state() {
+            let ctx = s.session.context();
+            let step = match &mut wait {
+                Some(w) => ctx.wait_step(w, &describe),
+                None => ctx.wait_begin("words to change").map(|w| wait = Some(w)),
+            };
+            if let Err(e) = step {
+                break Err(e);
+            }
+        }
+        std::thread::yield_now();
+    };
+    if let Some(w) = wait {
+        state(call).session.context().wait_end(w, &outcome);
+    }
+    check(call, outcome);
+}
+
+/// Evaluate `f` once over this PE's `n` words from `first`, making progress: at
+/// `MULTIPLE` without the lock (progress only if the lock is free).
+fn test_words<W: WaitWord, R>(
+    call: &str,
+    sym: &Symmetric,
+    first: GlobalPtr<W>,
+    n: usize,
+    f: impl FnOnce(&dyn Fn(usize) -> W) -> R,
+) -> R {
+    if !sym.lock_free {
+        let s = state(call);
+        return check(call, s.session.context().test_words(first, n, f));
+    }
+    if let Some(s) = try_state() {
+        check(call, s.session.context().poll());
+    }
+    f(&|i| own_word(call, sym, first, n, i))
+}
+
+/// Word `i` of this PE's `n` words from `first`, loaded with `Acquire`.
+fn own_word<W: WaitWord>(
+    call: &str,
+    sym: &Symmetric,
+    first: GlobalPtr<W>,
+    n: usize,
+    i: usize,
+) -> W {
+    assert!(i < n, "word {i} of {n}");
+    check(call, sym.mapped.load_acquire(first.add(i)))
+        .unwrap_or_else(|| fatal(call, "this PE's own segment is not mapped"))
 }
 
 /// `shmem_wait` (deprecated): wait while `*ivar == cmp_value`.
@@ -113,8 +200,7 @@ pub(crate) unsafe fn many<W: WaitWord>(
     cmp: c_int,
     values: Values<W>,
 ) -> usize {
-    let s = state(call);
-    let ctx = s.session.context();
+    let sym = symmetric(call);
     let cmp = compare(call, cmp);
     if n > 0 && form == Form::Some && indices.is_null() {
         fatal(call, "indices is null; pass an array of nelems size_t");
@@ -138,7 +224,7 @@ pub(crate) unsafe fn many<W: WaitWord>(
             Form::Some => 0,
         };
     }
-    let first = s.remote(call, ivars.cast_const(), n, ctx.rank() as c_int);
+    let first = sym.own(call, ivars.cast_const(), n);
     let start = ANY_START.load(Ordering::Relaxed) % n;
     let ready = |word: &dyn Fn(usize) -> W, i: usize| included(i) && cmp.holds(word(i), want(i));
     // What one look at the variables found, in the form the call returns; nothing is
@@ -168,9 +254,9 @@ pub(crate) unsafe fn many<W: WaitWord>(
         }
     };
     if waits {
-        check(call, ctx.wait_words(first, n, &mut evaluate));
+        wait_words(call, sym, first, n, &mut evaluate);
     } else {
-        check(call, ctx.test_words(first, n, &mut evaluate));
+        test_words(call, sym, first, n, &mut evaluate);
     }
     if form == Form::Any && outcome != usize::MAX {
         ANY_START.fetch_add(1, Ordering::Relaxed);

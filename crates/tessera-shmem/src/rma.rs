@@ -5,14 +5,19 @@
 //! `shmem_quiet`/`shmem_fence` (the runtime's `sync_nbi`) on other conduits; the `_nbi`
 //! forms may complete at once, as the specification allows.
 //!
+//! Memory mapped in this process is reached through the runtime's `MappedSegments`,
+//! without the library's lock (so from several threads at once at `MULTIPLE`); any other
+//! through the context.
+//!
 //! This module must never read or write a peer's memory except through the runtime.
 
 use bytemuck::Pod;
 use libc::c_int;
 
-use tessera::SignalOp;
+use tessera::{GlobalPtr, SignalOp};
 
-use crate::{check, ctx, fatal, state};
+use crate::access::Symmetric;
+use crate::{check, fatal, state, symmetric};
 
 /// A slice of `n` elements at `p`, or the end of the job naming `call` if `p` is null.
 ///
@@ -47,11 +52,26 @@ unsafe fn local_mut<'a, T>(call: &str, p: *mut T, n: usize) -> &'a mut [T] {
 /// # Safety
 /// `src` valid for `n` elements; `dest` symmetric.
 pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usize, pe: c_int) {
-    let s = state(call);
-    let to = s.remote(call, dest.cast_const(), n, pe);
+    let sym = symmetric(call);
+    let to = sym.remote(call, dest.cast_const(), n, pe);
     // SAFETY: the caller passes a source valid for n elements.
     let data = unsafe { local(call, src, n) };
-    check(call, s.session.context().put(to, data));
+    put_to(call, sym, to, data);
+}
+
+/// Put `data` at `to`: directly if it is mapped here (no lock), else through the context.
+fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
+    if !check(call, sym.mapped.put(to, data)) {
+        check(call, state(call).session.context().put(to, data));
+    }
+}
+
+/// Get into `out` from `from`: directly if it is mapped here (no lock), else through the
+/// context.
+fn get_from<T: Pod>(call: &str, sym: &Symmetric, from: GlobalPtr<T>, out: &mut [T]) {
+    if !check(call, sym.mapped.get(from, out)) {
+        check(call, state(call).session.context().get(from, out));
+    }
 }
 
 /// Get `n` elements from symmetric `src` on `pe` into `dest`.
@@ -59,11 +79,11 @@ pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usi
 /// # Safety
 /// `dest` valid for `n` elements; `src` symmetric.
 pub(crate) unsafe fn get<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usize, pe: c_int) {
-    let s = state(call);
-    let from = s.remote(call, src, n, pe);
+    let sym = symmetric(call);
+    let from = sym.remote(call, src, n, pe);
     // SAFETY: the caller passes a destination valid for n elements.
     let out = unsafe { local_mut(call, dest, n) };
-    check(call, s.session.context().get(from, out));
+    get_from(call, sym, from, out);
 }
 
 /// Put one value.
@@ -71,9 +91,9 @@ pub(crate) unsafe fn get<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usi
 /// # Safety
 /// `dest` symmetric.
 pub(crate) unsafe fn p<T: Pod>(call: &str, dest: *mut T, value: T, pe: c_int) {
-    let s = state(call);
-    let to = s.remote(call, dest.cast_const(), 1, pe);
-    check(call, s.session.context().put_value(to, value));
+    let sym = symmetric(call);
+    let to = sym.remote(call, dest.cast_const(), 1, pe);
+    put_to(call, sym, to, std::slice::from_ref(&value));
 }
 
 /// Get one value.
@@ -81,9 +101,11 @@ pub(crate) unsafe fn p<T: Pod>(call: &str, dest: *mut T, value: T, pe: c_int) {
 /// # Safety
 /// `src` symmetric.
 pub(crate) unsafe fn g<T: Pod>(call: &str, src: *const T, pe: c_int) -> T {
-    let s = state(call);
-    let from = s.remote(call, src, 1, pe);
-    check(call, s.session.context().get_value(from))
+    let sym = symmetric(call);
+    let from = sym.remote(call, src, 1, pe);
+    let mut value = T::zeroed();
+    get_from(call, sym, from, std::slice::from_mut(&mut value));
+    value
 }
 
 /// The strides of a strided call as element counts, and the span in elements of `n`
@@ -123,12 +145,12 @@ pub(crate) unsafe fn iput<T: Pod>(
     let Some((dst, sst, span)) = strides(call, dst, sst, n, dst) else {
         return;
     };
-    let s = state(call);
-    let to = s.remote(call, dest.cast_const(), span, pe);
+    let sym = symmetric(call);
+    let to = sym.remote(call, dest.cast_const(), span, pe);
     for i in 0..n {
         // SAFETY: the caller passes a source valid for its strided elements.
         let v = unsafe { *src.add(i * sst) };
-        check(call, s.session.context().put_value(to.add(i * dst), v));
+        put_to(call, sym, to.add(i * dst), std::slice::from_ref(&v));
     }
 }
 
@@ -148,10 +170,11 @@ pub(crate) unsafe fn iget<T: Pod>(
     let Some((dst, sst, span)) = strides(call, dst, sst, n, sst) else {
         return;
     };
-    let s = state(call);
-    let from = s.remote(call, src, span, pe);
+    let sym = symmetric(call);
+    let from = sym.remote(call, src, span, pe);
     for i in 0..n {
-        let v = check(call, s.session.context().get_value(from.add(i * sst)));
+        let mut v = T::zeroed();
+        get_from(call, sym, from.add(i * sst), std::slice::from_mut(&mut v));
         // SAFETY: the caller passes a destination valid for its strided elements.
         unsafe { *dest.add(i * dst) = v };
     }
@@ -182,16 +205,21 @@ pub(crate) unsafe fn put_signal<T: Pod>(
             format!("sig_op {other} is neither SHMEM_SIGNAL_SET nor SHMEM_SIGNAL_ADD"),
         ),
     };
-    let s = state(call);
-    let to = s.remote(call, dest.cast_const(), n, pe);
+    let sym = symmetric(call);
+    let to = sym.remote(call, dest.cast_const(), n, pe);
     // The runtime checks the word's alignment, as for any atomic.
-    let flag = s.remote(call, sig_addr.cast_const(), 1, pe);
+    let flag = sym.remote(call, sig_addr.cast_const(), 1, pe);
     // SAFETY: the caller passes a source valid for n elements.
     let data = unsafe { local(call, src, n) };
-    check(
-        call,
-        s.session.context().put_with_signal(to, data, flag, op),
-    );
+    if !check(call, sym.mapped.put_with_signal(to, data, flag, op)) {
+        check(
+            call,
+            state(call)
+                .session
+                .context()
+                .put_with_signal(to, data, flag, op),
+        );
+    }
 }
 
 /// `shmem_signal_fetch`: the value of this PE's signal at `sig_addr` (an atomic fetch).
@@ -202,7 +230,7 @@ pub(crate) unsafe fn put_signal<T: Pod>(
 pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
     const CALL: &str = "shmem_signal_fetch";
     // SAFETY: as the caller guarantees.
-    unsafe { crate::amo::fetch::<u64>(CALL, sig_addr, ctx(CALL).rank() as c_int) }
+    unsafe { crate::amo::fetch::<u64>(CALL, sig_addr, symmetric(CALL).rank as c_int) }
 }
 
 /// `shmem_signal_wait_until`: wait until this PE's signal compares true; its value then.

@@ -105,18 +105,6 @@ pub(crate) fn valid(call: &str, team: Handle) -> Rc<TeamEntry> {
     })
 }
 
-/// The world PE of `pe` in `team` (checked to be one of its PEs).
-pub(crate) fn world_pe(call: &str, entry: &TeamEntry, pe: c_int) -> c_int {
-    let n = entry.team.size();
-    if pe < 0 || pe as usize >= n {
-        fatal(
-            call,
-            format!("PE {pe} is not in the team: its PEs are 0 to {}", n - 1),
-        );
-    }
-    entry.team.world_rank(pe as usize) as c_int
-}
-
 /// Add a team made by a split; its handle.
 fn add(call: &str, members: &[usize], parent: &TeamEntry, num_contexts: c_int) -> Handle {
     let team = check(call, parent.team.subset(members));
@@ -153,6 +141,8 @@ pub struct ShmemTeamConfig {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_team_my_pe(team: Handle) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_my_pe");
     lookup("shmem_team_my_pe", team).map_or(-1, |t| t.team.rank() as c_int)
 }
 
@@ -162,6 +152,8 @@ pub unsafe extern "C" fn shmem_team_my_pe(team: Handle) -> c_int {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_team_n_pes(team: Handle) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_n_pes");
     lookup("shmem_team_n_pes", team).map_or(-1, |t| t.team.size() as c_int)
 }
 
@@ -175,6 +167,8 @@ pub unsafe extern "C" fn shmem_team_get_config(
     config_mask: c_long,
     config: *mut ShmemTeamConfig,
 ) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_get_config");
     let Some(t) = lookup("shmem_team_get_config", team) else {
         return -1;
     };
@@ -199,6 +193,8 @@ pub unsafe extern "C" fn shmem_team_translate_pe(
     src_pe: c_int,
     dest_team: Handle,
 ) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_translate_pe");
     const CALL: &str = "shmem_team_translate_pe";
     let (Some(src), Some(dest)) = (lookup(CALL, src_team), lookup(CALL, dest_team)) else {
         return -1;
@@ -228,6 +224,8 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     config_mask: c_long,
     new_team: *mut Handle,
 ) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_split_strided");
     const CALL: &str = "shmem_team_split_strided";
     if new_team.is_null() {
         fatal(CALL, "new_team is null; pass the address of a shmem_team_t");
@@ -280,6 +278,8 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     yaxis_mask: c_long,
     yaxis_team: *mut Handle,
 ) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_split_2d");
     const CALL: &str = "shmem_team_split_2d";
     if xaxis_team.is_null() || yaxis_team.is_null() {
         fatal(
@@ -329,6 +329,8 @@ pub unsafe extern "C" fn shmem_team_split_2d(
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_team_destroy(team: Handle) {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_destroy");
     const CALL: &str = "shmem_team_destroy";
     let n = number(team);
     if n == INVALID {
@@ -353,6 +355,8 @@ pub unsafe extern "C" fn shmem_team_destroy(team: Handle) {
 /// None beyond C's.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_team_sync(team: Handle) -> c_int {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_sync");
     const CALL: &str = "shmem_team_sync";
     check(CALL, valid(CALL, team).team.barrier());
     0
@@ -369,6 +373,8 @@ pub unsafe extern "C" fn shmem_team_ptr(
     dest: *const c_void,
     pe: c_int,
 ) -> *mut c_void {
+    // Held throughout: the teams it looks up are the state's.
+    let _held = state("shmem_team_ptr");
     const CALL: &str = "shmem_team_ptr";
     let Some(t) = lookup(CALL, team) else {
         return std::ptr::null_mut();

@@ -19,9 +19,9 @@ int main(void)
     static int total, w[4];
     static long s[SHMEM_REDUCE_SYNC_SIZE];
     CHECK(shmem_init_thread(SHMEM_THREAD_SINGLE, &provided) == 0, "shmem_init_thread");
-    CHECK(provided == SHMEM_THREAD_FUNNELED, "provided thread level");
+    CHECK(provided == SHMEM_THREAD_SINGLE, "provided thread level");
     shmem_query_thread(&provided);
-    CHECK(provided == SHMEM_THREAD_FUNNELED, "shmem_query_thread");
+    CHECK(provided == SHMEM_THREAD_SINGLE, "shmem_query_thread");
     me = shmem_my_pe(); n = shmem_n_pes();
     CHECK(me == _my_pe() && n == _num_pes(), "1.0 names");
     shmem_info_get_version(&major, &minor);

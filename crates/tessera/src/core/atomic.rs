@@ -191,7 +191,7 @@ impl<T: AtomicInt> Remote<T> {
     ///
     /// # Safety
     /// As for [`AtomicInt::rmw`].
-    unsafe fn apply(self, p: *mut T) -> T {
+    pub(crate) unsafe fn apply(self, p: *mut T) -> T {
         // SAFETY: forwarded from the caller.
         unsafe {
             match self {

@@ -33,6 +33,7 @@ pub mod am;
 pub mod atomic;
 pub mod barrier;
 pub mod gptr;
+pub mod mapped;
 pub(crate) mod native;
 pub mod rma;
 pub mod rpc;
@@ -53,6 +54,8 @@ use crate::job::board;
 use crate::Result;
 use alloc::{Arena, SegmentHeap};
 pub use gptr::GlobalPtr;
+pub use mapped::MappedSegments;
+use mapped::SegmentMap;
 
 /// Where the bytes of a checked access live.
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +92,16 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// One blocking wait in progress (see [`Context::wait_begin`]).
+#[derive(Debug)]
+pub struct Wait {
+    what: &'static str,
+    /// Set once the wait has run past its first spins.
+    watch: Option<WaitWatch>,
+}
+
 /// The state of one blocking wait once it has run past its first spins.
+#[derive(Debug)]
 struct WaitWatch {
     started: Instant,
     started_ms: u64,
@@ -124,8 +136,8 @@ pub struct Context {
     rank: usize,
     ranks: usize,
     segment_len: usize,
-    /// Segment base of every rank mapped here (`None`: reach it through the conduit).
-    bases: Vec<Option<NonNull<u8>>>,
+    /// Where every rank's segment is mapped here, and the checks of every access.
+    segments: SegmentMap,
     heap: RefCell<SegmentHeap>,
     options: Options,
     /// Depth of active-message handler execution (handlers must not block).
@@ -152,12 +164,15 @@ impl Context {
         let ranks = conduit.ranks();
         let segment_len = conduit.segment_len();
         let bases = (0..ranks).map(|r| conduit.segment_base(r)).collect();
+        // SAFETY: the conduit keeps every segment it reports mapped until it is dropped; the
+        // context owns both, and every view of the map borrows the context.
+        let segments = unsafe { SegmentMap::new(segment_len, bases) };
         let mut ctx = Context {
             conduit,
             rank,
             ranks,
             segment_len,
-            bases,
+            segments,
             heap: RefCell::new(SegmentHeap::new(segment_len)),
             options,
             in_handler: Cell::new(0),
@@ -306,75 +321,20 @@ impl Context {
     /// Check an access of `len` bytes at `ptr` aligned to `align`, and say where it lives.
     #[inline]
     pub(crate) fn target<T>(&self, ptr: GlobalPtr<T>, len: usize, align: usize) -> Result<Target> {
-        // One test on the hot path; every refusal is worked out off it. An invalid pointer
-        // has rank u32::MAX or offset u64::MAX, so it fails here too.
-        let (rank, offset) = (ptr.rank(), ptr.offset());
-        let fits = rank < self.ranks
-            && offset
-                .checked_add(len as u64)
-                .is_some_and(|end| end <= self.segment_len as u64)
-            && offset.is_multiple_of(align as u64);
-        if !fits {
-            return Err(self.refusal(rank, offset, len, align, ptr.invalid_reason()));
-        }
-        Ok(match self.bases[rank] {
-            // SAFETY: offset + len <= segment_len (checked above), inside the mapping.
-            Some(base) => Target::Direct(unsafe {
-                NonNull::new_unchecked(base.as_ptr().add(offset as usize))
-            }),
-            None => Target::Remote {
-                rank,
-                offset: offset as usize,
-            },
-        })
+        self.segments.target(ptr, len, align)
     }
 
-    /// Why an access of `len` bytes at (`rank`, `offset`) aligned to `align` is refused.
-    #[cold]
-    #[inline(never)]
-    fn refusal(
-        &self,
-        rank: usize,
-        offset: u64,
-        len: usize,
-        align: usize,
-        invalid: Option<String>,
-    ) -> crate::Error {
-        if let Some(why) = invalid {
-            return CoreError::InvalidPointer { rank, why }.into();
-        }
-        if rank >= self.ranks {
-            return CoreError::NoSuchRank {
-                rank,
-                ranks: self.ranks,
-            }
-            .into();
-        }
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > self.segment_len as u64)
-        {
-            return CoreError::OutOfSegment {
-                rank,
-                offset,
-                len: len as u64,
-                segment: self.segment_len,
-            }
-            .into();
-        }
-        CoreError::Misaligned {
-            rank,
-            offset,
-            align,
-        }
-        .into()
+    /// The segments mapped in this process, for direct access from any thread (see
+    /// [`MappedSegments`]).
+    pub fn mapped_segments(&self) -> MappedSegments<'_> {
+        MappedSegments::of(&self.segments)
     }
 
     /// Whether `ptr`'s target is mapped in this process, so that [`Context::local_ptr`]
     /// gives a usable address (Titanium's `isLocal`).
     pub fn is_addressable<T>(&self, ptr: GlobalPtr<T>) -> bool {
         // An invalid pointer's rank or offset is out of range: `target` refuses it.
-        ptr.rank() < self.ranks && self.bases[ptr.rank()].is_some()
+        self.segments.is_mapped(ptr.rank())
     }
 
     /// A raw pointer to the `len` elements at `ptr` when they are mapped in this process
@@ -473,10 +433,7 @@ impl Context {
         mut done: impl FnMut() -> Result<bool>,
         describe: impl Fn() -> String,
     ) -> Result<()> {
-        if self.in_handler.get() > 0 {
-            return Err(CoreError::InHandler(what).into());
-        }
-        let mut watch: Option<WaitWatch> = None;
+        let mut wait = self.wait_begin(what)?;
         let mut spins = 0u32;
         let outcome = loop {
             match done() {
@@ -493,17 +450,60 @@ impl Context {
                 continue;
             }
             spins = 0;
-            if let Err(e) = self.conduit.check_alive() {
-                break Err(e.into());
-            }
-            let watch = watch.get_or_insert_with(WaitWatch::start);
-            if let Err(e) = self.watch_wait(watch, what, &describe) {
+            if let Err(e) = self.watch_step(&mut wait, &describe) {
                 break Err(e);
             }
             std::thread::yield_now();
         };
-        if let (Some(board), Some(watch)) = (&self.options.board, watch) {
-            match &outcome {
+        self.wait_end(wait, &outcome);
+        outcome
+    }
+
+    /// Start a wait whose condition the caller polls itself, for a library whose other
+    /// threads keep using the context while this thread waits (OpenSHMEM's
+    /// `SHMEM_THREAD_MULTIPLE`): between yields, with the context in hand, call
+    /// [`Context::wait_step`]; at the end, [`Context::wait_end`]. The wait then makes
+    /// progress, goes on the job's board and honours the watchdog like every other.
+    ///
+    /// ```
+    /// use tessera::Job;
+    /// Job::threads(1).segment(1 << 20).run(|ctx| {
+    ///     let word = ctx.alloc_local::<u64>(1)?;
+    ///     ctx.put(word, &[0])?;
+    ///     let mapped = ctx.mapped_segments();
+    ///     let mut wait = ctx.wait_begin("a word another thread sets")?;
+    ///     let outcome: tessera::Result<()> = std::thread::scope(|s| {
+    ///         s.spawn(|| mapped.atomic_store(word, 1u64).unwrap());
+    ///         while mapped.load_acquire(word)? != Some(1) {
+    ///             ctx.wait_step(&mut wait, &|| "word still 0".into())?;
+    ///             std::thread::yield_now();
+    ///         }
+    ///         Ok(())
+    ///     });
+    ///     ctx.wait_end(wait, &outcome);
+    ///     Ok(outcome?)
+    /// }).unwrap();
+    /// ```
+    pub fn wait_begin(&self, what: &'static str) -> Result<Wait> {
+        if self.in_handler.get() > 0 {
+            return Err(CoreError::InHandler(what).into());
+        }
+        Ok(Wait { what, watch: None })
+    }
+
+    /// One step of a wait begun with [`Context::wait_begin`], once per yield: make
+    /// progress, check the peers are alive, publish the wait and enforce the watchdog.
+    /// An error ends the wait (pass it to [`Context::wait_end`]).
+    pub fn wait_step(&self, wait: &mut Wait, describe: &dyn Fn() -> String) -> Result<()> {
+        self.poll()?;
+        self.watch_step(wait, describe)
+    }
+
+    /// End a wait begun with [`Context::wait_begin`] with its outcome (taken off the
+    /// board, or failed there).
+    pub fn wait_end(&self, wait: Wait, outcome: &Result<()>) {
+        if let (Some(board), Some(watch)) = (&self.options.board, wait.watch) {
+            match outcome {
                 Ok(()) if watch.published => board.record(self.rank).end_wait(),
                 Ok(()) => {}
                 // Failed at once on the board, so that no other rank takes this one for a
@@ -511,7 +511,13 @@ impl Context {
                 Err(e) => board.record(self.rank).fail(&e.to_string()),
             }
         }
-        outcome
+    }
+
+    /// The part of a wait step after polling: liveness, the board and the watchdog.
+    fn watch_step(&self, wait: &mut Wait, describe: &dyn Fn() -> String) -> Result<()> {
+        self.conduit.check_alive()?;
+        let watch = wait.watch.get_or_insert_with(WaitWatch::start);
+        self.watch_wait(watch, wait.what, describe)
     }
 
     /// The slow part of a wait, once per yield: publish it, keep the heartbeat, look for a
@@ -628,7 +634,7 @@ impl Context {
     /// microseconds) between yields, so a waiting rank answers within a poll; when ranks
     /// outnumber cores (this job's processes, or every rank thread of this process), yield
     /// after a few polls so that the rank being waited on gets a core.
-    fn spins_per_yield(&self) -> u32 {
+    pub fn spins_per_yield(&self) -> u32 {
         let busy = if self.conduit.ranks_are_threads() {
             RANK_THREADS.load(Ordering::Relaxed).max(self.ranks)
         } else {

@@ -275,6 +275,16 @@ pub enum SignalOp {
     Add(u64),
 }
 
+impl SignalOp {
+    /// The atomic operation that applies it to the flag.
+    pub(crate) fn remote(self) -> Remote<u64> {
+        match self {
+            SignalOp::Set(v) => Remote::Store(v),
+            SignalOp::Add(v) => Remote::Rmw(AtomicOp::Add(v)),
+        }
+    }
+}
+
 impl Context {
     /// A semaphore owned by this rank (starts at zero).
     pub fn semaphore_new(&self) -> Result<Semaphore> {
@@ -350,14 +360,10 @@ impl Context {
     ) -> Result<()> {
         // Checked as a typed transfer (alignment of T), then sent as bytes.
         self.target(dst, std::mem::size_of_val(src), std::mem::align_of::<T>())?;
-        let op = match op {
-            SignalOp::Set(v) => Remote::Store(v),
-            SignalOp::Add(v) => Remote::Rmw(AtomicOp::Add(v)),
-        };
         self.signal(
             Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
             flag,
-            op,
+            op.remote(),
         )
     }
 

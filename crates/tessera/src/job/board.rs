@@ -675,7 +675,7 @@ pub fn reports_first(board: &Board, me: usize) -> bool {
 }
 
 /// Watches the board from inside a long wait and says when the job is deadlocked.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct DeadlockDetector {
     /// Snapshots taken so far in this wait (time, views), oldest first.
     history: Vec<(u64, Vec<RankView>)>,
