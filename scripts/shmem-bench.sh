@@ -25,6 +25,8 @@ root=()
 for n in $pes; do
   for r in $(seq "$rounds"); do
     "$work/tessera/bin/oshrun" -np "$n" "$work/bench_tessera" > "$work/c.$n.$r" 2>/dev/null || true
+    # The same program at SHMEM_THREAD_MULTIPLE: puts through contexts from 1 and 2 threads.
+    "$work/tessera/bin/oshrun" -np "$n" "$work/bench_tessera" threads >> "$work/c.$n.$r" 2>/dev/null || true
     target/release/tessera run -n "$n" -- target/release/examples/shmem_twin > "$work/rust.$n.$r" 2>/dev/null || true
     if [ "$ompi" = yes ]; then
       # Open MPI 4.1's OpenSHMEM crashes in shmem_finalize here; its figures come first.
@@ -52,11 +54,12 @@ for who in ("c", "rust", "ompi"):
             if better:
                 best[who][key] = v
 print(f"\n{n} PEs (best of {rounds}); ns per call, or MB/s")
-print(f"{'operation':<20} {'bytes':>9} {'Tessera C':>11} {'Rust API':>10} {'C - Rust':>9} {'Open MPI':>10}")
+print(f"{'operation':<24} {'bytes':>9} {'Tessera C':>11} {'Rust API':>10} {'C - Rust':>9} {'C / Rust':>9} {'Open MPI':>10}")
 for key in sorted(best["c"], key=lambda k: (k[0], k[1])):
     c = best["c"][key]; r = best["rust"].get(key); o = best["ompi"].get(key)
     fmt = lambda v: f"{v:.1f}" if v is not None else "-"
     diff = f"{c - r:+.1f}" if (r is not None and key[2] == "ns") else ""
-    print(f"{key[0]:<20} {key[1]:>9} {fmt(c):>11} {fmt(r):>10} {diff:>9} {fmt(o):>10}")
+    ratio = f"{c / r:.3f}" if r else ""
+    print(f"{key[0]:<24} {key[1]:>9} {fmt(c):>11} {fmt(r):>10} {diff:>9} {ratio:>9} {fmt(o):>10}")
 PY
 done

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use tessera::{AtomicOp, Compare, Context, Op, Team};
+use tessera::{AtomicOp, Compare, Context, Op, SignalOp, Team};
 
 fn report(ctx: &Context, name: &str, bytes: usize, value: f64, unit: &str) {
     if ctx.rank() == 0 {
@@ -131,6 +131,109 @@ fn main() {
         let (a, mut b) = (vec![1u64; 1024 * n], vec![0u64; 1024 * n]);
         let t = time_all(&world, 2_000, || world.exchange(&a, &mut b))?;
         report(ctx, "alltoall64", 8192, t, "ns");
+
+        // 1.5: put-with-signal, and what a 1.4 program writes instead.
+        let sig = ctx.alloc_collective::<u64>(1)?;
+        ctx.put_value(sig, 0)?;
+        world.barrier()?;
+        let one = [7i64];
+        let t = time_rank0(ctx, &world, 200_000, |i| {
+            let to = words.on(peer).add(i as usize & 1023);
+            ctx.put_with_signal(to, &one, sig.on(peer), SignalOp::Set(i))
+        })?;
+        report(ctx, "put_signal8", 8, t, "ns");
+        let t = time_rank0(ctx, &world, 200_000, |i| {
+            ctx.put(words.on(peer).add(i as usize & 1023), &one)?;
+            ctx.sync_nbi()?;
+            ctx.fence();
+            ctx.atomic_store(sig.on(peer), i)
+        })?;
+        report(ctx, "put_fence_set8", 8, t, "ns");
+        if n >= 2 {
+            for (form, name) in [(0, "signal_pingpong"), (1, "put_fence_set_pingpong")] {
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    ctx.put_value(sig, 0)?;
+                    world.barrier()?;
+                    let t0 = Instant::now();
+                    for round in 1..=20_000u64 {
+                        if me > 1 {
+                            break;
+                        }
+                        let to = 1 - me;
+                        let value = 2 * round - (me == 0) as u64;
+                        if me == 1 {
+                            ctx.wait_value(sig, Compare::Eq, 2 * round - 1)?;
+                        }
+                        let at = words.on(to).add(round as usize & 1023);
+                        if form == 0 {
+                            ctx.put_with_signal(at, &one, sig.on(to), SignalOp::Set(value))?;
+                        } else {
+                            ctx.put(at, &one)?;
+                            ctx.sync_nbi()?;
+                            ctx.fence();
+                            ctx.atomic_store(sig.on(to), value)?;
+                        }
+                        if me == 0 {
+                            ctx.wait_value(sig, Compare::Eq, 2 * round)?;
+                        }
+                    }
+                    best = best.min(t0.elapsed().as_secs_f64() / 20_000.0 / 2.0);
+                }
+                world.barrier()?;
+                report(ctx, name, 8, best * 1e9, "ns");
+            }
+        }
+
+        // Team collectives on the world team and on a team of every rank made from it.
+        let split = world.subset(&(0..n).collect::<Vec<_>>())?;
+        for (team, name) in [(&world, "world"), (&split, "split")] {
+            let t = time_all(team, 20_000, || team.allreduce(&[1i64], &mut out, Op::Sum))?;
+            report(ctx, &format!("team_sum_{name}"), 8, t, "ns");
+        }
+        for (team, name) in [(&world, "world"), (&split, "split")] {
+            let t = time_all(team, 200, || team.allreduce(&big, &mut big_out, Op::Sum))?;
+            report(ctx, &format!("team_sum_{name}"), 1 << 20, t, "ns");
+        }
+        for (count, iters) in [(1, 20_000), (1024, 2_000)] {
+            let (a, mut b) = (vec![1i64; count * n], vec![0i64; count * n]);
+            for (team, name) in [(&world, "world"), (&split, "split")] {
+                let t = time_all(team, iters, || team.exchange(&a, &mut b))?;
+                report(ctx, &format!("team_alltoall_{name}"), count * 8, t, "ns");
+            }
+        }
+
+        // Puts from 1 and 2 threads of rank 0 at once, through the mapped segments.
+        let mapped = ctx.mapped_segments();
+        if mapped.all_mapped() {
+            for threads in 1..=2usize {
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    world.barrier()?;
+                    if me == 0 {
+                        let t0 = Instant::now();
+                        std::thread::scope(|s| {
+                            for t in 0..threads {
+                                s.spawn(move || {
+                                    for i in 0..200_000u64 {
+                                        let at = words.on(peer).add(t * 512 + (i as usize & 511));
+                                        mapped.put(at, &[i as i64]).expect("mapped put");
+                                    }
+                                });
+                            }
+                        });
+                        let per = t0.elapsed().as_secs_f64() / (200_000.0 * threads as f64);
+                        best = best.min(per);
+                    }
+                }
+                world.barrier()?;
+                let name = format!(
+                    "ctx_put8_{threads}thread{}",
+                    if threads > 1 { "s" } else { "" }
+                );
+                report(ctx, &name, 8, best * 1e9, "ns");
+            }
+        }
         Ok(())
     });
 }

@@ -99,11 +99,21 @@ fn the_library_exports_every_function_the_header_declares() {
 
 #[test]
 fn every_typed_family_at_one_to_four_pes() {
-    let installed = install("typed");
+    generated_test("typed", sma::header::TYPED_TEST_C);
+}
+
+#[test]
+fn every_team_collective_of_every_type_at_one_to_four_pes() {
+    generated_test("team", sma::header::TEAM_TEST_C);
+}
+
+/// Compile a generated C test and run it at 1 to 4 PEs; it prints `NAME: OK`.
+fn generated_test(name: &str, source: &str) {
+    let installed = install(name);
     let prefix = installed.path();
-    let src = prefix.join("typed_test.c");
-    std::fs::write(&src, sma::header::TYPED_TEST_C).unwrap();
-    let exe = prefix.join("typed");
+    let src = prefix.join(format!("{name}_test.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = prefix.join(name);
     compile(
         prefix,
         "oshcc",
@@ -119,7 +129,12 @@ fn every_typed_family_at_one_to_four_pes() {
             120,
         );
         assert!(f.status.success(), "{pes} PEs: {}\n{}", f.stdout, f.stderr);
-        assert_eq!(f.stdout.trim(), "typed: OK", "{pes} PEs: {}", f.stderr);
+        assert_eq!(
+            f.stdout.trim(),
+            format!("{name}: OK"),
+            "{pes} PEs: {}",
+            f.stderr
+        );
     }
 }
 
@@ -355,6 +370,22 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             &[],
             1,
             &["shmem_init_thread", "thread level 7"],
+        ),
+        (
+            "checked_team_reduce_op",
+            format!("{init}    if (me == 0) shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &g[0], &g[1], 2);\n    else shmem_long_max_reduce(SHMEM_TEAM_WORLD, &g[0], &g[1], 2);"),
+            2,
+            &[("TESSERA_CHECK", "1")],
+            1,
+            &["shmem_long_sum_reduce", "shmem_long_max_reduce", "checked mode", "rank 0: allreduce(2 elements of 8 bytes, Sum)", "rank 1: allreduce(2 elements of 8 bytes, Max)"],
+        ),
+        (
+            "checked_team_collective_kind",
+            format!("{init}    if (me == 0) shmem_long_broadcast(SHMEM_TEAM_WORLD, &g[0], &g[2], 2, 0);\n    else shmem_long_fcollect(SHMEM_TEAM_WORLD, &g[0], &g[2], 1);"),
+            2,
+            &[("TESSERA_CHECK", "1")],
+            1,
+            &["shmem_long_broadcast", "checked mode", "rank 0: broadcast(root 0, 2 elements of 8 bytes)", "rank 1: allgather(1 elements of 8 bytes)"],
         ),
         (
             "global_exit",

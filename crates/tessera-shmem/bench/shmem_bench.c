@@ -3,8 +3,14 @@
  *   NAME BYTES VALUE UNIT
  * Latencies are per call, best of 5 batches; bandwidths in MB/s (10^6 bytes/s), with
  * memcpy of the same size measured in the same run. Heap and global targets both.
+ * The 1.5 section: put-with-signal against put + fence + atomic set, and team
+ * collectives on SHMEM_TEAM_WORLD and on a team split from it.
+ * With the argument `threads` the program asks for SHMEM_THREAD_MULTIPLE and measures
+ * puts through contexts from 1 and 2 threads of PE 0 (per put, over all threads).
  * Used by scripts/shmem-bench.sh (docs/PERFORMANCE.md, "OpenSHMEM"). */
+#include <pthread.h>
 #include <shmem.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -49,12 +55,65 @@ static void report(const char *name, long bytes, double value, const char *unit)
     } \
     report(name, bytes, best * 1e9, "ns"); } while (0)
 
-int main(void)
+/* Puts through a context of its own from each of `nthreads` threads of PE 0. */
+#define CTX_PUTS 200000
+static long *ctx_words;
+static int ctx_peer;
+static void *ctx_putter(void *arg)
 {
-    int me, n, i, peer;
+    shmem_ctx_t ctx;
+    long i, base = (long) (intptr_t) arg * 512;
+    if (shmem_ctx_create(SHMEM_CTX_PRIVATE, &ctx) != 0) return NULL;
+    for (i = 0; i < CTX_PUTS; i++) shmem_ctx_long_p(ctx, &ctx_words[base + (i & 511)], i, ctx_peer);
+    shmem_ctx_quiet(ctx);
+    shmem_ctx_destroy(ctx);
+    return NULL;
+}
+
+static void threads_bench(int me, int n)
+{
+    int nthreads, t, b;
+    pthread_t th[2];
+    ctx_words = shmem_malloc(1024 * sizeof(long));
+    ctx_peer = (me + 1) % n;
+    for (nthreads = 1; nthreads <= 2; nthreads++) {
+        double best = 1e30;
+        char name[64];
+        for (b = 0; b < 5; b++) {
+            shmem_barrier_all();
+            if (me == 0) {
+                double t0 = now();
+                for (t = 0; t < nthreads; t++)
+                    pthread_create(&th[t], NULL, ctx_putter, (void *) (intptr_t) t);
+                for (t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+                double per = (now() - t0) / ((double) CTX_PUTS * nthreads);
+                if (per < best) best = per;
+            }
+        }
+        shmem_barrier_all();
+        snprintf(name, sizeof name, "ctx_put8_%dthread%s", nthreads, nthreads > 1 ? "s" : "");
+        report(name, 8, best * 1e9, "ns");
+    }
+    shmem_free(ctx_words);
+}
+
+int main(int argc, char **argv)
+{
+    int me, n, i, peer, provided;
     long *h_words, *h_flag;
+    uint64_t *h_sig;
     char *h_buf, *dst, *src;
     long bytes;
+    shmem_team_t split;
+    if (argc > 1 && strcmp(argv[1], "threads") == 0) {
+        shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
+        me = shmem_my_pe();
+        n = shmem_n_pes();
+        if (me == 0) printf("# shmem_bench threads: %d PEs, thread level %d\n", n, provided);
+        if (provided == SHMEM_THREAD_MULTIPLE) threads_bench(me, n);
+        shmem_finalize();
+        return 0;
+    }
     shmem_init();
     me = shmem_my_pe();
     n = shmem_n_pes();
@@ -139,6 +198,67 @@ int main(void)
     }
     TIME_ALL("alltoall64", 8, 20000, shmem_alltoall64(dst, src, 1, 0, 0, n, psync));
     TIME_ALL("alltoall64", 8192, 2000, shmem_alltoall64(dst, src, 1024, 0, 0, n, psync));
+
+    /* 1.5: put-with-signal against what a 1.4 program writes instead. */
+    h_sig = shmem_malloc(sizeof(uint64_t));
+    *h_sig = 0;
+    shmem_barrier_all();
+    TIME_PE0("put_signal8", 8, 200000,
+             shmem_long_put_signal(&h_words[i_ & 1023], &h_words[0], 1, h_sig, i_, SHMEM_SIGNAL_SET, peer));
+    TIME_PE0("put_fence_set8", 8, 200000,
+             (shmem_long_put(&h_words[i_ & 1023], &h_words[0], 1, peer), shmem_fence(),
+              shmem_uint64_atomic_set(h_sig, i_, peer)));
+    if (n >= 2) {
+        /* Half a ping-pong where each side waits on the signal: with put-with-signal, and
+         * with put + fence + atomic set. */
+        int form, b;
+        for (form = 0; form < 2; form++) {
+            double best = 1e30;
+            for (b = 0; b < 5; b++) {
+                uint64_t round;
+                *h_sig = 0;
+                shmem_barrier_all();
+                double t0 = now();
+                for (round = 1; round <= 20000; round++) {
+                    int to = me == 0 ? 1 : 0;
+                    if (me > 1) break;
+                    if (me == 1) shmem_uint64_wait_until(h_sig, SHMEM_CMP_EQ, 2 * round - 1);
+                    if (form == 0) {
+                        shmem_long_put_signal(&h_words[round & 1023], &h_words[0], 1, h_sig,
+                                              2 * round - (me == 0), SHMEM_SIGNAL_SET, to);
+                    } else {
+                        shmem_long_put(&h_words[round & 1023], &h_words[0], 1, to);
+                        shmem_fence();
+                        shmem_uint64_atomic_set(h_sig, 2 * round - (me == 0), to);
+                    }
+                    if (me == 0) shmem_uint64_wait_until(h_sig, SHMEM_CMP_EQ, 2 * round);
+                }
+                double t = (now() - t0) / 20000 / 2;
+                if (t < best) best = t;
+            }
+            shmem_barrier_all();
+            report(form == 0 ? "signal_pingpong" : "put_fence_set_pingpong", 8, best * 1e9, "ns");
+        }
+    }
+
+    /* 1.5 team collectives, on the world team and on a team split from it (every PE). */
+    shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &split);
+    {
+        static long one, out;
+        long count = (1 << 20) / sizeof(long);
+        TIME_ALL("team_sum_world", 8, 20000, shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &out, &one, 1));
+        TIME_ALL("team_sum_split", 8, 20000, shmem_long_sum_reduce(split, &out, &one, 1));
+        TIME_ALL("team_sum_world", 1 << 20, 200,
+                 shmem_long_sum_reduce(SHMEM_TEAM_WORLD, (long *) dst, (long *) src, count));
+        TIME_ALL("team_sum_split", 1 << 20, 200,
+                 shmem_long_sum_reduce(split, (long *) dst, (long *) src, count));
+        TIME_ALL("team_alltoall_world", 8, 20000, shmem_long_alltoall(SHMEM_TEAM_WORLD, (long *) dst, (long *) src, 1));
+        TIME_ALL("team_alltoall_split", 8, 20000, shmem_long_alltoall(split, (long *) dst, (long *) src, 1));
+        TIME_ALL("team_alltoall_world", 8192, 2000, shmem_long_alltoall(SHMEM_TEAM_WORLD, (long *) dst, (long *) src, 1024));
+        TIME_ALL("team_alltoall_split", 8192, 2000, shmem_long_alltoall(split, (long *) dst, (long *) src, 1024));
+    }
+    shmem_team_destroy(split);
+    shmem_free(h_sig);
     (void) g_buf;
     shmem_barrier_all();
     shmem_free(dst);

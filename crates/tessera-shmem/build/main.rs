@@ -9,7 +9,8 @@
 //! Modules: `tables` (the specification's types), `header` (the fixed text and the
 //! hand-written routines' prototypes), `families` (RMA, AMOs, signals, waits),
 //! `collectives` (active-set and team collectives), `generic` (C11 `_Generic`),
-//! `typed_test` (a C test of every family).
+//! `typed_test` (a C test of every family), `team_test` (a C test of every team
+//! collective).
 //!
 //! It also compiles `src/longdouble.c`: reductions on `long double`, which Rust lacks.
 
@@ -20,6 +21,7 @@ mod families;
 mod generic;
 mod header;
 mod tables;
+mod team_test;
 mod typed_test;
 
 /// The generated text: Rust functions, the header, and the names the header declares.
@@ -172,6 +174,7 @@ fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     std::fs::write(out.join("typed_test.c"), typed_test::typed_test())
         .expect("writing typed_test.c");
+    std::fs::write(out.join("team_test.c"), team_test::team_test()).expect("writing team_test.c");
     std::fs::write(out.join("typed.rs"), o.rust).expect("writing typed.rs");
     std::fs::write(out.join("shmem.h"), o.header).expect("writing shmem.h");
     std::fs::write(out.join("symbols.txt"), o.symbols.join("\n") + "\n")
