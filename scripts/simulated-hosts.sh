@@ -120,12 +120,17 @@ if [ "${gets:-0}" -lt 10 ]; then
   exit 1
 fi
 # OpenSHMEM C programs across the two hosts: globals, heap, RMA, AMOs, waits, locks and
-# active-set collectives, with the library installed from the same build.
+# active-set collectives, 1.5 teams (SHMEM_TEAM_SHARED is each host's PEs), put-with-signal
+# (one message to the other host), multi-valued waits, and threads (SERIALIZED there:
+# the PE on the other host is not mapped), with the library installed from the same build.
 shmem=$(mktemp -d /tmp/tessera-shmem-hosts.XXXXXX)
 trap 'cleanup; rm -rf "$shmem"' EXIT
 "$tessera" shmem install --prefix "$shmem" >/dev/null
-cp crates/tessera-shmem/tests/c/setup.c crates/tessera-shmem/tests/c/collectives.c "$shmem/"
-for t in setup collectives; do
+for t in setup collectives teams signals waits threads; do
+  cp "crates/tessera-shmem/tests/c/$t.c" "$shmem/"
+done
+cp crates/tessera-shmem/tests/c/check.h "$shmem/"
+for t in setup collectives teams signals waits threads; do
   "$shmem/bin/oshcc" -O1 -std=c99 "$shmem/$t.c" -o "$shmem/$t"
   out=$(run 2,1 run -n 3 -- "$shmem/$t")
   echo "$out"

@@ -220,6 +220,7 @@ pub(crate) struct Symmetric {
 impl Symmetric {
     /// The segment offset of the `bytes` bytes at this process's address `addr`, which must
     /// be symmetric: in the symmetric heap, or in the program's global data.
+    #[inline]
     pub(crate) fn offset_of(&self, call: &str, addr: *const c_void, bytes: usize) -> u64 {
         let a = addr as usize;
         let inside =
@@ -248,6 +249,7 @@ impl Symmetric {
     }
 
     /// Check that `pe` is a PE of the job.
+    #[inline]
     pub(crate) fn pe(&self, call: &str, pe: c_int) -> usize {
         if pe < 0 || pe as usize >= self.ranks {
             fatal(
@@ -262,6 +264,7 @@ impl Symmetric {
     }
 
     /// The global pointer to `count` elements at symmetric address `addr` on `pe`.
+    #[inline]
     pub(crate) fn remote<T>(
         &self,
         call: &str,
@@ -276,6 +279,7 @@ impl Symmetric {
     }
 
     /// The global pointer to `count` elements at symmetric address `addr` on this PE.
+    #[inline]
     pub(crate) fn own<T>(&self, call: &str, addr: *const T, count: usize) -> GlobalPtr<T> {
         self.remote(call, addr, count, self.rank as c_int)
     }

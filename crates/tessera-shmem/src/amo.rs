@@ -39,6 +39,7 @@ pub(crate) unsafe fn deliver<R>(call: &str, fetch: *mut R, value: R) {
 
 /// Apply one atomic to the word at symmetric `addr` on `pe`: directly if it is mapped here
 /// (no lock, from any thread), else through the context.
+#[inline]
 fn on_word<W: AtomicInt, R>(
     call: &str,
     addr: *const W,

@@ -82,7 +82,26 @@ int main(void)
     n = shmem_n_pes();
     CHECK(shmem_team_my_pe(SHMEM_TEAM_WORLD) == me && shmem_team_n_pes(SHMEM_TEAM_WORLD) == n, "world queries");
     /* On one host every PE shares memory with every other. */
-    CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == n && shmem_team_my_pe(SHMEM_TEAM_SHARED) == me, "SHMEM_TEAM_SHARED");
+    {
+        /* SHMEM_TEAM_SHARED is exactly the PEs whose memory this PE reaches by shmem_ptr
+         * (every PE on shared memory; the PEs of this host across hosts). */
+        static long probe;
+        int p, shared = 0, bad = 0;
+        for (p = 0; p < n; p++) {
+            int in_team = shmem_team_translate_pe(SHMEM_TEAM_WORLD, p, SHMEM_TEAM_SHARED) >= 0;
+            bad += in_team != (shmem_ptr(&probe, p) != NULL);
+            shared += in_team;
+        }
+        CHECK(!bad && shmem_team_n_pes(SHMEM_TEAM_SHARED) == shared
+              && shmem_team_my_pe(SHMEM_TEAM_SHARED)
+                 == shmem_team_translate_pe(SHMEM_TEAM_WORLD, me, SHMEM_TEAM_SHARED),
+              "SHMEM_TEAM_SHARED is the PEs shmem_ptr reaches");
+        {
+            static int one = 1, count;
+            shmem_int_sum_reduce(SHMEM_TEAM_SHARED, &count, &one, 1);
+            CHECK(count == shared, "a reduction on SHMEM_TEAM_SHARED");
+        }
+    }
     CHECK(SHMEM_TEAM_WORLD != SHMEM_TEAM_SHARED && SHMEM_TEAM_INVALID == NULL, "distinct handles");
     strided(0, 1, n);
     strided(0, 2, (n + 1) / 2);

@@ -53,6 +53,7 @@ impl SegmentMap {
     }
 
     /// Whether `rank`'s segment is mapped here (false for a rank that does not exist).
+    #[inline]
     pub(crate) fn is_mapped(&self, rank: usize) -> bool {
         self.bases.get(rank).is_some_and(Option::is_some)
     }
@@ -184,11 +185,13 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Whether `rank`'s segment is mapped here.
+    #[inline]
     pub fn is_mapped(&self, rank: usize) -> bool {
         self.map.is_mapped(rank)
     }
 
     /// The address of the `count` elements at `ptr` when mapped here.
+    #[inline]
     fn direct<T>(&self, ptr: GlobalPtr<T>, count: usize, align: usize) -> Result<Option<*mut T>> {
         let len = std::mem::size_of::<T>()
             .checked_mul(count)
@@ -201,11 +204,13 @@ impl<'ctx> MappedSegments<'ctx> {
 
     /// This process's address of the `len` elements at `ptr` when they are mapped here, as
     /// [`Context::local_ptr`](super::Context::local_ptr) gives it.
+    #[inline]
     pub fn local_ptr<T: Pod>(&self, ptr: GlobalPtr<T>, len: usize) -> Result<Option<*mut T>> {
         self.direct(ptr, len, std::mem::align_of::<T>())
     }
 
     /// Copy `src` to `dst` if `dst` is mapped here (`Ok(false)` if it is not).
+    #[inline]
     pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<bool> {
         let Some(p) = self.direct(dst, src.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
@@ -217,6 +222,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Copy from `src` into `dst` if `src` is mapped here (`Ok(false)` if it is not).
+    #[inline]
     pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<bool> {
         let Some(p) = self.direct(src, dst.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
@@ -227,6 +233,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Apply `op` to the mapped word at `ptr`.
+    #[inline]
     fn atomic<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<Option<T>> {
         let size = std::mem::size_of::<T>();
         let Some(p) = self.direct(ptr, 1, size)? else {
@@ -238,6 +245,7 @@ impl<'ctx> MappedSegments<'ctx> {
 
     /// [`Context::atomic_fetch`](super::Context::atomic_fetch) on a mapped word: the old
     /// value, or `None` if the word is not mapped here.
+    #[inline]
     pub fn atomic_fetch<T: AtomicInt>(
         &self,
         ptr: GlobalPtr<T>,
@@ -248,6 +256,7 @@ impl<'ctx> MappedSegments<'ctx> {
 
     /// [`Context::atomic_compare_swap`](super::Context::atomic_compare_swap) on a mapped
     /// word.
+    #[inline]
     pub fn atomic_compare_swap<T: AtomicInt>(
         &self,
         ptr: GlobalPtr<T>,
@@ -258,18 +267,21 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// [`Context::atomic_load`](super::Context::atomic_load) on a mapped word.
+    #[inline]
     pub fn atomic_load<T: AtomicInt>(&self, ptr: GlobalPtr<T>) -> Result<Option<T>> {
         self.atomic(ptr, Remote::Load)
     }
 
     /// [`Context::atomic_store`](super::Context::atomic_store) on a mapped word
     /// (`Ok(false)` if it is not mapped here).
+    #[inline]
     pub fn atomic_store<T: AtomicInt>(&self, ptr: GlobalPtr<T>, value: T) -> Result<bool> {
         Ok(self.atomic(ptr, Remote::Store(value))?.is_some())
     }
 
     /// [`Context::put_with_signal`](super::Context::put_with_signal) when both `dst` and
     /// `flag` are mapped here (`Ok(false)`, having done nothing, otherwise).
+    #[inline]
     pub fn put_with_signal<T: Pod>(
         &self,
         dst: GlobalPtr<T>,
@@ -291,6 +303,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Load the mapped word at `ptr` with `Acquire` (for waits polled from any thread).
+    #[inline]
     pub fn load_acquire<T: WaitWord>(&self, ptr: GlobalPtr<T>) -> Result<Option<T>> {
         let Some(p) = self.direct(ptr, 1, std::mem::align_of::<T>())? else {
             return Ok(None);

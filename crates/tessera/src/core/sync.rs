@@ -379,3 +379,53 @@ impl Context {
         Ok(Handle::completed(self))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Compare, Job, SignalOp};
+
+    /// To a peer that is not mapped, a put-with-signal whose data fits one message is one
+    /// message (the seeds' signalling put): the owner runs one handler per signal, and
+    /// when it sees the flag it sees the data.
+    #[test]
+    fn a_small_put_with_signal_to_an_unmapped_owner_is_one_message() {
+        Job::threads(2)
+            .segment(1 << 20)
+            .hide_peers(true)
+            .wait_timeout(std::time::Duration::from_secs(30))
+            .run(|ctx| {
+                let data = ctx.alloc_collective::<u64>(16)?;
+                let flag = ctx.alloc_collective::<u64>(1)?;
+                ctx.put(flag, &[0])?;
+                ctx.barrier()?;
+                if ctx.rank() == 0 {
+                    for round in 1..=10u64 {
+                        ctx.put_with_signal(
+                            data.on(1),
+                            &[round; 16],
+                            flag.on(1),
+                            SignalOp::Add(1),
+                        )?;
+                    }
+                    ctx.sync_nbi()?;
+                } else {
+                    // Messages from one peer are handled in order, so once a signal is seen
+                    // nothing sent before it (the barrier's) is still to come; the handlers
+                    // run inside the wait, so the count read next matches the flag seen.
+                    let seen = ctx.wait_value(flag, Compare::Ge, 1)?;
+                    let handled = ctx.am.handled();
+                    ctx.wait_value(flag, Compare::Eq, 10)?;
+                    assert_eq!(
+                        ctx.am.handled() - handled,
+                        10 - seen,
+                        "one message per signal"
+                    );
+                    let mut got = [0u64; 16];
+                    ctx.get(data, &mut got)?;
+                    assert_eq!(got, [10; 16]);
+                }
+                Ok(ctx.barrier()?)
+            })
+            .unwrap();
+    }
+}

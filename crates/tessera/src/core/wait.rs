@@ -66,6 +66,7 @@ macro_rules! wait_word {
     ($($t:ty => $a:ty),*) => {$(
         impl sealed::Sealed for $t {}
         impl WaitWord for $t {
+            #[inline]
             unsafe fn load_acquire(p: *mut Self) -> Self {
                 // SAFETY: the caller guarantees p is valid and aligned; the atomic type has
                 // the size and alignment of the integer.
