@@ -70,8 +70,12 @@ int main(void)
     CHECK(shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided) == 0, "shmem_init_thread");
     me = shmem_my_pe();
     n = shmem_n_pes();
-    CHECK(provided == SHMEM_THREAD_MULTIPLE || provided == SHMEM_THREAD_SERIALIZED,
-          "MULTIPLE, or SERIALIZED where peers are unmapped");
+    {
+        int p, all_mapped = 1;
+        for (p = 0; p < n; p++) all_mapped &= shmem_ptr(&counter, p) != NULL;
+        CHECK(provided == (all_mapped ? SHMEM_THREAD_MULTIPLE : SHMEM_THREAD_SERIALIZED),
+              "MULTIPLE where every PE is mapped, SERIALIZED where one is not");
+    }
     shmem_query_thread(&level);
     CHECK(level == provided, "shmem_query_thread says what shmem_init_thread did");
     if (provided == SHMEM_THREAD_MULTIPLE) {
