@@ -62,6 +62,13 @@ pub(crate) fn level() -> c_int {
     LEVEL.load(Ordering::Relaxed)
 }
 
+/// Whether `MULTIPLE` was granted: RMA, AMOs, waits, tests, fence and quiet then run
+/// without the lock.
+#[inline]
+pub(crate) fn lock_free() -> bool {
+    level() == MULTIPLE
+}
+
 /// Whether this thread may call the library now (it is initialised, and either any thread
 /// may or this is the thread that initialised it).
 fn admitted() -> bool {
@@ -211,8 +218,6 @@ pub(crate) struct Symmetric {
     pub(crate) mapped: MappedSegments<'static>,
     /// The runtime's wait policy: polls between yields.
     pub(crate) spins_per_yield: u32,
-    /// `MULTIPLE` was granted: waits, tests, fence and quiet run without the lock.
-    pub(crate) lock_free: bool,
     /// The contexts, readable without the lock.
     pub(crate) contexts: crate::ctx::Contexts,
 }

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use libc::{c_int, c_long, c_void};
 
 use crate::access::symmetric;
-use crate::teams::{self};
+use crate::teams;
 use crate::{fatal, state};
 
 /// A context handle as C passes it (`shmem_ctx_t`, never dereferenced).

@@ -165,7 +165,6 @@ fn init(call: &str, requested: c_int) -> c_int {
         globals,
         mapped,
         spins_per_yield: ctx.spins_per_yield(),
-        lock_free: provided == access::MULTIPLE,
         contexts: ctx::Contexts::default(),
     }));
     let world = check(call, Team::world(ctx));
@@ -460,7 +459,8 @@ pub unsafe extern "C" fn shmem_quiet() {
 /// lock at `MULTIPLE`: every peer is mapped, so every transfer completed when it
 /// returned, and a full fence orders them.
 pub(crate) fn quiet(call: &str) {
-    if !symmetric(call).lock_free {
+    symmetric(call);
+    if !access::lock_free() {
         check(call, state(call).session.context().sync_nbi());
     }
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);

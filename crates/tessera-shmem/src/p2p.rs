@@ -8,9 +8,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_int, c_long};
-use tessera::{Compare, GlobalPtr, Wait, WaitWord};
+use tessera::{Compare, GlobalPtr, MappedWords, Wait, WaitWord};
 
-use crate::access::{try_state, Symmetric};
+use crate::access::{self, try_state, Symmetric};
 use crate::{check, fatal, state, symmetric};
 
 /// `SHMEM_CMP_NE`, for the deprecated `wait` (wait while equal).
@@ -68,12 +68,13 @@ fn wait_words<W: WaitWord>(
     n: usize,
     mut done: impl FnMut(&dyn Fn(usize) -> W) -> bool,
 ) {
-    if !sym.lock_free {
+    if !access::lock_free() {
         let s = state(call);
         check(call, s.session.context().wait_words(first, n, done));
         return;
     }
-    let word = |i: usize| own_word(call, sym, first, n, i);
+    let words = own_words(call, sym, first, n);
+    let word = |i: usize| words.get(i);
     let describe = || format!("{n} words from offset {}", first.offset());
     let mut wait: Option<Wait> = None;
     let mut spins = 0u32;
@@ -114,26 +115,25 @@ fn test_words<W: WaitWord, R>(
     n: usize,
     f: impl FnOnce(&dyn Fn(usize) -> W) -> R,
 ) -> R {
-    if !sym.lock_free {
+    if !access::lock_free() {
         let s = state(call);
         return check(call, s.session.context().test_words(first, n, f));
     }
+    let words = own_words(call, sym, first, n);
     if let Some(s) = try_state() {
         check(call, s.session.context().poll());
     }
-    f(&|i| own_word(call, sym, first, n, i))
+    f(&|i| words.get(i))
 }
 
-/// Word `i` of this PE's `n` words from `first`, loaded with `Acquire`.
-fn own_word<W: WaitWord>(
+/// This PE's `n` words from `first`, checked once for the polls of a wait or test.
+fn own_words<W: WaitWord>(
     call: &str,
     sym: &Symmetric,
     first: GlobalPtr<W>,
     n: usize,
-    i: usize,
-) -> W {
-    assert!(i < n, "word {i} of {n}");
-    check(call, sym.mapped.load_acquire(first.add(i)))
+) -> MappedWords<'static, W> {
+    check(call, sym.mapped.words(first, n))
         .unwrap_or_else(|| fatal(call, "this PE's own segment is not mapped"))
 }
 

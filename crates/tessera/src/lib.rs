@@ -52,7 +52,7 @@ pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;
 pub use crate::core::sync::{GlobalLock, Semaphore, SignalOp, TicketLock};
 pub use crate::core::wait::{Compare, WaitWord};
-pub use crate::core::{Context, MappedSegments, Wait};
+pub use crate::core::{Context, MappedSegments, MappedWords, Wait};
 pub use crate::error::{ConduitError, CoreError, Error, JobError};
 pub use crate::job::{spmd, ConduitKind, Job, RankResult, Session};
 pub use crate::model::dense::{numroc, BlockCyclicMatrix, LocalMatrix, MatrixLayout};

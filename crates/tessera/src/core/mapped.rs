@@ -126,7 +126,7 @@ impl SegmentMap {
     }
 }
 
-/// Puts, gets and atomics on the segments mapped in this process, callable from any
+/// Puts, gets, atomics and polled words on the segments mapped in this process, callable from any
 /// thread at once (`Send + Sync`), with no lock. Every call checks its access as the
 /// context does and returns `None` (or `false`) when the target is not mapped here; the
 /// caller then makes the call through the [`Context`](super::Context) on the rank's own
@@ -302,14 +302,67 @@ impl<'ctx> MappedSegments<'ctx> {
         Ok(true)
     }
 
-    /// Load the mapped word at `ptr` with `Acquire` (for waits polled from any thread).
+    /// The `len` words from `first` when they are mapped here, checked once, for polling
+    /// from any thread (`Ok(None)` if they are not mapped).
     #[inline]
-    pub fn load_acquire<T: WaitWord>(&self, ptr: GlobalPtr<T>) -> Result<Option<T>> {
-        let Some(p) = self.direct(ptr, 1, std::mem::align_of::<T>())? else {
-            return Ok(None);
-        };
-        // SAFETY: `direct` checked that p is mapped, in bounds and aligned; words that are
-        // waited on are written by atomics or by stores published with release.
-        Ok(Some(unsafe { T::load_acquire(p) }))
+    pub fn words<T: WaitWord>(
+        &self,
+        first: GlobalPtr<T>,
+        len: usize,
+    ) -> Result<Option<MappedWords<'ctx, T>>> {
+        Ok(self
+            .direct(first, len.max(1), std::mem::align_of::<T>())?
+            .map(|first| MappedWords {
+                first,
+                len,
+                _segments: std::marker::PhantomData,
+            }))
+    }
+}
+
+/// `len` words of a mapped segment, checked once by [`MappedSegments::words`], each read
+/// with `Acquire` when asked for: what a wait polls, from any thread.
+///
+/// ```
+/// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
+///     let flags = ctx.alloc_local::<u64>(2)?;
+///     ctx.put(flags, &[0, 5])?;
+///     let words = ctx.mapped_segments().words(flags, 2)?.expect("own segment");
+///     assert_eq!((words.get(0), words.get(1)), (0, 5));
+///     Ok(())
+/// }).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct MappedWords<'ctx, T> {
+    first: *mut T,
+    len: usize,
+    _segments: std::marker::PhantomData<&'ctx SegmentMap>,
+}
+
+// SAFETY: the words are shared memory read only by atomic loads (`get`), which any thread
+// may do; the borrow keeps the mapping alive.
+unsafe impl<T: WaitWord> Send for MappedWords<'_, T> {}
+// SAFETY: as for Send.
+unsafe impl<T: WaitWord> Sync for MappedWords<'_, T> {}
+
+impl<T: WaitWord> MappedWords<'_, T> {
+    /// How many words.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Word `i`, loaded with `Acquire`. Panics if `i` is not below [`MappedWords::len`].
+    #[inline]
+    pub fn get(&self, i: usize) -> T {
+        assert!(i < self.len, "word {i} of {}", self.len);
+        // SAFETY: `MappedSegments::words` checked that the len words from `first` are
+        // mapped, in bounds and aligned, and i is below len; waited-on words are written by
+        // atomics or by stores published with release.
+        unsafe { T::load_acquire(self.first.add(i)) }
     }
 }

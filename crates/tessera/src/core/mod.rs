@@ -54,8 +54,8 @@ use crate::job::board;
 use crate::Result;
 use alloc::{Arena, SegmentHeap};
 pub use gptr::GlobalPtr;
-pub use mapped::MappedSegments;
 use mapped::SegmentMap;
+pub use mapped::{MappedSegments, MappedWords};
 
 /// Where the bytes of a checked access live.
 #[derive(Clone, Copy, Debug)]
@@ -471,10 +471,11 @@ impl Context {
     ///     let word = ctx.alloc_local::<u64>(1)?;
     ///     ctx.put(word, &[0])?;
     ///     let mapped = ctx.mapped_segments();
+    ///     let polled = mapped.words(word, 1)?.expect("own segment");
     ///     let mut wait = ctx.wait_begin("a word another thread sets")?;
     ///     let outcome: tessera::Result<()> = std::thread::scope(|s| {
     ///         s.spawn(|| mapped.atomic_store(word, 1u64).unwrap());
-    ///         while mapped.load_acquire(word)? != Some(1) {
+    ///         while polled.get(0) != 1 {
     ///             ctx.wait_step(&mut wait, &|| "word still 0".into())?;
     ///             std::thread::yield_now();
     ///         }

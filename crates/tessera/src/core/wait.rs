@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Context, GlobalPtr};
+use super::{Context, GlobalPtr, MappedWords};
 use crate::error::CoreError;
 use crate::Result;
 
@@ -149,9 +149,12 @@ impl Context {
         Ok(seen)
     }
 
-    /// The `len` words from `first` in this rank's own segment, as a pointer atomic loads
-    /// may read.
-    fn own_words<T: WaitWord>(&self, first: GlobalPtr<T>, len: usize) -> Result<*mut T> {
+    /// The `len` words from `first` in this rank's own segment.
+    fn own_words<T: WaitWord>(
+        &self,
+        first: GlobalPtr<T>,
+        len: usize,
+    ) -> Result<MappedWords<'_, T>> {
         if first.rank() != self.rank() {
             return Err(CoreError::NotOwner {
                 what: "waiting on words",
@@ -160,7 +163,8 @@ impl Context {
             }
             .into());
         }
-        self.local_ptr(first, len.max(1))?
+        self.mapped_segments()
+            .words(first, len)?
             .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()).into())
     }
 
@@ -183,15 +187,9 @@ impl Context {
         len: usize,
         f: impl FnOnce(&dyn Fn(usize) -> T) -> R,
     ) -> Result<R> {
-        let p = self.own_words(first, len)?;
+        let words = self.own_words(first, len)?;
         self.poll()?;
-        let word = |i: usize| {
-            assert!(i < len, "word {i} of {len}");
-            // SAFETY: own_words checked that the len words from p are this rank's mapped,
-            // aligned words, and i is below len.
-            unsafe { T::load_acquire(p.add(i)) }
-        };
-        Ok(f(&word))
+        Ok(f(&|i| words.get(i)))
     }
 
     /// Block until `done` returns true over the `len` words from `first` (in this rank's
@@ -204,16 +202,10 @@ impl Context {
         len: usize,
         mut done: impl FnMut(&dyn Fn(usize) -> T) -> bool,
     ) -> Result<()> {
-        let p = self.own_words(first, len)?;
-        let word = |i: usize| {
-            assert!(i < len, "word {i} of {len}");
-            // SAFETY: own_words checked that the len words from p are this rank's mapped,
-            // aligned words, and i is below len.
-            unsafe { T::load_acquire(p.add(i)) }
-        };
+        let words = self.own_words(first, len)?;
         self.wait_until(
             "words to change",
-            || Ok(done(&word)),
+            || Ok(done(&|i| words.get(i))),
             || format!("{len} words from offset {}", first.offset()),
         )
     }
