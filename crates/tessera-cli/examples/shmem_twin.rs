@@ -5,6 +5,10 @@
 //! ```text
 //! tessera run -n 2 -- target/release/examples/shmem_twin
 //! ```
+//!
+//! With the arguments `count OP N` it makes N calls of operation OP and nothing else, the
+//! twin of `shmem_bench count OP N`, so that `scripts/shmem-instructions.sh` can count the
+//! instructions per call of each under callgrind.
 
 use std::time::Instant;
 
@@ -56,7 +60,60 @@ fn time_all(
     Ok(best * 1e9)
 }
 
+/// `count OP N`: N calls of OP on every rank, nothing timed (the twin of the C program's
+/// `count` mode, call for call).
+fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
+    let (n, peer) = (ctx.ranks(), (ctx.rank() + 1) % ctx.ranks());
+    let world = Team::world(ctx)?;
+    let split = world.subset(&(0..n).collect::<Vec<_>>())?;
+    let word = ctx.alloc_collective::<i64>(1)?;
+    let sig = ctx.alloc_collective::<u64>(1)?;
+    let (one, mut out, mut all) = ([1i64], [0i64], vec![0i64; n]);
+    world.barrier()?;
+    let ones = vec![1i64; n];
+    // One loop per operation, so that choosing the operation is not counted per call.
+    macro_rules! calls {
+        ($i:ident => $body:expr) => {
+            for $i in 0..calls {
+                $body;
+            }
+        };
+    }
+    match op {
+        "put8" => calls!(i => ctx.put_value(word.on(peer), i as i64)?),
+        "get8" => calls!(_i => out[0] += ctx.get_value(word.on(peer))?),
+        "fetch_add8" => calls!(_i => out[0] += ctx.atomic_fetch(word.on(peer), AtomicOp::Add(1))?),
+        "put_signal8" => {
+            calls!(i => ctx.put_with_signal(word.on(peer), &one, sig.on(peer), SignalOp::Set(i))?)
+        }
+        "put_fence_set8" => calls!(i => {
+            ctx.put(word.on(peer), &one)?;
+            ctx.sync_nbi()?;
+            ctx.fence();
+            ctx.atomic_store(sig.on(peer), i)?;
+        }),
+        "barrier_all" => calls!(_i => world.barrier()?),
+        "sum_to_all" | "team_sum_world" => calls!(_i => world.allreduce(&one, &mut out, Op::Sum)?),
+        "team_sum_split" => calls!(_i => split.allreduce(&one, &mut out, Op::Sum)?),
+        "team_alltoall_world" => calls!(_i => world.exchange(&ones, &mut all)?),
+        _ => {
+            return Err(tessera::Error::from(tessera::CoreError::Invalid(format!(
+                "no operation {op} to count"
+            ))))
+        }
+    }
+    Ok(())
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, op, calls] = &args[..] {
+        if mode == "count" {
+            let calls: u64 = calls.parse().expect("count OP N: N is a number of calls");
+            tessera::spmd(|ctx| Ok(count_calls(ctx, op, calls)?));
+            return;
+        }
+    }
     tessera::spmd(|ctx| {
         let (me, n) = (ctx.rank(), ctx.ranks());
         let peer = (me + 1) % n;

@@ -7,11 +7,14 @@
  * collectives on SHMEM_TEAM_WORLD and on a team split from it.
  * With the argument `threads` the program asks for SHMEM_THREAD_MULTIPLE and measures
  * puts through contexts from 1 and 2 threads of PE 0 (per put, over all threads).
+ * With the arguments `count OP N` it makes N calls of operation OP and nothing else, so
+ * that scripts/shmem-instructions.sh can count the instructions per call under callgrind.
  * Used by scripts/shmem-bench.sh (docs/PERFORMANCE.md, "OpenSHMEM"). */
 #include <pthread.h>
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -97,6 +100,35 @@ static void threads_bench(int me, int n)
     shmem_free(ctx_words);
 }
 
+/* `count OP N`: N calls of OP (every PE), nothing timed. Returns 0 for an unknown OP. */
+static int count_calls(const char *op, long calls)
+{
+    static long word, one = 1, out;
+    static uint64_t sig;
+    long i;
+    int peer = (shmem_my_pe() + 1) % shmem_n_pes();
+    shmem_team_t split;
+    shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, shmem_n_pes(), NULL, 0, &split);
+    shmem_barrier_all();
+#define COUNT(name, body) else if (strcmp(op, name) == 0) for (i = 0; i < calls; i++) { body; }
+    if (0) {}
+    COUNT("put8", shmem_long_p(&word, i, peer))
+    COUNT("get8", out += shmem_long_g(&word, peer))
+    COUNT("fetch_add8", out += shmem_long_atomic_fetch_add(&word, 1, peer))
+    COUNT("put_signal8", shmem_long_put_signal(&word, &one, 1, &sig, i, SHMEM_SIGNAL_SET, peer))
+    COUNT("put_fence_set8", (shmem_long_put(&word, &one, 1, peer), shmem_fence(),
+                             shmem_uint64_atomic_set(&sig, i, peer)))
+    COUNT("barrier_all", shmem_barrier_all())
+    COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk, psync))
+    COUNT("team_sum_world", shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &out, &one, 1))
+    COUNT("team_sum_split", shmem_long_sum_reduce(split, &out, &one, 1))
+    COUNT("team_alltoall_world", shmem_long_alltoall(SHMEM_TEAM_WORLD, &out, &one, 1))
+    else return 0;
+#undef COUNT
+    shmem_team_destroy(split);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int me, n, i, peer, provided;
@@ -111,6 +143,15 @@ int main(int argc, char **argv)
         n = shmem_n_pes();
         if (me == 0) printf("# shmem_bench threads: %d PEs, thread level %d\n", n, provided);
         if (provided == SHMEM_THREAD_MULTIPLE) threads_bench(me, n);
+        shmem_finalize();
+        return 0;
+    }
+    if (argc > 3 && strcmp(argv[1], "count") == 0) {
+        shmem_init();
+        if (!count_calls(argv[2], atol(argv[3]))) {
+            fprintf(stderr, "shmem_bench: no operation %s to count\n", argv[2]);
+            shmem_global_exit(2);
+        }
         shmem_finalize();
         return 0;
     }

@@ -52,12 +52,14 @@ static FINALIZED: AtomicBool = AtomicBool::new(false);
 /// call routines (a signal fetch is an AMO; an error reports through the state).
 static LOCK: ReentrantMutex<()> = ReentrantMutex::new(());
 
+#[inline(always)]
 fn this_thread() -> usize {
     // SAFETY: pthread_self has no preconditions.
     unsafe { libc::pthread_self() as usize }
 }
 
 /// The thread level provided.
+#[inline(always)]
 pub(crate) fn level() -> c_int {
     LEVEL.load(Ordering::Relaxed)
 }
@@ -71,12 +73,14 @@ pub(crate) fn lock_free() -> bool {
 
 /// Whether this thread may call the library now (it is initialised, and either any thread
 /// may or this is the thread that initialised it).
+#[inline(always)]
 fn admitted() -> bool {
     level() >= SERIALIZED || OWNER.load(Ordering::Relaxed) == this_thread()
 }
 
 /// The state if this thread may reach it (without taking the lock: for the error path,
 /// which must not block).
+#[inline(always)]
 pub(crate) fn current() -> Option<&'static State> {
     let p = STATE.load(Ordering::Acquire);
     if p.is_null() || !admitted() {
@@ -104,6 +108,7 @@ impl Deref for Held {
 
 /// The state, or the end of the job with a message saying why there is none (this is the
 /// check every call makes before using any reference into the runtime).
+#[inline(always)]
 pub(crate) fn state(call: &str) -> Held {
     let Some(state) = current() else { refuse(call) };
     let _lock = (level() >= SERIALIZED).then(|| LOCK.lock());
@@ -136,6 +141,7 @@ pub(crate) fn state_for_error() -> Option<Held> {
 
 /// Why this thread may not call the library now.
 #[cold]
+#[inline(never)]
 fn refuse(call: &str) -> ! {
     if FINALIZED.load(Ordering::Acquire) {
         fatal(call, "called after shmem_finalize");
@@ -193,7 +199,7 @@ pub(crate) fn retire() {
 
 /// The symmetric addressing, for the routines that run without the lock; a thread that
 /// may not call gets the same message as [`state`] gives.
-#[inline]
+#[inline(always)]
 pub(crate) fn symmetric(call: &str) -> &'static Symmetric {
     let p = SYMMETRIC.load(Ordering::Acquire);
     if p.is_null() || !admitted() {
@@ -216,6 +222,8 @@ pub(crate) struct Symmetric {
     pub(crate) globals: Option<(usize, usize, u64)>,
     /// Puts, gets and atomics on the mapped segments, from any thread.
     pub(crate) mapped: MappedSegments<'static>,
+    /// Every PE's segment is mapped here, so every transfer completes as it returns.
+    pub(crate) all_mapped: bool,
     /// The runtime's wait policy: polls between yields.
     pub(crate) spins_per_yield: u32,
     /// The contexts, readable without the lock.
@@ -225,7 +233,7 @@ pub(crate) struct Symmetric {
 impl Symmetric {
     /// The segment offset of the `bytes` bytes at this process's address `addr`, which must
     /// be symmetric: in the symmetric heap, or in the program's global data.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn offset_of(&self, call: &str, addr: *const c_void, bytes: usize) -> u64 {
         let a = addr as usize;
         let inside =
@@ -238,12 +246,7 @@ impl Symmetric {
                 return off + (a - lo) as u64;
             }
         }
-        fatal(
-            call,
-            format!(
-                "address {addr:p} ({bytes} bytes) is not symmetric: it is neither in the symmetric heap nor in the program's global or static data; allocate it with shmem_malloc, or make it a global or static variable"
-            ),
-        )
+        not_symmetric(call, addr, bytes)
     }
 
     /// Whether `addr` is a symmetric address.
@@ -254,22 +257,18 @@ impl Symmetric {
     }
 
     /// Check that `pe` is a PE of the job.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pe(&self, call: &str, pe: c_int) -> usize {
         if pe < 0 || pe as usize >= self.ranks {
-            fatal(
-                call,
-                format!(
-                    "PE {pe} does not exist: this job has PEs 0 to {}",
-                    self.ranks - 1
-                ),
-            );
+            no_such_pe(call, pe, self.ranks);
         }
         pe as usize
     }
 
-    /// The global pointer to `count` elements at symmetric address `addr` on `pe`.
-    #[inline]
+    /// The global pointer to `count` elements at symmetric address `addr` on `pe`. Always
+    /// inlined: returned from a call, the pointer goes through memory, and reloading it
+    /// whole after two 8-byte stores stalls store forwarding (half an AMO's cost).
+    #[inline(always)]
     pub(crate) fn remote<T>(
         &self,
         call: &str,
@@ -284,7 +283,7 @@ impl Symmetric {
     }
 
     /// The global pointer to `count` elements at symmetric address `addr` on this PE.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn own<T>(&self, call: &str, addr: *const T, count: usize) -> GlobalPtr<T> {
         self.remote(call, addr, count, self.rank as c_int)
     }
@@ -298,4 +297,29 @@ impl Symmetric {
         }
         (self.seg_base + off as usize) as *mut c_void
     }
+}
+
+/// The message for an address that is not symmetric.
+#[cold]
+#[inline(never)]
+fn not_symmetric(call: &str, addr: *const c_void, bytes: usize) -> ! {
+    fatal(
+        call,
+        format!(
+            "address {addr:p} ({bytes} bytes) is not symmetric: it is neither in the symmetric heap nor in the program's global or static data; allocate it with shmem_malloc, or make it a global or static variable"
+        ),
+    )
+}
+
+/// The message for a PE number outside the job.
+#[cold]
+#[inline(never)]
+fn no_such_pe(call: &str, pe: c_int, ranks: usize) -> ! {
+    fatal(
+        call,
+        format!(
+            "PE {pe} does not exist: this job has PEs 0 to {}",
+            ranks - 1
+        ),
+    )
 }

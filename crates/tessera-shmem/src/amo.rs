@@ -38,8 +38,9 @@ pub(crate) unsafe fn deliver<R>(call: &str, fetch: *mut R, value: R) {
 }
 
 /// Apply one atomic to the word at symmetric `addr` on `pe`: directly if it is mapped here
-/// (no lock, from any thread), else through the context.
-#[inline]
+/// (no lock, from any thread), else through the context. Always inlined, so the operation
+/// and the pointer stay in registers down to the runtime's atomic.
+#[inline(always)]
 fn on_word<W: AtomicInt, R>(
     call: &str,
     addr: *const W,
@@ -97,6 +98,7 @@ pub(crate) unsafe fn compare_swap<W: AtomicInt>(
     )
 }
 
+#[inline(always)]
 fn rmw<W: AtomicInt>(call: &str, dest: *mut W, op: AtomicOp<W>, pe: c_int) -> W {
     on_word(
         call,

@@ -15,6 +15,7 @@ use crate::{check, fatal, state, teams, ComplexD, ComplexF, LongDouble, State};
 /// The team of the active set (start, 2^log_stride, size), which this PE must be in.
 /// Teams live as long as the process (a handful per program), so a reference serves and
 /// nothing is cloned per call.
+#[inline(always)]
 fn active_set<'a>(
     call: &str,
     s: &'a State,
@@ -26,6 +27,18 @@ fn active_set<'a>(
     if start == 0 && log_stride == 0 && size as usize == s.world.size() {
         return &s.world;
     }
+    subset_team(call, s, start, log_stride, size)
+}
+
+/// The team of an active set that is not the whole job (see [`active_set`]).
+#[inline(never)]
+fn subset_team<'a>(
+    call: &str,
+    s: &'a State,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+) -> &'a Team<'static> {
     let n = s.session.context().ranks() as i64;
     let me = s.session.context().rank() as i64;
     let bad = |why: String| -> ! {
@@ -66,6 +79,7 @@ fn active_set<'a>(
 
 /// Run `f` on the team of an active set, holding the state (and so the library's lock,
 /// where several threads may call) throughout.
+#[inline(always)]
 fn on_active_set<R>(
     call: &str,
     start: c_int,
@@ -77,15 +91,27 @@ fn on_active_set<R>(
     f(&s, active_set(call, &s, start, log_stride, size))
 }
 
-/// Run `f` on the 1.5 team `team`, which must be valid, holding the state throughout.
+/// Run `f` on the 1.5 team `team`, which must be valid, holding the state throughout. The
+/// world team, the common case, is reached without the table; `f` is called in one place,
+/// so that it is inlined.
+#[inline(always)]
 pub(crate) fn on_team<R>(
     call: &str,
     team: teams::Handle,
     f: impl FnOnce(&Team<'static>) -> R,
 ) -> R {
-    let _held = state(call);
-    let entry = teams::valid(call, team);
-    f(&entry.team)
+    let s = state(call);
+    let table;
+    let team = if teams::number(team) == teams::WORLD {
+        &s.world
+    } else {
+        table = s.teams.borrow();
+        match teams::entry(call, &table, team) {
+            Some(entry) => &entry.team,
+            None => teams::invalid_team(call),
+        }
+    };
+    f(team)
 }
 
 /// `shmem_barrier_all`: every PE's puts complete, then a barrier.
@@ -96,7 +122,7 @@ pub(crate) fn on_team<R>(
 pub unsafe extern "C" fn shmem_barrier_all() {
     const CALL: &str = "shmem_barrier_all";
     let s = state(CALL);
-    check(CALL, s.session.context().sync_nbi());
+    crate::complete(CALL, s.sym);
     check(CALL, s.world.barrier());
 }
 
@@ -123,7 +149,7 @@ pub unsafe extern "C" fn shmem_barrier(
 ) {
     const CALL: &str = "shmem_barrier";
     on_active_set(CALL, start, log_stride, size, |s, team| {
-        check(CALL, s.session.context().sync_nbi());
+        crate::complete(CALL, s.sym);
         check(CALL, team.barrier());
     });
 }
@@ -146,6 +172,7 @@ pub unsafe extern "C" fn shmem_sync(
 }
 
 /// Whether `a` (`na` elements) and `b` (`nb` elements) share any byte.
+#[inline(always)]
 fn overlap<T>(a: *const T, na: usize, b: *const T, nb: usize) -> bool {
     let size = std::mem::size_of::<T>();
     let (a0, b0) = (a as usize, b as usize);
@@ -157,6 +184,7 @@ fn overlap<T>(a: *const T, na: usize, b: *const T, nb: usize) -> bool {
 ///
 /// # Safety
 /// `source` valid for `ns` elements, `dest` for `nd`.
+#[inline(always)]
 unsafe fn with_buffers<T: Pod, R>(
     source: *const T,
     ns: usize,
@@ -285,6 +313,7 @@ pub(crate) unsafe fn fcollect<T: Pod>(
 ///
 /// # Safety
 /// Buffers as the specification requires.
+#[inline(always)]
 pub(crate) unsafe fn alltoall<T: Pod>(
     call: &str,
     team: &Team<'static>,
@@ -457,6 +486,7 @@ fn builtin(op: ReduceOp) -> Op {
 macro_rules! builtin_to_all {
     ($($t:ty),*) => {$(
         impl ToAll for $t {
+            #[inline(always)]
             fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
                 team.allreduce(src, dst, builtin(op))
             }
@@ -546,6 +576,7 @@ pub(crate) unsafe fn to_all<T: ToAll>(
 ///
 /// # Safety
 /// `source` and `dest` valid for `nreduce` elements.
+#[inline(always)]
 pub(crate) unsafe fn reduce<T: ToAll>(
     call: &str,
     op: ReduceOp,

@@ -98,6 +98,9 @@ struct State {
 }
 
 /// Print `msg` for `call`, mark this PE failed and end it; the launcher ends the others.
+/// Cold and never inlined, so the checks on every routine's fast path stay small.
+#[cold]
+#[inline(never)]
 pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
     let held = access::state_for_error();
     let pe = held
@@ -113,8 +116,12 @@ pub(crate) fn fatal(call: &str, msg: impl Display) -> ! {
 }
 
 /// Unwrap a runtime result, or end the job naming the call.
+#[inline(always)]
 pub(crate) fn check<T>(call: &str, r: tessera::Result<T>) -> T {
-    r.unwrap_or_else(|e| fatal(call, e))
+    match r {
+        Ok(v) => v,
+        Err(e) => fatal(call, e),
+    }
 }
 
 // ----- setup, exit, query -------------------------------------------------------------
@@ -163,6 +170,7 @@ fn init(call: &str, requested: c_int) -> c_int {
         seg_base,
         seg_len,
         globals,
+        all_mapped: mapped.all_mapped(),
         mapped,
         spins_per_yield: ctx.spins_per_yield(),
         contexts: ctx::Contexts::default(),
@@ -455,15 +463,21 @@ pub unsafe extern "C" fn shmem_quiet() {
     quiet("shmem_quiet");
 }
 
-/// Complete every put, AMO and nonblocking transfer of this PE, and fence. Without the
-/// lock at `MULTIPLE`: every peer is mapped, so every transfer completed when it
-/// returned, and a full fence orders them.
+/// Complete every put, AMO and nonblocking transfer of this PE, and fence. Where every
+/// peer is mapped (always so at `MULTIPLE`), every transfer this library starts completed
+/// when it returned, so a full fence is all there is to do, without the lock.
 pub(crate) fn quiet(call: &str) {
-    symmetric(call);
-    if !access::lock_free() {
+    complete(call, symmetric(call));
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Complete the context's transfers to peers that are not mapped here (none where every
+/// peer is: then nothing is asked of the context).
+#[inline(always)]
+pub(crate) fn complete(call: &str, sym: &Symmetric) {
+    if !sym.all_mapped {
         check(call, state(call).session.context().sync_nbi());
     }
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 /// `shmem_fence`: puts to each PE arrive in order (Tessera completes them in order, so a

@@ -60,7 +60,7 @@ pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usi
 }
 
 /// Put `data` at `to`: directly if it is mapped here (no lock), else through the context.
-#[inline]
+#[inline(always)]
 fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
     if !check(call, sym.mapped.put(to, data)) {
         check(call, state(call).session.context().put(to, data));
@@ -69,7 +69,7 @@ fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
 
 /// Get into `out` from `from`: directly if it is mapped here (no lock), else through the
 /// context.
-#[inline]
+#[inline(always)]
 fn get_from<T: Pod>(call: &str, sym: &Symmetric, from: GlobalPtr<T>, out: &mut [T]) {
     if !check(call, sym.mapped.get(from, out)) {
         check(call, state(call).session.context().get(from, out));

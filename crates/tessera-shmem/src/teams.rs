@@ -64,7 +64,8 @@ impl Teams {
     }
 }
 
-fn number(team: Handle) -> usize {
+#[inline(always)]
+pub(crate) fn number(team: Handle) -> usize {
     team as usize
 }
 
@@ -76,33 +77,54 @@ pub(crate) fn handle(n: usize) -> Handle {
 /// The team `team` names, or `None` for `SHMEM_TEAM_INVALID`; a handle that never named a
 /// team, or a destroyed one, ends the job with a message naming the call.
 pub(crate) fn lookup(call: &str, team: Handle) -> Option<Rc<TeamEntry>> {
-    let n = number(team);
-    if n == INVALID {
-        return None;
-    }
     let s = state(call);
     let teams = s.teams.borrow();
+    entry(call, &teams, team).cloned()
+}
+
+/// The entry of `team` in `teams` (see [`lookup`]), borrowed.
+#[inline]
+pub(crate) fn entry<'t>(call: &str, teams: &'t Teams, team: Handle) -> Option<&'t Rc<TeamEntry>> {
+    let n = number(team);
     match teams.entries.get(n) {
-        Some(Some(entry)) => Some(entry.clone()),
-        Some(None) => fatal(
-            call,
-            format!("team handle {n} names a team that shmem_team_destroy destroyed; split a new team"),
-        ),
-        None => fatal(
-            call,
-            format!("{team:p} is not a team handle (use SHMEM_TEAM_WORLD, SHMEM_TEAM_SHARED or one a split returned)"),
-        ),
+        Some(Some(entry)) => Some(entry),
+        _ if n == INVALID => None,
+        Some(None) => destroyed(call, n),
+        None => not_a_handle(call, team),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn destroyed(call: &str, n: usize) -> ! {
+    fatal(
+        call,
+        format!("team handle {n} names a team that shmem_team_destroy destroyed; split a new team"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_handle(call: &str, team: Handle) -> ! {
+    fatal(
+        call,
+        format!("{team:p} is not a team handle (use SHMEM_TEAM_WORLD, SHMEM_TEAM_SHARED or one a split returned)"),
+    )
+}
+
+/// The message for a collective or context on `SHMEM_TEAM_INVALID`.
+#[cold]
+#[inline(never)]
+pub(crate) fn invalid_team(call: &str) -> ! {
+    fatal(
+        call,
+        "the team is SHMEM_TEAM_INVALID (a split gives it to the PEs it leaves out; only the new team's members may use it)",
+    )
 }
 
 /// The team `team` names, which must be valid: a collective or a context needs a team.
 pub(crate) fn valid(call: &str, team: Handle) -> Rc<TeamEntry> {
-    lookup(call, team).unwrap_or_else(|| {
-        fatal(
-            call,
-            "the team is SHMEM_TEAM_INVALID (a split gives it to the PEs it leaves out; only the new team's members may use it)",
-        )
-    })
+    lookup(call, team).unwrap_or_else(|| invalid_team(call))
 }
 
 /// Add a team made by a split; its handle.

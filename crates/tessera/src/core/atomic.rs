@@ -89,7 +89,7 @@ macro_rules! atomic_int {
         impl sealed::Sealed for $t {}
         impl AtomicInt for $t {
             const TAG: u64 = $tag;
-            #[inline]
+            #[inline(always)]
             unsafe fn rmw(p: *mut Self, op: AtomicOp<Self>) -> Self {
                 // SAFETY: the caller guarantees p is valid and aligned; the atomic type has
                 // the same size and alignment as the integer.
@@ -106,7 +106,7 @@ macro_rules! atomic_int {
                     AtomicOp::Swap(v) => a.swap(v, o),
                 }
             }
-            #[inline]
+            #[inline(always)]
             unsafe fn cas(p: *mut Self, current: Self, new: Self) -> Self {
                 // SAFETY: as in rmw.
                 let a = unsafe { <$atomic>::from_ptr(p) };
@@ -114,12 +114,12 @@ macro_rules! atomic_int {
                     Ok(v) | Err(v) => v,
                 }
             }
-            #[inline]
+            #[inline(always)]
             unsafe fn load(p: *mut Self) -> Self {
                 // SAFETY: as in rmw.
                 unsafe { <$atomic>::from_ptr(p) }.load(Ordering::Acquire)
             }
-            #[inline]
+            #[inline(always)]
             unsafe fn store(p: *mut Self, v: Self) {
                 // SAFETY: as in rmw.
                 unsafe { <$atomic>::from_ptr(p) }.store(v, Ordering::Release)
@@ -195,7 +195,7 @@ impl<T: AtomicInt> Remote<T> {
     ///
     /// # Safety
     /// As for [`AtomicInt::rmw`].
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn apply(self, p: *mut T) -> T {
         // SAFETY: forwarded from the caller.
         unsafe {

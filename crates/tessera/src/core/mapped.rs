@@ -59,7 +59,7 @@ impl SegmentMap {
     }
 
     /// Check an access of `len` bytes at `ptr` aligned to `align`, and say where it lives.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn target<T>(&self, ptr: GlobalPtr<T>, len: usize, align: usize) -> Result<Target> {
         // One test on the hot path; every refusal is worked out off it. An invalid pointer
         // has rank u32::MAX or offset u64::MAX, so it fails here too.
@@ -191,7 +191,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// The address of the `count` elements at `ptr` when mapped here.
-    #[inline]
+    #[inline(always)]
     fn direct<T>(&self, ptr: GlobalPtr<T>, count: usize, align: usize) -> Result<Option<*mut T>> {
         let len = std::mem::size_of::<T>()
             .checked_mul(count)
@@ -210,7 +210,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Copy `src` to `dst` if `dst` is mapped here (`Ok(false)` if it is not).
-    #[inline]
+    #[inline(always)]
     pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<bool> {
         let Some(p) = self.direct(dst, src.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
@@ -222,7 +222,7 @@ impl<'ctx> MappedSegments<'ctx> {
     }
 
     /// Copy from `src` into `dst` if `src` is mapped here (`Ok(false)` if it is not).
-    #[inline]
+    #[inline(always)]
     pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<bool> {
         let Some(p) = self.direct(src, dst.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
@@ -232,8 +232,9 @@ impl<'ctx> MappedSegments<'ctx> {
         Ok(true)
     }
 
-    /// Apply `op` to the mapped word at `ptr`.
-    #[inline]
+    /// Apply `op` to the mapped word at `ptr` (always inlined, so a constant `op` selects
+    /// its instruction at compile time).
+    #[inline(always)]
     fn atomic<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<Option<T>> {
         let size = std::mem::size_of::<T>();
         let Some(p) = self.direct(ptr, 1, size)? else {
