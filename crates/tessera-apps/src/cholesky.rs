@@ -408,7 +408,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
 
 /// `‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)` over the whole symmetric matrix, from its lower triangle:
 /// `L·Lᵀ` is accumulated step by step with the factorisation's own panel broadcasts.
-fn check(
+pub(crate) fn check(
     grid: &Grid<'_>,
     layout: &MatrixLayout,
     l: &[f64],

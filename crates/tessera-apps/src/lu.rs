@@ -306,7 +306,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     if let Some(why) = failure {
         return Ok(Outcome::failed(seconds, comm_seconds, why));
     }
-    let residual = check(grid, &layout, al.data, &pivots, kind)?;
+    let residual = check(grid, &layout, al.data, (&pivots, Swaps::Trailing), kind)?;
     Ok(Outcome {
         seconds,
         comm_seconds,
@@ -316,13 +316,24 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     })
 }
 
+/// Where a factorisation applied its row swaps, which decides when a solve applies them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Swaps {
+    /// To the trailing columns only (HPL's order, this module's): step `k`'s swaps are
+    /// applied to `b` just before step `k`'s solve.
+    Trailing,
+    /// To whole rows, `L`'s columns too (LAPACK's and ScaLAPACK's `getrf`): every swap is
+    /// applied to `b` before the solve.
+    WholeRows,
+}
+
 /// Solve `A·x = b` with the distributed factors (every rank keeps `x` whole) and return
 /// HPL's scaled residual.
-fn check(
+pub(crate) fn check(
     grid: &Grid<'_>,
     layout: &MatrixLayout,
     lu: &[f64],
-    pivots: &[usize],
+    (pivots, swaps): (&[usize], Swaps),
     kind: MatrixKind,
 ) -> Result<f64> {
     let (prow, pcol) = grid.me;
@@ -379,11 +390,19 @@ fn check(
         }
         Ok(())
     };
-    // L·y = P·b, each step's swaps applied before its solve (the HPL order).
+    // L·y = P·b: each step's swaps before its solve (HPL's order), or all of them first.
+    let swap = |y: &mut Vec<f64>, rows: std::ops::Range<usize>| {
+        for i in rows {
+            y.swap(i, pivots[i]);
+        }
+    };
+    if swaps == Swaps::WholeRows {
+        swap(&mut y, 0..n);
+    }
     for k0 in (0..n).step_by(nb) {
         let w = nb.min(n - k0);
-        for (jj, &piv) in pivots[k0..k0 + w].iter().enumerate() {
-            y.swap(k0 + jj, piv);
+        if swaps == Swaps::Trailing {
+            swap(&mut y, k0..k0 + w);
         }
         step(&mut y, k0, Triangle::UnitLower, k0 + w..n)?;
     }

@@ -18,6 +18,17 @@ pub struct Baseline {
     pub routine: String,
     /// Its wall time.
     pub seconds: f64,
+    /// Its result checked as Tessera's is (the same scaled residual, passes below
+    /// [`THRESHOLD`]).
+    #[serde(default)]
+    pub residual: Option<f64>,
+}
+
+impl Baseline {
+    /// Whether ScaLAPACK's result passed the same check as Tessera's.
+    pub fn verified(&self) -> bool {
+        self.residual.is_some_and(|r| r < THRESHOLD)
+    }
 }
 
 /// Everything `tessera app` prints about one run.
@@ -113,6 +124,21 @@ impl fmt::Display for Report {
                     b.seconds,
                     p.flops() / b.seconds * 1e-9
                 ),
+            )?;
+            row(
+                f,
+                "ScaLAPACK residual",
+                match b.residual {
+                    Some(r) => format!(
+                        "{r:.3e} ({})",
+                        if b.verified() {
+                            "SUCCESSFUL"
+                        } else {
+                            "UNSUCCESSFUL"
+                        }
+                    ),
+                    None => "not checked".into(),
+                },
             )?;
             row(
                 f,

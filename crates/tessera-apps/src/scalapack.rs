@@ -232,7 +232,10 @@ mod bound {
         let one: c_int = 1;
         let n_ = n as c_int;
         let mut info: c_int = 0;
-        let (routine, seconds) = match problem.app {
+        let layout = tessera::MatrixLayout::new(n, n, nb, nb, problem.grid.0, problem.grid.1)?;
+        let grid = common::Grid::new(&world, problem.grid.0, problem.grid.1)?;
+        let mut comm = common::CommTimer::default();
+        let (routine, seconds, residual) = match problem.app {
             App::Summa => {
                 let a = blacs.matrix(n, nb, |i, j| common::uniform(summa::SEEDS[0], i, j))?;
                 let b = blacs.matrix(n, nb, |i, j| common::uniform(summa::SEEDS[1], i, j))?;
@@ -264,7 +267,9 @@ mod bound {
                         c.desc.as_ptr(),
                     )
                 };
-                ("PDGEMM", finish(&world, start)?)
+                let seconds = finish(&world, start)?;
+                let residual = summa::check(&grid, &layout, &a.data, &b.data, &c.data)?;
+                ("PDGEMM", seconds, residual)
             }
             App::Cholesky => {
                 let mut a =
@@ -284,7 +289,13 @@ mod bound {
                         1,
                     )
                 };
-                ("PDPOTRF", finish(&world, start)?)
+                let seconds = finish(&world, start)?;
+                let residual = if info == 0 {
+                    cholesky::check(&grid, &layout, &a.data, MatrixKind::Random, &mut comm)?
+                } else {
+                    f64::NAN
+                };
+                ("PDPOTRF", seconds, residual)
             }
             App::Lu => {
                 let mut a = blacs.matrix(n, nb, |i, j| lu::entry(MatrixKind::Random, n, i, j))?;
@@ -305,7 +316,20 @@ mod bound {
                         &mut info,
                     )
                 };
-                ("PDGETRF", finish(&world, start)?)
+                let seconds = finish(&world, start)?;
+                let residual = if info == 0 {
+                    let pivots = global_pivots(&world, &grid, &layout, &ipiv)?;
+                    lu::check(
+                        &grid,
+                        &layout,
+                        &a.data,
+                        (&pivots, lu::Swaps::WholeRows),
+                        MatrixKind::Random,
+                    )?
+                } else {
+                    f64::NAN
+                };
+                ("PDGETRF", seconds, residual)
             }
         };
         if info != 0 {
@@ -316,7 +340,29 @@ mod bound {
         Ok(Baseline {
             routine: routine.into(),
             seconds,
+            residual: Some(residual),
         })
+    }
+
+    /// PDGETRF's pivots as one global list (0-based: row `i` was swapped with row
+    /// `pivots[i]`, in order), from the process column 0's local lists (each rank's
+    /// `ipiv[li]` is the 1-based global row that its local row `li` was swapped with).
+    fn global_pivots(
+        world: &Team<'_>,
+        grid: &common::Grid<'_>,
+        layout: &tessera::MatrixLayout,
+        ipiv: &[c_int],
+    ) -> tessera::Result<Vec<usize>> {
+        let n = layout.rows();
+        let mut mine = vec![0u64; n];
+        if grid.me.1 == 0 {
+            for (li, &p) in ipiv.iter().take(layout.local_rows(grid.me.0)).enumerate() {
+                mine[layout.global_row(grid.me.0, li)] = (p - 1) as u64;
+            }
+        }
+        let mut all = vec![0u64; n];
+        world.allreduce(&mine, &mut all, tessera::Op::Sum)?;
+        Ok(all.into_iter().map(|p| p as usize).collect())
     }
 
     fn finish(world: &Team<'_>, start: Instant) -> tessera::Result<f64> {

@@ -10,7 +10,7 @@
 //!
 //! Checked with a vector: `C·x` against `A·(B·x)`.
 
-use tessera::Result;
+use tessera::{MatrixLayout, Result};
 
 use crate::blas::{self, Trans};
 use crate::common::{self, CommTimer, Grid};
@@ -128,24 +128,40 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         }
     }
     let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
-    // Check: C·x against A·(B·x).
-    let x: Vec<f64> = (0..n).map(|i| common::uniform(SEEDS[2], i, 0)).collect();
-    let world = grid.world;
-    let bx = common::matvec(world, &layout, grid.me, bl.data, &x)?;
-    let abx = common::matvec(world, &layout, grid.me, al.data, &bx)?;
-    let cx = common::matvec(world, &layout, grid.me, cl.data, &x)?;
-    let err = common::max_abs(&cx.iter().zip(&abx).map(|(u, v)| u - v).collect::<Vec<_>>());
-    let scale = common::norm_inf(world, &layout, grid.me, al.data)?
-        * common::norm_inf(world, &layout, grid.me, bl.data)?
-        * common::max_abs(&x);
-    let residual = err / (scale * n as f64 * f64::EPSILON);
+    let residual = check(grid, &layout, al.data, bl.data, cl.data)?;
     Ok(Outcome {
         seconds,
         comm_seconds,
         residual: Some(residual),
-        residual_name: "‖C·x − A·(B·x)‖∞ / (‖A‖∞‖B‖∞‖x‖∞·N·ε)".into(),
+        residual_name: RESIDUAL.into(),
         failure: None,
     })
+}
+
+/// What [`check`] computes.
+const RESIDUAL: &str = "‖C·x − A·(B·x)‖∞ / (‖A‖∞‖B‖∞‖x‖∞·N·ε)";
+
+/// `C = A·B` checked on a vector: `‖C·x − A·(B·x)‖∞ / (‖A‖∞‖B‖∞‖x‖∞·N·ε)`, from the local
+/// arrays of the three matrices in `layout` (Tessera's, or ScaLAPACK's of the same
+/// problem).
+pub(crate) fn check(
+    grid: &Grid<'_>,
+    layout: &MatrixLayout,
+    a: &[f64],
+    b: &[f64],
+    c: &[f64],
+) -> Result<f64> {
+    let n = layout.rows();
+    let x: Vec<f64> = (0..n).map(|i| common::uniform(SEEDS[2], i, 0)).collect();
+    let world = grid.world;
+    let bx = common::matvec(world, layout, grid.me, b, &x)?;
+    let abx = common::matvec(world, layout, grid.me, a, &bx)?;
+    let cx = common::matvec(world, layout, grid.me, c, &x)?;
+    let err = common::max_abs(&cx.iter().zip(&abx).map(|(u, v)| u - v).collect::<Vec<_>>());
+    let scale = common::norm_inf(world, layout, grid.me, a)?
+        * common::norm_inf(world, layout, grid.me, b)?
+        * common::max_abs(&x);
+    Ok(err / (scale * n as f64 * f64::EPSILON))
 }
 
 /// `C += A_panel · B_panel` in slices of columns, calling `progress` between them.

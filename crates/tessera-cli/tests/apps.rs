@@ -137,7 +137,7 @@ fn matrices_that_cannot_be_factored_end_the_job_naming_the_column() {
 
 #[cfg(feature = "scalapack")]
 #[test]
-fn scalapack_runs_beside_each_application_over_mpi() {
+fn scalapack_runs_beside_each_application_over_mpi_and_passes_the_same_check() {
     for name in ["summa", "cholesky", "lu"] {
         let (f, json) = common::run_json(
             common::tessera().args([
@@ -160,5 +160,17 @@ fn scalapack_runs_beside_each_application_over_mpi() {
         );
         assert!(f.stdout.contains("ScaLAPACK / Tessera"), "{}", f.stdout);
         assert!(json["baseline"]["seconds"].as_f64().unwrap() > 0.0);
+        // ScaLAPACK's result passes the same check as Tessera's: a real residual, small
+        // (a wrong reading of its factors gives residuals of 1e10).
+        let residual = json["baseline"]["residual"].as_f64().unwrap();
+        assert!(
+            residual > 0.0 && residual < 16.0,
+            "{name}: ScaLAPACK residual {residual}"
+        );
+        assert!(
+            f.stdout.contains("ScaLAPACK residual") && !f.stdout.contains("UNSUCCESSFUL"),
+            "{}",
+            f.stdout
+        );
     }
 }
