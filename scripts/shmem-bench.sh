@@ -10,10 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 pes="${2:-2 4}"
-cargo build --release --locked -p tessera-cli --examples >/dev/null
+# Its own target directory: a build here, without the mpi or scalapack features, would
+# otherwise replace the binaries that other scripts built with them; and the tessera
+# binary is built too, since it installs the library being measured.
+out="${CARGO_TARGET_DIR:-target/shmem-bench}"
+CARGO_TARGET_DIR="$out" cargo build --quiet --release --locked -p tessera-cli --bins --examples
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-target/release/tessera shmem install --prefix "$work/tessera" >/dev/null
+"$out/release/tessera" shmem install --prefix "$work/tessera" >/dev/null
 "$work/tessera/bin/oshcc" -O2 -std=gnu99 crates/tessera-shmem/bench/shmem_bench.c -o "$work/bench_tessera"
 ompi=no
 if command -v oshcc >/dev/null && [ "$(command -v oshcc)" != "$work/tessera/bin/oshcc" ] \
@@ -27,7 +31,7 @@ for n in $pes; do
     "$work/tessera/bin/oshrun" -np "$n" "$work/bench_tessera" > "$work/c.$n.$r" 2>/dev/null || true
     # The same program at SHMEM_THREAD_MULTIPLE: puts through contexts from 1 and 2 threads.
     "$work/tessera/bin/oshrun" -np "$n" "$work/bench_tessera" threads >> "$work/c.$n.$r" 2>/dev/null || true
-    target/release/tessera run -n "$n" -- target/release/examples/shmem_twin > "$work/rust.$n.$r" 2>/dev/null || true
+    "$out/release/tessera" run -n "$n" -- "$out/release/examples/shmem_twin" > "$work/rust.$n.$r" 2>/dev/null || true
     if [ "$ompi" = yes ]; then
       # Open MPI 4.1's OpenSHMEM crashes in shmem_finalize here; its figures come first.
       timeout 300 oshrun "${root[@]}" --oversubscribe -np "$n" "$work/bench_ompi" > "$work/ompi.$n.$r" 2>/dev/null || true

@@ -14,17 +14,21 @@ cd "$(dirname "$0")/.."
 calls="${1:-20000}"
 ops="${2:-put8 get8 fetch_add8 put_signal8 put_fence_set8 barrier_all sum_to_all team_sum_world team_sum_split team_alltoall_world}"
 command -v valgrind >/dev/null || { echo "shmem-instructions: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
-cargo build --quiet --release --locked -p tessera-cli --bins --examples
+# Its own target directory: a build here, without the mpi or scalapack features, would
+# otherwise replace the binaries that other scripts built with them; and the tessera
+# binary is built too, since it installs the library being measured.
+out="${CARGO_TARGET_DIR:-target/shmem-bench}"
+CARGO_TARGET_DIR="$out" cargo build --quiet --release --locked -p tessera-cli --bins --examples
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-target/release/tessera shmem install --prefix "$work/tessera" >/dev/null
+"$out/release/tessera" shmem install --prefix "$work/tessera" >/dev/null
 "$work/tessera/bin/oshcc" -O2 -std=gnu99 crates/tessera-shmem/bench/shmem_bench.c -o "$work/bench"
 vg=(valgrind --tool=callgrind --callgrind-out-file=/dev/null)
 # Instructions counted in a run's output.
 collected() { awk '/Collected :/ { gsub(",", "", $NF); print $NF }' | tail -1; }
 # Instructions of the C program, or of the Rust twin, making N calls of OP at one PE.
 c_count() { "$work/tessera/bin/oshrun" -np 1 "${vg[@]}" "$work/bench" count "$1" "$2" 2>&1 | collected; }
-r_count() { target/release/tessera run -n 1 -- "${vg[@]}" target/release/examples/shmem_twin count "$1" "$2" 2>&1 | collected; }
+r_count() { "$out/release/tessera" run -n 1 -- "${vg[@]}" "$out/release/examples/shmem_twin" count "$1" "$2" 2>&1 | collected; }
 printf "%-22s %12s %12s %10s %9s\n" operation "C instr" "Rust instr" "C - Rust" "C / Rust"
 for op in $ops; do
   c0=$(c_count "$op" 0); c1=$(c_count "$op" "$calls")

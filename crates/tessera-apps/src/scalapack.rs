@@ -232,8 +232,8 @@ mod bound {
         let one: c_int = 1;
         let n_ = n as c_int;
         let mut info: c_int = 0;
-        let layout = tessera::MatrixLayout::new(n, n, nb, nb, problem.grid.0, problem.grid.1)?;
         let grid = common::Grid::new(&world, problem.grid.0, problem.grid.1)?;
+        let layout = grid.square(n, nb)?;
         let mut comm = common::CommTimer::default();
         let (routine, seconds, residual) = match problem.app {
             App::Summa => {
@@ -290,11 +290,9 @@ mod bound {
                     )
                 };
                 let seconds = finish(&world, start)?;
-                let residual = if info == 0 {
-                    cholesky::check(&grid, &layout, &a.data, MatrixKind::Random, &mut comm)?
-                } else {
-                    f64::NAN
-                };
+                succeeded("PDPOTRF", info)?;
+                let residual =
+                    cholesky::check(&grid, &layout, &a.data, MatrixKind::Random, &mut comm)?;
                 ("PDPOTRF", seconds, residual)
             }
             App::Lu => {
@@ -317,31 +315,33 @@ mod bound {
                     )
                 };
                 let seconds = finish(&world, start)?;
-                let residual = if info == 0 {
-                    let pivots = global_pivots(&world, &grid, &layout, &ipiv)?;
-                    lu::check(
-                        &grid,
-                        &layout,
-                        &a.data,
-                        (&pivots, lu::Swaps::WholeRows),
-                        MatrixKind::Random,
-                    )?
-                } else {
-                    f64::NAN
-                };
+                succeeded("PDGETRF", info)?;
+                let pivots = global_pivots(&world, &grid, &layout, &ipiv)?;
+                let residual = lu::check(
+                    &grid,
+                    &layout,
+                    &a.data,
+                    (&pivots, lu::Swaps::WholeRows),
+                    MatrixKind::Random,
+                )?;
                 ("PDGETRF", seconds, residual)
             }
         };
-        if info != 0 {
-            return Err(crate::invalid(format!(
-                "ScaLAPACK's {routine} returned info = {info}"
-            )));
-        }
         Ok(Baseline {
             routine: routine.into(),
             seconds,
             residual: Some(residual),
         })
+    }
+
+    /// ScaLAPACK's `info` of `routine`: zero, or an error (before its result is checked).
+    fn succeeded(routine: &str, info: c_int) -> tessera::Result<()> {
+        if info != 0 {
+            return Err(crate::invalid(format!(
+                "ScaLAPACK's {routine} returned info = {info}"
+            )));
+        }
+        Ok(())
     }
 
     /// PDGETRF's pivots as one global list (0-based: row `i` was swapped with row
