@@ -185,6 +185,33 @@ pub fn stop_clock(
     Ok((elapsed, comm))
 }
 
+/// An input matrix of `problem` over the grid in its blocks, its entries from `entry`:
+/// generated there directly, or, when the problem names an input block size, generated in
+/// those blocks and then redistributed, that step's wall time (barrier to barrier) added
+/// to `redistribution`.
+pub fn input_matrix<'t>(
+    grid: &'t Grid<'t>,
+    problem: &crate::Problem,
+    entry: impl FnMut(usize, usize) -> f64,
+    redistribution: &mut Option<f64>,
+) -> tessera::Result<BlockCyclicMatrix<'t, f64>> {
+    let layout = grid.square(problem.n, problem.block)?;
+    let Some(b0) = problem.input_block else {
+        let mut m = matrix(grid, layout)?;
+        m.fill(entry)?;
+        return Ok(m);
+    };
+    let (p, q) = layout.grid();
+    let from = MatrixLayout::new(layout.rows(), layout.cols(), b0, b0, p, q)?;
+    let mut input = matrix(grid, from)?;
+    input.fill(entry)?;
+    let start = start_clock(grid.world)?;
+    let m = input.redistribute(layout.row_block(), layout.col_block())?;
+    let (seconds, _) = stop_clock(grid.world, start, &CommTimer::default())?;
+    *redistribution = Some(redistribution.unwrap_or(0.0) + seconds);
+    Ok(m)
+}
+
 /// Allocate an `n × n` matrix over the grid.
 pub fn matrix<'t>(
     grid: &'t Grid<'t>,

@@ -16,6 +16,7 @@
 //!         grid: (1, 2),
 //!         variant: Variant::Blocking,
 //!         matrix: MatrixKind::Random,
+//!         input_block: None,
 //!     };
 //!     let outcome = tessera_apps::run(ctx, &problem)?;
 //!     assert!(outcome.failure.is_none() && outcome.residual < Some(16.0));
@@ -110,8 +111,9 @@ pub enum Variant {
     Blocking,
     /// Nonblocking broadcasts of the next panels during the current multiply (SUMMA).
     Prefetch,
-    /// The next panel factored first and its broadcast started before the rest of the
-    /// current update (Cholesky).
+    /// Steps two at a time: the next two panels factored and their broadcasts started
+    /// before the rest of the current pair's update, which applies both panels in one
+    /// product (Cholesky).
     Lookahead,
 }
 
@@ -192,6 +194,11 @@ pub struct Problem {
     pub variant: Variant,
     /// The test matrix.
     pub matrix: MatrixKind,
+    /// The block size the input matrices are generated in, if not `block`: they are
+    /// then redistributed to `block × block` blocks before the run, a step timed apart
+    /// (the shape in which data often arrives from another stage of a program).
+    #[serde(default)]
+    pub input_block: Option<usize>,
 }
 
 impl Problem {
@@ -207,6 +214,15 @@ impl Problem {
                 "the block size {} must be between 1 and the matrix size {} (--block)",
                 self.block, self.n
             ));
+        }
+        if let Some(b0) = self.input_block {
+            if b0 == 0 || b0 > self.n {
+                return Err(format!(
+                    "the input block size {b0} must be between 1 and the matrix size {} \
+                     (--input-block)",
+                    self.n
+                ));
+            }
         }
         if p == 0 || q == 0 || p * q != ranks {
             return Err(format!(
@@ -278,9 +294,21 @@ pub struct Outcome {
     pub residual_name: String,
     /// Why the run stopped early (a matrix that cannot be factored), if it did.
     pub failure: Option<String>,
+    /// Wall time of redistributing the input from the input block size, if it had one
+    /// (not part of `seconds`).
+    #[serde(default)]
+    pub redistribute_seconds: Option<f64>,
 }
 
 impl Outcome {
+    /// The same, with the input's redistribution time.
+    fn redistributed(self, seconds: Option<f64>) -> Outcome {
+        Outcome {
+            redistribute_seconds: seconds,
+            ..self
+        }
+    }
+
     fn failed(seconds: f64, comm_seconds: f64, why: String) -> Outcome {
         Outcome {
             seconds,
@@ -288,6 +316,7 @@ impl Outcome {
             residual: None,
             residual_name: String::new(),
             failure: Some(why),
+            redistribute_seconds: None,
         }
     }
 }

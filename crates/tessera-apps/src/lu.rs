@@ -201,8 +201,13 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let (n, nb) = (problem.n, problem.block);
     let layout = grid.square(n, nb)?;
     let kind = problem.matrix;
-    let mut a = common::matrix(grid, layout)?;
-    a.fill(|i, j| entry(kind, n, i, j))?;
+    let mut redistribution = None;
+    let mut a = common::input_matrix(
+        grid,
+        problem,
+        |i, j| entry(kind, n, i, j),
+        &mut redistribution,
+    )?;
     let (prow, pcol) = grid.me;
     let (mloc, nloc, ld) = (
         layout.local_rows(prow),
@@ -304,7 +309,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     }
     let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
     if let Some(why) = failure {
-        return Ok(Outcome::failed(seconds, comm_seconds, why));
+        return Ok(Outcome::failed(seconds, comm_seconds, why).redistributed(redistribution));
     }
     let residual = check(grid, &layout, al.data, (&pivots, Swaps::Trailing), kind)?;
     Ok(Outcome {
@@ -313,6 +318,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         residual: Some(residual),
         residual_name: "‖A·x − b‖∞ / (ε·(‖A‖∞‖x‖∞ + ‖b‖∞)·N)".into(),
         failure: None,
+        redistribute_seconds: redistribution,
     })
 }
 

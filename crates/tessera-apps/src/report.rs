@@ -98,6 +98,13 @@ impl fmt::Display for Report {
                 100.0 * o.comm_seconds / o.seconds
             ),
         )?;
+        if let (Some(b0), Some(seconds)) = (p.input_block, o.redistribute_seconds) {
+            row(
+                f,
+                "Redistribution",
+                format!("{seconds:.3} s (from {b0} × {b0}, not timed above)"),
+            )?;
+        }
         match &o.failure {
             Some(why) => writeln!(f, " Failure: {why}")?,
             None => {

@@ -32,11 +32,11 @@ struct Panels {
 pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let (n, nb) = (problem.n, problem.block);
     let layout = grid.square(n, nb)?;
-    let mut a = common::matrix(grid, layout)?;
-    let mut b = common::matrix(grid, layout)?;
+    let mut redistribution = None;
+    let entries = |seed| move |i, j| common::uniform(seed, i, j);
+    let mut a = common::input_matrix(grid, problem, entries(SEEDS[0]), &mut redistribution)?;
+    let mut b = common::input_matrix(grid, problem, entries(SEEDS[1]), &mut redistribution)?;
     let mut c = common::matrix(grid, layout)?;
-    a.fill(|i, j| common::uniform(SEEDS[0], i, j))?;
-    b.fill(|i, j| common::uniform(SEEDS[1], i, j))?;
     c.fill(|_, _| 0.0)?;
     let (prow, pcol) = grid.me;
     let (mloc, nloc, ld) = (
@@ -135,6 +135,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         residual: Some(residual),
         residual_name: RESIDUAL.into(),
         failure: None,
+        redistribute_seconds: redistribution,
     })
 }
 

@@ -24,7 +24,15 @@ fn every_application_verifies_on_every_grid() {
     for app in App::ALL {
         for &variant in app.variants() {
             for grid in GRIDS {
-                for (n, block) in [(37, 8), (64, 16), (5, 5)] {
+                // The last two generate the input in other blocks and redistribute it
+                // first (smaller and larger than the block, neither dividing n).
+                for (n, block, input_block) in [
+                    (37, 8, None),
+                    (64, 16, None),
+                    (5, 5, None),
+                    (37, 8, Some(5)),
+                    (37, 6, Some(13)),
+                ] {
                     let problem = Problem {
                         app,
                         n,
@@ -32,9 +40,15 @@ fn every_application_verifies_on_every_grid() {
                         grid,
                         variant,
                         matrix: MatrixKind::Random,
+                        input_block,
                     };
                     for o in run(grid.0 * grid.1, problem) {
                         assert!(o.failure.is_none(), "{problem:?}: {:?}", o.failure);
+                        assert_eq!(
+                            o.redistribute_seconds.is_some(),
+                            input_block.is_some(),
+                            "{problem:?}: a redistribution time exactly when the input is redistributed"
+                        );
                         assert!(
                             o.residual.is_some_and(|r| r < THRESHOLD),
                             "{problem:?}: residual {:?} ({})",
@@ -62,20 +76,28 @@ fn matrices_that_cannot_be_factored_name_the_column_on_every_rank() {
             "singular: the pivot of column 20",
         ),
     ] {
-        for grid in [(1, 1), (2, 2), (1, 3)] {
-            let problem = Problem {
-                app,
-                n: 41,
-                block: 6,
-                grid,
-                variant: Variant::Blocking,
-                matrix,
-            };
-            let outcomes = run(grid.0 * grid.1, problem);
-            assert_eq!(outcomes.len(), grid.0 * grid.1);
-            for o in outcomes {
-                let why = o.failure.expect("the factorisation must fail");
-                assert!(why.contains(says), "{problem:?}: {why}");
+        // Column 20 falls in the second panel of a pair at block 6 (panel 18) and in the
+        // first at block 5 (panel 20): Cholesky's lookahead takes panels two at a time.
+        for (grid, block) in [(1, 1), (2, 2), (1, 3), (2, 1)]
+            .into_iter()
+            .flat_map(|g| [(g, 6), (g, 5)])
+        {
+            for &variant in app.variants() {
+                let problem = Problem {
+                    app,
+                    n: 41,
+                    block,
+                    grid,
+                    variant,
+                    matrix,
+                    input_block: None,
+                };
+                let outcomes = run(grid.0 * grid.1, problem);
+                assert_eq!(outcomes.len(), grid.0 * grid.1);
+                for o in outcomes {
+                    let why = o.failure.expect("the factorisation must fail");
+                    assert!(why.contains(says), "{problem:?}: {why}");
+                }
             }
         }
     }
@@ -90,8 +112,18 @@ fn bad_problems_are_refused_before_any_rank_starts() {
         grid: (1, 1),
         variant: Variant::Blocking,
         matrix: MatrixKind::Random,
+        input_block: None,
     };
     assert!(p.check(1).unwrap_err().contains("block size 11"));
+    for bad in [0, 11] {
+        let p = Problem {
+            block: 2,
+            input_block: Some(bad),
+            ..p
+        };
+        let why = p.check(1).unwrap_err();
+        assert!(why.contains(&format!("input block size {bad}")) && why.contains("--input-block"));
+    }
     let p = Problem {
         block: 2,
         grid: (2, 2),

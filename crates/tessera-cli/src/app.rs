@@ -27,6 +27,10 @@ pub(crate) struct AppArgs {
     /// Block size NB (NB × NB blocks, 2-D block-cyclic).
     #[arg(long, default_value_t = 128, allow_negative_numbers = true)]
     block: i64,
+    /// Generate the input matrices in NB0 × NB0 blocks and redistribute them to NB × NB
+    /// before the run (timed apart and reported as Redistribution).
+    #[arg(long, value_name = "NB0", allow_negative_numbers = true)]
+    input_block: Option<i64>,
     /// Process grid PxQ with P·Q ranks (default: the most square with P ≤ Q).
     #[arg(long)]
     grid: Option<String>,
@@ -86,6 +90,10 @@ mod with_apps {
                 None => app.variants()[0],
             },
             matrix: args.matrix.parse()?,
+            input_block: args
+                .input_block
+                .map(|b| positive(b, "--input-block"))
+                .transpose()?,
         };
         problem.check(ranks)?;
         if let Some(b) = &args.baseline {
@@ -132,6 +140,12 @@ mod with_apps {
         let problem = plan(args)?;
         eprintln!("app: measuring one core's DGEMM rate ...");
         let core = dgemm_rate();
+        if let Some(b0) = problem.input_block {
+            eprintln!(
+                "app: input generated in {b0}×{b0} blocks, redistributed to {}×{}",
+                problem.block, problem.block
+            );
+        }
         eprintln!(
             "app: {} of order {} in {}×{} blocks on a {}×{} grid of the {} conduit ...",
             problem.app,

@@ -72,6 +72,36 @@ fn every_application_verifies_as_a_job_on_several_grids() {
 
 #[cfg(feature = "apps")]
 #[test]
+fn an_input_in_other_blocks_is_redistributed_first_and_timed_apart() {
+    for name in ["summa", "cholesky", "lu"] {
+        let (f, json) = common::run_json(
+            common::tessera().args([
+                "app",
+                name,
+                "-n",
+                "3",
+                "--grid",
+                "1x3",
+                "--size",
+                "301",
+                "--block",
+                "24",
+                "--input-block",
+                "50",
+                "--timeout",
+                "100",
+            ]),
+            120,
+        );
+        assert!(f.stdout.contains("Redistribution"), "{}", f.stdout);
+        assert!(f.stdout.contains("SUCCESSFUL"), "{}", f.stdout);
+        assert_eq!(json["problem"]["input_block"], 50);
+        assert!(json["outcome"]["redistribute_seconds"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[cfg(feature = "apps")]
+#[test]
 fn bad_input_is_refused_by_name_before_any_rank_starts() {
     for (args, says) in [
         (
@@ -85,6 +115,22 @@ fn bad_input_is_refused_by_name_before_any_rank_starts() {
         (
             vec!["lu", "--size", "100", "--block", "101"],
             "block size 101 must be between 1 and the matrix size 100",
+        ),
+        (
+            vec!["lu", "--input-block", "0"],
+            "--input-block 0: must be a positive integer",
+        ),
+        (
+            vec![
+                "lu",
+                "--size",
+                "100",
+                "--block",
+                "10",
+                "--input-block",
+                "101",
+            ],
+            "input block size 101 must be between 1 and the matrix size 100",
         ),
         (
             vec!["lu", "-n", "4", "--grid", "2x3"],
