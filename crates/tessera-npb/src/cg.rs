@@ -235,14 +235,28 @@ impl Layout {
 ///
 /// Built only by [`make_matrix`], which guarantees every column index is below `ncols`;
 /// [`Matrix::multiply`] relies on that to skip bounds checks in its gather. Column indices
-/// take 16 bits when the block is at most 2¹⁶ columns wide: the product streams the whole
-/// matrix from memory each time, and 10 bytes per entry instead of 12 is 17% less traffic.
-/// For the same reason the arrays sit on huge pages ([`HugePageArray`]).
+/// take 16 bits: the product streams the whole matrix from memory each time, and 10 bytes
+/// per entry instead of 12 is 17% less traffic. A block wider than [`STRIPE`] columns is
+/// cut into equal stripes of at most that many columns, stored one after another (every row's entries
+/// in stripe 0, then in stripe 1, …) with indices relative to their stripe, where the
+/// bounds of the parts cost less than the two bytes per entry they save (class C at 2
+/// ranks: 75 000 columns, five stripes); otherwise the indices take 32 bits. The product
+/// then takes the stripes in turn, so the part of `x` it gathers from stays in the core's
+/// L2 cache. For the same reason the arrays sit on huge pages ([`HugePageArray`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
-    /// Row `i`'s entries are `rowstr[i]..rowstr[i + 1]`.
-    rowstr: HugePageArray<usize>,
-    /// Column of each entry (relative to the block's first column), ascending in a row.
+    /// Rows of the block.
+    rows: usize,
+    /// Column stripes the indices are relative to (1: none).
+    stripes: usize,
+    /// Columns per stripe (the last may have fewer): stripe `s` starts at column
+    /// `s·width`.
+    width: usize,
+    /// Part `s` of row `i` (its entries in stripe `s`) is `parts[p]..parts[p + 1]` with
+    /// `p = s·rows + i`; with one stripe the parts are the rows.
+    parts: HugePageArray<usize>,
+    /// Column of each entry (relative to its stripe, which starts at the block's first
+    /// column), ascending in a row.
     colidx: Columns,
     /// Value of each entry.
     values: HugePageArray<f64>,
@@ -302,9 +316,18 @@ impl ProductForm {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Columns {
+    /// 16 bits, within a stripe.
     Narrow(HugePageArray<u16>),
+    /// 32 bits, one stripe.
     Wide(HugePageArray<u32>),
 }
+
+/// The most columns in a stripe of a striped [`Matrix`] (a 16-bit index reaches 2¹⁶):
+/// 128 KiB of `x`, a quarter of a Zen 3 core's L2 cache, so that the gathers of a stripe
+/// hit there beside the streams. Measured on class B and C at 2 ranks (Zen 3, 2 rounds):
+/// 2¹⁴ columns gave the best product, 2¹⁵ and 2¹⁶ less of the gain
+/// (docs/PERFORMANCE.md).
+const STRIPE: usize = 1 << 14;
 
 /// A stored column index: implemented for u16 and u32 only (the AVX-512 product tells
 /// them apart by size).
@@ -336,7 +359,12 @@ impl Matrix {
             Columns::Narrow(_) => size_of::<u16>(),
             Columns::Wide(_) => size_of::<u32>(),
         };
-        self.nonzeros() * (size_of::<f64>() + index) + self.rowstr.len() * size_of::<usize>()
+        self.nonzeros() * (size_of::<f64>() + index) + self.parts.len() * size_of::<usize>()
+    }
+
+    /// Rows of the block.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     /// The entry at (`row`, `col`) (local indices), zero where none is stored.
@@ -344,7 +372,12 @@ impl Matrix {
         fn find<I: ColumnIndex>(cols: &[I], col: usize) -> Option<usize> {
             cols.binary_search_by(|c| c.at().cmp(&col)).ok()
         }
-        let entries = self.rowstr[row]..self.rowstr[row + 1];
+        let (stripe, col) = (col / self.width, col % self.width);
+        if stripe >= self.stripes {
+            return 0.0;
+        }
+        let part = stripe * self.rows + row;
+        let entries = self.parts[part]..self.parts[part + 1];
         let found = match &self.colidx {
             Columns::Narrow(c) => find(&c[entries.clone()], col),
             Columns::Wide(c) => find(&c[entries.clone()], col),
@@ -372,7 +405,7 @@ impl Matrix {
 
     /// `out = self · x` in `form`, which must be among [`ProductForm::available`].
     fn multiply_as(&self, form: ProductForm, x: &[f64], out: &mut [f64]) {
-        assert!(x.len() >= self.ncols && out.len() + 1 == self.rowstr.len());
+        assert!(x.len() >= self.ncols && out.len() == self.rows);
         match &self.colidx {
             Columns::Narrow(c) => self.multiply_with(form, &c[..], x, out),
             Columns::Wide(c) => self.multiply_with(form, &c[..], x, out),
@@ -403,33 +436,71 @@ impl Matrix {
         }
     }
 
-    /// The product, portably. Four partial sums per row break the chain of dependent
-    /// additions: sum `j` takes entries `j, j + 4, …` of the row, in order. The caller has
-    /// checked `x.len() >= self.ncols`.
-    fn multiply_portable<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
-        let gather = |c: I| {
-            // SAFETY: every column index is below `ncols` (the type's invariant, checked in
-            // `compress`), and `multiply` asserted `x.len() >= ncols`.
-            unsafe { *x.get_unchecked(c.at()) }
-        };
-        for (i, o) in out.iter_mut().enumerate() {
-            let entries = self.rowstr[i]..self.rowstr[i + 1];
-            let (cols, vals) = (&colidx[entries.clone()], &self.values[entries]);
-            let mut acc = [0.0; 4];
-            let mut quads = cols.chunks_exact(4).zip(vals.chunks_exact(4));
-            for (c, v) in quads.by_ref() {
-                acc[0] += v[0] * gather(c[0]);
-                acc[1] += v[1] * gather(c[1]);
-                acc[2] += v[2] * gather(c[2]);
-                acc[3] += v[3] * gather(c[3]);
+    /// `out[i] = Σₛ row(part (i, s), x from stripe s's first column)`, stripe by stripe
+    /// (the sum for each `i` taken from 0 in stripe order): the loop every product form
+    /// runs, each with its own dot product `row` of one part (inlined into the form's
+    /// instruction-set context). With one stripe `out[i]` is `row` of the whole row, so
+    /// every form gives the bits its `row` gives. The caller has checked the lengths.
+    #[inline(always)]
+    fn each_row<I: ColumnIndex>(
+        &self,
+        colidx: &[I],
+        x: &[f64],
+        out: &mut [f64],
+        row: impl Fn(&[I], &[f64], &[f64]) -> f64,
+    ) {
+        let (parts, values) = (&self.parts[..], &self.values[..]);
+        if self.stripes == 1 {
+            for (o, ends) in out.iter_mut().zip(parts.windows(2)) {
+                let entries = ends[0]..ends[1];
+                *o = row(&colidx[entries.clone()], &values[entries], x);
             }
-            let tail = cols.len() / 4 * 4;
-            for ((a, &c), &v) in acc.iter_mut().zip(&cols[tail..]).zip(&vals[tail..]) {
-                *a += v * gather(c);
+            return;
+        }
+        out.fill(0.0);
+        for s in 0..self.stripes {
+            let (bounds, xs) = (
+                &parts[s * self.rows..=(s + 1) * self.rows],
+                &x[s * self.width..],
+            );
+            for (o, ends) in out.iter_mut().zip(bounds.windows(2)) {
+                let entries = ends[0]..ends[1];
+                *o += row(&colidx[entries.clone()], &values[entries], xs);
             }
-            *o = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         }
     }
+
+    /// The product, portably (see [`row_portable`]). The caller has checked
+    /// `x.len() >= self.ncols`.
+    fn multiply_portable<I: ColumnIndex>(&self, colidx: &[I], x: &[f64], out: &mut [f64]) {
+        self.each_row(colidx, x, out, row_portable);
+    }
+}
+
+/// One part's dot product with `x`, portably. Four partial sums break the chain of
+/// dependent additions: sum `j` takes entries `j, j + 4, …` of the part, in order. Every
+/// index is below `x.len()` (the matrix's invariant: each index is below its stripe's
+/// width, and `x` starts at the stripe).
+#[inline(always)]
+fn row_portable<I: ColumnIndex>(cols: &[I], vals: &[f64], x: &[f64]) -> f64 {
+    let gather = |c: I| {
+        // SAFETY: every column index is below `x.len()`, as this function requires of
+        // its caller (`Matrix::each_row`, which `Matrix::multiply_as` checked).
+        unsafe { *x.get_unchecked(c.at()) }
+    };
+    let mut acc = [0.0; 4];
+    let mut quads = cols.chunks_exact(4).zip(vals.chunks_exact(4));
+    for (c, v) in quads.by_ref() {
+        acc[0] += v[0] * gather(c[0]);
+        acc[1] += v[1] * gather(c[1]);
+        acc[2] += v[2] * gather(c[2]);
+        acc[3] += v[3] * gather(c[3]);
+    }
+    let tail = cols.len() / 4 * 4;
+    for ((a, &c), &v) in acc.iter_mut().zip(&cols[tail..]).zip(&vals[tail..]) {
+        *a += v * gather(c);
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 /// NPB `sprnvc`: `nonzer` distinct random positions in `0..n` with random values.
@@ -486,31 +557,57 @@ fn each_entry(data: &ClassData, layout: &Layout, mut entry: impl FnMut(u32, u32,
 
 /// The block `layout.row_range × layout.col_range` of the class's matrix.
 ///
-/// Built in two passes over the generator (count per row, then place), so the only large
+/// Built in two passes over the generator (count per part, then place), so the only large
 /// arrays are the final ones: 12 bytes per generated entry at the peak, as the reference's
 /// `a` and `colidx`, instead of a list of triples beside the compressed rows.
 pub fn make_matrix(data: &ClassData, layout: &Layout) -> Matrix {
-    let nrows = layout.row_range.len();
-    let ncols = layout.col_range.len();
-    let mut start = vec![0usize; nrows + 1];
-    each_entry(data, layout, |r, _, _| start[r as usize + 1] += 1);
-    for i in 0..nrows {
-        start[i + 1] += start[i];
+    let (nrows, ncols) = (layout.row_range.len(), layout.col_range.len());
+    assemble(nrows, ncols, |entry| each_entry(data, layout, entry))
+}
+
+/// A block of `nrows × ncols` from `generate`, which calls its argument with every
+/// (local row, local column, value), duplicates included, the same way each of the two
+/// times it is called: once to count the entries of each part, once to place them.
+fn assemble(
+    nrows: usize,
+    ncols: usize,
+    mut generate: impl FnMut(&mut dyn FnMut(u32, u32, f64)),
+) -> Matrix {
+    let stripes = ncols.div_ceil(STRIPE).max(1);
+    let width = ncols.div_ceil(stripes).max(1);
+    let part =
+        |stripes: usize, r: u32, c: u32| (c as usize / width).min(stripes - 1) * nrows + r as usize;
+    let mut start = vec![0usize; stripes * nrows + 1];
+    generate(&mut |r, c, _| start[part(stripes, r, c) + 1] += 1);
+    let total: usize = start.iter().sum();
+    // Stripes pay where their bounds (a word per row and stripe) cost less than the two
+    // bytes per entry that 16-bit indices save.
+    let stripes = if stripes == 1 || size_of::<usize>() * stripes * nrows < 2 * total {
+        stripes
+    } else {
+        let mut rows = vec![0usize; nrows + 1];
+        for (p, &n) in start[1..].iter().enumerate() {
+            rows[p % nrows + 1] += n;
+        }
+        start = rows;
+        1
+    };
+    for p in 0..start.len() - 1 {
+        start[p + 1] += start[p];
     }
-    let total = start[nrows];
     let mut colidx = HugePageArray::<u32>::zeroed(total);
     let mut values = HugePageArray::<f64>::zeroed(total);
     {
         let (cs, vs) = (colidx.as_mut_slice(), values.as_mut_slice());
         let mut next = start.clone();
-        each_entry(data, layout, |r, c, v| {
-            let at = &mut next[r as usize];
+        generate(&mut |r, c, v| {
+            let at = &mut next[part(stripes, r, c)];
             cs[*at] = c;
             vs[*at] = v;
             *at += 1;
         });
     }
-    compress(&start, colidx, values, ncols)
+    compress(&start, colidx, values, nrows, ncols, (stripes, width))
 }
 
 /// Rounds of [`choose_form`]'s trial: each round times one product in every form, and a
@@ -524,7 +621,7 @@ const TRIAL_ROUNDS: usize = 4;
 /// form.
 pub fn choose_form(matrix: &mut Matrix, world: &Team) -> tessera::Result<Vec<(ProductForm, f64)>> {
     let x: Vec<f64> = (0..matrix.ncols).map(|i| 1.0 + i as f64 * 1e-6).collect();
-    let mut out = vec![0.0; matrix.rowstr.len() - 1];
+    let mut out = vec![0.0; matrix.rows];
     let forms = ProductForm::available();
     let mut best = vec![f64::INFINITY; forms.len()];
     for _ in 0..TRIAL_ROUNDS {
@@ -547,29 +644,30 @@ pub fn choose_form(matrix: &mut Matrix, world: &Team) -> tessera::Result<Vec<(Pr
     Ok(times)
 }
 
-/// Compressed rows from entries placed row by row in generation order (row `i` at
-/// `start[i]..start[i + 1]`): each row stably sorted by column and its duplicates summed
-/// in their original order, compacted in place.
+/// Compressed parts from entries placed part by part in generation order (part `p` at
+/// `start[p]..start[p + 1]`, stripe-major as [`Matrix::parts`]): each part stably sorted
+/// by column and its duplicates summed in their original order, compacted in place.
 fn compress(
     start: &[usize],
     mut colidx: HugePageArray<u32>,
     mut values: HugePageArray<f64>,
+    nrows: usize,
     ncols: usize,
+    (stripes, width): (usize, usize),
 ) -> Matrix {
-    let nrows = start.len() - 1;
-    let mut rowstr = vec![0usize; nrows + 1];
-    let mut row: Vec<(u32, f64)> = Vec::new();
+    let mut parts = vec![0usize; start.len()];
+    let mut part: Vec<(u32, f64)> = Vec::new();
     let mut written = 0;
     {
         let (cs, vs) = (colidx.as_mut_slice(), values.as_mut_slice());
-        for i in 0..nrows {
-            // Row i is copied out before anything is written over it: `written` never
-            // passes `start[i]`.
-            row.clear();
-            row.extend((start[i]..start[i + 1]).map(|k| (cs[k], vs[k])));
-            row.sort_by_key(|e| e.0);
+        for p in 0..start.len() - 1 {
+            // Part p is copied out before anything is written over it: `written` never
+            // passes `start[p]`.
+            part.clear();
+            part.extend((start[p]..start[p + 1]).map(|k| (cs[k], vs[k])));
+            part.sort_by_key(|e| e.0);
             let first = written;
-            for &(c, v) in &row {
+            for &(c, v) in &part {
                 assert!(
                     (c as usize) < ncols,
                     "column {c} outside a block of {ncols}"
@@ -582,20 +680,27 @@ fn compress(
                     written += 1;
                 }
             }
-            rowstr[i + 1] = written;
+            parts[p + 1] = written;
         }
     }
     colidx.truncate(written);
     values.truncate(written);
-    let colidx = if ncols <= usize::from(u16::MAX) + 1 {
-        let narrow: Vec<u16> = colidx.iter().map(|&c| c as u16).collect();
+    let width = if stripes > 1 { width } else { ncols.max(1) };
+    let colidx = if width <= 1 << 16 {
+        let narrow: Vec<u16> = colidx
+            .iter()
+            .map(|&c| (c as usize % width) as u16)
+            .collect();
         drop(colidx);
         Columns::Narrow(HugePageArray::from_slice(&narrow))
     } else {
         Columns::Wide(colidx)
     };
     Matrix {
-        rowstr: HugePageArray::from_slice(&rowstr),
+        rows: nrows,
+        stripes,
+        width,
+        parts: HugePageArray::from_slice(&parts),
         colidx,
         values,
         ncols,
@@ -1079,22 +1184,11 @@ mod tests {
                 triples.push((r, next(ncols as u64) as u32, value));
             }
         }
-        let mut start = vec![0usize; nrows + 1];
-        for t in &triples {
-            start[t.0 as usize + 1] += 1;
-        }
-        for i in 0..nrows {
-            start[i + 1] += start[i];
-        }
-        let mut colidx = HugePageArray::<u32>::zeroed(triples.len());
-        let mut values = HugePageArray::<f64>::zeroed(triples.len());
-        let mut next = start.clone();
-        for &(r, c, v) in &triples {
-            colidx.as_mut_slice()[next[r as usize]] = c;
-            values.as_mut_slice()[next[r as usize]] = v;
-            next[r as usize] += 1;
-        }
-        compress(&start, colidx, values, ncols)
+        assemble(nrows, ncols, |entry| {
+            for &(r, c, v) in &triples {
+                entry(r, c, v);
+            }
+        })
     }
 
     #[test]
@@ -1103,10 +1197,12 @@ mod tests {
         if forms.len() == 1 {
             eprintln!("no vector product runs at this level: only the portable one is checked");
         }
-        // 16-bit and 32-bit column indices.
-        for (ncols, seed) in [(5_000, 1), (70_000, 2)] {
+        // 16-bit indices in one stripe and in three, and 32-bit indices (31 stripes would
+        // cost more than they save at about 20 entries a row).
+        for (ncols, seed, stripes) in [(5_000, 1, 1), (3 * STRIPE - 100, 2, 3), (1_000_000, 4, 1)] {
             let mut m = random_matrix(600, ncols, seed);
-            assert_eq!(matches!(m.colidx, Columns::Narrow(_)), ncols <= 1 << 16);
+            assert_eq!(m.stripes, stripes, "{ncols} columns");
+            assert_eq!(matches!(m.colidx, Columns::Narrow(_)), ncols < 1_000_000);
             let x: Vec<f64> = (0..ncols).map(|i| (i as f64 * 0.618).sin() * 1e3).collect();
             let mut want = vec![0.0; 600];
             m.multiply(&x, &mut want);
@@ -1124,6 +1220,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_striped_product_matches_the_entries_it_stores() {
+        let (nrows, ncols) = (600, 4 * STRIPE - 7);
+        let m = random_matrix(nrows, ncols, 9);
+        assert_eq!(m.stripes, 4);
+        let x: Vec<f64> = (0..ncols).map(|i| ((i % 11) as f64 - 5.0) * 0.25).collect();
+        let mut out = vec![0.0; nrows];
+        m.multiply(&x, &mut out);
+        // Every stored entry, found through the parts: each stripe's indices are relative
+        // to it, so a wrong stripe base shows as a wrong column here and a wrong sum below.
+        let mut found = 0;
+        for (i, &o) in out.iter().enumerate() {
+            let mut want = 0.0;
+            for (j, &xj) in x.iter().enumerate() {
+                let a = m.get(i, j);
+                if a != 0.0 {
+                    found += 1;
+                    want += a * xj;
+                }
+            }
+            assert!(
+                (o - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "row {i}: {o} vs {want}"
+            );
+        }
+        assert_eq!(found, m.nonzeros());
     }
 
     #[test]

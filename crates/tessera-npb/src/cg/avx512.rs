@@ -39,17 +39,15 @@ pub(super) fn available() -> bool {
 }
 
 /// `out = m · x`, as `Matrix::multiply`, which has checked `x.len() >= m.ncols` and
-/// `out.len() + 1 == m.rowstr.len()` and picked the index width.
+/// `out.len()` and picked the index width: [`row`] on each part of each row.
 #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
 pub(super) fn multiply<I: ColumnIndex>(m: &Matrix, colidx: &[I], x: &[f64], out: &mut [f64]) {
-    assert!(x.len() >= m.ncols && out.len() + 1 == m.rowstr.len());
-    for (o, ends) in out.iter_mut().zip(m.rowstr.windows(2)) {
-        let entries = ends[0]..ends[1];
-        *o = row(&colidx[entries.clone()], &m.values[entries], x);
-    }
+    assert!(x.len() >= m.ncols && out.len() == m.rows());
+    m.each_row(colidx, x, out, |c, v, x| row(c, v, x));
 }
 
-/// The dot product of one row's entries with `x`. Every index in `cols` is below
+/// The dot product of one part of a row (its entries in one stripe) with `x` from the
+/// stripe's first column. Every index in `cols` is below
 /// `x.len()` (the matrix's invariant, which [`multiply`] relies on).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
