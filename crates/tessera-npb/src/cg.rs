@@ -238,9 +238,9 @@ impl Layout {
 /// take 16 bits: the product streams the whole matrix from memory each time, and 10 bytes
 /// per entry instead of 12 is 17% less traffic. A block wider than [`STRIPE`] columns is
 /// cut into equal stripes of at most that many columns, stored one after another (every row's entries
-/// in stripe 0, then in stripe 1, …) with indices relative to their stripe, where the
-/// bounds of the parts cost less than the two bytes per entry they save (class C at 2
-/// ranks: 75 000 columns, five stripes); otherwise the indices take 32 bits. The product
+/// in stripe 0, then in stripe 1, …) with indices relative to their stripe, where its
+/// parts are long enough to pay ([`MIN_PART`]; class C at 2 ranks: 75 000 columns, five
+/// stripes, about 24 entries a part); otherwise the indices take 32 bits. The product
 /// then takes the stripes in turn, so the part of `x` it gathers from stays in the core's
 /// L2 cache. For the same reason the arrays sit on huge pages ([`HugePageArray`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -328,6 +328,14 @@ enum Columns {
 /// 2¹⁴ columns gave the best product, 2¹⁵ and 2¹⁶ less of the gain
 /// (docs/PERFORMANCE.md).
 const STRIPE: usize = 1 << 14;
+
+/// The fewest entries a part of a striped [`Matrix`] must hold on average for the stripes
+/// to pay. Shorter parts spend more on their bounds and sums than the cache saves (stripes
+/// of 2¹³ columns at class C, about 12 entries a part, were slower than 2¹⁴ with 24), and
+/// at 16 the two bytes per entry that 16-bit indices save exceed a part's 8-byte bound.
+/// Blocks below it keep one stripe with 32-bit indices (class D at 2 ranks, about 5
+/// entries a part).
+const MIN_PART: usize = 16;
 
 /// A stored column index: implemented for u16 and u32 only (the AVX-512 product tells
 /// them apart by size).
@@ -580,9 +588,7 @@ fn assemble(
     let mut start = vec![0usize; stripes * nrows + 1];
     generate(&mut |r, c, _| start[part(stripes, r, c) + 1] += 1);
     let total: usize = start.iter().sum();
-    // Stripes pay where their bounds (a word per row and stripe) cost less than the two
-    // bytes per entry that 16-bit indices save.
-    let stripes = if stripes == 1 || size_of::<usize>() * stripes * nrows < 2 * total {
+    let stripes = if stripes == 1 || total >= MIN_PART * stripes * nrows {
         stripes
     } else {
         let mut rows = vec![0usize; nrows + 1];
@@ -1167,9 +1173,9 @@ mod tests {
         assert_eq!(nonzeros, whole.nonzeros());
     }
 
-    /// A random matrix of `nrows` rows with 0 to 40 entries each over `ncols` columns,
+    /// A random matrix of `nrows` rows with 0 to `2·per_row` entries each over `ncols` columns,
     /// values with full mantissas (so any change in the order of a sum shows).
-    fn random_matrix(nrows: usize, ncols: usize, seed: u64) -> Matrix {
+    fn random_matrix(nrows: usize, ncols: usize, per_row: u64, seed: u64) -> Matrix {
         let mut state = seed;
         let mut next = |below: u64| {
             state = state
@@ -1179,7 +1185,7 @@ mod tests {
         };
         let mut triples = Vec::new();
         for r in 0..nrows as u32 {
-            for _ in 0..next(41) {
+            for _ in 0..next(2 * per_row + 1) {
                 let value = next(1 << 30) as f64 / 3.0e8 - 1.7;
                 triples.push((r, next(ncols as u64) as u32, value));
             }
@@ -1197,10 +1203,14 @@ mod tests {
         if forms.len() == 1 {
             eprintln!("no vector product runs at this level: only the portable one is checked");
         }
-        // 16-bit indices in one stripe and in three, and 32-bit indices (31 stripes would
-        // cost more than they save at about 20 entries a row).
-        for (ncols, seed, stripes) in [(5_000, 1, 1), (3 * STRIPE - 100, 2, 3), (1_000_000, 4, 1)] {
-            let mut m = random_matrix(600, ncols, seed);
+        // 16-bit indices in one stripe and in three (about 27 entries a part), and 32-bit
+        // indices (62 stripes of about 1.3 entries would not pay).
+        for (ncols, per_row, seed, stripes) in [
+            (5_000, 20, 1, 1),
+            (3 * STRIPE - 100, 80, 2, 3),
+            (1_000_000, 80, 4, 1),
+        ] {
+            let mut m = random_matrix(600, ncols, per_row, seed);
             assert_eq!(m.stripes, stripes, "{ncols} columns");
             assert_eq!(matches!(m.colidx, Columns::Narrow(_)), ncols < 1_000_000);
             let x: Vec<f64> = (0..ncols).map(|i| (i as f64 * 0.618).sin() * 1e3).collect();
@@ -1225,7 +1235,7 @@ mod tests {
     #[test]
     fn a_striped_product_matches_the_entries_it_stores() {
         let (nrows, ncols) = (600, 4 * STRIPE - 7);
-        let m = random_matrix(nrows, ncols, 9);
+        let m = random_matrix(nrows, ncols, 80, 9);
         assert_eq!(m.stripes, 4);
         let x: Vec<f64> = (0..ncols).map(|i| ((i % 11) as f64 - 5.0) * 0.25).collect();
         let mut out = vec![0.0; nrows];
