@@ -236,13 +236,14 @@ impl Layout {
 /// Built only by [`make_matrix`], which guarantees every column index is below `ncols`;
 /// [`Matrix::multiply`] relies on that to skip bounds checks in its gather. Column indices
 /// take 16 bits: the product streams the whole matrix from memory each time, and 10 bytes
-/// per entry instead of 12 is 17% less traffic. A block wider than [`STRIPE`] columns is
-/// cut into equal stripes of at most that many columns, stored one after another (every row's entries
-/// in stripe 0, then in stripe 1, …) with indices relative to their stripe, where its
-/// parts are long enough to pay ([`MIN_PART`]; class C at 2 ranks: 75 000 columns, five
-/// stripes, about 24 entries a part); otherwise the indices take 32 bits. The product
-/// then takes the stripes in turn, so the part of `x` it gathers from stays in the core's
-/// L2 cache. For the same reason the arrays sit on huge pages ([`HugePageArray`]).
+/// per entry instead of 12 is 17% less traffic. A block wider than 2¹⁴ columns
+/// (`STRIPE`) is cut into equal stripes of at most that many columns, stored one after
+/// another (every row's entries in stripe 0, then in stripe 1, …) with indices relative to
+/// their stripe, where its parts are long enough to pay (`MIN_PART`; class C at 2 ranks:
+/// 75 000 columns, five stripes, about 24 entries a part); otherwise the indices take 32
+/// bits. The product then takes the stripes in turn, so the part of `x` it gathers from
+/// stays in the core's L2 cache. For the same reason the arrays sit on huge pages
+/// ([`HugePageArray`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
     /// Rows of the block.
