@@ -71,7 +71,7 @@ impl App {
     /// The variants it has, the default first.
     pub fn variants(self) -> &'static [Variant] {
         match self {
-            App::Summa => &[Variant::Prefetch, Variant::Blocking],
+            App::Summa => &[Variant::Prefetch, Variant::Blocking, Variant::OneSided],
             App::Cholesky => &[Variant::Blocking, Variant::Lookahead],
             App::Lu => &[Variant::Blocking],
         }
@@ -111,6 +111,10 @@ pub enum Variant {
     Blocking,
     /// Nonblocking broadcasts of the next panels during the current multiply (SUMMA).
     Prefetch,
+    /// No broadcasts: every rank multiplies straight from the owners' panels in the global
+    /// address space, borrowed where their memory is mapped and fetched with one get where
+    /// not (SUMMA).
+    OneSided,
     /// Steps two at a time: the next two panels factored and their broadcasts started
     /// before the rest of the current pair's update, which applies both panels in one
     /// product (Cholesky).
@@ -123,6 +127,7 @@ impl fmt::Display for Variant {
             Variant::Blocking => "blocking",
             Variant::Prefetch => "prefetch",
             Variant::Lookahead => "lookahead",
+            Variant::OneSided => "onesided",
         })
     }
 }
@@ -134,8 +139,10 @@ impl FromStr for Variant {
             "blocking" => Ok(Variant::Blocking),
             "prefetch" => Ok(Variant::Prefetch),
             "lookahead" => Ok(Variant::Lookahead),
+            "onesided" => Ok(Variant::OneSided),
             _ => Err(format!(
-                "unknown variant {s:?}; choose blocking, prefetch (summa) or lookahead (cholesky)"
+                "unknown variant {s:?}; choose blocking, prefetch or onesided (summa), or \
+                 lookahead (cholesky)"
             )),
         }
     }

@@ -6,7 +6,10 @@
 //! that holds `B`'s block row broadcasts down each process column; every rank then adds
 //! the product of the two panels to its local `C` with one DGEMM. The `prefetch` variant
 //! starts the nonblocking broadcasts of panel `k + 1` before multiplying panel `k`, and
-//! advances them between slices of that multiply.
+//! advances them between slices of that multiply. The `onesided` variant broadcasts
+//! nothing: with `A` and `B` in the shared phase for the whole multiply (they are only
+//! read), every rank passes the owners' panels straight to DGEMM, borrowed where their
+//! memory is mapped (every rank of a host) and fetched with one get where not.
 //!
 //! Checked with a vector: `C·x` against `A·(B·x)`.
 
@@ -38,6 +41,9 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let mut b = common::input_matrix(grid, problem, entries(SEEDS[1]), &mut redistribution)?;
     let mut c = common::matrix(grid, layout)?;
     c.fill(|_, _| 0.0)?;
+    if problem.variant == Variant::OneSided {
+        return onesided(grid, &layout, [a, b, c], redistribution);
+    }
     let (prow, pcol) = grid.me;
     let (mloc, nloc, ld) = (
         layout.local_rows(prow),
@@ -89,8 +95,11 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                 multiply(&own, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
             }
         }
-        Variant::Lookahead => {
-            return Err(crate::invalid("SUMMA has no variant lookahead".into()));
+        Variant::Lookahead | Variant::OneSided => {
+            return Err(crate::invalid(format!(
+                "SUMMA has no variant {}",
+                problem.variant
+            )));
         }
         Variant::Prefetch => {
             let mut start_step = |k: usize| -> Result<_> {
@@ -129,6 +138,85 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     }
     let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
     let residual = check(grid, &layout, al.data, bl.data, cl.data)?;
+    Ok(Outcome {
+        seconds,
+        comm_seconds,
+        residual: Some(residual),
+        residual_name: RESIDUAL.into(),
+        failure: None,
+        redistribute_seconds: redistribution,
+    })
+}
+
+/// The `onesided` variant (see the module documentation): `A` and `B` shared from start
+/// to end, one DGEMM per step on the owners' panels, no broadcast.
+fn onesided(
+    grid: &Grid<'_>,
+    layout: &MatrixLayout,
+    [mut a, mut b, mut c]: [tessera::BlockCyclicMatrix<'_, f64>; 3],
+    redistribution: Option<f64>,
+) -> Result<Outcome> {
+    let (n, nb) = (layout.rows(), layout.col_block());
+    let (prow, pcol) = grid.me;
+    let (mloc, nloc, ld) = (
+        layout.local_rows(prow),
+        layout.local_cols(pcol),
+        layout.local_ld(prow),
+    );
+    let mut comm = CommTimer::default();
+    let start = common::start_clock(grid.world)?;
+    comm.time(|| -> Result<()> {
+        a.share()?;
+        b.share()
+    })?;
+    {
+        let cl = c.local()?;
+        for k0 in (0..n).step_by(nb) {
+            let w = nb.min(n - k0);
+            // A's panel: this process row's local columns lc.. of the process column that
+            // holds block column k (same local rows and leading dimension as here).
+            let (acol, lc) = layout.local_col(k0);
+            let a_panel = comm.time(|| a.peer_local(prow, acol, lc * ld..(lc + w) * ld))?;
+            // B's panel: local rows li.. of the process row that holds block row k, every
+            // local column of this process column, with that process row's leading
+            // dimension.
+            let (brow, li) = layout.local_row(k0);
+            let ldb = layout.local_ld(brow);
+            let span = if nloc == 0 {
+                0..0
+            } else {
+                li..(nloc - 1) * ldb + li + w
+            };
+            let b_panel = comm.time(|| b.peer_local(brow, pcol, span))?;
+            blas::gemm(
+                Trans::No,
+                Trans::No,
+                mloc,
+                nloc,
+                w,
+                1.0,
+                &a_panel,
+                ld,
+                &b_panel,
+                ldb,
+                1.0,
+                cl.data,
+                ld,
+            );
+        }
+    }
+    comm.time(|| -> Result<()> {
+        a.reclaim()?;
+        b.reclaim()
+    })?;
+    let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
+    let residual = check(
+        grid,
+        layout,
+        a.local()?.data,
+        b.local()?.data,
+        c.local()?.data,
+    )?;
     Ok(Outcome {
         seconds,
         comm_seconds,

@@ -406,6 +406,53 @@ impl<'t, T: Pod> BlockCyclicMatrix<'t, T> {
         self.storage.reclaim()
     }
 
+    /// Elements `range` of process `(prow, pcol)`'s local array (column-major, leading
+    /// dimension [`MatrixLayout::local_ld`] of `prow`) in the shared phase, without a copy
+    /// where that rank's memory is mapped here (borrowed) and with one get where it is not:
+    /// a panel of whole local columns is one range, and a block row of a local array the
+    /// span from its first entry to its last, read with the owner's leading dimension.
+    ///
+    /// ```
+    /// use tessera::{BlockCyclicMatrix, Job, MatrixLayout, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let layout = MatrixLayout::new(4, 4, 2, 2, 1, 2)?; // columns 0-1 and 2-3 apart
+    ///     let mut m = BlockCyclicMatrix::new(&world, layout)?;
+    ///     m.fill(|i, j| (10 * i + j) as f64)?;
+    ///     m.share()?;
+    ///     // Process (0, 1) holds columns 2 and 3: its local column 0 is global column 2.
+    ///     let column = m.peer_local(0, 1, 0..4)?;
+    ///     assert_eq!(&column[..], &[2.0, 12.0, 22.0, 32.0]);
+    ///     drop(column);
+    ///     assert!(m.peer_local(0, 2, 0..1).is_err()); // no process column 2
+    ///     assert!(m.peer_local(0, 1, 0..9).is_err()); // its local array has 8 entries
+    ///     m.reclaim()?;
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn peer_local(
+        &self,
+        prow: usize,
+        pcol: usize,
+        range: Range<usize>,
+    ) -> Result<std::borrow::Cow<'_, [T]>> {
+        let (p, q) = self.layout.grid();
+        if prow >= p || pcol >= q {
+            return Err(CoreError::Invalid(format!(
+                "BlockCyclicMatrix::peer_local: process ({prow}, {pcol}) outside a {p}×{q} grid"
+            ))
+            .into());
+        }
+        let local = self.layout.local_ld(prow) * self.layout.local_cols(pcol);
+        if range.end > local {
+            return Err(CoreError::Invalid(format!(
+                "BlockCyclicMatrix::peer_local: elements {range:?} of process ({prow}, {pcol}),                  whose local array has {local}"
+            ))
+            .into());
+        }
+        self.storage.peer(self.layout.rank(prow, pcol), range)
+    }
+
     /// Read the global rectangle `rows × cols` into `dst`, column-major with leading
     /// dimension `ld` (entry `(i, j)` at `dst[(j - cols.start) * ld + i - rows.start]`), in
     /// the shared phase: one strided get (a run per column) per block the rectangle crosses,
