@@ -72,6 +72,35 @@ fn every_application_verifies_as_a_job_on_several_grids() {
 
 #[cfg(feature = "apps")]
 #[test]
+fn summa_onesided_reads_owners_it_cannot_map_with_gets() {
+    // Hidden peers: every panel not this rank's own comes by a get, as from another host.
+    for (ranks, grid) in [("3", "1x3"), ("4", "2x2")] {
+        let (f, json) = common::run_json(
+            common::tessera().env("TESSERA_HIDE_PEERS", "1").args([
+                "app",
+                "summa",
+                "--variant",
+                "onesided",
+                "-n",
+                ranks,
+                "--grid",
+                grid,
+                "--size",
+                "301",
+                "--block",
+                "24",
+                "--timeout",
+                "100",
+            ]),
+            120,
+        );
+        assert!(f.stdout.contains("SUCCESSFUL"), "{}", f.stdout);
+        assert_eq!(json["problem"]["variant"], "onesided");
+    }
+}
+
+#[cfg(feature = "apps")]
+#[test]
 fn an_input_in_other_blocks_is_redistributed_first_and_timed_apart() {
     for name in ["summa", "cholesky", "lu"] {
         let (f, json) = common::run_json(
