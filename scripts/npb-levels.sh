@@ -19,8 +19,11 @@ kernels=${3:-"ep is cg mg ft"}
 ranks=${4:-2}
 levels=${5:-"avx512 avx2 scalar"}
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p tessera-cli
-bin=target/release/tessera
+# Its own target directory: a build here, without the mpi or scalapack features, would
+# otherwise replace the binary that other scripts built with them in target/release.
+out="${CARGO_TARGET_DIR:-target/npb-levels}"
+CARGO_TARGET_DIR="$out" cargo build --release --locked -q -p tessera-cli
+bin="$out/release/tessera"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /host: /'
