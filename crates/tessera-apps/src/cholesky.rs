@@ -190,9 +190,7 @@ impl StepPanels {
             lc += run;
         }
     }
-}
 
-impl StepPanels {
     /// The panels `a` (step k) and `b` (step k + 1) side by side, as one panel of width
     /// `a.width + b.width` over `b`'s rows and columns: the trailing update of both steps
     /// then runs as one product with twice the inner dimension. `a`'s rows and columns are
@@ -275,49 +273,38 @@ fn update_lower(
         layout.local_rows_below(me.0, j0 - j0 % nb).max(s.from_row)
     };
     let rows = s.rows();
+    // T's rows `li..li + m` of local columns `lj..lj + n` −= their panel rows · B.
+    let mut product = |li: usize, m: usize, lj: usize, n: usize| {
+        let (tb, b, ldb) = b_of(lj);
+        blas::gemm(
+            Trans::No,
+            tb,
+            m,
+            n,
+            w,
+            -1.0,
+            &rows[li - s.from_row..],
+            rows_ld,
+            b,
+            ldb,
+            1.0,
+            &mut t[lj * ld + li..],
+            ld,
+        );
+    };
     while lj < end {
         // A chunk of whole local block columns, [lj, ce).
         let ce = end.min((lj / nb + (UPDATE_WIDTH / nb).max(1)) * nb);
         // The rows below every diagonal block of the chunk, in one product.
         let last = first_row(ce - 1);
-        let (tb, b, ldb) = b_of(lj);
-        blas::gemm(
-            Trans::No,
-            tb,
-            mloc - last,
-            ce - lj,
-            w,
-            -1.0,
-            &rows[last - s.from_row..],
-            rows_ld,
-            b,
-            ldb,
-            1.0,
-            &mut t[lj * ld + last..],
-            ld,
-        );
+        product(last, mloc - last, lj, ce - lj);
         // Above them, each block column's rows from its own diagonal block.
         let mut bj = lj;
         while bj < ce {
             let cw = (nb - bj % nb).min(ce - bj);
             let li = first_row(bj);
             if li < last {
-                let (tb, b, ldb) = b_of(bj);
-                blas::gemm(
-                    Trans::No,
-                    tb,
-                    last - li,
-                    cw,
-                    w,
-                    -1.0,
-                    &rows[li - s.from_row..],
-                    rows_ld,
-                    b,
-                    ldb,
-                    1.0,
-                    &mut t[bj * ld + li..],
-                    ld,
-                );
+                product(li, last - li, bj, cw);
             }
             bj += cw;
         }
@@ -386,6 +373,11 @@ fn not_positive_definite(status: u64) -> String {
     )
 }
 
+/// The end of panel `k0`'s block column (the first column after it).
+fn panel_end(layout: &MatrixLayout, k0: usize) -> usize {
+    k0 + layout.col_block().min(layout.rows() - k0)
+}
+
 /// Factor panel `k0` on its process column and broadcast it to every rank into `panels`;
 /// returns the error if the matrix is not positive definite there.
 fn panel_step(
@@ -397,7 +389,7 @@ fn panel_step(
     diag: &mut Vec<f64>,
     comm: &mut CommTimer,
 ) -> Result<Option<String>> {
-    let first = k0 + layout.col_block().min(layout.rows() - k0);
+    let first = panel_end(layout, k0);
     let rows = panels.start(layout, grid.me, k0, first);
     let mut status = u64::MAX;
     if grid.me.1 == layout.col_owner(k0) {
@@ -428,10 +420,9 @@ fn blocking(
 
 /// The local columns of block column `k0` if this rank holds them (none past the end).
 fn own_block(layout: &MatrixLayout, pcol: usize, k0: usize) -> Range<usize> {
-    let (n, nb) = (layout.rows(), layout.col_block());
-    if k0 < n && layout.col_owner(k0) == pcol {
+    if k0 < layout.rows() && layout.col_owner(k0) == pcol {
         let lc = layout.local_col(k0).1;
-        lc..lc + nb.min(n - k0)
+        lc..lc + panel_end(layout, k0) - k0
     } else {
         0..0
     }
@@ -457,8 +448,7 @@ fn receive_panel(
     if status != u64::MAX {
         return Ok(Some(not_positive_definite(status)));
     }
-    let first = k0 + layout.col_block().min(layout.rows() - k0);
-    panel.transpose(grid, layout, first, comm)?;
+    panel.transpose(grid, layout, panel_end(layout, k0), comm)?;
     Ok(None)
 }
 
@@ -479,7 +469,6 @@ fn lookahead(
 ) -> Result<Option<String>> {
     let (n, nb) = (layout.rows(), layout.col_block());
     let (me, pcol) = (grid.me, grid.me.1);
-    let width = |k0: usize| nb.min(n - k0);
     let mut diag = Vec::new();
     // The two panels of the next pair, and the pair being applied (both merged).
     let [mut p2, mut p3, mut pair] = <[StepPanels; 3]>::default();
@@ -504,7 +493,7 @@ fn lookahead(
         let (cols2, cols3) = (own_block(layout, pcol, k2), own_block(layout, pcol, k3));
         let (mut sent2, mut sent3) = (None, None);
         // Panel k + 2 on its process column.
-        let rows = p2.start(layout, me, k2, k2 + width(k2));
+        let rows = p2.start(layout, me, k2, panel_end(layout, k2));
         if !cols2.is_empty() {
             update_lower(layout, me, a, pair, cols2.clone(), &mut || Ok(()))?;
             let status = factor_panel(grid, layout, a, k2, rows, &mut diag, comm)?;
@@ -514,7 +503,7 @@ fn lookahead(
         // Panel k + 3 on its process column, once panel k + 2 is there.
         let mut have2 = false;
         if k3 < n {
-            p3.start(layout, me, k3, k3 + width(k3));
+            p3.start(layout, me, k3, panel_end(layout, k3));
             if !cols3.is_empty() {
                 update_lower(layout, me, a, pair, cols3.clone(), &mut || Ok(()))?;
                 if let Some(why) = receive_panel(grid, layout, k2, p2, sent2.take(), comm)? {
@@ -587,14 +576,13 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         return Ok(Outcome::failed(seconds, comm_seconds, why).redistributed(redistribution));
     }
     let residual = check(grid, &layout, al.data, kind, &mut comm)?;
-    Ok(Outcome {
+    Ok(Outcome::checked(
         seconds,
         comm_seconds,
-        residual: Some(residual),
-        residual_name: "‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)".into(),
-        failure: None,
-        redistribute_seconds: redistribution,
-    })
+        residual,
+        "‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)",
+    )
+    .redistributed(redistribution))
 }
 
 /// `‖A − L·Lᵀ‖_F / (‖A‖_F·N·ε)` over the whole symmetric matrix, from its lower triangle:

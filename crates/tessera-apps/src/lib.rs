@@ -316,6 +316,19 @@ impl Outcome {
         }
     }
 
+    /// A run that finished and was checked: its times and scaled residual (`name` says what
+    /// the residual measures).
+    fn checked(seconds: f64, comm_seconds: f64, residual: f64, name: &str) -> Outcome {
+        Outcome {
+            seconds,
+            comm_seconds,
+            residual: Some(residual),
+            residual_name: name.into(),
+            failure: None,
+            redistribute_seconds: None,
+        }
+    }
+
     fn failed(seconds: f64, comm_seconds: f64, why: String) -> Outcome {
         Outcome {
             seconds,

@@ -312,14 +312,13 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         return Ok(Outcome::failed(seconds, comm_seconds, why).redistributed(redistribution));
     }
     let residual = check(grid, &layout, al.data, (&pivots, Swaps::Trailing), kind)?;
-    Ok(Outcome {
+    Ok(Outcome::checked(
         seconds,
         comm_seconds,
-        residual: Some(residual),
-        residual_name: "‖A·x − b‖∞ / (ε·(‖A‖∞‖x‖∞ + ‖b‖∞)·N)".into(),
-        failure: None,
-        redistribute_seconds: redistribution,
-    })
+        residual,
+        "‖A·x − b‖∞ / (ε·(‖A‖∞‖x‖∞ + ‖b‖∞)·N)",
+    )
+    .redistributed(redistribution))
 }
 
 /// Where a factorisation applied its row swaps, which decides when a solve applies them.

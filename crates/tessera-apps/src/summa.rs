@@ -138,14 +138,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     }
     let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;
     let residual = check(grid, &layout, al.data, bl.data, cl.data)?;
-    Ok(Outcome {
-        seconds,
-        comm_seconds,
-        residual: Some(residual),
-        residual_name: RESIDUAL.into(),
-        failure: None,
-        redistribute_seconds: redistribution,
-    })
+    Ok(Outcome::checked(seconds, comm_seconds, residual, RESIDUAL).redistributed(redistribution))
 }
 
 /// The `onesided` variant (see the module documentation): `A` and `B` shared from start
@@ -217,14 +210,7 @@ fn onesided(
         b.local()?.data,
         c.local()?.data,
     )?;
-    Ok(Outcome {
-        seconds,
-        comm_seconds,
-        residual: Some(residual),
-        residual_name: RESIDUAL.into(),
-        failure: None,
-        redistribute_seconds: redistribution,
-    })
+    Ok(Outcome::checked(seconds, comm_seconds, residual, RESIDUAL).redistributed(redistribution))
 }
 
 /// What [`check`] computes.

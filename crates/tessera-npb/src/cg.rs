@@ -589,15 +589,15 @@ fn assemble(
     let mut start = vec![0usize; stripes * nrows + 1];
     generate(&mut |r, c, _| start[part(stripes, r, c) + 1] += 1);
     let total: usize = start.iter().sum();
-    let stripes = if stripes == 1 || total >= MIN_PART * stripes * nrows {
-        stripes
+    let (stripes, width) = if stripes == 1 || total >= MIN_PART * stripes * nrows {
+        (stripes, width)
     } else {
         let mut rows = vec![0usize; nrows + 1];
         for (p, &n) in start[1..].iter().enumerate() {
             rows[p % nrows + 1] += n;
         }
         start = rows;
-        1
+        (1, ncols.max(1))
     };
     for p in 0..start.len() - 1 {
         start[p + 1] += start[p];
@@ -692,7 +692,6 @@ fn compress(
     }
     colidx.truncate(written);
     values.truncate(written);
-    let width = if stripes > 1 { width } else { ncols.max(1) };
     let colidx = if width <= 1 << 16 {
         let narrow: Vec<u16> = colidx
             .iter()
