@@ -25,6 +25,7 @@ pub(crate) const SEEDS: [u64; 3] = [11, 12, 13];
 
 /// The two panels of step `k` as this rank needs them: `A`'s (its local rows × the panel
 /// width) and `B`'s (the panel width × its local columns), column-major, dense.
+#[derive(Default)]
 struct Panels {
     a: Vec<f64>,
     b: Vec<f64>,
@@ -51,20 +52,20 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
         layout.local_ld(prow),
     );
     let (al, bl, cl) = (a.local()?, b.local()?, c.local()?);
-    // This rank's share of step k's panels, if it holds any (else zeros), into `p`'s
-    // buffers, which are kept from step to step.
+    // This rank's share of step k's panels, if it holds any, into `p`'s buffers, which
+    // are kept from step to step; where it holds none, buffers of the right length whose
+    // contents the broadcast overwrites.
     let own_panels = |k: usize, p: &mut Panels| {
         let k0 = k * nb;
         p.width = nb.min(n - k0);
         let width = p.width;
-        p.a.clear();
         if layout.col_owner(k0) == pcol {
             let lj = layout.local_col(k0).1;
+            p.a.clear();
             p.a.extend_from_slice(&al.data[lj * ld..lj * ld + width * ld]);
         } else {
             p.a.resize(width * ld, 0.0);
         }
-        p.b.clear();
         p.b.resize(width * nloc, 0.0);
         if layout.row_owner(k0) == prow {
             let li = layout.local_row(k0).1;
@@ -74,11 +75,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
             }
         }
     };
-    let mut own = Panels {
-        a: Vec::new(),
-        b: Vec::new(),
-        width: 0,
-    };
+    let mut own = Panels::default();
     let roots = |k: usize| (layout.col_owner(k * nb), layout.row_owner(k * nb));
     let steps = n.div_ceil(nb);
     let mut comm = CommTimer::default();
@@ -102,16 +99,20 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
             )));
         }
         Variant::Prefetch => {
-            let mut start_step = |k: usize| -> Result<_> {
-                own_panels(k, &mut own);
+            // Two sets of panel buffers take turns: the broadcasts of step k + 1 fill
+            // one (in place, so nothing is copied or allocated on the way) while step k
+            // multiplies with the other.
+            let start_step = |k: usize, mut p: Panels| -> Result<_> {
+                own_panels(k, &mut p);
                 let (a_root, b_root) = roots(k);
                 Ok((
-                    grid.row.broadcast_nb(a_root, &own.a)?,
-                    grid.col.broadcast_nb(b_root, &own.b)?,
-                    own.width,
+                    grid.row.broadcast_nb_in_place(a_root, p.a)?,
+                    grid.col.broadcast_nb_in_place(b_root, p.b)?,
+                    p.width,
                 ))
             };
-            let mut pending = Some(comm.time(|| start_step(0))?);
+            let mut pending = Some(comm.time(|| start_step(0, own))?);
+            let mut spare = Panels::default();
             for k in 0..steps {
                 let (ra, rb, width) = pending.take().expect("step k was started");
                 let p = comm.time(|| -> Result<Panels> {
@@ -122,7 +123,8 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                     })
                 })?;
                 if k + 1 < steps {
-                    pending = Some(comm.time(|| start_step(k + 1))?);
+                    let next = std::mem::take(&mut spare);
+                    pending = Some(comm.time(|| start_step(k + 1, next))?);
                 }
                 // Between slices of the multiply, move the next panels along.
                 let mut progress = || -> Result<()> {
@@ -133,6 +135,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                     Ok(())
                 };
                 multiply(&p, mloc, nloc, ld, cl.data, &mut progress)?;
+                spare = p;
             }
         }
     }

@@ -823,3 +823,62 @@ fn a_long_nonblocking_broadcast_completes_while_its_root_computes() {
         })
         .unwrap();
 }
+
+/// `broadcast_nb_in_place` with every broadcast algorithm, at 5 ranks and at 3 (checked
+/// mode): two broadcasts in flight (different roots), the members of one call mixing the
+/// in-place form and `broadcast_nb`, sizes from one element to a rendezvous-sized one,
+/// buffers passed round from call to call. Every member gets the root's data, and a
+/// member's buffer comes back as the same allocation (nothing was copied into a new one).
+#[test]
+fn an_in_place_nonblocking_broadcast_fills_the_buffer_it_was_given() {
+    fn body(ctx: &Context) -> tessera::RankResult {
+        let world = Team::world(ctx)?;
+        let (n, me) = (world.size(), world.rank());
+        for alg in Collective::Broadcast.candidates() {
+            let t = world.with_algorithm(Collective::Broadcast, alg)?;
+            let mut bufs = (Vec::new(), Vec::new());
+            for (k, &len) in [1usize, 9000, 1 << 16].iter().enumerate() {
+                let seed = 0xB0AD ^ (k as u64) << 20;
+                let (r0, r1) = (k % n, (k + 2) % n);
+                let fill = |buf: &mut Vec<u64>, root: usize, seed: u64| {
+                    buf.resize(len, 0);
+                    if me == root {
+                        for (i, x) in buf.iter_mut().enumerate() {
+                            *x = input_u64(root, i, seed);
+                        }
+                    }
+                };
+                fill(&mut bufs.0, r0, seed);
+                fill(&mut bufs.1, r1, seed + 1);
+                let ptrs = (bufs.0.as_ptr(), bufs.1.as_ptr());
+                let first = t.broadcast_nb_in_place(r0, std::mem::take(&mut bufs.0))?;
+                // Odd members take the copying form for the second call.
+                let second = if me % 2 == 1 {
+                    t.broadcast_nb(r1, &std::mem::take(&mut bufs.1))?
+                } else {
+                    t.broadcast_nb_in_place(r1, std::mem::take(&mut bufs.1))?
+                };
+                bufs = (first.wait()?, second.wait()?);
+                let what = |what: &str| format!("rank {me}, {alg}, {len} elements: {what}");
+                for (got, root, seed) in [(&bufs.0, r0, seed), (&bufs.1, r1, seed + 1)] {
+                    let want: Vec<u64> = (0..len).map(|i| input_u64(root, i, seed)).collect();
+                    if *got != want {
+                        return Err(fail(what(&format!("wrong data from root {root}"))));
+                    }
+                }
+                if bufs.0.as_ptr() != ptrs.0 || (me % 2 == 0 && bufs.1.as_ptr() != ptrs.1) {
+                    return Err(fail(what("the buffer came back as another allocation")));
+                }
+            }
+        }
+        world.barrier()?;
+        Ok(())
+    }
+    for (ranks, checked) in [(5, false), (3, true)] {
+        Job::threads(ranks)
+            .checked(checked)
+            .wait_timeout(Duration::from_secs(60))
+            .run(body)
+            .unwrap();
+    }
+}

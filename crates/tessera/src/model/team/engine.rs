@@ -150,12 +150,23 @@ impl<'a> Team<'a> {
         reducer: Option<Reducer<'static, T>>,
         rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>) -> Builder<'r, 'static, T>,
     ) -> Result<CollRequest<'a, T>> {
+        let copy = self.schedules.borrow_mut().reserved.buffer(src.len(), src);
+        self.start_owned(copy, dst, reducer, rounds)
+    }
+
+    /// [`Team::start`] with an input the schedule takes as it is (no copy).
+    pub(super) fn start_owned<T: Pod>(
+        &self,
+        src: Vec<T>,
+        dst: Vec<T>,
+        reducer: Option<Reducer<'static, T>>,
+        rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>) -> Builder<'r, 'static, T>,
+    ) -> Result<CollRequest<'a, T>> {
         let mut st = self.schedules.borrow_mut();
         self.reserve_from_channel(&mut st)?;
-        let copy = st.reserved.buffer(src.len(), src);
         let mut schedule = Schedule::new(
             &mut st.reserved,
-            Input::Owned(copy),
+            Input::Owned(src),
             Output::Owned(dst),
             reducer,
             self.channel.call(),

@@ -345,6 +345,51 @@ impl<'a> Team<'a> {
         )
     }
 
+    /// [`Team::broadcast_nb`] in place: the request takes `data` itself as its buffer (read
+    /// on `root`, overwritten elsewhere) and `wait` hands it back holding the root's data.
+    /// Nothing is copied or allocated on the way, so a loop that passes the same buffers
+    /// round (as SUMMA's prefetch of the next panel does) moves each byte once. Members
+    /// may mix this form and [`Team::broadcast_nb`] in one call.
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(3).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let mut buf = vec![0u32; 4];
+    ///     for step in 0..3u32 {
+    ///         if ctx.rank() == 1 {
+    ///             buf.fill(step);
+    ///         }
+    ///         let request = world.broadcast_nb_in_place(1, buf)?;
+    ///         // ... compute ...
+    ///         buf = request.wait()?;
+    ///         assert_eq!(buf, vec![step; 4]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn broadcast_nb_in_place<T: Pod>(
+        &self,
+        root: usize,
+        data: Vec<T>,
+    ) -> Result<CollRequest<'a, T>> {
+        self.check_nb::<T>(Collective::Broadcast, Some(root), data.len(), None)?;
+        self.check_root(root)?;
+        let (n, me, len) = (self.size(), self.me, data.len());
+        let bytes = std::mem::size_of_val(data.as_slice());
+        match self.choose(Collective::Broadcast, bytes, true) {
+            Algorithm::Native => {
+                let mine = if me == root { data.as_slice() } else { &[] };
+                self.start_native(NativeOp::Broadcast { root }, mine, len)
+            }
+            // The root's data is already where the output goes: the rounds of the
+            // blocking broadcast, which reads it there.
+            alg => self.start_owned(Vec::new(), data, None, |b| {
+                algorithms::broadcast(b, alg, n, me, root, len)
+            }),
+        }
+    }
+
     /// Nonblocking [`Team::reduce`] with a built-in operation; the output is the result on
     /// `root` and empty elsewhere.
     pub fn reduce_nb<T: Reducible>(
