@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tessera::{ConduitKind, Context, GlobalPtr, RankResult};
+use tessera::{Compare, ConduitKind, Context, GlobalPtr, RankResult};
 
 use super::{Baselines, Part, Record};
 
@@ -283,6 +283,27 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
                     spin_until(mine, seq);
                     ctx.put(inbox, &data)?;
                     ctx.atomic_store(flag_there, seq)?;
+                }
+                Ok(())
+            })?;
+            part.results
+                .push(record("put_then_flag", 8, p, "latency_us", t * 1e6 / 2.0));
+        } else {
+            // The same across hosts: a put complete at the target, then a remote atomic
+            // store of the flag, which the other rank waits for on its own word (with
+            // progress, as every wait for a word that a message changes must).
+            let mine = words.add(8 * me);
+            let flag_there = words.on(other).add(8 * other);
+            let mut seq = 0u64;
+            let t = best_per_iter(rounds, |_| {
+                seq += 1;
+                if me == 1 {
+                    ctx.wait_value(mine, Compare::Ge, seq)?;
+                }
+                ctx.put(inbox, &data)?;
+                ctx.atomic_store(flag_there, seq)?;
+                if me == 0 {
+                    ctx.wait_value(mine, Compare::Ge, seq)?;
                 }
                 Ok(())
             })?;

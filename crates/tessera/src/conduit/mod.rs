@@ -312,6 +312,19 @@ pub trait Conduit {
         class: AmClass,
         parts: &[&[u8]],
     ) -> Result<bool, ConduitError>;
+    /// [`Conduit::am_try_send`] for a frame that [`Conduit::am_all_consumed`] need not
+    /// wait for: only a protocol that learns otherwise that its frames were handled sends
+    /// one (the barrier's rounds, each answered by the partner's own round), and it keeps
+    /// their number bounded itself. A conduit that counts frames by acknowledgements
+    /// (the mpi conduit's credits) sends it without one; the others take it as any frame.
+    fn am_try_send_uncounted(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError> {
+        self.am_try_send(dest, class, parts)
+    }
     /// Whether every frame this rank has sent has been delivered to its handler at the
     /// target (the barrier waits for this). Conduits that cannot tell say `true`.
     fn am_all_consumed(&self) -> bool {

@@ -181,6 +181,7 @@ impl Context {
             args,
             &[],
             (0, 0),
+            true,
         )
     }
 
@@ -192,6 +193,22 @@ impl Context {
         args: &[u64],
         payload: &[u8],
     ) -> Result<()> {
+        self.am_request_medium_as(dest, handler, args, payload, true)
+    }
+
+    /// [`Context::am_request_medium`], `counted` or not: an uncounted request is one the
+    /// barrier does not wait for, for a protocol that learns otherwise that it was
+    /// handled (see [`Conduit::am_try_send_uncounted`]).
+    ///
+    /// [`Conduit::am_try_send_uncounted`]: crate::conduit::Conduit::am_try_send_uncounted
+    pub(crate) fn am_request_medium_as(
+        &self,
+        dest: usize,
+        handler: AmHandlerId,
+        args: &[u64],
+        payload: &[u8],
+        counted: bool,
+    ) -> Result<()> {
         self.am_send(
             dest,
             AmClass::Request,
@@ -200,6 +217,7 @@ impl Context {
             args,
             payload,
             (0, 0),
+            counted,
         )
     }
 
@@ -222,6 +240,7 @@ impl Context {
             args,
             &[],
             long,
+            true,
         )
     }
 
@@ -268,6 +287,7 @@ impl Context {
             args,
             payload,
             (0, 0),
+            true,
         )
     }
 
@@ -281,6 +301,7 @@ impl Context {
         args: &[u64],
         payload: &[u8],
         long: (u64, u64),
+        counted: bool,
     ) -> Result<()> {
         if dest >= self.ranks() {
             return Err(CoreError::NoSuchRank {
@@ -312,7 +333,14 @@ impl Context {
             payload,
         ];
         let backoff = Backoff::new();
-        while !self.conduit().am_try_send(dest, class, &parts)? {
+        let try_send = |parts: &[&[u8]]| {
+            if counted {
+                self.conduit().am_try_send(dest, class, parts)
+            } else {
+                self.conduit().am_try_send_uncounted(dest, class, parts)
+            }
+        };
+        while !try_send(&parts)? {
             self.am.backpressure.set(self.am.backpressure.get() + 1);
             // Make room: whoever we wait on may be waiting on us. Inside a handler only
             // reply handlers may run (they never send), which keeps the recursion bounded.

@@ -34,6 +34,8 @@ const REQUEST: &str = "tessera.atomic.request";
 const REPLY: &str = "tessera.atomic.reply";
 const SIGNAL: &str = "tessera.signal";
 const SIGNALLED: &str = "tessera.signalled";
+/// A signal whose owner sends no acknowledgement (the barrier's rounds).
+const SIGNAL_QUIET: &str = "tessera.signal.quiet";
 
 /// A read-modify-write operation for [`Context::atomic_fetch`] and
 /// [`Context::atomic_apply`].
@@ -212,6 +214,15 @@ impl<T: AtomicInt> Remote<T> {
     }
 }
 
+/// Whether the owner of a signal's flag acknowledges it when the flag is not mapped here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Acknowledge {
+    /// It does, and [`Context::complete_signals`] waits for that.
+    Yes,
+    /// It does not.
+    No,
+}
+
 /// Per-rank state of remote atomics: replies not yet collected, by ticket.
 #[derive(Default)]
 pub(crate) struct RemoteAtomics {
@@ -254,7 +265,8 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
         ctx.remote_atomics.replies.borrow_mut().insert(ticket, old);
         Ok(())
     })?;
-    ctx.am_register(SIGNAL, |ctx, msg| {
+    // A signal: its data, then its flag, on this rank's own segment.
+    fn apply_signal(ctx: &Context, msg: &super::am::AmMessage<'_>) -> Result<()> {
         let &[flag, code, a, b, data_offset] = msg.args() else {
             return Err(CoreError::Invalid("malformed signal".into()).into());
         };
@@ -265,8 +277,13 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
             ctx.store_bytes(target, data)?;
         }
         apply_here::<u64>(ctx, flag, [code, a, b])?;
+        Ok(())
+    }
+    ctx.am_register(SIGNAL, |ctx, msg| {
+        apply_signal(ctx, msg)?;
         ctx.am_reply_short(msg, AmHandlerId::of(SIGNALLED), &[])
     })?;
+    ctx.am_register(SIGNAL_QUIET, apply_signal)?;
     ctx.am_register(SIGNALLED, |ctx, _msg| {
         let pending = &ctx.remote_atomics.unacknowledged;
         pending.set(pending.get().saturating_sub(1));
@@ -299,6 +316,21 @@ impl Context {
         flag: GlobalPtr<u64>,
         op: Remote<u64>,
     ) -> Result<()> {
+        self.signal_as(data, flag, op, Acknowledge::Yes)
+    }
+
+    /// [`Context::signal`], where `acknowledge` says whether an unmapped owner
+    /// acknowledges it: without, neither [`Context::complete_signals`] nor the barrier's
+    /// wait for handled active messages waits for it, so only a protocol that learns of
+    /// its arrival otherwise may send one (the barrier, whose partner's own round signal
+    /// says it has arrived; see `core::barrier`).
+    pub(crate) fn signal_as(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        op: Remote<u64>,
+        acknowledge: Acknowledge,
+    ) -> Result<()> {
         let (rank, offset) = match self.target(flag, 8, 8)? {
             Target::Direct(p) => {
                 if let Some((dst, bytes)) = data {
@@ -327,14 +359,16 @@ impl Context {
             None => (&[], 0),
         };
         let [code, a, b] = op.encode();
-        self.am_request_medium(
-            rank,
-            AmHandlerId::of(SIGNAL),
-            &[offset, code, a, b, data_offset],
-            payload,
-        )?;
-        let pending = &self.remote_atomics.unacknowledged;
-        pending.set(pending.get() + 1);
+        let args = [offset, code, a, b, data_offset];
+        let (handler, counted) = match acknowledge {
+            Acknowledge::Yes => (SIGNAL, true),
+            Acknowledge::No => (SIGNAL_QUIET, false),
+        };
+        self.am_request_medium_as(rank, AmHandlerId::of(handler), &args, payload, counted)?;
+        if acknowledge == Acknowledge::Yes {
+            let pending = &self.remote_atomics.unacknowledged;
+            pending.set(pending.get() + 1);
+        }
         Ok(())
     }
 

@@ -34,7 +34,7 @@ use std::cell::Cell;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::atomic::Remote;
+use super::atomic::{Acknowledge, Remote};
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
 use crate::protocol::barrier as protocol;
@@ -235,10 +235,13 @@ impl Context {
         let partner = protocol::partner(self.rank(), round, self.ranks());
         let slot = slot_ptr(b.area().on(partner), protocol::parity(epoch), round);
         let combined = b.combined.get();
-        self.signal(
+        // Not acknowledged: the partner's reply is its own round signal, and no rank
+        // reuses this slot before the partner has read it (the epochs' parity, above).
+        self.signal_as(
             Some((field::<u8>(slot.cast(), 8), bytemuck::cast_slice(&combined))),
             slot.cast::<u64>(),
             Remote::Store(epoch),
+            Acknowledge::No,
         )
     }
 

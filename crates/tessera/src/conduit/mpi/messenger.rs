@@ -6,13 +6,20 @@
 //!
 //! Flow control by credits: a sender may have at most [`CREDITS`] frames of one class
 //! outstanding to one destination; the receiver counts the frames whose handlers have
-//! run and returns that many credits in a small message (tag 2), every `CREDITS / 2` and at
-//! the end of every poll that delivered any. A sender without credits reports the queue
-//! full (`Ok(false)`) and the core makes progress and retries, as it does for a full
+//! run and returns that many credits in a small message (tag 2) every `CREDITS / 2`
+//! frames, and when the sender asks. A sender without credits reports the queue full
+//! (`Ok(false)`) and the core makes progress and retries, as it does for a full
 //! shared-memory ring, so the memory MPI spends on frames a receiver has not taken yet
-//! stays bounded. Since credits come back only after the handlers ran, a sender holding
-//! all its credits knows every frame it sent has been handled ([`Messenger::all_handled`]),
-//! which is what the barrier waits for.
+//! stays bounded (a receiver holds back fewer than `CREDITS / 2`, so a sender never waits
+//! for credits that are not coming). Since credits come back only after the handlers ran,
+//! a sender holding all its credits knows every frame it sent has been handled
+//! ([`Messenger::all_handled`]), which is what the barrier waits for: there the sender
+//! asks each destination that owes it credits, with a frame behind the ones it sent in
+//! that class (so, in order, behind them all), and the destination answers at once. So a
+//! request and its reply are two messages, not four.
+//!
+//! Every frame starts with a byte that says what it is: counted (takes a credit),
+//! uncounted (takes none: [`Messenger::try_send`]), or an ask for credits.
 //!
 //! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
 //! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
@@ -34,6 +41,12 @@ use crate::error::ConduitError;
 /// Frames of one class that may be outstanding from one sender to one receiver.
 pub(crate) const CREDITS: u32 = 32;
 const CREDIT_TAG: i32 = 2;
+/// A frame's first byte: takes no credit.
+const UNCOUNTED: u8 = 0;
+/// A frame's first byte: takes a credit.
+const COUNTED: u8 = 1;
+/// A frame's first byte: no handler's, the sender asks for the credits owed to it.
+const ASK: u8 = 2;
 
 fn tag(class: AmClass) -> i32 {
     class as i32
@@ -45,6 +58,9 @@ pub(crate) struct Messenger {
     credits: RefCell<Vec<[u32; 2]>>,
     /// Frames delivered per (source, class) since credits were last returned.
     delivered: RefCell<Vec<[u32; 2]>>,
+    /// Per (destination, class): a counted frame went there since this rank last asked
+    /// for its credits.
+    unasked: RefCell<Vec<[bool; 2]>>,
     /// Sends still in flight (their buffers live until MPI is done).
     in_flight: RefCell<Vec<Send>>,
     /// Messages of every tag sent to / received from each rank (for `drain`).
@@ -60,6 +76,7 @@ impl Messenger {
             comm,
             credits: RefCell::new(vec![[CREDITS; 2]; ranks]),
             delivered: RefCell::new(vec![[0; 2]; ranks]),
+            unasked: RefCell::new(vec![[false; 2]; ranks]),
             in_flight: RefCell::new(Vec::new()),
             sent: RefCell::new(vec![0; ranks]),
             received: RefCell::new(vec![0; ranks]),
@@ -133,22 +150,46 @@ impl Messenger {
         }
     }
 
-    /// Send one frame, or `Ok(false)` when `dest` has no credit left for `class`.
+    /// Send one frame, or `Ok(false)` when `dest` has no credit left for `class`. An
+    /// uncounted frame (`counted` false) takes no credit and returns none, so
+    /// [`Messenger::all_handled`] does not wait for it; the frame's first byte says which.
     pub(crate) fn try_send(
         &self,
         dest: usize,
         class: AmClass,
         parts: &[&[u8]],
+        counted: bool,
     ) -> Result<bool, ConduitError> {
-        if self.credits.borrow()[dest][class as usize] == 0 {
-            self.absorb_credits();
+        if counted {
             if self.credits.borrow()[dest][class as usize] == 0 {
-                return Ok(false);
+                self.absorb_credits();
+                if self.credits.borrow()[dest][class as usize] == 0 {
+                    return Ok(false);
+                }
             }
+            self.credits.borrow_mut()[dest][class as usize] -= 1;
+            self.unasked.borrow_mut()[dest][class as usize] = true;
         }
-        self.credits.borrow_mut()[dest][class as usize] -= 1;
-        self.start(dest, tag(class), parts.concat())?;
+        let marker = if counted { COUNTED } else { UNCOUNTED };
+        self.send_frame(dest, class, marker, parts)?;
         Ok(true)
+    }
+
+    /// One frame: `marker`, then `parts`.
+    fn send_frame(
+        &self,
+        dest: usize,
+        class: AmClass,
+        marker: u8,
+        parts: &[&[u8]],
+    ) -> Result<(), ConduitError> {
+        let len = 1 + parts.iter().map(|p| p.len()).sum::<usize>();
+        let mut frame = Vec::with_capacity(len);
+        frame.push(marker);
+        for part in parts {
+            frame.extend_from_slice(part);
+        }
+        self.start(dest, tag(class), frame)
     }
 
     /// Deliver every frame of `class` that has arrived; returns how many.
@@ -157,28 +198,38 @@ impl Messenger {
         class: AmClass,
         deliver: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize, ConduitError> {
-        self.absorb_credits();
+        // Credits are taken where they are needed (a send without credit, `all_handled`),
+        // not here: each probe runs MPI's progress engine, and a poll runs on every turn
+        // of every wait. Those left unread meanwhile are bounded by the frames this rank
+        // may have outstanding.
         let mut count = 0;
-        let mut sources: Vec<usize> = Vec::new();
         while let Some((source, frame)) = self.receive::<u8>(tag(class)) {
-            deliver(source, &frame);
-            count += 1;
-            // Counted once the handler has run: a returned credit says "handled".
-            let full = {
-                let mut delivered = self.delivered.borrow_mut();
-                let d = &mut delivered[source][class as usize];
-                *d += 1;
-                *d >= CREDITS / 2
-            };
-            if full {
-                self.return_credits(source, class)?;
-            } else if !sources.contains(&source) {
-                sources.push(source);
+            match frame.split_first() {
+                Some((&ASK, _)) => {
+                    // Behind every frame of this class the asker sent before it.
+                    self.return_credits(source, class)?;
+                }
+                Some((&marker, frame)) => {
+                    deliver(source, frame);
+                    count += 1;
+                    // Counted once the handler has run: a returned credit says "handled".
+                    let due = {
+                        let mut delivered = self.delivered.borrow_mut();
+                        let d = &mut delivered[source][class as usize];
+                        *d += u32::from(marker == COUNTED);
+                        *d >= CREDITS / 2
+                    };
+                    if due {
+                        self.return_credits(source, class)?;
+                    }
+                }
+                None => {
+                    return Err(ConduitError::Unsupported {
+                        conduit: "mpi",
+                        what: "deliver an empty active-message frame",
+                    })
+                }
             }
-        }
-        // Whatever is left, at once: a sender may be waiting for its frames to be handled.
-        for source in sources {
-            self.return_credits(source, class)?;
         }
         Ok(count)
     }
@@ -194,12 +245,23 @@ impl Messenger {
     }
 
     /// Whether every frame this rank sent has been handled at its target (all credits are
-    /// back). Takes the credit messages that have arrived.
-    pub(crate) fn all_handled(&self) -> bool {
+    /// back). Takes the credit messages that have arrived, and asks every destination
+    /// that owes credits for frames sent since it was last asked.
+    pub(crate) fn all_handled(&self) -> Result<bool, ConduitError> {
         self.absorb_credits();
-        self.credits
-            .borrow()
-            .iter()
-            .all(|c| c[0] == CREDITS && c[1] == CREDITS)
+        let mut all = true;
+        for dest in 0..self.credits.borrow().len() {
+            for class in [AmClass::Request, AmClass::Reply] {
+                let c = class as usize;
+                if self.credits.borrow()[dest][c] == CREDITS {
+                    continue;
+                }
+                all = false;
+                if std::mem::take(&mut self.unasked.borrow_mut()[dest][c]) {
+                    self.send_frame(dest, class, ASK, &[])?;
+                }
+            }
+        }
+        Ok(all)
     }
 }

@@ -343,17 +343,15 @@ impl Conduit for MpiConduit {
         class: AmClass,
         parts: &[&[u8]],
     ) -> Result<bool, ConduitError> {
-        if let Some(n) = self.node_rank[dest] {
-            return self.local.am_try_send(n, class, parts);
-        }
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len > self.am_max_frame() {
-            return Err(ConduitError::FrameTooLarge {
-                len,
-                max: self.am_max_frame(),
-            });
-        }
-        self.messenger.try_send(dest, class, parts)
+        self.am_send_to(dest, class, parts, true)
+    }
+    fn am_try_send_uncounted(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+    ) -> Result<bool, ConduitError> {
+        self.am_send_to(dest, class, parts, false)
     }
     fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
         self.local.segment_file()
@@ -361,7 +359,19 @@ impl Conduit for MpiConduit {
     fn am_all_consumed(&self) -> bool {
         // Ranks of this host through the rings; other hosts through the credits, which
         // come back only once the handlers have run.
-        self.local.am_all_consumed() && (!self.remote || self.messenger.all_handled())
+        if !self.local.am_all_consumed() {
+            return false;
+        }
+        if !self.remote {
+            return true;
+        }
+        match self.messenger.all_handled() {
+            Ok(all) => all,
+            Err(e) => {
+                self.abort(&e.to_string());
+                false
+            }
+        }
     }
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
         let world_rank = &self.world_rank;
@@ -403,6 +413,29 @@ impl Conduit for MpiConduit {
 }
 
 impl MpiConduit {
+    /// One active-message frame to `dest`: through the rings to a rank of this host, else
+    /// by MPI, `counted` towards the credits or not (see
+    /// [`Conduit::am_try_send_uncounted`]).
+    fn am_send_to(
+        &self,
+        dest: usize,
+        class: AmClass,
+        parts: &[&[u8]],
+        counted: bool,
+    ) -> Result<bool, ConduitError> {
+        if let Some(n) = self.node_rank[dest] {
+            return self.local.am_try_send(n, class, parts);
+        }
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.am_max_frame() {
+            return Err(ConduitError::FrameTooLarge {
+                len,
+                max: self.am_max_frame(),
+            });
+        }
+        self.messenger.try_send(dest, class, parts, counted)
+    }
+
     fn track(&self, transfer: Transfer) -> u64 {
         let id = self.next_transfer.get();
         self.next_transfer.set(id + 1);
