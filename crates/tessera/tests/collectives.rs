@@ -882,3 +882,58 @@ fn an_in_place_nonblocking_broadcast_fills_the_buffer_it_was_given() {
             .unwrap();
     }
 }
+
+/// A pair's ring holds hundreds of short messages: a root finishes 300 blocking one-word
+/// broadcasts before any receiver has called one (each receiver first waits for the root to
+/// say it is done; with a pair's old two slots the root would wait for them at the third
+/// and never say so). Then broadcasts of mixed lengths (one word to two chunks), whose
+/// words look like the channel's flag values, wrap each ring dozens of times, and every
+/// word arrives.
+#[test]
+fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const AHEAD: u64 = 300;
+    let root_done = AtomicBool::new(false);
+    Job::threads(3)
+        .wait_timeout(Duration::from_secs(60))
+        .run(|ctx| {
+            let team = Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Flat)?;
+            let me = team.rank();
+            if me == 0 {
+                for k in 0..AHEAD {
+                    team.broadcast(0, &mut [k])?;
+                }
+                root_done.store(true, Ordering::SeqCst);
+            } else {
+                let start = std::time::Instant::now();
+                while !root_done.load(Ordering::SeqCst) {
+                    if start.elapsed() > Duration::from_secs(30) {
+                        return Err(fail(format!(
+                            "rank {me}: the root did not finish {AHEAD} short broadcasts without the receivers"
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                for k in 0..AHEAD {
+                    let mut got = [u64::MAX];
+                    team.broadcast(0, &mut got)?;
+                    if got[0] != k {
+                        return Err(fail(format!("rank {me}: broadcast {k} brought {}", got[0])));
+                    }
+                }
+            }
+            let lengths = [1usize, 9, 120, 5000, 3, 4100, 1, 17];
+            for round in 0..400 {
+                let len = lengths[round % lengths.len()];
+                let want: Vec<u64> = (0..len).map(|i| (round * 8 + i) as u64 + 1).collect();
+                let mut data = if me == 0 { want.clone() } else { vec![0; len] };
+                team.broadcast(0, &mut data)?;
+                if data != want {
+                    return Err(fail(format!("rank {me}: round {round} ({len} words) differs")));
+                }
+            }
+            team.barrier()?;
+            Ok(())
+        })
+        .unwrap();
+}

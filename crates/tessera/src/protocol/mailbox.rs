@@ -1,23 +1,49 @@
 //! The team channel's handshake (see `model::channel`): per pair of members, messages
-//! numbered `seq = 0, 1, 2, ...` alternate between two slots in the receiver's inbox.
+//! numbered `seq = 0, 1, 2, ...` go one after another into a *ring* of bytes that the
+//! receiver keeps for the sender, so that many short messages (a root's back-to-back
+//! broadcasts of a few bytes) can be in flight at once, and long ones still pipeline two
+//! chunks deep.
 //!
-//! - The sender may fill the slot of message `seq` once the receiver has acknowledged
-//!   message `seq − 2`, the slot's previous user: it loads the acknowledgement word with
-//!   `Acquire` ([`may_send`]); two credits.
-//! - It writes the data, signature and length, then stores `seq + 1` into the slot's flag
-//!   with `Release` ([`publish`]).
-//! - The receiver waits until the flag reads `seq + 1`, loaded with `Acquire`
-//!   ([`arrived`]), copies the data out, and stores the count of messages it has consumed
-//!   (`seq + 1`) into the sender's acknowledgement word with `Release` ([`acknowledge`]).
+//! Both sides count *positions*: bytes since the pair's first message, laps included (the
+//! physical place is the position modulo the ring's length). A message of `len` bytes
+//! takes [`footprint`]`(len)` bytes: a header of [`HEADER`] bytes (its flag word first,
+//! the length word at `HEADER − 8`) and the data rounded up to whole cache lines. A message
+//! never crosses the ring's end, and the next message's flag word always follows it in
+//! the same lap: where they would not fit, the sender writes a *wrap marker* (a header
+//! whose length word is [`WRAP`]) and puts the message at the next lap's start
+//! ([`placement`]). So a message, its padding and the cleared flag after it are one
+//! contiguous range, which crosses hosts as one signal.
 //!
-//! The acquire of the acknowledgement orders the receiver's copy before the sender's next
-//! write into the slot, so a message is never overwritten while it is read; the acquire of
-//! the flag makes the data visible to the receiver. The model below checks the second and
-//! the credit arithmetic under loom (weakening the flag's `Release`, or allowing a third
-//! message in flight, fails it); the first is a load-to-store ordering, which loom does not
-//! model (it never lets a load read a later store), so it rests on the argument above. The channel calls these functions on the values its global-pointer loads return
-//! (those loads are `Acquire`, the signal stores `Release`), so the model and the code
-//! share the decisions.
+//! - The sender may write a message occupying `[start, end)` once the receiver's
+//!   acknowledged position leaves room for it and for the *next* message's flag word:
+//!   `end + HEADER ≤ acknowledged + ring` ([`fits`]). It loads the acknowledgement word with
+//!   `Acquire` ([`may_send`]); while a cached acknowledgement says there is room, it need
+//!   not load it again.
+//! - It clears the flag word at `end` (where the next message's header will go: in an
+//!   earlier lap those bytes may have been any message's data, and data can look like a
+//!   flag), writes the data and the header, then stores `seq + 1` into the flag at `start`
+//!   with `Release` ([`publish`]). For a wrapped message it publishes the marker (flag
+//!   `seq + 1` as well) after the message itself, so a receiver that sees the marker finds
+//!   the message in place.
+//! - The receiver waits until the flag at its position reads `seq + 1`, loaded with
+//!   `Acquire` ([`arrived`]); a marker moves it to the next lap's start, where the message
+//!   already is. It copies the data out and stores its new position (the message's end)
+//!   into the sender's acknowledgement word with `Release` ([`acknowledge`]).
+//!
+//! Why the flag at the receiver's position never reads `seq + 1` early: the sender cleared
+//! that word before it published message `seq − 1` (whose end it is), so the receiver,
+//! having acquired that flag, reads the zero or a later store; and no later message can
+//! overwrite the word before the receiver has acknowledged past it. The acquire of the
+//! acknowledgement orders the receiver's copy before the sender's next write into the same
+//! bytes, so a message is never overwritten while it is read; the acquire of the flag
+//! makes the data visible to the receiver. The model below checks under loom that every
+//! message arrives once, in order, with its own data, through a ring small enough to wrap
+//! and fill, with data that mimics the next flag (leaving out the clearing store, or
+//! weakening the flag's `Release`, fails it). The first ordering is a load-to-store
+//! ordering, which loom does not model (it never lets a load read a later store), so it
+//! rests on the argument above. The channel calls these functions on the values its
+//! global-pointer loads return (those loads are `Acquire`, the signal stores `Release`),
+//! so the model and the code share the decisions.
 //!
 //! This module must never depend on the core or the conduits.
 
@@ -25,48 +51,137 @@ use std::sync::atomic::Ordering;
 
 use super::Word;
 
-/// The slot (0 or 1) message `seq` uses.
-pub(crate) fn slot_of(seq: u64) -> usize {
-    (seq % 2) as usize
+/// Bytes of a message header: the flag word, padding, the call's signature and the length
+/// word last (one cache line). Every message starts on a multiple of it.
+pub(crate) const HEADER: u64 = 64;
+
+/// The length word of a wrap marker: the message is at the next lap's start.
+pub(crate) const WRAP: u64 = u64::MAX;
+
+/// The ring length that holds two messages of `chunk` bytes at once (and the flag word
+/// after them), so long messages pipeline as with double buffering.
+pub(crate) fn ring_for_chunk(chunk: usize) -> u64 {
+    2 * footprint(chunk) + HEADER
 }
 
-/// Whether message `seq` may be written, given the receiver's acknowledgement count.
-pub(crate) fn may_send_after(acknowledged: u64, seq: u64) -> bool {
-    seq < 2 || acknowledged + 2 > seq
+/// Bytes a message of `len` data bytes takes in the ring.
+pub(crate) fn footprint(len: usize) -> u64 {
+    HEADER + (len as u64).div_ceil(HEADER) * HEADER
 }
 
-/// Whether the flag value `flag` says message `seq` has arrived in its slot.
+/// Where a message goes when the sender's position is `position`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Its header's position.
+    pub(crate) start: u64,
+    /// The position after it (the next message's header).
+    pub(crate) end: u64,
+    /// Whether a wrap marker goes at `position` (the message is at the next lap's start).
+    pub(crate) wrapped: bool,
+}
+
+/// Where a message of `len` bytes goes when the sender's position is `position`, in a
+/// ring of `ring` bytes: there, or at the next lap's start if it and the next message's
+/// flag word would not fit before the end (so that flag word is always just after it).
+pub(crate) fn placement(position: u64, len: usize, ring: u64) -> Placement {
+    let need = footprint(len);
+    let into_lap = position % ring;
+    let start = if into_lap + need + HEADER <= ring {
+        position
+    } else {
+        position - into_lap + ring
+    };
+    Placement {
+        start,
+        end: start + need,
+        wrapped: start != position,
+    }
+}
+
+/// Whether the sender may write a message ending at `end` (and clear the flag word there)
+/// when the receiver has acknowledged position `acknowledged`.
+pub(crate) fn fits(acknowledged: u64, end: u64, ring: u64) -> bool {
+    end + HEADER <= acknowledged + ring
+}
+
+/// The position after a wrap marker at `position`: the next lap's start.
+pub(crate) fn after_marker(position: u64, ring: u64) -> u64 {
+    position - position % ring + ring
+}
+
+/// Whether the flag value `flag` says message `seq` (or its wrap marker) has arrived.
 pub(crate) fn has_arrived(flag: u64, seq: u64) -> bool {
     flag == seq + 1
 }
 
-/// The flag value that publishes message `seq` (and the acknowledgement that consumes it).
+/// The flag value that publishes message `seq`.
 pub(crate) fn published(seq: u64) -> u64 {
     seq + 1
 }
 
-/// Sender: [`may_send_after`] on the acknowledgement word, loaded with `Acquire`.
+/// Sender: [`fits`] on the acknowledgement word, loaded with `Acquire`; the value loaded.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
-pub(crate) fn may_send<W: Word>(ack: &W, seq: u64) -> bool {
-    seq < 2 || may_send_after(ack.load(Ordering::Acquire), seq)
+pub(crate) fn may_send<W: Word>(ack: &W, end: u64, ring: u64) -> (bool, u64) {
+    let acknowledged = ack.load(Ordering::Acquire);
+    (fits(acknowledged, end, ring), acknowledged)
 }
 
-/// Sender: publish message `seq` (after writing its data).
+/// Sender: publish message `seq` (or its marker) after writing it.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 pub(crate) fn publish<W: Word>(flag: &W, seq: u64) {
     flag.store(published(seq), Ordering::Release);
 }
 
-/// Receiver: whether message `seq` has arrived.
+/// Receiver: whether message `seq` (or its marker) has arrived at this flag.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 pub(crate) fn arrived<W: Word>(flag: &W, seq: u64) -> bool {
     has_arrived(flag.load(Ordering::Acquire), seq)
 }
 
-/// Receiver: message `seq` has been copied out.
+/// Receiver: every message before position `position` has been copied out.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
-pub(crate) fn acknowledge<W: Word>(ack: &W, seq: u64) {
-    ack.store(published(seq), Ordering::Release);
+pub(crate) fn acknowledge<W: Word>(ack: &W, position: u64) {
+    ack.store(position, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_longest_messages_fit_and_short_ones_pack_by_cache_line() {
+        let chunk = 32 * 1024;
+        let ring = ring_for_chunk(chunk);
+        let first = placement(0, chunk, ring);
+        let second = placement(first.end, chunk, ring);
+        assert!(!first.wrapped && !second.wrapped);
+        assert!(fits(0, second.end, ring), "two chunks in flight");
+        assert!(!fits(0, placement(second.end, 1, ring).end, ring));
+        assert_eq!(footprint(8), 128);
+        assert_eq!(footprint(0), 64);
+        assert_eq!(footprint(65), 192);
+        // Short messages: hundreds in flight before the first acknowledgement.
+        let mut at = 0;
+        let mut n = 0;
+        while fits(0, placement(at, 8, ring).end, ring) {
+            at = placement(at, 8, ring).end;
+            n += 1;
+        }
+        assert!(n > 500, "{n}");
+    }
+
+    #[test]
+    fn a_message_that_would_cross_the_end_goes_to_the_next_lap() {
+        let ring = 1024;
+        let p = placement(896, 8, ring);
+        assert_eq!((p.start, p.end, p.wrapped), (1024, 1152, true));
+        assert_eq!(after_marker(896, ring), 1024);
+        let p = placement(832, 8, ring);
+        assert_eq!((p.start, p.end, p.wrapped), (832, 960, false));
+        // Room for the message and the next flag, counted from the acknowledgement.
+        assert!(fits(128, 1088, ring));
+        assert!(!fits(128, 1152, ring));
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -75,40 +190,99 @@ mod loom_tests {
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
 
-    /// One sender, one receiver, four messages through the two slots: every message is
-    /// received once, in order, with its own data (never the next user's of the slot).
+    /// Cache lines in the model's ring, each one word: a header's flag or a data line.
+    const LINES: usize = 5;
+    const RING: u64 = LINES as u64 * HEADER;
+
+    /// One sender, one receiver, messages of two and one data lines through a ring of five
+    /// lines (so it fills, and the second message wraps): every message is received once,
+    /// in order, with its own data. Each data word holds the flag value of the message whose
+    /// header later lands on the same line (the third's lands on the first's data), so a
+    /// receiver that took stale data for a flag would read the wrong message.
     #[test]
-    fn messages_arrive_in_order_and_are_never_overwritten_while_read() {
+    fn messages_arrive_in_order_through_a_ring_that_wraps() {
+        const LENGTHS: [usize; 3] = [2, 1, 1];
+        let line = |position: u64| ((position % RING) / HEADER) as usize;
+        // The placements do not depend on timing: compute them, and the adversarial data.
+        let mut placements = Vec::new();
+        let mut position = 0;
+        for &n in &LENGTHS {
+            let p = placement(position, n * HEADER as usize, RING);
+            placements.push((position, p));
+            position = p.end;
+        }
+        let mimic = |seq: usize, data_line: usize| {
+            placements[seq + 1..]
+                .iter()
+                .position(|(_, p)| line(p.start) == data_line)
+                .map_or(0, |later| published((seq + 1 + later) as u64))
+        };
+        assert!(placements[1].1.wrapped, "the model wraps a message");
+        assert_ne!(
+            mimic(0, line(placements[0].1.start + 2 * HEADER)),
+            0,
+            "data mimics a flag"
+        );
+        let data: Vec<Vec<u64>> = (0..LENGTHS.len())
+            .map(|seq| {
+                (0..LENGTHS[seq] as u64)
+                    .map(|k| mimic(seq, line(placements[seq].1.start + HEADER * (k + 1))))
+                    .collect()
+            })
+            .collect();
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
-        builder.check(|| {
-            // (flags, data words, acknowledgement)
+        builder.check(move || {
+            // (line words, length words, acknowledgement)
             let shared = Arc::new((
-                [AtomicU64::new(0), AtomicU64::new(0)],
-                [AtomicU64::new(0), AtomicU64::new(0)],
+                std::array::from_fn::<_, LINES, _>(|_| AtomicU64::new(0)),
+                std::array::from_fn::<_, LINES, _>(|_| AtomicU64::new(0)),
                 AtomicU64::new(0),
             ));
-            const MESSAGES: u64 = 4;
             let sender = {
-                let s = shared.clone();
+                let (s, placements, data) = (shared.clone(), placements.clone(), data.clone());
                 loom::thread::spawn(move || {
-                    let (flags, data, ack) = &*s;
-                    for seq in 0..MESSAGES {
-                        while !may_send(ack, seq) {
+                    let (lines, lengths, ack) = &*s;
+                    for (seq, &(position, p)) in placements.iter().enumerate() {
+                        while !may_send(ack, p.end, RING).0 {
                             loom::thread::yield_now();
                         }
-                        data[slot_of(seq)].store(100 + seq, Ordering::Relaxed);
-                        publish(&flags[slot_of(seq)], seq);
+                        lines[line(p.end)].store(0, Ordering::Relaxed);
+                        for (k, &word) in data[seq].iter().enumerate() {
+                            lines[line(p.start + HEADER * (k as u64 + 1))]
+                                .store(word, Ordering::Relaxed);
+                        }
+                        lengths[line(p.start)].store(LENGTHS[seq] as u64, Ordering::Relaxed);
+                        publish(&lines[line(p.start)], seq as u64);
+                        if p.wrapped {
+                            lengths[line(position)].store(WRAP, Ordering::Relaxed);
+                            publish(&lines[line(position)], seq as u64);
+                        }
                     }
                 })
             };
-            let (flags, data, ack) = &*shared;
-            for seq in 0..MESSAGES {
-                while !arrived(&flags[slot_of(seq)], seq) {
-                    loom::thread::yield_now();
+            let (lines, lengths, ack) = &*shared;
+            let mut position = 0;
+            for (seq, &n) in LENGTHS.iter().enumerate() {
+                let seq_word = seq as u64;
+                loop {
+                    while !arrived(&lines[line(position)], seq_word) {
+                        loom::thread::yield_now();
+                    }
+                    let len = lengths[line(position)].load(Ordering::Relaxed);
+                    if len != WRAP {
+                        assert_eq!(len, n as u64, "message {seq} has its own length");
+                        break;
+                    }
+                    position = after_marker(position, RING);
                 }
-                assert_eq!(data[slot_of(seq)].load(Ordering::Relaxed), 100 + seq);
-                acknowledge(ack, seq);
+                for (k, &want) in data[seq].iter().enumerate() {
+                    let word =
+                        lines[line(position + HEADER * (k as u64 + 1))].load(Ordering::Relaxed);
+                    assert_eq!(word, want, "message {seq}'s own data");
+                }
+                position += footprint(n * HEADER as usize);
+                acknowledge(ack, position);
             }
             sender.join().unwrap();
         });

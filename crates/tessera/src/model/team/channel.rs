@@ -1,34 +1,38 @@
 //! Point-to-point messages between the members of a team, built only from one-sided
 //! operations, so collectives work on any conduit.
 //!
-//! Every member owns a *mailbox area* in its segment. For each source it holds two slots
-//! (double buffering), each a header (sequence flag at its start; the call's signature and
-//! the length in its last two words, just before the data) and `chunk` bytes of data;
-//! after them come one acknowledgement word per destination, each on its own cache line.
+//! Every member owns a *mailbox area* in its segment. For each source it holds a *ring* of
+//! bytes; after the rings come one acknowledgement word per destination, each on its own
+//! cache line. Messages from `s` to `d` go one after another into the ring `d` keeps for
+//! `s`, each a header (sequence flag at its start; the call's signature and the length in
+//! its last two words, just before the data) and its data, rounded up to cache lines:
+//! a short message takes two cache lines, so hundreds can be in flight on a pair (a root's
+//! back-to-back broadcasts do not wait for the receiver to be scheduled), and the ring
+//! holds two chunks of the longest kind, so long transfers pipeline.
 //!
-//! A message from `s` to `d` with per-pair sequence number `n` goes to slot `n % 2` of the
-//! inbox `d` keeps for `s`:
-//! 1. `s` waits until `d` has acknowledged message `n − 2` (the last user of that slot). `d`
-//!    stores the count of consumed messages into `s`'s ack word for `d` (`Release`); `s`
-//!    loads it with `Acquire`. This is flow control with two credits.
-//! 2. `s` puts the data, the signature of the collective call it belongs to
-//!    ([`Signature`]) and the length, then stores `n + 1` into the slot's flag
-//!    (`Release`).
-//! 3. `d` waits until the flag reads `n + 1` (`Acquire`), compares the signature with its
-//!    own call's (a mismatch fails the call, naming both calls: different operations,
-//!    roots, counts, types, reductions or algorithms), copies the data out and
-//!    acknowledges.
+//! A message from `s` to `d` with per-pair sequence number `n`:
+//! 1. `s` waits until `d`'s acknowledged position leaves room for it and for the flag word
+//!    after it. `d` stores its position into `s`'s ack word for `d` (`Release`); `s` loads
+//!    it with `Acquire`, and only when the value it loaded last says there is no room.
+//! 2. `s` clears the flag word just after the message (the next message's), puts the data,
+//!    the signature of the collective call it belongs to ([`Signature`]) and the length,
+//!    then stores `n + 1` into the message's flag (`Release`). A message that would not
+//!    fit before the ring's end goes to its start, behind a wrap marker published last.
+//! 3. `d` waits until the flag at its position reads `n + 1` (`Acquire`), follows a wrap
+//!    marker, compares the signature with its own call's (a mismatch fails the call,
+//!    naming both calls: different operations, roots, counts, types, reductions or
+//!    algorithms), copies the data out and acknowledges its new position.
 //!
 //! Both stores that cross to the other member (the flag, the acknowledgement) are
 //! *signals* of the core: on a mapped member a `Release` store; on an unmapped one (another
-//! host) one active message that the owner applies in order, carrying the length and data
-//! with the flag when they fit, and no one waits for it to be applied. So a message costs
-//! one one-way network message each way, and a member that has finished its part of a
-//! collective is never needed again to complete it (it may go straight into a blocking
-//! library call, as the `native` algorithm's group creation does).
+//! host) one active message that the owner applies in order, carrying the signature,
+//! length, data and the cleared next flag with the flag when they fit, and no one waits for
+//! it to be applied. So a message costs one one-way network message each way, and a member
+//! that has finished its part of a collective is never needed again to complete it (it may
+//! go straight into a blocking library call, as the `native` algorithm's group creation
+//! does).
 //!
-//! Messages longer than one chunk travel as consecutive chunks. With two slots the sender
-//! fills one while the receiver drains the other, so large transfers are pipelined.
+//! Messages longer than one chunk travel as consecutive chunks.
 //!
 //! The handshake's decisions live in `protocol::mailbox`, which model-checks them with
 //! loom.
@@ -44,20 +48,20 @@ use crate::error::CoreError;
 use crate::protocol::mailbox;
 use crate::{Context, GlobalPtr, Result};
 
-/// Bytes of a slot header (flag, padding, signature, length: one cache line).
-const HEADER: usize = 64;
-/// Offset of the signature in a slot; the length follows it, then the data.
+/// Bytes of a message header (flag, padding, signature, length: one cache line).
+const HEADER: usize = mailbox::HEADER as usize;
+/// Offset of the signature in a header; the length follows it, then the data.
 const SIGNATURE_AT: usize = HEADER - 16;
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
 
-/// Default data bytes per slot: large enough that the per-chunk handshake (about one
+/// Default data bytes per chunk: large enough that the per-chunk handshake (about one
 /// cache-line round trip) is small next to copying the chunk.
 pub(crate) const DEFAULT_CHUNK: usize = 32 * 1024;
 
-/// Bytes of one member's mailbox area for a team of `size` with `chunk`-byte slots.
+/// Bytes of one member's mailbox area for a team of `size` with `chunk`-byte chunks.
 pub(crate) fn area_len(size: usize, chunk: usize) -> usize {
-    size * 2 * (HEADER + chunk) + size * ACK_STRIDE
+    size * mailbox::ring_for_chunk(chunk) as usize + size * ACK_STRIDE
 }
 
 /// The pair streams of a set of members: every member's mailbox area and the messages
@@ -70,9 +74,16 @@ struct Streams {
     /// Every member's mailbox area.
     areas: Vec<GlobalPtr<u8>>,
     chunk: usize,
+    /// Bytes of each pair's ring.
+    ring: u64,
     /// Messages sent to / received from each member so far.
     sent: RefCell<Vec<u64>>,
     received: RefCell<Vec<u64>>,
+    /// Ring positions (bytes, laps included) of the next message to / from each member.
+    sent_at: RefCell<Vec<u64>>,
+    received_at: RefCell<Vec<u64>>,
+    /// The acknowledged position each member's ack word held when last loaded.
+    acknowledged: RefCell<Vec<u64>>,
     /// Nonblocking collectives in flight over these streams (any team's): their messages
     /// share the pair streams, so a blocking transfer must not start meanwhile.
     nonblocking: Cell<usize>,
@@ -107,8 +118,12 @@ impl Channel {
                 me,
                 areas,
                 chunk,
+                ring: mailbox::ring_for_chunk(chunk),
                 sent: RefCell::new(vec![0; size]),
                 received: RefCell::new(vec![0; size]),
+                sent_at: RefCell::new(vec![0; size]),
+                received_at: RefCell::new(vec![0; size]),
+                acknowledged: RefCell::new(vec![0; size]),
                 nonblocking: Cell::new(0),
             }),
             members: None,
@@ -172,9 +187,10 @@ impl Channel {
         let st = &self.streams;
         ChannelAudit {
             inbox: st.areas[st.me],
-            chunk: st.chunk,
+            ring: st.ring,
             sources: st.areas.iter().map(|a| a.rank()).collect(),
             received: st.received.borrow().clone(),
+            received_at: st.received_at.borrow().clone(),
         }
     }
 
@@ -213,15 +229,18 @@ impl Channel {
         self.streams.areas[self.at(i)].rank()
     }
 
-    /// Slot `parity` of the inbox that streams member `owner` keeps for `source`.
-    fn slot(&self, owner: usize, source: usize, parity: usize) -> GlobalPtr<u8> {
-        self.streams.areas[owner].add((source * 2 + parity) * (HEADER + self.streams.chunk))
+    /// The place of ring position `position` in the inbox that streams member `owner`
+    /// keeps for `source`.
+    fn ring_at(&self, owner: usize, source: usize, position: u64) -> GlobalPtr<u8> {
+        let ring = self.streams.ring;
+        self.streams.areas[owner].add((source as u64 * ring + position % ring) as usize)
     }
 
     /// The word in streams member `owner`'s area where `peer` acknowledges its messages.
     fn ack(&self, owner: usize, peer: usize) -> GlobalPtr<u64> {
+        let rings = self.streams_size() * self.streams.ring as usize;
         self.streams.areas[owner]
-            .add(self.streams_size() * 2 * (HEADER + self.streams.chunk) + peer * ACK_STRIDE)
+            .add(rings + peer * ACK_STRIDE)
             .cast()
     }
 
@@ -242,7 +261,7 @@ impl Channel {
     }
 
     /// Move several messages at once (at most one per destination and one per source),
-    /// advancing whichever chunk can move, so that no pattern of bounded slots can
+    /// advancing whichever chunk can move, so that no pattern of bounded rings can
     /// deadlock: every member that waits keeps both sending and receiving.
     pub(crate) fn transfer(
         &self,
@@ -345,7 +364,8 @@ impl Channel {
         n.set(n.get() - 1);
     }
 
-    /// Send one chunk of call `call` if the slot is free; `false` when it is still in use.
+    /// Send one chunk of call `call` if the receiver's ring has room for it; `false` when
+    /// it has not.
     pub(crate) fn try_send_chunk(
         &self,
         ctx: &Context,
@@ -354,35 +374,61 @@ impl Channel {
         call: Signature,
     ) -> Result<bool> {
         let (me, to) = (self.streams.me, self.at(to));
-        let seq = self.streams.sent.borrow()[to];
-        if seq >= 2 && !mailbox::may_send_after(ctx.atomic_load(self.ack(me, to))?, seq) {
-            return Ok(false);
+        let ring = self.streams.ring;
+        let position = self.streams.sent_at.borrow()[to];
+        let place = mailbox::placement(position, chunk.len(), ring);
+        // The acknowledgement last loaded is a lower bound: load it again only when it
+        // leaves no room (short messages then cost the sender no cache miss on it).
+        if !mailbox::fits(self.streams.acknowledged.borrow()[to], place.end, ring) {
+            let acknowledged = ctx.atomic_load(self.ack(me, to))?;
+            self.streams.acknowledged.borrow_mut()[to] = acknowledged;
+            if !mailbox::fits(acknowledged, place.end, ring) {
+                return Ok(false);
+            }
         }
-        let slot = self.slot(to, me, mailbox::slot_of(seq));
-        let words = slot.add(SIGNATURE_AT);
+        let seq = self.streams.sent.borrow()[to];
+        let header_at = self.ring_at(to, me, place.start);
+        let words = header_at.add(SIGNATURE_AT);
         let header = [call.0, chunk.len() as u64];
-        if ctx.is_addressable(slot) {
-            ctx.put(slot.add(HEADER), chunk)?;
+        // The next message's flag word, cleared: it follows the data's last cache line.
+        let next_flag = header_at.add((place.end - place.start) as usize);
+        if ctx.is_addressable(header_at) {
+            ctx.put_value(next_flag.cast::<u64>(), 0)?;
+            ctx.put(header_at.add(HEADER), chunk)?;
             // `--cfg tessera_no_signatures` builds the channel without signatures, only to
             // measure what they cost (docs/PERFORMANCE.md); the length alone then moves.
             #[cfg(tessera_no_signatures)]
             ctx.put_value(words.cast::<u64>().add(1), header[1])?;
             #[cfg(not(tessera_no_signatures))]
             ctx.put(words.cast::<u64>(), &header)?;
-            ctx.signal_store(None, slot.cast(), mailbox::published(seq))?;
+            ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
-            // Signature, length and data are adjacent, so they travel with the flag in one
-            // message.
-            let mut payload = Vec::with_capacity(16 + chunk.len());
+            // Signature, length, data, padding and the cleared next flag are adjacent, so
+            // they travel with the flag in one message.
+            let span = next_flag.offset() + 8 - words.offset();
+            let mut payload = Vec::with_capacity(span as usize);
             payload.extend_from_slice(bytemuck::cast_slice(&header));
             payload.extend_from_slice(chunk);
+            payload.resize(span as usize, 0);
             ctx.signal_store(
                 Some((words, &payload)),
-                slot.cast(),
+                header_at.cast(),
+                mailbox::published(seq),
+            )?;
+        }
+        if place.wrapped {
+            // Published after the message, so a receiver that finds it finds the message.
+            let marker = self.ring_at(to, me, position);
+            let words: [u64; 2] = [call.0, mailbox::WRAP];
+            let words = bytemuck::cast_slice(&words);
+            ctx.signal_store(
+                Some((marker.add(SIGNATURE_AT), words)),
+                marker.cast(),
                 mailbox::published(seq),
             )?;
         }
         self.streams.sent.borrow_mut()[to] = seq + 1;
+        self.streams.sent_at.borrow_mut()[to] = place.end;
         Ok(true)
     }
 
@@ -397,22 +443,30 @@ impl Channel {
     ) -> Result<Option<usize>> {
         let (me, from) = (self.streams.me, self.at(from));
         let seq = self.streams.received.borrow()[from];
-        let slot = self.slot(me, from, mailbox::slot_of(seq));
-        if !mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, seq) {
-            return Ok(None);
-        }
-        #[cfg(tessera_no_signatures)]
-        let (theirs, len) = (
-            call.0,
-            ctx.get_value(slot.add(SIGNATURE_AT + 8).cast::<u64>())?,
-        );
-        #[cfg(not(tessera_no_signatures))]
-        let [theirs, len] = {
-            let mut header = [0u64; 2];
-            ctx.get(slot.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
-            header
+        let mut position = self.streams.received_at.borrow()[from];
+        let (header_at, theirs, len) = loop {
+            let header_at = self.ring_at(me, from, position);
+            if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
+                return Ok(None);
+            }
+            #[cfg(tessera_no_signatures)]
+            let (theirs, len) = (
+                call.0,
+                ctx.get_value(header_at.add(SIGNATURE_AT + 8).cast::<u64>())?,
+            );
+            #[cfg(not(tessera_no_signatures))]
+            let [theirs, len] = {
+                let mut header = [0u64; 2];
+                ctx.get(header_at.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
+                header
+            };
+            if len != mailbox::WRAP {
+                break (header_at, theirs, len as usize);
+            }
+            // A wrap marker: the message is at the next lap's start (already in place).
+            position = mailbox::after_marker(position, self.streams.ring);
+            self.streams.received_at.borrow_mut()[from] = position;
         };
-        let len = len as usize;
         if theirs != call.0 {
             return Err(CoreError::CollectiveMismatch(format!(
                 "world rank {} sent a message of {} while world rank {} is in {}",
@@ -432,9 +486,11 @@ impl Channel {
             ))
             .into());
         }
-        ctx.get(slot.add(HEADER), &mut out[..len])?;
-        ctx.signal_store(None, self.ack(from, me), mailbox::published(seq))?;
+        ctx.get(header_at.add(HEADER), &mut out[..len])?;
+        let end = position + mailbox::footprint(len);
+        ctx.signal_store(None, self.ack(from, me), end)?;
         self.streams.received.borrow_mut()[from] = seq + 1;
+        self.streams.received_at.borrow_mut()[from] = end;
         Ok(Some(len))
     }
 }
@@ -486,10 +542,12 @@ impl<'a> Incoming<'a> {
 /// A member's inbox as it stood when its team went away (see [`Channel::audit`]).
 pub(crate) struct ChannelAudit {
     inbox: GlobalPtr<u8>,
-    chunk: usize,
+    ring: u64,
     /// World rank of each member.
     sources: Vec<usize>,
+    /// Messages received from each member, and the ring position of the next.
     received: Vec<u64>,
+    received_at: Vec<u64>,
 }
 
 impl ChannelAudit {
@@ -497,11 +555,10 @@ impl ChannelAudit {
     /// that sent this member a message it never received.
     pub(crate) fn unreceived(&self, ctx: &Context) -> Result<Vec<usize>> {
         let mut senders = Vec::new();
-        for (source, &got) in self.received.iter().enumerate() {
-            let slot = self
-                .inbox
-                .add((source * 2 + mailbox::slot_of(got)) * (HEADER + self.chunk));
-            if mailbox::has_arrived(ctx.atomic_load(slot.cast::<u64>())?, got) {
+        for (source, (&got, &position)) in self.received.iter().zip(&self.received_at).enumerate() {
+            let next = (source as u64 * self.ring + position % self.ring) as usize;
+            let flag = self.inbox.add(next).cast::<u64>();
+            if mailbox::has_arrived(ctx.atomic_load(flag)?, got) {
                 senders.push(self.sources[source]);
             }
         }

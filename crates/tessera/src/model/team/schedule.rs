@@ -14,7 +14,7 @@
 //! the stream has reached its number. Every member starts the same collectives in the same
 //! order, so the reservations agree.
 //!
-//! A nonblocking schedule's messages longer than the channel's two slots travel by
+//! A nonblocking schedule's messages longer than two of the channel's chunks travel by
 //! *rendezvous* instead of in chunks: the sender copies the data once into a staging area
 //! in its own segment and sends a one-chunk descriptor (where the data is, where the
 //! reader's flag is); the receiver copies the data straight from the staging area into
@@ -306,7 +306,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
 
     fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
         let bytes = place.1.len() * std::mem::size_of::<T>();
-        // Longer than both slots of a pair: by rendezvous in a nonblocking schedule.
+        // Longer than two chunks (a pair's ring): by rendezvous in a nonblocking schedule.
         let rendezvous = self.schedule.rendezvous && bytes > 2 * self.chunk;
         let chunks = if rendezvous {
             1
