@@ -888,13 +888,16 @@ fn an_in_place_nonblocking_broadcast_fills_the_buffer_it_was_given() {
 /// say it is done; with a pair's old two slots the root would wait for them at the third
 /// and never say so). Then broadcasts of mixed lengths (one word to two chunks), whose
 /// words look like the channel's flag values, wrap each ring dozens of times, and every
-/// word arrives.
+/// word arrives: with mapped peers, and with hidden ones (each message one or two signals
+/// that the owner applies, as across hosts).
 #[test]
 fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
     use std::sync::atomic::{AtomicBool, Ordering};
     const AHEAD: u64 = 300;
-    let root_done = AtomicBool::new(false);
-    Job::threads(3)
+    for hidden in [false, true] {
+        let root_done = AtomicBool::new(false);
+        Job::threads(3)
+        .hide_peers(hidden)
         .wait_timeout(Duration::from_secs(60))
         .run(|ctx| {
             let team = Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Flat)?;
@@ -936,4 +939,5 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
             Ok(())
         })
         .unwrap();
+    }
 }

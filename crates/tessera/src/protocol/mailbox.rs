@@ -7,12 +7,10 @@
 //! Both sides count *positions*: bytes since the pair's first message, laps included (the
 //! physical place is the position modulo the ring's length). A message of `len` bytes
 //! takes [`footprint`]`(len)` bytes: a header of [`HEADER`] bytes (its flag word first,
-//! the length word at `HEADER − 8`) and the data rounded up to whole cache lines. A message
-//! never crosses the ring's end, and the next message's flag word always follows it in
-//! the same lap: where they would not fit, the sender writes a *wrap marker* (a header
-//! whose length word is [`WRAP`]) and puts the message at the next lap's start
-//! ([`placement`]). So a message, its padding and the cleared flag after it are one
-//! contiguous range, which crosses hosts as one signal.
+//! the length word at `HEADER − 8`) and the data rounded up to whole cache lines, and the
+//! next message starts where it ends. Positions and the ring's length are multiples of
+//! the header's, so a header never crosses the ring's end; data may, in two pieces
+//! ([`pieces`]), so no byte of the ring is wasted and it holds two of the longest chunks.
 //!
 //! - The sender may write a message occupying `[start, end)` once the receiver's
 //!   acknowledged position leaves room for it and for the *next* message's flag word:
@@ -22,13 +20,11 @@
 //! - It clears the flag word at `end` (where the next message's header will go: in an
 //!   earlier lap those bytes may have been any message's data, and data can look like a
 //!   flag), writes the data and the header, then stores `seq + 1` into the flag at `start`
-//!   with `Release` ([`publish`]). For a wrapped message it publishes the marker (flag
-//!   `seq + 1` as well) after the message itself, so a receiver that sees the marker finds
-//!   the message in place.
+//!   with `Release` ([`publish`]).
 //! - The receiver waits until the flag at its position reads `seq + 1`, loaded with
-//!   `Acquire` ([`arrived`]); a marker moves it to the next lap's start, where the message
-//!   already is. It copies the data out and stores its new position (the message's end)
-//!   into the sender's acknowledgement word with `Release` ([`acknowledge`]).
+//!   `Acquire` ([`arrived`]), copies the data out, and stores its new position (the
+//!   message's end) into the sender's acknowledgement word with `Release`
+//!   ([`acknowledge`]).
 //!
 //! Why the flag at the receiver's position never reads `seq + 1` early: the sender cleared
 //! that word before it published message `seq − 1` (whose end it is), so the receiver,
@@ -37,9 +33,9 @@
 //! acknowledgement orders the receiver's copy before the sender's next write into the same
 //! bytes, so a message is never overwritten while it is read; the acquire of the flag
 //! makes the data visible to the receiver. The model below checks under loom that every
-//! message arrives once, in order, with its own data, through a ring small enough to wrap
-//! and fill, with data that mimics the next flag (leaving out the clearing store, or
-//! weakening the flag's `Release`, fails it). The first ordering is a load-to-store
+//! message arrives once, in order, with its own data, through a ring small enough to fill
+//! and to split a message's data across its end, with data that mimics a later flag
+//! (leaving out the clearing store, or weakening the flag's `Release`, fails it). The first ordering is a load-to-store
 //! ordering, which loom does not model (it never lets a load read a later store), so it
 //! rests on the argument above. The channel calls these functions on the values its
 //! global-pointer loads return (those loads are `Acquire`, the signal stores `Release`),
@@ -55,9 +51,6 @@ use super::Word;
 /// word last (one cache line). Every message starts on a multiple of it.
 pub(crate) const HEADER: u64 = 64;
 
-/// The length word of a wrap marker: the message is at the next lap's start.
-pub(crate) const WRAP: u64 = u64::MAX;
-
 /// The ring length that holds two messages of `chunk` bytes at once (and the flag word
 /// after them), so long messages pipeline as with double buffering.
 pub(crate) fn ring_for_chunk(chunk: usize) -> u64 {
@@ -69,33 +62,12 @@ pub(crate) fn footprint(len: usize) -> u64 {
     HEADER + (len as u64).div_ceil(HEADER) * HEADER
 }
 
-/// Where a message goes when the sender's position is `position`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Placement {
-    /// Its header's position.
-    pub(crate) start: u64,
-    /// The position after it (the next message's header).
-    pub(crate) end: u64,
-    /// Whether a wrap marker goes at `position` (the message is at the next lap's start).
-    pub(crate) wrapped: bool,
-}
-
-/// Where a message of `len` bytes goes when the sender's position is `position`, in a
-/// ring of `ring` bytes: there, or at the next lap's start if it and the next message's
-/// flag word would not fit before the end (so that flag word is always just after it).
-pub(crate) fn placement(position: u64, len: usize, ring: u64) -> Placement {
-    let need = footprint(len);
-    let into_lap = position % ring;
-    let start = if into_lap + need + HEADER <= ring {
-        position
-    } else {
-        position - into_lap + ring
-    };
-    Placement {
-        start,
-        end: start + need,
-        wrapped: start != position,
-    }
+/// The physical pieces of the `len` bytes from `position` in a ring of `ring` bytes:
+/// `(offset in the ring, bytes)`, the second empty unless the range crosses the end.
+pub(crate) fn pieces(position: u64, len: usize, ring: u64) -> [(usize, usize); 2] {
+    let at = position % ring;
+    let first = (ring - at).min(len as u64) as usize;
+    [(at as usize, first), (0, len - first)]
 }
 
 /// Whether the sender may write a message ending at `end` (and clear the flag word there)
@@ -104,12 +76,7 @@ pub(crate) fn fits(acknowledged: u64, end: u64, ring: u64) -> bool {
     end + HEADER <= acknowledged + ring
 }
 
-/// The position after a wrap marker at `position`: the next lap's start.
-pub(crate) fn after_marker(position: u64, ring: u64) -> u64 {
-    position - position % ring + ring
-}
-
-/// Whether the flag value `flag` says message `seq` (or its wrap marker) has arrived.
+/// Whether the flag value `flag` says message `seq` has arrived.
 pub(crate) fn has_arrived(flag: u64, seq: u64) -> bool {
     flag == seq + 1
 }
@@ -126,13 +93,13 @@ pub(crate) fn may_send<W: Word>(ack: &W, end: u64, ring: u64) -> (bool, u64) {
     (fits(acknowledged, end, ring), acknowledged)
 }
 
-/// Sender: publish message `seq` (or its marker) after writing it.
+/// Sender: publish message `seq` after writing it.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 pub(crate) fn publish<W: Word>(flag: &W, seq: u64) {
     flag.store(published(seq), Ordering::Release);
 }
 
-/// Receiver: whether message `seq` (or its marker) has arrived at this flag.
+/// Receiver: whether message `seq` has arrived at this flag.
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 pub(crate) fn arrived<W: Word>(flag: &W, seq: u64) -> bool {
     has_arrived(flag.load(Ordering::Acquire), seq)
@@ -152,32 +119,27 @@ mod tests {
     fn two_longest_messages_fit_and_short_ones_pack_by_cache_line() {
         let chunk = 32 * 1024;
         let ring = ring_for_chunk(chunk);
-        let first = placement(0, chunk, ring);
-        let second = placement(first.end, chunk, ring);
-        assert!(!first.wrapped && !second.wrapped);
-        assert!(fits(0, second.end, ring), "two chunks in flight");
-        assert!(!fits(0, placement(second.end, 1, ring).end, ring));
+        let (first, second) = (footprint(chunk), 2 * footprint(chunk));
+        assert!(fits(0, second, ring), "two chunks in flight");
+        assert!(!fits(0, second + footprint(1), ring));
+        // In the steady state the third chunk needs only the first consumed.
+        assert!(fits(first, second + first, ring));
         assert_eq!(footprint(8), 128);
         assert_eq!(footprint(0), 64);
         assert_eq!(footprint(65), 192);
         // Short messages: hundreds in flight before the first acknowledgement.
-        let mut at = 0;
-        let mut n = 0;
-        while fits(0, placement(at, 8, ring).end, ring) {
-            at = placement(at, 8, ring).end;
-            n += 1;
-        }
+        let n = (0..)
+            .take_while(|k| fits(0, (k + 1) * footprint(8), ring))
+            .count();
         assert!(n > 500, "{n}");
     }
 
     #[test]
-    fn a_message_that_would_cross_the_end_goes_to_the_next_lap() {
+    fn data_crossing_the_end_comes_in_two_pieces() {
         let ring = 1024;
-        let p = placement(896, 8, ring);
-        assert_eq!((p.start, p.end, p.wrapped), (1024, 1152, true));
-        assert_eq!(after_marker(896, ring), 1024);
-        let p = placement(832, 8, ring);
-        assert_eq!((p.start, p.end, p.wrapped), (832, 960, false));
+        assert_eq!(pieces(896 + 64, 100, ring), [(960, 64), (0, 36)]);
+        assert_eq!(pieces(1024 + 128, 100, ring), [(128, 100), (0, 0)]);
+        assert_eq!(pieces(960, 64, ring), [(960, 64), (0, 0)]);
         // Room for the message and the next flag, counted from the acknowledgement.
         assert!(fits(128, 1088, ring));
         assert!(!fits(128, 1152, ring));
@@ -194,41 +156,39 @@ mod loom_tests {
     const LINES: usize = 5;
     const RING: u64 = LINES as u64 * HEADER;
 
-    /// One sender, one receiver, messages of two and one data lines through a ring of five
-    /// lines (so it fills, and the second message wraps): every message is received once,
-    /// in order, with its own data. Each data word holds the flag value of the message whose
-    /// header later lands on the same line (the third's lands on the first's data), so a
-    /// receiver that took stale data for a flag would read the wrong message.
+    /// One sender, one receiver, messages of two, two and one data lines through a ring of
+    /// five lines (so it fills, and the second message's data crosses the end): every
+    /// message is received once, in order, with its own data. Each data word holds the flag
+    /// value of the message whose header later lands on the same line (the third's lands on
+    /// the first's data), so a receiver that took stale data for a flag would read the
+    /// wrong message.
     #[test]
-    fn messages_arrive_in_order_through_a_ring_that_wraps() {
-        const LENGTHS: [usize; 3] = [2, 1, 1];
+    fn messages_arrive_in_order_through_a_ring_that_fills() {
+        const LENGTHS: [usize; 3] = [2, 2, 1];
         let line = |position: u64| ((position % RING) / HEADER) as usize;
-        // The placements do not depend on timing: compute them, and the adversarial data.
-        let mut placements = Vec::new();
-        let mut position = 0;
-        for &n in &LENGTHS {
-            let p = placement(position, n * HEADER as usize, RING);
-            placements.push((position, p));
-            position = p.end;
-        }
-        let mimic = |seq: usize, data_line: usize| {
-            placements[seq + 1..]
+        // Positions do not depend on timing: compute them, and the adversarial data.
+        let starts: Vec<u64> = LENGTHS
+            .iter()
+            .scan(0, |at, &n| {
+                let start = *at;
+                *at += footprint(n * HEADER as usize);
+                Some(start)
+            })
+            .collect();
+        let data_line = |seq: usize, k: usize| line(starts[seq] + HEADER * (k as u64 + 1));
+        let mimic = |seq: usize, k: usize| {
+            starts[seq + 1..]
                 .iter()
-                .position(|(_, p)| line(p.start) == data_line)
+                .position(|&later| line(later) == data_line(seq, k))
                 .map_or(0, |later| published((seq + 1 + later) as u64))
         };
-        assert!(placements[1].1.wrapped, "the model wraps a message");
-        assert_ne!(
-            mimic(0, line(placements[0].1.start + 2 * HEADER)),
-            0,
-            "data mimics a flag"
+        assert!(
+            line(starts[1]) + LENGTHS[1] >= LINES,
+            "a message's data crosses the end"
         );
+        assert_ne!(mimic(0, 0), 0, "data mimics a later flag");
         let data: Vec<Vec<u64>> = (0..LENGTHS.len())
-            .map(|seq| {
-                (0..LENGTHS[seq] as u64)
-                    .map(|k| mimic(seq, line(placements[seq].1.start + HEADER * (k + 1))))
-                    .collect()
-            })
+            .map(|seq| (0..LENGTHS[seq]).map(|k| mimic(seq, k)).collect())
             .collect();
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
@@ -240,42 +200,32 @@ mod loom_tests {
                 AtomicU64::new(0),
             ));
             let sender = {
-                let (s, placements, data) = (shared.clone(), placements.clone(), data.clone());
+                let (s, starts, data) = (shared.clone(), starts.clone(), data.clone());
                 loom::thread::spawn(move || {
                     let (lines, lengths, ack) = &*s;
-                    for (seq, &(position, p)) in placements.iter().enumerate() {
-                        while !may_send(ack, p.end, RING).0 {
+                    for (seq, &start) in starts.iter().enumerate() {
+                        let end = start + footprint(LENGTHS[seq] * HEADER as usize);
+                        while !may_send(ack, end, RING).0 {
                             loom::thread::yield_now();
                         }
-                        lines[line(p.end)].store(0, Ordering::Relaxed);
+                        lines[line(end)].store(0, Ordering::Relaxed);
                         for (k, &word) in data[seq].iter().enumerate() {
-                            lines[line(p.start + HEADER * (k as u64 + 1))]
+                            lines[line(start + HEADER * (k as u64 + 1))]
                                 .store(word, Ordering::Relaxed);
                         }
-                        lengths[line(p.start)].store(LENGTHS[seq] as u64, Ordering::Relaxed);
-                        publish(&lines[line(p.start)], seq as u64);
-                        if p.wrapped {
-                            lengths[line(position)].store(WRAP, Ordering::Relaxed);
-                            publish(&lines[line(position)], seq as u64);
-                        }
+                        lengths[line(start)].store(LENGTHS[seq] as u64, Ordering::Relaxed);
+                        publish(&lines[line(start)], seq as u64);
                     }
                 })
             };
             let (lines, lengths, ack) = &*shared;
             let mut position = 0;
             for (seq, &n) in LENGTHS.iter().enumerate() {
-                let seq_word = seq as u64;
-                loop {
-                    while !arrived(&lines[line(position)], seq_word) {
-                        loom::thread::yield_now();
-                    }
-                    let len = lengths[line(position)].load(Ordering::Relaxed);
-                    if len != WRAP {
-                        assert_eq!(len, n as u64, "message {seq} has its own length");
-                        break;
-                    }
-                    position = after_marker(position, RING);
+                while !arrived(&lines[line(position)], seq as u64) {
+                    loom::thread::yield_now();
                 }
+                let len = lengths[line(position)].load(Ordering::Relaxed);
+                assert_eq!(len, n as u64, "message {seq} has its own length");
                 for (k, &want) in data[seq].iter().enumerate() {
                     let word =
                         lines[line(position + HEADER * (k as u64 + 1))].load(Ordering::Relaxed);

@@ -16,18 +16,17 @@
 //!    it with `Acquire`, and only when the value it loaded last says there is no room.
 //! 2. `s` clears the flag word just after the message (the next message's), puts the data,
 //!    the signature of the collective call it belongs to ([`Signature`]) and the length,
-//!    then stores `n + 1` into the message's flag (`Release`). A message that would not
-//!    fit before the ring's end goes to its start, behind a wrap marker published last.
-//! 3. `d` waits until the flag at its position reads `n + 1` (`Acquire`), follows a wrap
-//!    marker, compares the signature with its own call's (a mismatch fails the call,
+//!    then stores `n + 1` into the message's flag (`Release`). Data that reaches the
+//!    ring's end goes on at its start (a header never crosses the end).
+//! 3. `d` waits until the flag at its position reads `n + 1` (`Acquire`), compares the signature with its own call's (a mismatch fails the call,
 //!    naming both calls: different operations, roots, counts, types, reductions or
 //!    algorithms), copies the data out and acknowledges its new position.
 //!
 //! Both stores that cross to the other member (the flag, the acknowledgement) are
 //! *signals* of the core: on a mapped member a `Release` store; on an unmapped one (another
 //! host) one active message that the owner applies in order, carrying the signature,
-//! length, data and the cleared next flag with the flag when they fit, and no one waits for
-//! it to be applied. So a message costs one one-way network message each way, and a member
+//! length, data and the cleared next flag with the flag when they fit (two where the
+//! ring's end splits them), and no one waits for it to be applied. So a message costs one one-way network message each way, and a member
 //! that has finished its part of a collective is never needed again to complete it (it may
 //! go straight into a blocking library call, as the `native` algorithm's group creation
 //! does).
@@ -229,11 +228,9 @@ impl Channel {
         self.streams.areas[self.at(i)].rank()
     }
 
-    /// The place of ring position `position` in the inbox that streams member `owner`
-    /// keeps for `source`.
-    fn ring_at(&self, owner: usize, source: usize, position: u64) -> GlobalPtr<u8> {
-        let ring = self.streams.ring;
-        self.streams.areas[owner].add((source as u64 * ring + position % ring) as usize)
+    /// The ring that streams member `owner` keeps for `source`.
+    fn ring(&self, owner: usize, source: usize) -> GlobalPtr<u8> {
+        self.streams.areas[owner].add(source * self.streams.ring as usize)
     }
 
     /// The word in streams member `owner`'s area where `peer` acknowledges its messages.
@@ -374,61 +371,64 @@ impl Channel {
         call: Signature,
     ) -> Result<bool> {
         let (me, to) = (self.streams.me, self.at(to));
-        let ring = self.streams.ring;
-        let position = self.streams.sent_at.borrow()[to];
-        let place = mailbox::placement(position, chunk.len(), ring);
+        let ring_len = self.streams.ring;
+        let start = self.streams.sent_at.borrow()[to];
+        let end = start + mailbox::footprint(chunk.len());
         // The acknowledgement last loaded is a lower bound: load it again only when it
         // leaves no room (short messages then cost the sender no cache miss on it).
-        if !mailbox::fits(self.streams.acknowledged.borrow()[to], place.end, ring) {
+        if !mailbox::fits(self.streams.acknowledged.borrow()[to], end, ring_len) {
             let acknowledged = ctx.atomic_load(self.ack(me, to))?;
             self.streams.acknowledged.borrow_mut()[to] = acknowledged;
-            if !mailbox::fits(acknowledged, place.end, ring) {
+            if !mailbox::fits(acknowledged, end, ring_len) {
                 return Ok(false);
             }
         }
         let seq = self.streams.sent.borrow()[to];
-        let header_at = self.ring_at(to, me, place.start);
-        let words = header_at.add(SIGNATURE_AT);
+        let ring = self.ring(to, me);
+        let place = |position: u64| ring.add((position % ring_len) as usize);
+        let (header_at, next_flag) = (place(start), place(end).cast::<u64>());
         let header = [call.0, chunk.len() as u64];
-        // The next message's flag word, cleared: it follows the data's last cache line.
-        let next_flag = header_at.add((place.end - place.start) as usize);
-        if ctx.is_addressable(header_at) {
-            ctx.put_value(next_flag.cast::<u64>(), 0)?;
-            ctx.put(header_at.add(HEADER), chunk)?;
+        if ctx.is_addressable(ring) {
+            ctx.put_value(next_flag, 0)?;
+            let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
+            let (head, tail) = chunk.split_at(data[0].1);
+            ctx.put(ring.add(data[0].0), head)?;
+            if !tail.is_empty() {
+                ctx.put(ring.add(data[1].0), tail)?;
+            }
+            let words = header_at.add(SIGNATURE_AT).cast::<u64>();
             // `--cfg tessera_no_signatures` builds the channel without signatures, only to
             // measure what they cost (docs/PERFORMANCE.md); the length alone then moves.
             #[cfg(tessera_no_signatures)]
-            ctx.put_value(words.cast::<u64>().add(1), header[1])?;
+            ctx.put_value(words.add(1), header[1])?;
             #[cfg(not(tessera_no_signatures))]
-            ctx.put(words.cast::<u64>(), &header)?;
+            ctx.put(words, &header)?;
             ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
-            // Signature, length, data, padding and the cleared next flag are adjacent, so
-            // they travel with the flag in one message.
-            let span = next_flag.offset() + 8 - words.offset();
-            let mut payload = Vec::with_capacity(span as usize);
+            // Signature, length, data, padding and the cleared next flag are adjacent in the
+            // ring, so they travel with the flag in one message, or in two where the ring's
+            // end splits them: the piece after the end first, its last word (the next flag)
+            // as its signal's flag.
+            let words = start + SIGNATURE_AT as u64;
+            let span = (end + 8 - words) as usize;
+            let mut payload = Vec::with_capacity(span);
             payload.extend_from_slice(bytemuck::cast_slice(&header));
             payload.extend_from_slice(chunk);
-            payload.resize(span as usize, 0);
+            payload.resize(span, 0);
+            let [head, tail] = mailbox::pieces(words, span, ring_len);
+            if tail.1 > 0 {
+                let rest = &payload[head.1..span - 8];
+                let data = (!rest.is_empty()).then(|| (ring.add(tail.0), rest));
+                ctx.signal_store(data, next_flag, 0)?;
+            }
             ctx.signal_store(
-                Some((words, &payload)),
+                Some((ring.add(head.0), &payload[..head.1])),
                 header_at.cast(),
                 mailbox::published(seq),
             )?;
         }
-        if place.wrapped {
-            // Published after the message, so a receiver that finds it finds the message.
-            let marker = self.ring_at(to, me, position);
-            let words: [u64; 2] = [call.0, mailbox::WRAP];
-            let words = bytemuck::cast_slice(&words);
-            ctx.signal_store(
-                Some((marker.add(SIGNATURE_AT), words)),
-                marker.cast(),
-                mailbox::published(seq),
-            )?;
-        }
         self.streams.sent.borrow_mut()[to] = seq + 1;
-        self.streams.sent_at.borrow_mut()[to] = place.end;
+        self.streams.sent_at.borrow_mut()[to] = end;
         Ok(true)
     }
 
@@ -442,31 +442,26 @@ impl Channel {
         call: Signature,
     ) -> Result<Option<usize>> {
         let (me, from) = (self.streams.me, self.at(from));
+        let ring_len = self.streams.ring;
         let seq = self.streams.received.borrow()[from];
-        let mut position = self.streams.received_at.borrow()[from];
-        let (header_at, theirs, len) = loop {
-            let header_at = self.ring_at(me, from, position);
-            if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
-                return Ok(None);
-            }
-            #[cfg(tessera_no_signatures)]
-            let (theirs, len) = (
-                call.0,
-                ctx.get_value(header_at.add(SIGNATURE_AT + 8).cast::<u64>())?,
-            );
-            #[cfg(not(tessera_no_signatures))]
-            let [theirs, len] = {
-                let mut header = [0u64; 2];
-                ctx.get(header_at.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
-                header
-            };
-            if len != mailbox::WRAP {
-                break (header_at, theirs, len as usize);
-            }
-            // A wrap marker: the message is at the next lap's start (already in place).
-            position = mailbox::after_marker(position, self.streams.ring);
-            self.streams.received_at.borrow_mut()[from] = position;
+        let position = self.streams.received_at.borrow()[from];
+        let ring = self.ring(me, from);
+        let header_at = ring.add((position % ring_len) as usize);
+        if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
+            return Ok(None);
+        }
+        #[cfg(tessera_no_signatures)]
+        let (theirs, len) = (
+            call.0,
+            ctx.get_value(header_at.add(SIGNATURE_AT + 8).cast::<u64>())?,
+        );
+        #[cfg(not(tessera_no_signatures))]
+        let [theirs, len] = {
+            let mut header = [0u64; 2];
+            ctx.get(header_at.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
+            header
         };
+        let len = len as usize;
         if theirs != call.0 {
             return Err(CoreError::CollectiveMismatch(format!(
                 "world rank {} sent a message of {} while world rank {} is in {}",
@@ -486,7 +481,12 @@ impl Channel {
             ))
             .into());
         }
-        ctx.get(header_at.add(HEADER), &mut out[..len])?;
+        let data = mailbox::pieces(position + HEADER as u64, len, ring_len);
+        let (head, tail) = out[..len].split_at_mut(data[0].1);
+        ctx.get(ring.add(data[0].0), head)?;
+        if !tail.is_empty() {
+            ctx.get(ring.add(data[1].0), tail)?;
+        }
         let end = position + mailbox::footprint(len);
         ctx.signal_store(None, self.ack(from, me), end)?;
         self.streams.received.borrow_mut()[from] = seq + 1;
