@@ -12,6 +12,7 @@
 //! - [`sync`]: semaphores, signalling put, global locks (and fair ticket locks);
 //! - [`wait`]: waiting on a word of the rank's own segment until it compares true;
 //! - [`barrier`]: the dissemination barrier, split-phase and labelled;
+//! - `direct`: single-copy reads of a peer's private memory on the same host;
 //! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them.
 //!
 //! ## Memory model
@@ -32,6 +33,7 @@ pub mod alloc;
 pub mod am;
 pub mod atomic;
 pub mod barrier;
+pub(crate) mod direct;
 pub mod gptr;
 pub mod mapped;
 pub(crate) mod native;

@@ -92,6 +92,10 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "force a collective algorithm, e.g. TESSERA_COLL_ALLREDUCE=ring",
     },
     Variable {
+        name: "TESSERA_DIRECT",
+        meaning: "switch (default on): long collective messages between ranks of one host are read straight from the sender's memory (cross-memory attach) where the kernel allows it; off: copied through the team's mailbox",
+    },
+    Variable {
         name: "TESSERA_MPI_BYPASS",
         meaning: "switch (default on): on the mpi conduit, reach ranks of the same host through shared memory",
     },
@@ -284,6 +288,7 @@ pub fn check_user_settings() -> Result<(), JobError> {
         "TESSERA_CHECK",
         "TESSERA_HIDE_PEERS",
         "TESSERA_SHM_NAMES",
+        "TESSERA_DIRECT",
         "TESSERA_MPI_BYPASS",
     ] {
         switch(var)?;

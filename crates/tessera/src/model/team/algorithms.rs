@@ -647,17 +647,15 @@ pub(super) fn scan<'r, 'b, T: Pod>(
     let src = || all(Buf::Src);
     let dst = || all(Buf::Dst);
     if alg == Algorithm::Linear {
-        // The prefix up to the left neighbour arrives in scratch; prefix op src goes right.
+        // The prefix up to the left neighbour arrives in scratch; prefix op src goes right
+        // (member 0's prefix is its input, sent as it is).
         b = b.scratch(len);
         if me == 0 {
-            b = b.local([
-                copy(src(), all(Buf::Tmp)),
-                if exclusive {
-                    Local::Zero(dst())
-                } else {
-                    copy(src(), dst())
-                },
-            ]);
+            b = b.local([if exclusive {
+                Local::Zero(dst())
+            } else {
+                copy(src(), dst())
+            }]);
         } else {
             let mut after = Vec::with_capacity(2);
             if exclusive {
@@ -673,7 +671,8 @@ pub(super) fn scan<'r, 'b, T: Pod>(
             b = b.round([], [(me - 1, all(Buf::Tmp))], after);
         }
         if me + 1 < n {
-            b = b.round([(me + 1, all(Buf::Tmp))], [], []);
+            let prefix = if me == 0 { src() } else { all(Buf::Tmp) };
+            b = b.round([(me + 1, prefix)], [], []);
         }
         return b;
     }

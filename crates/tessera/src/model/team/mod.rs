@@ -229,7 +229,48 @@ impl<'a> Team<'a> {
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
         let native = NativeGroup::world(ctx)?;
-        Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)
+        let team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
+        team.probe_direct_reads()?;
+        Ok(team)
+    }
+
+    /// Find out whether members of this host read each other's long messages directly
+    /// (`core::direct`), and agree: every member reads a word from every mapped member,
+    /// and direct reads go on only where every read worked everywhere (and
+    /// `TESSERA_DIRECT` is not off on any member). Collective.
+    fn probe_direct_reads(&self) -> Result<()> {
+        let n = self.size();
+        if n == 1 {
+            return Ok(());
+        }
+        let wanted = crate::job::env::switch("TESSERA_DIRECT")?.unwrap_or(true);
+        let value = 0x5445_5353_4552_4100 ^ self.me as u64;
+        let probe = crate::core::direct::Probe::new(value);
+        let range = probe.range();
+        let mut all = vec![0u64; 3 * n];
+        self.allgather(&[range.pid, range.addr, range.bytes], &mut all)?;
+        let mapped = |i: usize| {
+            self.ctx
+                .is_addressable(GlobalPtr::<u8>::new(self.members[i], 0))
+        };
+        let works = wanted
+            && (0..n).filter(|&i| i != self.me && mapped(i)).all(|i| {
+                let peer = crate::core::direct::RemoteRange {
+                    pid: all[3 * i],
+                    addr: all[3 * i + 1],
+                    bytes: all[3 * i + 2],
+                };
+                crate::core::direct::Probe::reads(peer, 0x5445_5353_4552_4100 ^ i as u64)
+            });
+        // Every member's word stays alive until every member has read it: this agreement
+        // comes after every read.
+        let everywhere = self.allreduce_value(u64::from(works), Op::Min)? == 1;
+        drop(probe);
+        let direct: Vec<bool> = (0..n)
+            .map(|i| everywhere && i != self.me && mapped(i))
+            .collect();
+        self.channel.set_direct(&direct);
+        Ok(())
     }
 
     fn build(
@@ -506,7 +547,12 @@ impl<'a> Team<'a> {
             .iter()
             .map(|&(_, i)| GlobalPtr::new(areas[2 * i] as usize, areas[2 * i + 1]))
             .collect();
+        let direct: Vec<bool> = group
+            .iter()
+            .map(|&(_, i)| self.channel.direct_with(i))
+            .collect();
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
+        team.channel.set_direct(&direct);
         team.forced = self.forced;
         Ok(Some(team))
     }

@@ -236,6 +236,10 @@ impl<'a> Team<'a> {
             st.reserved
                 .recv
                 .extend((0..n).map(|p| self.channel.received_from(p)));
+            st.reserved.direct.clear();
+            st.reserved
+                .direct
+                .extend((0..n).map(|p| self.channel.direct_with(p)));
         }
         Ok(())
     }

@@ -30,6 +30,19 @@
 //! while both members are in the call. Only the message moves without the sender: an
 //! algorithm whose root must also receive or forward (the segmented chain) still needs it.
 //!
+//! A blocking schedule's sends of 16 KiB or more (`channel::DIRECT_FROM`), to a member that reads this one's
+//! memory directly (`core::direct`: ranks of one host whose team found cross-memory attach
+//! working), travel as an *offer* instead: one message holding where the data is (process,
+//! address, length), which takes the sequence numbers of the chunks it replaces. The
+//! receiver reads the data straight from the sender's buffer into its place (one copy
+//! instead of two, the data never in the mailbox) and only then acknowledges the offer; the
+//! sender's schedule is done only when every offer's acknowledgement has come back, so the
+//! caller's buffer stays unchanged until it is read. An offer is made only of a place that
+//! no later step of the schedule writes (the input always; scratch and output only where
+//! the builder sees no later receive, copy, combine or zeroing overlap it), so the rounds
+//! go on meanwhile. The receiver tells an offer from data by a bit of its length word, so
+//! it needs no agreement beyond the team's probe.
+//!
 //! This module must never block: a step that cannot move now is left for the next
 //! advance.
 
@@ -112,6 +125,9 @@ struct Message {
     offset: usize,
     /// Whether it travels by rendezvous (one descriptor chunk; see the module docs).
     rendezvous: bool,
+    /// A send read directly by its receiver (one offer, taking the chunks' sequence
+    /// numbers; see the module docs).
+    direct: bool,
 }
 
 /// What a rendezvous message's one chunk carries.
@@ -164,6 +180,8 @@ pub(crate) struct Plan {
     rounds: Vec<Round>,
     messages: Vec<Message>,
     after: Vec<Local>,
+    /// Sends among `messages` to be read directly.
+    direct: usize,
 }
 
 /// Per-pair sequence numbers already promised to schedules of a team, and the scratch
@@ -173,6 +191,8 @@ pub(crate) struct Plan {
 pub(crate) struct Reserved {
     pub(crate) send: Vec<u64>,
     pub(crate) recv: Vec<u64>,
+    /// Per member: whether long messages to it may be read directly (`core::direct`).
+    pub(crate) direct: Vec<bool>,
     /// Spare buffers, each with its capacity in bytes.
     spare: Vec<SpareBuffer>,
     plans: Vec<Plan>,
@@ -239,6 +259,7 @@ impl Reserved {
             plan.rounds.clear();
             plan.messages.clear();
             plan.after.clear();
+            plan.direct = 0;
             self.plans.push(plan);
         }
     }
@@ -307,7 +328,15 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
         let bytes = place.1.len() * std::mem::size_of::<T>();
         // Longer than two chunks (a pair's ring): by rendezvous in a nonblocking schedule.
-        let rendezvous = self.schedule.rendezvous && bytes > 2 * self.chunk;
+        // From `DIRECT_FROM` bytes, read directly in a blocking one where the receiver can
+        // (unless a later step of the schedule writes the place: see `written`).
+        let long = bytes > 2 * self.chunk;
+        let rendezvous = self.schedule.rendezvous && long;
+        let direct = send
+            && bytes >= super::channel::DIRECT_FROM
+            && !self.schedule.rendezvous
+            && self.reserved.direct.get(peer).copied().unwrap_or(false);
+        self.schedule.plan.direct += usize::from(direct);
         let chunks = if rendezvous {
             1
         } else {
@@ -328,6 +357,23 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
             moved: 0,
             offset: 0,
             rendezvous,
+            direct,
+        }
+    }
+
+    /// A place this schedule writes from now on: an earlier send of it cannot be read
+    /// directly (the sender would change it before the read), so it goes in chunks.
+    fn written(&mut self, place: &Place) {
+        let plan = &mut self.schedule.plan;
+        if plan.direct == 0 {
+            return;
+        }
+        for m in plan.messages.iter_mut().filter(|m| m.direct) {
+            let (a, b) = (&m.place.1, &place.1);
+            if m.place.0 == place.0 && a.start < b.end && b.start < a.end {
+                m.direct = false;
+                plan.direct -= 1;
+            }
         }
     }
 
@@ -346,13 +392,21 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         let middle = self.schedule.plan.messages.len();
         for (peer, place) in recvs {
             debug_assert!(place.0 != Buf::Src, "a schedule never writes its input");
+            self.written(&place);
             let m = self.message(peer, place, false);
             self.schedule.plan.messages.push(m);
         }
         let end = self.schedule.plan.messages.len();
+        let first_step = self.schedule.plan.after.len();
+        for step in after {
+            match &step {
+                Local::Copy { to: place, .. }
+                | Local::Combine { into: place, .. }
+                | Local::Zero(place) => self.written(place),
+            }
+            self.schedule.plan.after.push(step);
+        }
         let plan = &mut self.schedule.plan;
-        let first_step = plan.after.len();
-        plan.after.extend(after);
         plan.rounds.push(Round {
             sends: start..middle,
             recvs: middle..end,
@@ -450,6 +504,9 @@ pub(crate) struct Schedule<'b, T> {
     rendezvous: bool,
     /// Its staging areas not yet released by every reader.
     staged: Vec<Staged>,
+    /// Its sends read directly whose readers have not yet acknowledged them: the peer and
+    /// the ring position its acknowledgement must pass.
+    awaiting: Vec<(usize, u64)>,
 }
 
 impl<'b, T: Pod> Schedule<'b, T> {
@@ -477,6 +534,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
             signature,
             rendezvous,
             staged: Vec::new(),
+            awaiting: Vec::new(),
         }
     }
 
@@ -491,6 +549,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
             reducer,
             signature,
             staged,
+            awaiting,
             ..
         } = self;
         while *current < plan.rounds.len() {
@@ -510,6 +569,18 @@ impl<'b, T: Pod> Schedule<'b, T> {
                         if channel.try_send_chunk(ctx, m.peer, bytes, *signature)? {
                             s.readers += 1;
                             m.moved = 1;
+                        }
+                    }
+                    done &= m.done();
+                    continue;
+                }
+                if m.direct {
+                    if !m.done() && channel.sent_to(m.peer) == m.first {
+                        if let Some(end) =
+                            channel.try_send_direct(ctx, m.peer, data, m.chunks, *signature)?
+                        {
+                            m.moved = m.chunks;
+                            awaiting.push((m.peer, end));
                         }
                     }
                     done &= m.done();
@@ -539,7 +610,8 @@ impl<'b, T: Pod> Schedule<'b, T> {
                     match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], *signature)? {
                         Some(n) => {
                             m.offset += n;
-                            m.moved += 1;
+                            // One chunk, or a direct read taking every chunk's number.
+                            m.moved = channel.received_from(m.peer) - m.first;
                         }
                         None => break,
                     }
@@ -554,6 +626,13 @@ impl<'b, T: Pod> Schedule<'b, T> {
             }
             *current += 1;
         }
+        // Direct reads of this member's buffers done: then the caller may change them.
+        while let Some(&(peer, end)) = awaiting.last() {
+            if !channel.acknowledged_past(ctx, peer, end)? {
+                return Ok(false);
+            }
+            awaiting.pop();
+        }
         release(ctx, staged)
     }
 
@@ -561,7 +640,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
     /// and the first that has not yet consumed one of its messages.
     pub(crate) fn waiting_on(&self) -> (Option<usize>, Option<usize>) {
         let Some(round) = self.plan.rounds.get(self.current) else {
-            return (None, None);
+            return (None, self.awaiting.last().map(|&(peer, _)| peer));
         };
         let first = |r: &Range<usize>| {
             self.plan.messages[r.clone()]
@@ -803,5 +882,67 @@ impl Pending for Checked {
     }
     fn gates(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long send is read directly unless a later step of the same schedule writes its
+    /// place (then the sender would change it under the reader): from the input always,
+    /// from scratch only while nothing writes it again.
+    #[test]
+    fn a_long_send_is_read_directly_only_while_nothing_writes_its_place() {
+        let chunk = 4096;
+        let n = super::super::channel::DIRECT_FROM / 8; // u64s: just long enough
+        let src = vec![1u64; n];
+        let mut dst = vec![0u64; 4 * n];
+        let mut reserved = Reserved {
+            send: vec![0; 2],
+            recv: vec![0; 2],
+            direct: vec![true, true],
+            ..Reserved::default()
+        };
+        let mut schedule = Schedule::new(
+            &mut reserved,
+            Input::Borrowed(&src),
+            Output::Borrowed(&mut dst),
+            None,
+            Signature(0),
+        );
+        Builder::new(&mut reserved, chunk, &mut schedule)
+            .scratch(2 * n)
+            .round(
+                [
+                    (1, (Buf::Src, 0..n)),
+                    (1, (Buf::Tmp, 0..n)),
+                    (1, (Buf::Tmp, n..2 * n)),
+                    (1, (Buf::Dst, 0..n)),
+                    (1, (Buf::Dst, n..n + 1)),
+                ],
+                [],
+                [],
+            )
+            // Later: a receive into the first half of scratch, a copy into the second
+            // block of the output.
+            .round([], [(1, (Buf::Tmp, n / 2..n / 2 + 1))], [])
+            .round(
+                [],
+                [],
+                [Local::Copy {
+                    from: (Buf::Src, 0..n),
+                    to: (Buf::Dst, n - 1..2 * n - 1),
+                }],
+            );
+        let direct: Vec<bool> = schedule.plan.messages[..5]
+            .iter()
+            .map(|m| m.direct)
+            .collect();
+        assert_eq!(direct, [true, false, true, false, false]);
+        assert_eq!(schedule.plan.direct, 2);
+        // The chunks' sequence numbers are reserved whichever way a message travels.
+        let chunks = (8 * n).div_ceil(chunk) as u64;
+        assert_eq!(reserved.send[1], 4 * chunks + 1);
     }
 }
