@@ -547,14 +547,17 @@ impl Channel {
             ))
             .into());
         }
-        if len > out.len() || (len == 0 && !out.is_empty()) {
-            return Err(CoreError::CollectiveMismatch(format!(
-                "in {call}, world rank {} sent {len} bytes where world rank {} expected {}",
+        // The sender's message is not what this member's call expects.
+        let mismatch = |sent: String, expected: usize| -> crate::Error {
+            CoreError::CollectiveMismatch(format!(
+                "in {call}, world rank {} {sent} where world rank {} expected {expected}",
                 self.streams.areas[from].rank(),
                 ctx.rank(),
-                out.len()
             ))
-            .into());
+            .into()
+        };
+        if len > out.len() || (len == 0 && !out.is_empty()) {
+            return Err(mismatch(format!("sent {len} bytes"), out.len()));
         }
         let mut offer = RemoteRange::zeroed();
         let wire = if direct {
@@ -563,13 +566,8 @@ impl Channel {
             &mut out[..len]
         };
         if wire.len() != len {
-            return Err(CoreError::CollectiveMismatch(format!(
-                "in {call}, world rank {} sent a {len}-byte offer of a direct read where world rank {} expected {}",
-                self.streams.areas[from].rank(),
-                ctx.rank(),
-                wire.len()
-            ))
-            .into());
+            let sent = format!("sent a {len}-byte offer of a direct read");
+            return Err(mismatch(sent, wire.len()));
         }
         let end = position + mailbox::footprint(len);
         let data = mailbox::pieces(position + HEADER as u64, len, ring_len);
@@ -582,13 +580,8 @@ impl Channel {
         let (len, numbers) = if direct {
             let bytes = offer.bytes as usize;
             if bytes > out.len() || bytes < DIRECT_FROM {
-                return Err(CoreError::CollectiveMismatch(format!(
-                    "in {call}, world rank {} offered {bytes} bytes to read where world rank {} expected {} (and direct reads only for messages over two chunks)",
-                    self.streams.areas[from].rank(),
-                    ctx.rank(),
-                    out.len()
-                ))
-                .into());
+                let sent = format!("offered {bytes} bytes to read directly (from {DIRECT_FROM})");
+                return Err(mismatch(sent, out.len()));
             }
             offer.read_into(&mut out[..bytes])?;
             (bytes, bytes.div_ceil(self.streams.chunk) as u64)
