@@ -38,9 +38,9 @@
 //! instead of two, the data never in the mailbox) and only then acknowledges the offer; the
 //! sender's schedule is done only when every offer's acknowledgement has come back, so the
 //! caller's buffer stays unchanged until it is read. An offer is made only of a place that
-//! no later step of the schedule writes (the input always; scratch and output only where
-//! the builder sees no later receive, copy, combine or zeroing overlap it), so the rounds
-//! go on meanwhile. The receiver tells an offer from data by a bit of its length word, so
+//! no later step of the schedule writes (the input always; the output only where the
+//! builder sees no later receive, copy, combine or zeroing overlap it; never scratch), so
+//! the rounds go on meanwhile. The receiver tells an offer from data by a bit of its length word, so
 //! it needs no agreement beyond the team's probe.
 //!
 //! This module must never block: a step that cannot move now is left for the next
@@ -329,11 +329,15 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         let bytes = place.1.len() * std::mem::size_of::<T>();
         // Longer than two chunks (a pair's ring): by rendezvous in a nonblocking schedule.
         // From `DIRECT_FROM` bytes, read directly in a blocking one where the receiver can
-        // (unless a later step of the schedule writes the place: see `written`).
+        // (unless a later step of the schedule writes the place: see `written`), but not
+        // from scratch: partial results just computed are in the sender's cache either
+        // way, and waiting for the read cost reductions more than the copy saved
+        // (docs/PERFORMANCE.md).
         let long = bytes > 2 * self.chunk;
         let rendezvous = self.schedule.rendezvous && long;
         let direct = send
             && bytes >= super::channel::DIRECT_FROM
+            && place.0 != Buf::Tmp
             && !self.schedule.rendezvous
             && self.reserved.direct.get(peer).copied().unwrap_or(false);
         self.schedule.plan.direct += usize::from(direct);
@@ -891,7 +895,7 @@ mod tests {
 
     /// A long send is read directly unless a later step of the same schedule writes its
     /// place (then the sender would change it under the reader): from the input always,
-    /// from scratch only while nothing writes it again.
+    /// from the output only while nothing writes it again, from scratch never.
     #[test]
     fn a_long_send_is_read_directly_only_while_nothing_writes_its_place() {
         let chunk = 4096;
@@ -916,17 +920,17 @@ mod tests {
             .round(
                 [
                     (1, (Buf::Src, 0..n)),
-                    (1, (Buf::Tmp, 0..n)),
                     (1, (Buf::Tmp, n..2 * n)),
+                    (1, (Buf::Dst, 2 * n..3 * n)),
                     (1, (Buf::Dst, 0..n)),
-                    (1, (Buf::Dst, n..n + 1)),
+                    (1, (Buf::Dst, 3 * n..3 * n + 1)),
                 ],
                 [],
                 [],
             )
-            // Later: a receive into the first half of scratch, a copy into the second
-            // block of the output.
-            .round([], [(1, (Buf::Tmp, n / 2..n / 2 + 1))], [])
+            // Later: a receive into the output's last block (after the short send), a
+            // copy over the end of its first block.
+            .round([], [(1, (Buf::Dst, 3 * n + 1..4 * n))], [])
             .round(
                 [],
                 [],
