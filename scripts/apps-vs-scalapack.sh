@@ -20,7 +20,7 @@ echo "| app | variant | N | ranks | grid | Tessera s | GFLOP/s | per rank / DGEM
 echo "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 for n in $sizes; do
   for r in $ranks; do
-    for run in "summa prefetch" "summa blocking" "summa onesided" "cholesky blocking" "cholesky lookahead" "lu blocking"; do
+    for run in "summa prefetch" "summa blocking" "summa onesided" "cholesky blocking" "cholesky lookahead" "cholesky lookahead1" "lu blocking"; do
       set -- $run
       out="$dir/$1-$2-$n-$r.json"
       "$tessera" app "$1" --variant "$2" -n "$r" --size "$n" --block "$block" --conduit mpi \

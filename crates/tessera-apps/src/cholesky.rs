@@ -551,6 +551,56 @@ fn lookahead(
     Ok(None)
 }
 
+/// One step of lookahead: at step `k`, the process column of panel `k + 1` first applies
+/// panel `k` to that block column alone, factors panel `k + 1` and starts its broadcast
+/// in place; then every rank applies panel `k` to the rest of its trailing part, moving
+/// the broadcast along between products, and takes panel `k + 1` at the end. So the
+/// panel's factorisation and broadcast run while the other process columns update,
+/// instead of in front of everyone's update.
+fn lookahead_one(
+    grid: &Grid<'_>,
+    layout: &MatrixLayout,
+    a: &mut [f64],
+    comm: &mut CommTimer,
+) -> Result<Option<String>> {
+    let (n, pcol, me) = (layout.rows(), grid.me.1, grid.me);
+    let mut diag = Vec::new();
+    let [mut current, mut next] = <[StepPanels; 2]>::default();
+    if let Some(why) = panel_step(grid, layout, a, 0, &mut current, &mut diag, comm)? {
+        return Ok(Some(why));
+    }
+    let mut k0 = 0;
+    loop {
+        let k1 = panel_end(layout, k0);
+        if k1 >= n {
+            return Ok(None);
+        }
+        let cols = own_block(layout, pcol, k1);
+        let rows = next.start(layout, me, k1, panel_end(layout, k1));
+        let mut sent = None;
+        if !cols.is_empty() {
+            update_lower(layout, me, a, &current, cols.clone(), &mut || Ok(()))?;
+            let status = factor_panel(grid, layout, a, k1, rows, &mut diag, comm)?;
+            next.buf[0] = f64::from_bits(status);
+            let buf = std::mem::take(&mut next.buf);
+            sent = Some(comm.time(|| grid.row.broadcast_nb_in_place(pcol, buf))?);
+        }
+        let mut progress = || -> Result<()> {
+            if let Some(request) = sent.as_mut() {
+                request.test()?;
+            }
+            Ok(())
+        };
+        let rest = if cols.is_empty() { 0 } else { cols.end };
+        update_lower(layout, me, a, &current, rest..usize::MAX, &mut progress)?;
+        if let Some(why) = receive_panel(grid, layout, k1, &mut next, sent, comm)? {
+            return Ok(Some(why));
+        }
+        std::mem::swap(&mut current, &mut next);
+        k0 = k1;
+    }
+}
+
 /// Factor the test matrix on `grid` and check the factor.
 pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let (n, nb) = (problem.n, problem.block);
@@ -569,6 +619,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
     let failure = match problem.variant {
         Variant::Blocking => blocking(grid, &layout, al.data, &mut comm)?,
         Variant::Lookahead => lookahead(grid, &layout, al.data, &mut comm)?,
+        Variant::LookaheadOne => lookahead_one(grid, &layout, al.data, &mut comm)?,
         other => return Err(crate::invalid(format!("Cholesky has no variant {other}"))),
     };
     let (seconds, comm_seconds) = common::stop_clock(grid.world, start, &comm)?;

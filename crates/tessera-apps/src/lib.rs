@@ -72,7 +72,7 @@ impl App {
     pub fn variants(self) -> &'static [Variant] {
         match self {
             App::Summa => &[Variant::Prefetch, Variant::Blocking, Variant::OneSided],
-            App::Cholesky => &[Variant::Blocking, Variant::Lookahead],
+            App::Cholesky => &[Variant::Blocking, Variant::Lookahead, Variant::LookaheadOne],
             App::Lu => &[Variant::Blocking],
         }
     }
@@ -119,6 +119,10 @@ pub enum Variant {
     /// before the rest of the current pair's update, which applies both panels in one
     /// product (Cholesky).
     Lookahead,
+    /// One step ahead: the next panel's process column applies the current panel to that
+    /// block column first, factors it and starts its broadcast, then every rank applies
+    /// the current panel to the rest (Cholesky).
+    LookaheadOne,
 }
 
 impl fmt::Display for Variant {
@@ -127,6 +131,7 @@ impl fmt::Display for Variant {
             Variant::Blocking => "blocking",
             Variant::Prefetch => "prefetch",
             Variant::Lookahead => "lookahead",
+            Variant::LookaheadOne => "lookahead1",
             Variant::OneSided => "onesided",
         })
     }
@@ -139,10 +144,11 @@ impl FromStr for Variant {
             "blocking" => Ok(Variant::Blocking),
             "prefetch" => Ok(Variant::Prefetch),
             "lookahead" => Ok(Variant::Lookahead),
+            "lookahead1" => Ok(Variant::LookaheadOne),
             "onesided" => Ok(Variant::OneSided),
             _ => Err(format!(
                 "unknown variant {s:?}; choose blocking, prefetch or onesided (summa), or \
-                 lookahead (cholesky)"
+                 lookahead or lookahead1 (cholesky)"
             )),
         }
     }

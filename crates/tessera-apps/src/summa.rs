@@ -92,7 +92,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                 multiply(&own, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
             }
         }
-        Variant::Lookahead | Variant::OneSided => {
+        Variant::Lookahead | Variant::LookaheadOne | Variant::OneSided => {
             return Err(crate::invalid(format!(
                 "SUMMA has no variant {}",
                 problem.variant
