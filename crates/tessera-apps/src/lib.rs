@@ -122,6 +122,7 @@ pub enum Variant {
     /// One step ahead: the next panel's process column applies the current panel to that
     /// block column first, factors it and starts its broadcast, then every rank applies
     /// the current panel to the rest (Cholesky).
+    #[serde(rename = "lookahead1")]
     LookaheadOne,
 }
 
@@ -366,5 +367,24 @@ pub fn run(ctx: &Context, problem: &Problem) -> tessera::Result<Outcome> {
         App::Summa => summa::run(&grid, problem),
         App::Cholesky => cholesky::run(&grid, problem),
         App::Lu => lu::run(&grid, problem),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A variant has one name: the one the command line takes, the report prints and the
+    /// JSON report carries.
+    #[test]
+    fn every_variant_has_one_name_on_the_command_line_and_in_json() {
+        for app in [App::Summa, App::Cholesky, App::Lu] {
+            for &variant in app.variants() {
+                let name = variant.to_string();
+                assert_eq!(name.parse::<Variant>(), Ok(variant));
+                let json = serde_json::to_string(&variant).unwrap();
+                assert_eq!(json, format!("\"{name}\""), "{variant:?}");
+            }
+        }
     }
 }
