@@ -38,9 +38,11 @@
 //! instead of two, the data never in the mailbox) and only then acknowledges the offer; the
 //! sender's schedule is done only when every offer's acknowledgement has come back, so the
 //! caller's buffer stays unchanged until it is read. An offer is made only of a place that
-//! no later step of the schedule writes (the input always; the output only where the
-//! builder sees no later receive, copy, combine or zeroing overlap it; never scratch), so
-//! the rounds go on meanwhile. The receiver tells an offer from data by a bit of its length word, so
+//! the schedule never writes (the input always; the output only where no receive, copy,
+//! combine or zeroing of the schedule overlaps it, before or after; never scratch): a later
+//! write would change the data under the reader, and what an earlier one wrote is in the
+//! sender's cache, where a direct read saves no copy and adds the wait for it. So the
+//! rounds go on meanwhile. The receiver tells an offer from data by a bit of its length word, so
 //! it needs no agreement beyond the team's probe.
 //!
 //! This module must never block: a step that cannot move now is left for the next
@@ -164,6 +166,22 @@ pub(crate) enum Local {
     Zero(Place),
 }
 
+impl Local {
+    /// The place the step writes.
+    fn destination(&self) -> &Place {
+        match self {
+            Local::Copy { to: place, .. }
+            | Local::Combine { into: place, .. }
+            | Local::Zero(place) => place,
+        }
+    }
+}
+
+/// Whether two places share an element.
+fn overlap(a: &Place, b: &Place) -> bool {
+    a.0 == b.0 && a.1.start < b.1.end && b.1.start < a.1.end
+}
+
 /// One round: its sends, then its receives (ranges of [`Plan::messages`]), and the local
 /// steps that follow once all of them are done (a range of [`Plan::after`]).
 #[derive(Clone)]
@@ -182,6 +200,8 @@ pub(crate) struct Plan {
     after: Vec<Local>,
     /// Sends among `messages` to be read directly.
     direct: usize,
+    /// The places of the output the schedule writes (receives and local steps so far).
+    writes: Vec<Place>,
 }
 
 /// Per-pair sequence numbers already promised to schedules of a team, and the scratch
@@ -260,6 +280,7 @@ impl Reserved {
             plan.messages.clear();
             plan.after.clear();
             plan.direct = 0;
+            plan.writes.clear();
             self.plans.push(plan);
         }
     }
@@ -318,8 +339,9 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     }
 
     /// Local steps now, before any message moves (copies and zeroing only).
-    pub(crate) fn local(self, steps: impl IntoIterator<Item = Local>) -> Self {
+    pub(crate) fn local(mut self, steps: impl IntoIterator<Item = Local>) -> Self {
         for step in steps {
+            self.written(step.destination());
             apply(&mut self.schedule.bufs, None, &step).expect("copies and zeroing cannot fail");
         }
         self
@@ -335,9 +357,11 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         // (docs/PERFORMANCE.md).
         let long = bytes > 2 * self.chunk;
         let rendezvous = self.schedule.rendezvous && long;
+        let plan = &self.schedule.plan;
         let direct = send
             && bytes >= super::channel::DIRECT_FROM
-            && place.0 != Buf::Tmp
+            && (place.0 == Buf::Src
+                || (place.0 == Buf::Dst && !plan.writes.iter().any(|w| overlap(w, &place))))
             && !self.schedule.rendezvous
             && self.reserved.direct.get(peer).copied().unwrap_or(false);
         self.schedule.plan.direct += usize::from(direct);
@@ -366,15 +390,19 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     }
 
     /// A place this schedule writes from now on: an earlier send of it cannot be read
-    /// directly (the sender would change it before the read), so it goes in chunks.
+    /// directly (the sender would change it before the read), so it goes in chunks; and
+    /// a later send of it neither (what the schedule has just written is in the sender's
+    /// cache, so a direct read saves no copy there and adds the wait for it).
     fn written(&mut self, place: &Place) {
         let plan = &mut self.schedule.plan;
+        if place.0 == Buf::Dst {
+            plan.writes.push(place.clone());
+        }
         if plan.direct == 0 {
             return;
         }
         for m in plan.messages.iter_mut().filter(|m| m.direct) {
-            let (a, b) = (&m.place.1, &place.1);
-            if m.place.0 == place.0 && a.start < b.end && b.start < a.end {
+            if overlap(&m.place, place) {
                 m.direct = false;
                 plan.direct -= 1;
             }
@@ -403,11 +431,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         let end = self.schedule.plan.messages.len();
         let first_step = self.schedule.plan.after.len();
         for step in after {
-            match &step {
-                Local::Copy { to: place, .. }
-                | Local::Combine { into: place, .. }
-                | Local::Zero(place) => self.written(place),
-            }
+            self.written(step.destination());
             self.schedule.plan.after.push(step);
         }
         let plan = &mut self.schedule.plan;
@@ -893,15 +917,17 @@ impl Pending for Checked {
 mod tests {
     use super::*;
 
-    /// A long send is read directly unless a later step of the same schedule writes its
-    /// place (then the sender would change it under the reader): from the input always,
-    /// from the output only while nothing writes it again, from scratch never.
+    /// A long send is read directly unless a step of the same schedule writes its place:
+    /// a later one (the sender would change it under the reader) or an earlier one (what
+    /// the schedule just wrote is in the sender's cache; nothing to save). So from the
+    /// input always, from the output only where the schedule never writes, from scratch
+    /// never.
     #[test]
-    fn a_long_send_is_read_directly_only_while_nothing_writes_its_place() {
+    fn a_long_send_is_read_directly_only_where_the_schedule_never_writes_its_place() {
         let chunk = 4096;
         let n = super::super::channel::DIRECT_FROM / 8; // u64s: just long enough
         let src = vec![1u64; n];
-        let mut dst = vec![0u64; 4 * n];
+        let mut dst = vec![0u64; 5 * n];
         let mut reserved = Reserved {
             send: vec![0; 2],
             recv: vec![0; 2],
@@ -917,19 +943,24 @@ mod tests {
         );
         Builder::new(&mut reserved, chunk, &mut schedule)
             .scratch(2 * n)
+            .local([Local::Copy {
+                from: (Buf::Src, 0..n),
+                to: (Buf::Dst, 2 * n..3 * n),
+            }])
             .round(
                 [
                     (1, (Buf::Src, 0..n)),
                     (1, (Buf::Tmp, n..2 * n)),
-                    (1, (Buf::Dst, 2 * n..3 * n)),
+                    (1, (Buf::Dst, 4 * n..5 * n)),
                     (1, (Buf::Dst, 0..n)),
                     (1, (Buf::Dst, 3 * n..3 * n + 1)),
+                    (1, (Buf::Dst, 2 * n..3 * n)),
                 ],
                 [],
                 [],
             )
-            // Later: a receive into the output's last block (after the short send), a
-            // copy over the end of its first block.
+            // Later: a receive into the output after the short send, a copy over the end
+            // of its first block.
             .round([], [(1, (Buf::Dst, 3 * n + 1..4 * n))], [])
             .round(
                 [],
@@ -939,14 +970,14 @@ mod tests {
                     to: (Buf::Dst, n - 1..2 * n - 1),
                 }],
             );
-        let direct: Vec<bool> = schedule.plan.messages[..5]
+        let direct: Vec<bool> = schedule.plan.messages[..6]
             .iter()
             .map(|m| m.direct)
             .collect();
-        assert_eq!(direct, [true, false, true, false, false]);
+        assert_eq!(direct, [true, false, true, false, false, false]);
         assert_eq!(schedule.plan.direct, 2);
         // The chunks' sequence numbers are reserved whichever way a message travels.
         let chunks = (8 * n).div_ceil(chunk) as u64;
-        assert_eq!(reserved.send[1], 4 * chunks + 1);
+        assert_eq!(reserved.send[1], 5 * chunks + 1);
     }
 }
