@@ -112,6 +112,9 @@ pub(crate) struct Channel {
     /// Blocking calls in progress, nested (a composed algorithm calls others): the
     /// outermost call's signature is the one its messages carry.
     depth: Rc<Cell<u32>>,
+    /// Whether every other member reads this one's long messages directly (worked out
+    /// on first use, again after [`Channel::set_direct`]).
+    all_direct: Cell<Option<bool>>,
 }
 
 /// While alive, a blocking call is in progress on a channel (see [`Channel::enter_call`]).
@@ -143,6 +146,7 @@ impl Channel {
             members: None,
             call: Cell::new(Signature(0)),
             depth: Rc::new(Cell::new(0)),
+            all_direct: Cell::new(None),
         }
     }
 
@@ -156,6 +160,7 @@ impl Channel {
             members: Some(members),
             call: Cell::new(Signature(0)),
             depth: Rc::new(Cell::new(0)),
+            all_direct: Cell::new(None),
         }
     }
 
@@ -432,6 +437,24 @@ impl Channel {
         for (i, &d) in direct.iter().enumerate() {
             all[self.at(i)] = d;
         }
+        self.all_direct.set(None);
+    }
+
+    /// Whether every other member of the team reads this one's long messages directly.
+    pub(crate) fn all_direct(&self) -> bool {
+        if let Some(all) = self.all_direct.get() {
+            return all;
+        }
+        let size = self
+            .members
+            .as_ref()
+            .map_or(self.streams_size(), |m| m.len());
+        let direct = self.streams.direct.borrow();
+        let all = (0..size)
+            .map(|i| self.at(i))
+            .all(|s| s == self.streams.me || direct[s]);
+        self.all_direct.set(Some(all));
+        all
     }
 
     /// Send one message, `chunk` on the wire with `length` in its length word, taking

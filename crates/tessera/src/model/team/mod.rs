@@ -679,7 +679,7 @@ impl<'a> Team<'a> {
     /// algorithm.
     fn usable(&self, op: Collective, bytes: usize, native_ok: bool, alg: Algorithm) -> Algorithm {
         let alg = if alg == Algorithm::Native && !self.can_use_native(bytes, native_ok) {
-            default_algorithm(op, self.size(), bytes)
+            self.local_model(op, bytes)
         } else {
             alg
         };
@@ -709,8 +709,14 @@ impl<'a> Team<'a> {
         if self.spans_hosts && self.native.is_some() && !op.is_single_address() {
             Algorithm::Native
         } else {
-            default_algorithm(op, self.size(), bytes)
+            self.local_model(op, bytes)
         }
+    }
+
+    /// The model's choice among the team's own algorithms ([`default_algorithm`], which
+    /// follows whether the members read each other's long messages directly).
+    pub(super) fn local_model(&self, op: Collective, bytes: usize) -> Algorithm {
+        registry::model_algorithm(op, self.size(), bytes, self.channel.all_direct())
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).

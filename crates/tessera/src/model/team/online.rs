@@ -275,7 +275,7 @@ impl Team<'_> {
             }
         };
         if !native {
-            let fallback = default_algorithm(op, self.size(), bytes);
+            let fallback = self.local_model(op, bytes);
             algs.iter_mut()
                 .filter(|alg| **alg == Algorithm::Native)
                 .for_each(|alg| *alg = fallback);

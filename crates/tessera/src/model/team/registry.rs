@@ -553,7 +553,9 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
 /// exchange and the single-address forms, because a shared-memory "message" or put costs
 /// about one cache-line round trip however many are in flight and whichever member sends
 /// it. Trees and rings win where data would otherwise cross one rank many times, and the
-/// chain pipelines large broadcasts through more than two ranks.
+/// chain pipelines large broadcasts through more than two ranks. This is the choice for
+/// members that cannot read each other's memory directly; where they can (ranks of one
+/// host, `TESSERA_DIRECT` on), a team's model sends broadcasts of 16 KiB or more flat.
 ///
 /// ```
 /// use tessera::model::team::default_algorithm;
@@ -562,8 +564,26 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
 /// assert_eq!(default_algorithm(Collective::BroadcastTo, 4, 8), Algorithm::Flat);
 /// ```
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
+    model_algorithm(op, team_size, bytes, false)
+}
+
+/// [`default_algorithm`] for a team whose members read each other's long messages
+/// directly (`direct_reads`; see `core::direct`) or not. With direct reads a broadcast of
+/// 16 KiB or more goes flat: the root offers its buffer once and every receiver copies
+/// it in parallel, where a chain or a tree would first copy it into forwarders' buffers
+/// (at 256 KiB flat took 27 µs against the chain's 55–62 at 4 ranks, 65 against 92 at 8;
+/// docs/PERFORMANCE.md).
+pub(crate) fn model_algorithm(
+    op: Collective,
+    team_size: usize,
+    bytes: usize,
+    direct_reads: bool,
+) -> Algorithm {
     match op {
         Collective::Barrier => Algorithm::Dissemination,
+        Collective::Broadcast if direct_reads && bytes >= super::channel::DIRECT_FROM => {
+            Algorithm::Flat
+        }
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
         Collective::Broadcast => Algorithm::Binomial,
         // From 32 KiB on 4 and 8 ranks, radix 3 beat the binomial tree by 1.1-1.3x.
