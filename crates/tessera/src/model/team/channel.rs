@@ -61,8 +61,9 @@ const DIRECT: u64 = 1 << 63;
 
 /// Messages of at least this many bytes are offered for direct reads where the receiver
 /// can make them (see `schedule`). Below it the system call costs more than the second
-/// copy saves: on a Xeon with AVX-512, 2 ranks, every operation at 4 KiB was 1.3–2.5×
-/// slower read directly, and at 32 KiB 1.4–1.9× faster (docs/PERFORMANCE.md).
+/// copy saves: on a Xeon with AVX-512, 2 ranks, offers from 4 KiB made the 4 KiB points up
+/// to 4.4× slower, and offers from 16 KiB made the 32 KiB points 1.1–1.9× faster
+/// (docs/PERFORMANCE.md, session 24).
 pub(crate) const DIRECT_FROM: usize = 16 * 1024;
 
 /// Default data bytes per chunk: large enough that the per-chunk handshake (about one
@@ -416,13 +417,19 @@ impl Channel {
     /// Whether team member `to` has acknowledged every message up to ring position `end`
     /// (see [`Channel::try_send_direct`]).
     pub(crate) fn acknowledged_past(&self, ctx: &Context, to: usize, end: u64) -> Result<bool> {
-        let (me, to) = (self.streams.me, self.at(to));
-        if self.streams.acknowledged.borrow()[to] >= end {
+        self.acknowledged(ctx, self.at(to), |acknowledged| acknowledged >= end)
+    }
+
+    /// Whether the position streams member `to` has acknowledged is `enough`: by the
+    /// value last loaded (a lower bound), else by loading its ack word again (`Acquire`).
+    /// So a sender with room to spare costs no cache miss on the word.
+    fn acknowledged(&self, ctx: &Context, to: usize, enough: impl Fn(u64) -> bool) -> Result<bool> {
+        if enough(self.streams.acknowledged.borrow()[to]) {
             return Ok(true);
         }
-        let acknowledged = ctx.atomic_load(self.ack(me, to))?;
+        let acknowledged = ctx.atomic_load(self.ack(self.streams.me, to))?;
         self.streams.acknowledged.borrow_mut()[to] = acknowledged;
-        Ok(acknowledged >= end)
+        Ok(enough(acknowledged))
     }
 
     /// Whether team member `i` and this one read long messages from each other directly.
@@ -472,14 +479,10 @@ impl Channel {
         let ring_len = self.streams.ring;
         let start = self.streams.sent_at.borrow()[to];
         let end = start + mailbox::footprint(chunk.len());
-        // The acknowledgement last loaded is a lower bound: load it again only when it
-        // leaves no room (short messages then cost the sender no cache miss on it).
-        if !mailbox::fits(self.streams.acknowledged.borrow()[to], end, ring_len) {
-            let acknowledged = ctx.atomic_load(self.ack(me, to))?;
-            self.streams.acknowledged.borrow_mut()[to] = acknowledged;
-            if !mailbox::fits(acknowledged, end, ring_len) {
-                return Ok(None);
-            }
+        if !self.acknowledged(ctx, to, |acknowledged| {
+            mailbox::fits(acknowledged, end, ring_len)
+        })? {
+            return Ok(None);
         }
         let seq = self.streams.sent.borrow()[to];
         let ring = self.ring(to, me);

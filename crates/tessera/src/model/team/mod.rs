@@ -244,8 +244,9 @@ impl<'a> Team<'a> {
             return Ok(());
         }
         let wanted = crate::job::env::switch("TESSERA_DIRECT")?.unwrap_or(true);
-        let value = 0x5445_5353_4552_4100 ^ self.me as u64;
-        let probe = crate::core::direct::Probe::new(value);
+        // Each member's word holds a value of its own, so a read of the wrong place fails.
+        let value = |member: usize| 0x5445_5353_4552_4100 ^ member as u64;
+        let probe = crate::core::direct::Probe::new(value(self.me));
         let range = probe.range();
         let mut all = vec![0u64; 3 * n];
         self.allgather(&[range.pid, range.addr, range.bytes], &mut all)?;
@@ -260,7 +261,7 @@ impl<'a> Team<'a> {
                     addr: all[3 * i + 1],
                     bytes: all[3 * i + 2],
                 };
-                crate::core::direct::Probe::reads(peer, 0x5445_5353_4552_4100 ^ i as u64)
+                crate::core::direct::Probe::reads(peer, value(i))
             });
         // Every member's word stays alive until every member has read it: this agreement
         // comes after every read.

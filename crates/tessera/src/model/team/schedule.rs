@@ -350,11 +350,9 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
         let bytes = place.1.len() * std::mem::size_of::<T>();
         // Longer than two chunks (a pair's ring): by rendezvous in a nonblocking schedule.
-        // From `DIRECT_FROM` bytes, read directly in a blocking one where the receiver can
-        // (unless a later step of the schedule writes the place: see `written`), but not
-        // from scratch: partial results just computed are in the sender's cache either
-        // way, and waiting for the read cost reductions more than the copy saved
-        // (docs/PERFORMANCE.md).
+        // From `DIRECT_FROM` bytes, read directly in a blocking one where the receiver can,
+        // if the place is one the schedule never writes (see the module docs and
+        // `written`, which also demotes this send if a later step writes the place).
         let long = bytes > 2 * self.chunk;
         let rendezvous = self.schedule.rendezvous && long;
         let plan = &self.schedule.plan;
