@@ -72,7 +72,7 @@ impl App {
     pub fn variants(self) -> &'static [Variant] {
         match self {
             App::Summa => &[Variant::Prefetch, Variant::Blocking, Variant::OneSided],
-            App::Cholesky => &[Variant::Blocking, Variant::Lookahead, Variant::LookaheadOne],
+            App::Cholesky => &[Variant::LookaheadOne, Variant::Blocking, Variant::Lookahead],
             App::Lu => &[Variant::Blocking],
         }
     }

@@ -34,8 +34,8 @@ pub(crate) struct AppArgs {
     /// Process grid PxQ with P·Q ranks (default: the most square with P ≤ Q).
     #[arg(long)]
     grid: Option<String>,
-    /// Variant: summa has prefetch (default) and blocking; cholesky blocking (default)
-    /// and lookahead; lu blocking.
+    /// Variant: summa has prefetch (default), blocking and onesided; cholesky lookahead1
+    /// (default), blocking and lookahead; lu blocking.
     #[arg(long)]
     variant: Option<String>,
     /// Test matrix: random (default); indefinite (cholesky) or singular (lu) to see the
