@@ -21,6 +21,12 @@
 //! Every frame starts with a byte that says what it is: counted (takes a credit),
 //! uncounted (takes none: [`Messenger::try_send`]), or an ask for credits.
 //!
+//! One probe serves every tag: a message of another tag than the one asked for is set
+//! aside, in order, for the call that asks for its tag. After a probe finds nothing, the
+//! next ask is answered from what was set aside alone, so a wait that polls requests and
+//! replies in turn probes MPI once per turn, not twice: each probe runs MPI's progress
+//! engine, which over TCP is a system call.
+//!
 //! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
 //! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
 //! of the final barrier's signals), so nothing is left unmatched when MPI finalises.
@@ -28,7 +34,8 @@
 //! This module must never call a handler while it holds internal state borrowed:
 //! handlers may send (replies) and poll (reply class) re-entrantly.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 use mpi::point_to_point::{MatchedReceiveVec, Source};
 use mpi::topology::SimpleCommunicator;
@@ -66,6 +73,11 @@ pub(crate) struct Messenger {
     /// Messages of every tag sent to / received from each rank (for `drain`).
     sent: RefCell<Vec<u64>>,
     received: RefCell<Vec<u64>>,
+    /// Messages received while asking for another tag: (source, tag, contents), in the
+    /// order they arrived.
+    set_aside: RefCell<VecDeque<(usize, i32, Vec<u8>)>>,
+    /// The last probe found nothing, and no ask has skipped a probe since.
+    probed_empty: Cell<bool>,
 }
 
 impl Messenger {
@@ -80,6 +92,8 @@ impl Messenger {
             in_flight: RefCell::new(Vec::new()),
             sent: RefCell::new(vec![0; ranks]),
             received: RefCell::new(vec![0; ranks]),
+            set_aside: RefCell::new(VecDeque::new()),
+            probed_empty: Cell::new(false),
         }
     }
 
@@ -100,19 +114,46 @@ impl Messenger {
         Ok(())
     }
 
-    /// Receive one message with `tag` if one has arrived: its source and contents.
-    fn receive<T: mpi::datatype::Equivalence>(&self, tag: i32) -> Option<(usize, Vec<T>)> {
-        let (source, contents) = serial(|| {
-            let (message, status) = self
-                .comm
-                .any_process()
-                .immediate_matched_probe_with_tag(tag)?;
-            let source = status.source_rank() as usize;
-            let (contents, _status): (Vec<T>, _) = (message, status).matched_receive_vec();
-            Some((source, contents))
+    /// Receive one message with `tag` if one has arrived: its source and contents. One set
+    /// aside earlier comes first; else, unless the last probe found nothing (then this ask
+    /// skips its own, and the next probes), messages are taken as they arrived, those of
+    /// other tags set aside, until one with `tag` or none.
+    fn receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+        {
+            let mut set_aside = self.set_aside.borrow_mut();
+            if let Some(i) = set_aside.iter().position(|m| m.1 == tag) {
+                return set_aside
+                    .remove(i)
+                    .map(|(source, _, contents)| (source, contents));
+            }
+        }
+        if self.probed_empty.replace(false) {
+            return None;
+        }
+        loop {
+            let Some((source, arrived, contents)) = self.receive_any() else {
+                self.probed_empty.set(true);
+                return None;
+            };
+            if arrived == tag {
+                return Some((source, contents));
+            }
+            self.set_aside
+                .borrow_mut()
+                .push_back((source, arrived, contents));
+        }
+    }
+
+    /// Receive the first message to have arrived, of any tag: its source, tag and bytes.
+    fn receive_any(&self) -> Option<(usize, i32, Vec<u8>)> {
+        let (source, tag, contents) = serial(|| {
+            let (message, status) = self.comm.any_process().immediate_matched_probe()?;
+            let (source, tag) = (status.source_rank() as usize, status.tag());
+            let (contents, _status): (Vec<u8>, _) = (message, status).matched_receive_vec();
+            Some((source, tag, contents))
         })?;
         self.received.borrow_mut()[source] += 1;
-        Some((source, contents))
+        Some((source, tag, contents))
     }
 
     /// End of the job, collective over every rank, after its final barrier (nothing more
@@ -129,12 +170,8 @@ impl Messenger {
                 serial(|| {
                     let (message, status) =
                         self.comm.process_at_rank(source as i32).matched_probe();
-                    // Received as the type it was sent as (credits are u32s).
-                    if status.tag() == CREDIT_TAG {
-                        let _: (Vec<u32>, _) = (message, status).matched_receive_vec();
-                    } else {
-                        let _: (Vec<u8>, _) = (message, status).matched_receive_vec();
-                    }
+                    // Every message is bytes.
+                    let _: (Vec<u8>, _) = (message, status).matched_receive_vec();
                 });
             }
         }
@@ -143,8 +180,9 @@ impl Messenger {
 
     /// Take every credit message that has arrived.
     fn absorb_credits(&self) {
-        while let Some((source, returned)) = self.receive::<u32>(CREDIT_TAG) {
-            if let [class, count] = returned[..] {
+        while let Some((source, returned)) = self.receive(CREDIT_TAG) {
+            if returned.len() == 8 {
+                let [class, count]: [u32; 2] = bytemuck::pod_read_unaligned(&returned);
                 self.credits.borrow_mut()[source][class as usize & 1] += count;
             }
         }
@@ -203,7 +241,7 @@ impl Messenger {
         // of every wait. Those left unread meanwhile are bounded by the frames this rank
         // may have outstanding.
         let mut count = 0;
-        while let Some((source, frame)) = self.receive::<u8>(tag(class)) {
+        while let Some((source, frame)) = self.receive(tag(class)) {
             match frame.split_first() {
                 Some((&ASK, _)) => {
                     // Behind every frame of this class the asker sent before it.
@@ -245,9 +283,13 @@ impl Messenger {
     }
 
     /// Whether every frame this rank sent has been handled at its target (all credits are
-    /// back). Takes the credit messages that have arrived, and asks every destination
-    /// that owes credits for frames sent since it was last asked.
+    /// back). Unless they are, takes the credit messages that have arrived, and asks every
+    /// destination that owes credits for frames sent since it was last asked.
     pub(crate) fn all_handled(&self) -> Result<bool, ConduitError> {
+        let full = |c: &[u32; 2]| c[0] == CREDITS && c[1] == CREDITS;
+        if self.credits.borrow().iter().all(full) {
+            return Ok(true); // no probe: nothing is owed
+        }
         self.absorb_credits();
         let mut all = true;
         for dest in 0..self.credits.borrow().len() {
