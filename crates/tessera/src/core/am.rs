@@ -116,12 +116,19 @@ pub(crate) struct AmState {
     backpressure: Cell<u64>,
     /// Frames delivered to handlers so far (progress, as the deadlock detector sees it).
     handled: Cell<u64>,
+    /// A counted request went out since the last barrier: a reply may be on its way back.
+    requested: Cell<bool>,
 }
 
 impl AmState {
     /// Frames delivered to handlers on this rank so far.
     pub(crate) fn handled(&self) -> u64 {
         self.handled.get()
+    }
+
+    /// Whether a request went out since the last call, which clears it.
+    pub(crate) fn take_requested(&self) -> bool {
+        self.requested.replace(false)
     }
 }
 
@@ -332,6 +339,11 @@ impl Context {
             bytemuck::cast_slice(args),
             payload,
         ];
+        if class == AmClass::Request && counted {
+            // A reply may come back, which the next barrier runs (uncounted requests, such
+            // as the barrier's own signals, are outside its guarantee).
+            self.am.requested.set(true);
+        }
         let backoff = Backoff::new();
         let try_send = |parts: &[&[u8]]| {
             if counted {

@@ -384,20 +384,24 @@ impl Context {
         self.signal(data, flag, Remote::Store(value))
     }
 
-    /// Wait until every active message this rank sent has been handled at its target (the
-    /// barrier's guarantee about active messages). The wait polls, so it runs the replies
-    /// that come back meanwhile; the barrier's own wait runs any that come later, before
-    /// it can complete. Nothing outstanding costs no poll: the barrier's arrival signal
-    /// then goes out at once (across hosts a poll is a probe of MPI, about a microsecond).
+    /// Wait until every active message this rank sent has been handled at its target, then
+    /// run the replies that came back (the barrier's guarantee about active messages): a
+    /// handler replies before its frame counts as consumed, so once every request is
+    /// consumed its reply is here to run. Without a counted request since the last barrier
+    /// there is no reply to run and nothing to poll for, so the barrier's arrival signal goes out
+    /// at once (across hosts a poll is a probe of MPI's progress engine).
     pub(crate) fn complete_active_messages(&self) -> Result<()> {
-        if self.conduit().am_all_consumed() {
+        let requested = self.am.take_requested();
+        if !self.conduit().am_all_consumed() {
+            self.wait_until(
+                "its active messages to be handled",
+                || Ok(self.conduit().am_all_consumed()),
+                || "a target has not polled (every wait polls; a rank computing without calling poll() delays this)".into(),
+            )?;
+        } else if !requested {
             return Ok(());
         }
-        self.wait_until(
-            "its active messages to be handled",
-            || Ok(self.conduit().am_all_consumed()),
-            || "a target has not polled (every wait polls; a rank computing without calling poll() delays this)".into(),
-        )
+        self.poll()
     }
 
     pub(crate) fn complete_signals(&self) -> Result<()> {

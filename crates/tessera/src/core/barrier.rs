@@ -16,10 +16,9 @@
 //! running on with wrong offsets.
 //!
 //! A barrier also completes the active messages sent before it: a rank enters only once
-//! every frame it sent has been consumed by its target (handled), and its waits run the
-//! replies that come back (a rank's barrier cannot complete before every other rank has
-//! entered, which needs those replies handled), so after the barrier every handler of a
-//! message sent before it has run everywhere.
+//! every frame it sent has been consumed by its target (handled), and runs the replies
+//! that came back, so after the barrier every handler of a message sent before it has run
+//! everywhere.
 //!
 //! Split phase: [`Context::barrier_notify`] signals round 0 and returns; later rounds
 //! advance whenever the rank makes progress; [`Context::barrier_wait`] completes them.

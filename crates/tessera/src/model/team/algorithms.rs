@@ -302,6 +302,19 @@ impl PowerOfTwo {
         }
     }
 
+    /// Where this member's first exchange after the fold sends `range` from: its input, as
+    /// long as `Dst` still holds only the copy of it (it combined nothing in the fold). A
+    /// send of the input may be read directly by the partner (`schedule`), where one of
+    /// the output, just written, goes through the channel: at 2 ranks and 256 KiB the
+    /// recursive doubling took 57 µs that way, against 15 for an exchange of the input.
+    fn first_send(&self, me: usize, range: Range<usize>) -> Place {
+        if me >= 2 * self.rem {
+            place(Buf::Src, range)
+        } else {
+            place(Buf::Dst, range)
+        }
+    }
+
     /// Hand the result in `Dst[0..len]` back to the members folded in.
     fn unfold<'r, 'b, T: Pod>(&self, b: B<'r, 'b, T>, me: usize, len: usize) -> B<'r, 'b, T> {
         let all = place(Buf::Dst, 0..len);
@@ -327,8 +340,13 @@ fn allreduce_recursive_doubling<'r, 'b, T: Pod>(
         let mut mask = 1;
         while mask < fold.pow {
             let partner = fold.real(v ^ mask);
+            let send = if mask == 1 {
+                fold.first_send(me, 0..len)
+            } else {
+                all(Buf::Dst)
+            };
             b = b.round(
-                [(partner, all(Buf::Dst))],
+                [(partner, send)],
                 [(partner, all(Buf::Tmp))],
                 [Local::Combine {
                     from: all(Buf::Tmp),
@@ -377,8 +395,14 @@ fn allreduce_rabenseifner<'r, 'b, T: Pod>(
             };
             let kept = parts(keep.0, keep.1);
             let incoming = place(Buf::Tmp, 0..kept.len());
+            let given = parts(give.0, give.1);
+            let send = if mask == pow / 2 {
+                fold.first_send(me, given)
+            } else {
+                place(Buf::Dst, given)
+            };
             b = b.round(
-                [(partner, place(Buf::Dst, parts(give.0, give.1)))],
+                [(partner, send)],
                 [(partner, incoming.clone())],
                 [Local::Combine {
                     from: incoming,
@@ -424,8 +448,11 @@ fn allreduce_ring<'r, 'b, T: Pod>(
     for s in 0..n - 1 {
         let (out, inb) = (part(me + n - s), part(me + 2 * n - s - 1));
         let incoming = place(Buf::Tmp, 0..inb.len());
+        // The first block sent is still only the copy of the input: send the input, which
+        // the partner may read directly (see `PowerOfTwo::first_send`).
+        let from = if s == 0 { Buf::Src } else { Buf::Dst };
         b = b.round(
-            [(right, place(Buf::Dst, out))],
+            [(right, place(from, out))],
             [(left, incoming.clone())],
             [Local::Combine {
                 from: incoming,
