@@ -177,11 +177,14 @@ pub(super) fn broadcast<'r, 'b, T: Pod>(
 }
 
 /// Reduction of `Src[0..len]` into `Dst[0..len]` on the root: a k-nomial tree (flat:
-/// radix n), pipelined in segments of one chunk: a member receives segment k from every
-/// child into a slot of scratch, combines it into its accumulator while it is in cache
-/// and passes it up, so no member holds more than a segment per child beyond its
-/// accumulator. The accumulator is `Dst` on the root, `Src` itself on a leaf, scratch
-/// elsewhere.
+/// radix n), pipelined in segments of one chunk: a member receives segment k of its first
+/// child straight into its accumulator and of every other child into a slot of scratch,
+/// combines its own input and the slots into the accumulator while they are in cache and
+/// passes it up, so no member holds more than a segment per child beyond its accumulator.
+/// The accumulator is `Dst` on the root, `Src` itself on a leaf, scratch elsewhere; it
+/// never starts as a copy of the input (at 2 ranks and 32 KiB that copy was a quarter of
+/// the call). The combination order (first child, own, other children) needs the
+/// operation commutative, as every reduction is.
 pub(super) fn reduce<'r, 'b, T: Pod>(
     mut b: B<'r, 'b, T>,
     alg: Algorithm,
@@ -201,23 +204,39 @@ pub(super) fn reduce<'r, 'b, T: Pod>(
     let segs: Vec<Range<usize>> = segments(&b, len).collect();
     let width = segs[0].len();
     let base = if acc == Buf::Tmp { len } else { 0 };
-    b = b.scratch(base + kids * width);
-    if acc != Buf::Src {
+    b = b.scratch(base + kids.saturating_sub(1) * width);
+    if acc != Buf::Src && kids == 0 {
         b = b.local([copy(place(Buf::Src, 0..len), place(acc, 0..len))]);
     }
     for range in segs {
-        let slot = |i: usize| place(Buf::Tmp, base + i * width..base + i * width + range.len());
+        // Child i > 0's segment: a slot of scratch.
+        let slot = |i: usize| {
+            let at = base + (i - 1) * width;
+            place(Buf::Tmp, at..at + range.len())
+        };
         if kids > 0 {
+            let into = |i: usize| {
+                if i == 0 {
+                    place(acc, range.clone())
+                } else {
+                    slot(i)
+                }
+            };
+            let own = Local::Combine {
+                from: place(Buf::Src, range.clone()),
+                into: place(acc, range.clone()),
+            };
+            let others = (1..kids).map(|i| Local::Combine {
+                from: slot(i),
+                into: place(acc, range.clone()),
+            });
             b = b.round(
                 [],
                 tree.children
                     .iter()
                     .enumerate()
-                    .map(|(i, &c)| ((c + root) % n, slot(i))),
-                (0..kids).map(|i| Local::Combine {
-                    from: slot(i),
-                    into: place(acc, range.clone()),
-                }),
+                    .map(|(i, &c)| ((c + root) % n, into(i))),
+                std::iter::once(own).chain(others),
             );
         }
         if let Some(p) = tree.parent {
