@@ -693,8 +693,9 @@ pub(super) fn scan<'r, 'b, T: Pod>(
     let src = || all(Buf::Src);
     let dst = || all(Buf::Dst);
     if alg == Algorithm::Linear {
-        // The prefix up to the left neighbour arrives in scratch; prefix op src goes right
-        // (member 0's prefix is its input, sent as it is).
+        // The prefix up to the left neighbour arrives (in scratch, or in the output for an
+        // inclusive scan); prefix op src goes right (member 0's prefix is its input, sent
+        // as it is).
         b = b.scratch(len);
         if me == 0 {
             b = b.local([if exclusive {
@@ -702,22 +703,31 @@ pub(super) fn scan<'r, 'b, T: Pod>(
             } else {
                 copy(src(), dst())
             }]);
-        } else {
-            let mut after = Vec::with_capacity(2);
-            if exclusive {
-                after.push(copy(all(Buf::Tmp), dst()));
-            }
-            after.push(Local::Combine {
-                from: src(),
-                into: all(Buf::Tmp),
-            });
-            if !exclusive {
-                after.push(copy(all(Buf::Tmp), dst()));
-            }
+        } else if exclusive {
+            // The prefix so far is this member's output; with its input, the next one's.
+            let after = [
+                copy(all(Buf::Tmp), dst()),
+                Local::Combine {
+                    from: src(),
+                    into: all(Buf::Tmp),
+                },
+            ];
             b = b.round([], [(me - 1, all(Buf::Tmp))], after);
+        } else {
+            // Inclusive: the prefix arrives straight in the output, with no copy out of
+            // scratch (2 ranks, `bench coll`: 256 KiB 23.6 -> 17.9 µs, 1 MiB 181 -> 158-175).
+            let after = [Local::Combine {
+                from: src(),
+                into: dst(),
+            }];
+            b = b.round([], [(me - 1, dst())], after);
         }
         if me + 1 < n {
-            let prefix = if me == 0 { src() } else { all(Buf::Tmp) };
+            let prefix = match (me, exclusive) {
+                (0, _) => src(),
+                (_, true) => all(Buf::Tmp),
+                (_, false) => dst(),
+            };
             b = b.round([(me + 1, prefix)], [], []);
         }
         return b;
