@@ -184,10 +184,11 @@ impl StepPanels {
         posted: Posted<'_>,
         comm: &mut CommTimer,
     ) -> Result<u64> {
-        let single = posted.len() == 1;
+        // One request (the row broadcast) on one process row, else one per process row.
+        let one_row = grid.shape.0 == 1;
         for (r, request) in posted.into_iter().enumerate() {
             let data = comm.time(|| request.wait())?;
-            if single || r == grid.me.0 {
+            if one_row || r == grid.me.0 {
                 self.buf = data;
             } else {
                 self.pieces[r] = data;

@@ -387,9 +387,9 @@ impl Context {
     /// Wait until every active message this rank sent has been handled at its target, then
     /// run the replies that came back (the barrier's guarantee about active messages): a
     /// handler replies before its frame counts as consumed, so once every request is
-    /// consumed its reply is here to run. Without a counted request since the last barrier
-    /// there is no reply to run and nothing to poll for, so the barrier's arrival signal goes out
-    /// at once (across hosts a poll is a probe of MPI's progress engine).
+    /// consumed its reply is here to run. Without a counted request since the last
+    /// barrier there is no reply to run and nothing to poll for, so the barrier's arrival
+    /// signal goes out at once (across hosts a poll is a probe of MPI's progress engine).
     pub(crate) fn complete_active_messages(&self) -> Result<()> {
         let requested = self.am.take_requested();
         if !self.conduit().am_all_consumed() {

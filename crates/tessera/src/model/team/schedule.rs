@@ -363,7 +363,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         // descriptor or an offer: both ends of the message reckon the same way, from what
         // both know (the length, the pair, the kind of schedule).
         let long = bytes > 2 * self.chunk;
-        let nonblocking = self.schedule.rendezvous;
+        let nonblocking = self.schedule.nonblocking;
         let pair_direct = self.reserved.direct.get(peer).copied().unwrap_or(false);
         let rendezvous = nonblocking && long && !pair_direct;
         let plan = &self.schedule.plan;
@@ -541,8 +541,9 @@ pub(crate) struct Schedule<'b, T> {
     reducer: Option<Reducer<'b, T>>,
     /// The signature its messages carry (see [`super::signature`]).
     signature: Signature,
-    /// Whether its long messages travel by rendezvous (a nonblocking schedule's).
-    rendezvous: bool,
+    /// Whether it is a nonblocking call's (its long messages are offers or rendezvous,
+    /// which move without the sender advancing again).
+    nonblocking: bool,
     /// Its staging areas not yet released by every reader.
     staged: Vec<Staged>,
     /// Its sends read directly whose readers have not yet acknowledged them: the peer and
@@ -562,7 +563,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
     ) -> Self {
         // A schedule that owns its input is a nonblocking one: every member of the call
         // builds the same kind, so both ends of a message agree on how it travels.
-        let rendezvous = matches!(src, Input::Owned(_));
+        let nonblocking = matches!(src, Input::Owned(_));
         Schedule {
             bufs: Buffers {
                 src,
@@ -573,7 +574,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
             current: 0,
             reducer,
             signature,
-            rendezvous,
+            nonblocking,
             staged: Vec::new(),
             awaiting: Vec::new(),
         }
