@@ -5,14 +5,12 @@
 mod common;
 
 fn selftest(ranks: u32, conduit: &str) {
-    selftest_with(ranks, conduit, false);
+    selftest_with(ranks, conduit, &[]);
 }
 
-fn selftest_with(ranks: u32, conduit: &str, hide_peers: bool) {
+fn selftest_with(ranks: u32, conduit: &str, env: &[(&str, &str)]) {
     let mut command = common::tessera();
-    if hide_peers {
-        command.env("TESSERA_HIDE_PEERS", "1");
-    }
+    command.envs(env.iter().copied());
     let f = common::run(
         command.args([
             "selftest",
@@ -72,7 +70,21 @@ fn smp_8_ranks() {
 /// transfer calls, atomics by active-message round trips.
 #[test]
 fn smp_3_ranks_with_hidden_peers() {
-    selftest_with(3, "smp", true);
+    selftest_with(3, "smp", &[("TESSERA_HIDE_PEERS", "1")]);
+}
+
+/// Long collective messages copied half by their receivers and half by their senders,
+/// where ranks outnumber the cores (the default there is off): a flat root helps several
+/// receivers at once.
+#[test]
+fn smp_3_ranks_with_split_copies() {
+    selftest_with(3, "smp", &[("TESSERA_DIRECT_SPLIT", "1")]);
+}
+
+/// Direct reads whole, where the default would split them (2 ranks on 2 cores).
+#[test]
+fn smp_2_ranks_without_split_copies() {
+    selftest_with(2, "smp", &[("TESSERA_DIRECT_SPLIT", "0")]);
 }
 
 #[test]

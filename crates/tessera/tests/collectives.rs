@@ -941,3 +941,113 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
         .unwrap();
     }
 }
+
+/// Long messages read directly, their copy split between both ends: where the sender
+/// waits for the read (its receiver comes late), it writes the second half itself and
+/// counts it; where it does not split, the receiver reads both halves; a nonblocking
+/// broadcast whose root computes completes on the receiver alone. Every byte is checked,
+/// for broadcast, gather, scatter and exchange, at sizes around the split's threshold.
+#[test]
+fn long_direct_reads_are_split_between_sender_and_receiver() {
+    fn body(ctx: &Context) -> tessera::RankResult {
+        let world = Team::world(ctx)?;
+        world.set_split_copies(true);
+        if !world.split_copies() {
+            return Err("direct reads do not work here (process_vm_readv refused?)".into());
+        }
+        let me = world.rank();
+        let late = |who: usize| {
+            if me == who {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let block = |r: usize, len: usize, seed: u64| -> Vec<u64> {
+            (0..len).map(|i| input_u64(r, i, seed)).collect()
+        };
+        // 4 MiB, then lengths just over and under the threshold and odd ones.
+        let lens = [1 << 19, 4097, 4095, 100_003];
+        for (k, &len) in lens.iter().enumerate() {
+            let seed = k as u64;
+            // Broadcast from 0, the receiver late: the root waits and writes its half.
+            late(1);
+            let mut d = if me == 0 {
+                block(0, len, seed)
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, seed) {
+                return Err(fail(format!("broadcast of {len} elements")));
+            }
+            // Gather to 0, the root late: member 1 waits and writes its half.
+            late(0);
+            let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
+            world.gather(0, &block(me, len, seed), &mut all)?;
+            if me == 0 && all != [block(0, len, seed), block(1, len, seed)].concat() {
+                return Err(fail(format!("gather of {len} elements")));
+            }
+            // Scatter from 1, and an exchange.
+            late(0);
+            let src = [block(1, len, seed), block(2, len, seed)].concat();
+            let mut mine = vec![0; len];
+            world.scatter(1, if me == 1 { &src[..] } else { &[] }, &mut mine)?;
+            if mine != src[me * len..(me + 1) * len] {
+                return Err(fail(format!("scatter of {len} elements")));
+            }
+            let xsrc = block(10 + me, 2 * len, seed);
+            let mut got = vec![0; 2 * len];
+            world.exchange(&xsrc, &mut got)?;
+            let want: Vec<u64> = (0..2)
+                .flat_map(|r| block(10 + r, 2 * len, seed)[me * len..(me + 1) * len].to_vec())
+                .collect();
+            if got != want {
+                return Err(fail(format!("exchange of {len} elements")));
+            }
+        }
+        // Each member waited for a late reader of 4 MiB at least once.
+        let written = world.split_halves_written();
+        let everyone = world.allgather_value(written)?;
+        if everyone.contains(&0) {
+            return Err(fail(format!("halves written per member: {everyone:?}")));
+        }
+        // A root that does not split: its receiver reads both halves, and it writes none.
+        if me == 0 {
+            world.set_split_copies(false);
+        }
+        let before = world.split_halves_written();
+        for len in [1 << 19, 5000] {
+            late(1);
+            let mut d = if me == 0 {
+                block(0, len, 7)
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, 7) {
+                return Err(fail(format!(
+                    "broadcast of {len} from a root that does not split"
+                )));
+            }
+        }
+        if me == 0 && world.split_halves_written() != before {
+            return Err(fail("a root that does not split wrote a half".into()));
+        }
+        // A nonblocking broadcast whose root computes instead of advancing it.
+        world.set_split_copies(true);
+        let len = 1 << 18;
+        let data = block(0, len, 9);
+        let request = world.broadcast_nb(0, if me == 0 { &data[..] } else { &data[..len] })?;
+        if me == 0 {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        if request.wait()? != data {
+            return Err(fail("nonblocking broadcast of 2 MiB".into()));
+        }
+        Ok(())
+    }
+    Job::threads(2)
+        .segment(64 << 20)
+        .wait_timeout(Duration::from_secs(60))
+        .run(body)
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -10,11 +10,17 @@
 //! before any message relies on it; where it does not (a sandbox that filters the call, a
 //! hardened ptrace scope, or `TESSERA_DIRECT=0`) long messages keep to the mailbox.
 //!
-//! This module must never read a range whose owner may change or free it meanwhile: the
-//! team channel's protocol keeps the sender waiting for the reader's acknowledgement.
+//! Long messages may also be *split* (`protocol::split`): the sender, which would only wait
+//! for the read, writes the second half into the receiver's destination
+//! (`process_vm_writev`) while the receiver reads the first, so both cores copy.
+//!
+//! This module must never read a range whose owner may change or free it meanwhile (the
+//! team channel's protocol keeps the sender waiting for the reader's acknowledgement), nor
+//! write one whose owner is not waiting for the write (the split's state word keeps the
+//! receiver from reusing its buffer until the sender says it is done).
 
 use nix::errno::Errno;
-use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
 
 use crate::error::CoreError;
@@ -42,29 +48,77 @@ impl RemoteRange {
         }
     }
 
+    /// The range `out` of this process, for a peer to write into (`write_from`): the
+    /// address is taken from the mutable borrow, which the caller keeps untouched until
+    /// the peer says it is done.
+    pub(crate) fn of_mut(out: &mut [u8]) -> RemoteRange {
+        RemoteRange {
+            pid: u64::from(std::process::id()),
+            addr: out.as_mut_ptr() as u64,
+            bytes: out.len() as u64,
+        }
+    }
+
+    /// The `bytes` bytes from `offset` of this range.
+    pub(crate) fn part(&self, offset: usize, bytes: usize) -> RemoteRange {
+        debug_assert!((offset + bytes) as u64 <= self.bytes);
+        RemoteRange {
+            pid: self.pid,
+            addr: self.addr + offset as u64,
+            bytes: bytes as u64,
+        }
+    }
+
     /// Copy the whole range into `out` (exactly as long).
     pub(crate) fn read_into(&self, out: &mut [u8]) -> Result<()> {
         debug_assert_eq!(out.len() as u64, self.bytes);
+        self.each_piece(out.len(), "reading", |done, remote| {
+            let mut local = [std::io::IoSliceMut::new(&mut out[done..])];
+            process_vm_readv(self.process(), &mut local, remote)
+        })
+    }
+
+    /// Copy `data` (exactly as long) into the whole range. Only into a range whose owner
+    /// waits for the write and changes nothing in it meanwhile (`protocol::split`).
+    pub(crate) fn write_from(&self, data: &[u8]) -> Result<()> {
+        debug_assert_eq!(data.len() as u64, self.bytes);
+        self.each_piece(data.len(), "writing", |done, remote| {
+            let local = [std::io::IoSlice::new(&data[done..])];
+            process_vm_writev(self.process(), &local, remote)
+        })
+    }
+
+    fn process(&self) -> Pid {
+        Pid::from_raw(self.pid as i32)
+    }
+
+    /// Move `len` bytes by `call(bytes done, the rest of the range)` until all have moved
+    /// (the kernel may move fewer than asked).
+    fn each_piece(
+        &self,
+        len: usize,
+        doing: &str,
+        mut call: impl FnMut(usize, &[RemoteIoVec; 1]) -> nix::Result<usize>,
+    ) -> Result<()> {
         let mut done = 0;
-        while done < out.len() {
+        while done < len {
             let remote = [RemoteIoVec {
                 base: (self.addr as usize).wrapping_add(done),
-                len: out.len() - done,
+                len: len - done,
             }];
-            let mut local = [std::io::IoSliceMut::new(&mut out[done..])];
-            match process_vm_readv(Pid::from_raw(self.pid as i32), &mut local, &remote) {
-                Ok(0) => return Err(self.failed("it read nothing")),
+            match call(done, &remote) {
+                Ok(0) => return Err(self.failed(doing, "nothing moved")),
                 Ok(n) => done += n,
                 Err(Errno::EINTR) => {}
-                Err(e) => return Err(self.failed(&e.to_string())),
+                Err(e) => return Err(self.failed(doing, &e.to_string())),
             }
         }
         Ok(())
     }
 
-    fn failed(&self, why: &str) -> crate::Error {
+    fn failed(&self, doing: &str, why: &str) -> crate::Error {
         CoreError::Invalid(format!(
-            "reading {} bytes of process {}'s memory directly failed ({why}); the team's probe had found direct reads working, so the process may have ended or changed its permissions (TESSERA_DIRECT=0 keeps long messages to the mailbox)",
+            "{doing} {} bytes of process {}'s memory directly failed ({why}); the team's probe had found direct reads working, so the process may have ended or changed its permissions (TESSERA_DIRECT=0 keeps long messages to the mailbox)",
             self.bytes, self.pid
         ))
         .into()
@@ -106,6 +160,13 @@ mod tests {
         let mut out = vec![0u8; data.len()];
         RemoteRange::of(&data).read_into(&mut out).unwrap();
         assert_eq!(out, data);
+        let mut back = vec![0u8; data.len()];
+        RemoteRange::of_mut(&mut back)
+            .part(1000, 5000)
+            .write_from(&data[..5000])
+            .unwrap();
+        assert_eq!(&back[1000..6000], &data[..5000]);
+        assert!(back[..1000].iter().chain(&back[6000..]).all(|&b| b == 0));
         let probe = Probe::new(0xfeed);
         assert!(Probe::reads(probe.range(), 0xfeed));
         assert!(!Probe::reads(probe.range(), 0xbeef));

@@ -96,6 +96,10 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "switch (default on): long collective messages between ranks of one host are read straight from the sender's memory (cross-memory attach) where the kernel allows it; off: copied through the team's mailbox",
     },
     Variable {
+        name: "TESSERA_DIRECT_SPLIT",
+        meaning: "switch (default on where a host's ranks do not outnumber its cores): a long message read directly is copied half by the receiver and half by the sender, which would otherwise wait",
+    },
+    Variable {
         name: "TESSERA_MPI_BYPASS",
         meaning: "switch (default on): on the mpi conduit, reach ranks of the same host through shared memory",
     },
@@ -289,6 +293,7 @@ pub fn check_user_settings() -> Result<(), JobError> {
         "TESSERA_HIDE_PEERS",
         "TESSERA_SHM_NAMES",
         "TESSERA_DIRECT",
+        "TESSERA_DIRECT_SPLIT",
         "TESSERA_MPI_BYPASS",
     ] {
         switch(var)?;

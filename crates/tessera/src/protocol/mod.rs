@@ -2,7 +2,8 @@
 //!
 //! The bounded active-message ring and the semaphore are written once here, generic over
 //! the memory they live in and the atomic word type; the team channel's handshake
-//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`) and the
+//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`), the split copy of long
+//! directly read messages (`split`) and the
 //! barrier's rounds (`barrier`) keep their decisions here, which the
 //! model layer's channel and the core's barrier call on the values their global-pointer
 //! loads return. The conduits instantiate them over
@@ -21,6 +22,7 @@ pub(crate) mod mailbox;
 pub(crate) mod rendezvous;
 pub(crate) mod ring;
 pub(crate) mod semaphore;
+pub(crate) mod split;
 
 use std::sync::atomic::Ordering;
 
@@ -30,29 +32,42 @@ pub(crate) trait Word {
     fn store(&self, value: u64, order: Ordering);
     #[cfg_attr(not(all(test, loom)), allow(dead_code))]
     fn fetch_add(&self, value: u64, order: Ordering) -> u64;
+    #[cfg_attr(not(all(test, loom)), allow(dead_code))]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64>;
 }
 
-impl Word for std::sync::atomic::AtomicU64 {
-    fn load(&self, order: Ordering) -> u64 {
-        std::sync::atomic::AtomicU64::load(self, order)
-    }
-    fn store(&self, value: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::store(self, value, order)
-    }
-    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
-        std::sync::atomic::AtomicU64::fetch_add(self, value, order)
-    }
+/// [`Word`] for an atomic type with `std`'s methods.
+macro_rules! word_for {
+    ($atomic:ty) => {
+        impl Word for $atomic {
+            fn load(&self, order: Ordering) -> u64 {
+                <$atomic>::load(self, order)
+            }
+            fn store(&self, value: u64, order: Ordering) {
+                <$atomic>::store(self, value, order)
+            }
+            fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+                <$atomic>::fetch_add(self, value, order)
+            }
+            fn compare_exchange(
+                &self,
+                current: u64,
+                new: u64,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<u64, u64> {
+                <$atomic>::compare_exchange(self, current, new, success, failure)
+            }
+        }
+    };
 }
 
+word_for!(std::sync::atomic::AtomicU64);
 #[cfg(loom)]
-impl Word for loom::sync::atomic::AtomicU64 {
-    fn load(&self, order: Ordering) -> u64 {
-        loom::sync::atomic::AtomicU64::load(self, order)
-    }
-    fn store(&self, value: u64, order: Ordering) {
-        loom::sync::atomic::AtomicU64::store(self, value, order)
-    }
-    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
-        loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
-    }
-}
+word_for!(loom::sync::atomic::AtomicU64);

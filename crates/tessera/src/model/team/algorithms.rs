@@ -610,9 +610,13 @@ pub(super) fn scatter<'r, 'b, T: Pod>(
         if me != root {
             return b.round([], [(root, mine)], []);
         }
-        return b
-            .local([copy(place(Buf::Src, block(me, count)), mine)])
-            .round(all_but(root, n, Buf::Src, count), [], []);
+        // The root's own block is copied once the others' are on their way (offered, for
+        // long ones), so the copy overlaps their reads.
+        return b.round(
+            all_but(root, n, Buf::Src, count),
+            [],
+            [copy(place(Buf::Src, block(me, count)), mine)],
+        );
     }
     let sub = Subtree::new(n, me, root);
     // The blocks of this member's subtree, in relative order: the root's own input when

@@ -48,6 +48,7 @@ use super::signature::Signature;
 use crate::core::direct::RemoteRange;
 use crate::error::CoreError;
 use crate::protocol::mailbox;
+use crate::protocol::split::{self, ReceiverStep};
 use crate::{Context, GlobalPtr, Result};
 
 /// Bytes of a message header (flag, padding, signature, length: one cache line).
@@ -56,8 +57,35 @@ const HEADER: usize = mailbox::HEADER as usize;
 const SIGNATURE_AT: usize = HEADER - 16;
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
-/// Set in a message's length word: it carries a [`RemoteRange`] to read directly, not data.
+/// Set in a message's length word: it carries an [`Offer`] to read directly, not data.
 const DIRECT: u64 = 1 << 63;
+
+/// An offer of a direct read as it lies in the receiver's ring: where the data is, where
+/// the receiver wants it (written by the receiver) and the state of the split copy
+/// (`protocol::split`). It starts on a cache line and takes less than one, so it never
+/// crosses the ring's end and its words can be reached one by one.
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct Offer {
+    /// The sender's data.
+    data: RemoteRange,
+    /// The receiver's process and the address its copy goes to (zero until posted).
+    destination: [u64; 2],
+    /// `protocol::split`'s state word.
+    state: u64,
+}
+
+/// Word offsets in an [`Offer`].
+const OFFER_DESTINATION: usize = 3;
+const OFFER_STATE: usize = 5;
+
+/// An offer sent and not yet known to be read: where it lies in the receiver's ring and
+/// the position its acknowledgement passes once the data has been read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SentOffer {
+    at: u64,
+    pub(crate) end: u64,
+}
 
 /// Messages of at least this many bytes are offered for direct reads where the receiver
 /// can make them (see `schedule`). Below it the system call costs more than the second
@@ -98,6 +126,12 @@ struct Streams {
     /// Whether this member and each other read long messages from each other directly
     /// (`core::direct`), as the team that made the streams agreed.
     direct: RefCell<Vec<bool>>,
+    /// Whether long messages read directly are split between both members' cores
+    /// (`protocol::split`): as receiver, this member posts where the data goes and copies
+    /// the first half; as sender, it writes the second half while it waits.
+    split: Cell<bool>,
+    /// Halves this member has written into its receivers' buffers.
+    halves_written: Cell<u64>,
     /// Nonblocking collectives in flight over these streams (any team's): their messages
     /// share the pair streams, so a blocking transfer must not start meanwhile.
     nonblocking: Cell<usize>,
@@ -142,6 +176,8 @@ impl Channel {
                 received_at: RefCell::new(vec![0; size]),
                 acknowledged: RefCell::new(vec![0; size]),
                 direct: RefCell::new(vec![false; size]),
+                split: Cell::new(false),
+                halves_written: Cell::new(0),
                 nonblocking: Cell::new(0),
             }),
             members: None,
@@ -397,21 +433,119 @@ impl Channel {
 
     /// Offer `data` (a whole message of `chunks` chunks, which it takes the sequence
     /// numbers of) to team member `to` for a direct read, if the receiver's ring has room
-    /// for the offer; the ring position that its acknowledgement passes once `data` has
-    /// been read ([`Channel::acknowledged_past`]), until when `data` must stay as it is.
-    /// Only to a member [`Channel::direct_with`] says reads directly.
+    /// for the offer; until its acknowledgement passes [`SentOffer::end`]
+    /// ([`Channel::acknowledged_past`]), `data` must stay as it is, and the sender may
+    /// write part of it into the receiver's destination ([`Channel::help`]); `waits`: the
+    /// offer is the last thing the sender's call does, so the receiver may split the copy
+    /// at once (`protocol::split`). Only to a member [`Channel::direct_with`] says reads
+    /// directly.
     pub(crate) fn try_send_direct(
         &self,
         ctx: &Context,
         to: usize,
         data: &[u8],
         chunks: u64,
+        waits: bool,
         call: Signature,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<SentOffer>> {
         debug_assert!(self.direct_with(to));
-        let offer = RemoteRange::of(data);
+        let at = self.streams.sent_at.borrow()[self.at(to)];
+        let offer = Offer {
+            data: RemoteRange::of(data),
+            destination: [0; 2],
+            state: split::first_state(waits && self.streams.split.get()),
+        };
         let wire = bytemuck::bytes_of(&offer);
-        self.try_send(ctx, to, wire, wire.len() as u64 | DIRECT, chunks, call)
+        let sent = self.try_send(ctx, to, wire, wire.len() as u64 | DIRECT, chunks, call)?;
+        Ok(sent.map(|end| SentOffer { at, end }))
+    }
+
+    /// While team member `to` has not acknowledged `offer` of `data`: if the receiver has
+    /// posted its destination and the second half is still unclaimed, claim it and write
+    /// it there (`protocol::split`), so both cores copy. `true` once nothing is left for
+    /// this member to do for the offer (it wrote its half, the receiver took it, or this
+    /// member does not split).
+    pub(crate) fn help(
+        &self,
+        ctx: &Context,
+        to: usize,
+        offer: SentOffer,
+        data: &[u8],
+    ) -> Result<bool> {
+        let head = split::head_len(data.len());
+        let (me, to) = (self.streams.me, self.at(to));
+        // Once acknowledged, the offer's bytes in the ring may hold a later message.
+        if !self.streams.split.get()
+            || head == data.len()
+            || self.acknowledged_cached(to) >= offer.end
+        {
+            return Ok(true);
+        }
+        let state = self.offer_word(to, me, offer.at, OFFER_STATE);
+        match ctx.atomic_load(state)? {
+            split::WAITING => return Ok(false),
+            split::POSTED => {}
+            _ => return Ok(true),
+        }
+        // Acquires the receiver's release of POSTED: its destination is written.
+        if ctx.atomic_compare_swap(state, split::POSTED, split::SENDER_TAKES)? != split::POSTED {
+            return Ok(true);
+        }
+        let mut destination = [0u64; 2];
+        ctx.get(
+            self.offer_word(to, me, offer.at, OFFER_DESTINATION),
+            &mut destination,
+        )?;
+        let target = RemoteRange {
+            pid: destination[0],
+            addr: destination[1],
+            bytes: data.len() as u64,
+        };
+        match target
+            .part(head, data.len() - head)
+            .write_from(&data[head..])
+        {
+            Ok(()) => {
+                ctx.atomic_store(state, split::SENDER_DONE)?;
+                let written = &self.streams.halves_written;
+                written.set(written.get() + 1);
+            }
+            Err(_) => {
+                // It wrote at most the right bytes; the receiver copies the half itself,
+                // and this member stops splitting (its reads are unaffected).
+                self.streams.split.set(false);
+                ctx.atomic_store(state, split::POSTED)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Word `word` of the offer at ring position `at` that streams member `source` sent to
+    /// `owner`.
+    fn offer_word(&self, owner: usize, source: usize, at: u64, word: usize) -> GlobalPtr<u64> {
+        let place = (at + HEADER as u64 + 8 * word as u64) % self.streams.ring;
+        self.ring(owner, source).add(place as usize).cast()
+    }
+
+    /// Whether long messages read directly are split between both cores
+    /// (`protocol::split`); set once the team has agreed on direct reads.
+    pub(crate) fn set_split(&self, split: bool) {
+        self.streams.split.set(split);
+    }
+
+    /// Whether long messages read directly are split (see [`Channel::set_split`]).
+    pub(crate) fn split(&self) -> bool {
+        self.streams.split.get()
+    }
+
+    /// Halves this member has written into its receivers' buffers.
+    pub(crate) fn halves_written(&self) -> u64 {
+        self.streams.halves_written.get()
+    }
+
+    /// Whether this member reads any other member's long messages directly.
+    pub(crate) fn any_direct(&self) -> bool {
+        self.streams.direct.borrow().iter().any(|&d| d)
     }
 
     /// Whether team member `to` has acknowledged every message up to ring position `end`
@@ -420,11 +554,16 @@ impl Channel {
         self.acknowledged(ctx, self.at(to), |acknowledged| acknowledged >= end)
     }
 
+    /// The position streams member `to` had acknowledged when last loaded (a lower bound).
+    fn acknowledged_cached(&self, to: usize) -> u64 {
+        self.streams.acknowledged.borrow()[to]
+    }
+
     /// Whether the position streams member `to` has acknowledged is `enough`: by the
     /// value last loaded (a lower bound), else by loading its ack word again (`Acquire`).
     /// So a sender with room to spare costs no cache miss on the word.
     fn acknowledged(&self, ctx: &Context, to: usize, enough: impl Fn(u64) -> bool) -> Result<bool> {
-        if enough(self.streams.acknowledged.borrow()[to]) {
+        if enough(self.acknowledged_cached(to)) {
             return Ok(true);
         }
         let acknowledged = ctx.atomic_load(self.ack(self.streams.me, to))?;
@@ -542,6 +681,19 @@ impl Channel {
         out: &mut [u8],
         call: Signature,
     ) -> Result<Option<usize>> {
+        self.try_recv(ctx, from, out, call, false)
+    }
+
+    /// [`Channel::try_recv_chunk`], where an offer of a direct read may be split with its
+    /// sender if `may_split` (the data is not combined at once: `protocol::split`).
+    pub(crate) fn try_recv(
+        &self,
+        ctx: &Context,
+        from: usize,
+        out: &mut [u8],
+        call: Signature,
+        may_split: bool,
+    ) -> Result<Option<usize>> {
         let (me, from) = (self.streams.me, self.at(from));
         let ring_len = self.streams.ring;
         let seq = self.streams.received.borrow()[from];
@@ -585,18 +737,20 @@ impl Channel {
         if len > out.len() || (len == 0 && !out.is_empty()) {
             return Err(mismatch(format!("sent {len} bytes"), out.len()));
         }
-        let mut offer = RemoteRange::zeroed();
+        let mut offer = Offer::zeroed();
+        let offer_len = std::mem::size_of::<Offer>();
+        if direct && len != offer_len {
+            let sent = format!("sent a {len}-byte offer of a direct read");
+            return Err(mismatch(sent, offer_len));
+        }
+        // An offer's state word belongs to the split copy, which loads it atomically.
         let wire = if direct {
-            bytemuck::bytes_of_mut(&mut offer)
+            &mut bytemuck::bytes_of_mut(&mut offer)[..8 * OFFER_STATE]
         } else {
             &mut out[..len]
         };
-        if wire.len() != len {
-            let sent = format!("sent a {len}-byte offer of a direct read");
-            return Err(mismatch(sent, wire.len()));
-        }
         let end = position + mailbox::footprint(len);
-        let data = mailbox::pieces(position + HEADER as u64, len, ring_len);
+        let data = mailbox::pieces(position + HEADER as u64, wire.len(), ring_len);
         let (head, tail) = wire.split_at_mut(data[0].1);
         ctx.get(ring.add(data[0].0), head)?;
         if !tail.is_empty() {
@@ -604,12 +758,14 @@ impl Channel {
         }
         // A direct read's message takes the sequence numbers of its chunks.
         let (len, numbers) = if direct {
-            let bytes = offer.bytes as usize;
+            let bytes = offer.data.bytes as usize;
             if bytes > out.len() || bytes < DIRECT_FROM {
                 let sent = format!("offered {bytes} bytes to read directly (from {DIRECT_FROM})");
                 return Err(mismatch(sent, out.len()));
             }
-            offer.read_into(&mut out[..bytes])?;
+            if !self.read_offer(ctx, from, position, &offer, &mut out[..bytes], may_split)? {
+                return Ok(None);
+            }
             (bytes, bytes.div_ceil(self.streams.chunk) as u64)
         } else {
             (len, 1)
@@ -618,6 +774,90 @@ impl Channel {
         self.streams.received.borrow_mut()[from] = seq + numbers;
         self.streams.received_at.borrow_mut()[from] = end;
         Ok(Some(len))
+    }
+}
+
+impl Channel {
+    /// Copy the data of `offer`, which streams member `from` sent to this one at ring
+    /// position `position`, into `out` (exactly as long): whole, or split with the sender
+    /// (`protocol::split`: post the destination, read the first half, then the second
+    /// unless the sender has claimed it). `false` while the sender is still writing its
+    /// half: call again with the same `out`, which must stay untouched meanwhile.
+    fn read_offer(
+        &self,
+        ctx: &Context,
+        from: usize,
+        position: u64,
+        offer: &Offer,
+        out: &mut [u8],
+        may_split: bool,
+    ) -> Result<bool> {
+        let bytes = out.len();
+        let head = split::head_len(bytes);
+        if !may_split || !self.streams.split.get() || head == bytes {
+            offer.data.read_into(out)?;
+            return Ok(true);
+        }
+        let me = self.streams.me;
+        let state = self.offer_word(me, from, position, OFFER_STATE);
+        let destination = RemoteRange::of_mut(out);
+        let mut posted_now = false;
+        loop {
+            let step = split::receiver_step(ctx.atomic_load(state)?);
+            if matches!(
+                step,
+                ReceiverStep::Claim | ReceiverStep::Wait | ReceiverStep::Finish
+            ) && !posted_now
+                && offer.destination != [destination.pid, destination.addr]
+            {
+                return Err(CoreError::Invalid(format!(
+                    "a split direct read from world rank {} was resumed into another buffer than the one posted (an internal error of the team channel)",
+                    self.streams.areas[from].rank()
+                ))
+                .into());
+            }
+            match step {
+                ReceiverStep::ReadWhole => {
+                    offer.data.read_into(out)?;
+                    return Ok(true);
+                }
+                ReceiverStep::Post => {
+                    let words = self.offer_word(me, from, position, OFFER_DESTINATION);
+                    ctx.put(words, &[destination.pid, destination.addr])?;
+                    ctx.atomic_store(state, split::POSTED)?;
+                    posted_now = true;
+                    if let Err(e) = offer.data.part(0, head).read_into(&mut out[..head]) {
+                        self.settle(ctx, state)?;
+                        return Err(e);
+                    }
+                }
+                ReceiverStep::Claim => {
+                    if ctx.atomic_compare_swap(state, split::POSTED, split::RECEIVER_TAKES)?
+                        == split::POSTED
+                    {
+                        let rest = offer.data.part(head, bytes - head);
+                        rest.read_into(&mut out[head..])?;
+                        return Ok(true);
+                    }
+                }
+                ReceiverStep::Wait => return Ok(false),
+                ReceiverStep::Finish => return Ok(true),
+            }
+        }
+    }
+
+    /// Before an error hands a posted buffer back: keep the sender from writing into it,
+    /// or wait (briefly: it is copying half a message) until it has.
+    fn settle(&self, ctx: &Context, state: GlobalPtr<u64>) -> Result<()> {
+        let backoff = crossbeam_utils::Backoff::new();
+        let since = std::time::Instant::now();
+        while ctx.atomic_compare_swap(state, split::POSTED, split::RECEIVER_TAKES)?
+            == split::SENDER_TAKES
+            && since.elapsed() < std::time::Duration::from_secs(10)
+        {
+            backoff.snooze();
+        }
+        Ok(())
     }
 }
 

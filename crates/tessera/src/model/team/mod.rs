@@ -271,6 +271,17 @@ impl<'a> Team<'a> {
             .map(|i| everywhere && i != self.me && mapped(i))
             .collect();
         self.channel.set_direct(&direct);
+        // Splitting a long message's copy between both cores pays where the sender would
+        // otherwise only wait; where ranks outnumber the cores it would only wait for a
+        // core, and its half would keep its core's other rank waiting.
+        // The host's processors, not this rank's affinity (mpirun binds each rank to one).
+        let sharing = (0..n).filter(|&i| mapped(i)).count();
+        let cores = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+            .ok()
+            .flatten()
+            .map_or(1, |c| c.max(1) as usize);
+        let split = crate::job::env::switch("TESSERA_DIRECT_SPLIT")?.unwrap_or(sharing <= cores);
+        self.channel.set_split(everywhere && split);
         Ok(())
     }
 
@@ -422,6 +433,43 @@ impl<'a> Team<'a> {
             forced,
             ..self.clone()
         })
+    }
+
+    /// Whether this member shares the copy of long messages read directly with their
+    /// other end (`TESSERA_DIRECT_SPLIT`; default: where a host's ranks do not outnumber
+    /// its cores): as receiver it copies the first half and posts where the second goes,
+    /// as sender it writes that half while it waits for the read. Results are the same
+    /// either way, and members need not agree (a half nobody claims is read by its
+    /// receiver). It applies to every team sharing this team's channel (its copies and
+    /// subsets).
+    ///
+    /// ```
+    /// use tessera::{Job, Team};
+    /// Job::threads(2).segment(16 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     world.set_split_copies(true);
+    ///     let mut data = vec![ctx.rank() as u64; 1 << 17]; // 1 MiB
+    ///     world.broadcast(0, &mut data)?;
+    ///     assert!(data.iter().all(|&x| x == 0));
+    ///     assert!(world.split_copies());
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn set_split_copies(&self, on: bool) {
+        self.channel.set_split(on && self.channel.any_direct());
+    }
+
+    /// Whether this member shares the copy of long messages read directly (see
+    /// [`Team::set_split_copies`]).
+    pub fn split_copies(&self) -> bool {
+        self.channel.split()
+    }
+
+    /// Halves of long messages this member has written into the buffers of the members
+    /// reading them (see [`Team::set_split_copies`]), over every team sharing this team's
+    /// channel.
+    pub fn split_halves_written(&self) -> u64 {
+        self.channel.halves_written()
     }
 
     /// This team tuning online from now on, with a tuner of its own (whatever

@@ -59,7 +59,7 @@ use std::ops::Range;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::channel::Channel;
+use super::channel::{Channel, SentOffer};
 use super::signature::Signature;
 use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
@@ -546,9 +546,18 @@ pub(crate) struct Schedule<'b, T> {
     nonblocking: bool,
     /// Its staging areas not yet released by every reader.
     staged: Vec<Staged>,
-    /// Its sends read directly whose readers have not yet acknowledged them: the peer and
-    /// the ring position its acknowledgement must pass.
-    awaiting: Vec<(usize, u64)>,
+    /// Its sends read directly whose readers have not yet acknowledged them.
+    awaiting: Vec<Awaiting>,
+}
+
+/// A send read directly whose reader has not yet acknowledged it.
+struct Awaiting {
+    peer: usize,
+    offer: SentOffer,
+    /// Its message's index in the plan (for the data, which the sender may help copy).
+    message: usize,
+    /// Whether nothing is left for the sender to do but wait for the acknowledgement.
+    settled: bool,
 }
 
 impl<'b, T: Pod> Schedule<'b, T> {
@@ -597,7 +606,8 @@ impl<'b, T: Pod> Schedule<'b, T> {
         while *current < plan.rounds.len() {
             let round = plan.rounds[*current].clone();
             let mut done = true;
-            for m in &mut plan.messages[round.sends] {
+            let sends = round.sends.clone();
+            for (index, m) in plan.messages[round.sends].iter_mut().enumerate() {
                 let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
                 if m.rendezvous {
                     if !m.done() && channel.sent_to(m.peer) == m.first {
@@ -618,11 +628,21 @@ impl<'b, T: Pod> Schedule<'b, T> {
                 }
                 if m.direct {
                     if !m.done() && channel.sent_to(m.peer) == m.first {
-                        if let Some(end) =
-                            channel.try_send_direct(ctx, m.peer, data, m.chunks, *signature)?
+                        // The last round with nothing to receive or compute after it: this
+                        // member will only wait for the read.
+                        let waits = *current + 1 == plan.rounds.len()
+                            && round.recvs.is_empty()
+                            && round.after.is_empty();
+                        if let Some(offer) = channel
+                            .try_send_direct(ctx, m.peer, data, m.chunks, waits, *signature)?
                         {
                             m.moved = m.chunks;
-                            awaiting.push((m.peer, end));
+                            awaiting.push(Awaiting {
+                                peer: m.peer,
+                                offer,
+                                message: sends.start + index,
+                                settled: false,
+                            });
                         }
                     }
                     done &= m.done();
@@ -649,7 +669,15 @@ impl<'b, T: Pod> Schedule<'b, T> {
                     continue;
                 }
                 while !m.done() && channel.received_from(m.peer) == m.first + m.moved {
-                    match channel.try_recv_chunk(ctx, m.peer, &mut data[m.offset..], *signature)? {
+                    // Data a reduction combines at once is read whole (`protocol::split`).
+                    let may_split = reducer.is_none();
+                    match channel.try_recv(
+                        ctx,
+                        m.peer,
+                        &mut data[m.offset..],
+                        *signature,
+                        may_split,
+                    )? {
                         Some(n) => {
                             m.offset += n;
                             // One chunk, or a direct read taking every chunk's number.
@@ -669,8 +697,15 @@ impl<'b, T: Pod> Schedule<'b, T> {
             *current += 1;
         }
         // Direct reads of this member's buffers done: then the caller may change them.
-        while let Some(&(peer, end)) = awaiting.last() {
-            if !channel.acknowledged_past(ctx, peer, end)? {
+        // Meanwhile this member has nothing else to do, so it copies its half of each
+        // split one (`protocol::split`).
+        for a in awaiting.iter_mut().filter(|a| !a.settled) {
+            let m = &plan.messages[a.message];
+            let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
+            a.settled = channel.help(ctx, a.peer, a.offer, data)?;
+        }
+        while let Some(a) = awaiting.last() {
+            if !channel.acknowledged_past(ctx, a.peer, a.offer.end)? {
                 return Ok(false);
             }
             awaiting.pop();
@@ -682,7 +717,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
     /// and the first that has not yet consumed one of its messages.
     pub(crate) fn waiting_on(&self) -> (Option<usize>, Option<usize>) {
         let Some(round) = self.plan.rounds.get(self.current) else {
-            return (None, self.awaiting.last().map(|&(peer, _)| peer));
+            return (None, self.awaiting.last().map(|a| a.peer));
         };
         let first = |r: &Range<usize>| {
             self.plan.messages[r.clone()]
