@@ -305,6 +305,34 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)
             });
         }
+        // The broadcast with its copy split between both cores (`TESSERA_DIRECT_SPLIT`),
+        // and with the data used at once (every member sums it), split and whole: the split
+        // call is faster, but the sender's half then sits in the sender's cache.
+        if op == Collective::Broadcast {
+            let default = world.split_copies();
+            let mut got = vec![0u64; len];
+            let mut sum = 0u64;
+            for (name, split, read) in [
+                ("split", true, false),
+                ("then_read_whole", false, true),
+                ("then_read_split", true, true),
+            ] {
+                world.set_split_copies(split);
+                let best = best_per_iter_synced(ctx, iters, || {
+                    world.broadcast(0, &mut got)?;
+                    if read {
+                        sum = got.iter().fold(sum, |a, &x| a.wrapping_add(x));
+                    }
+                    Ok(())
+                })?;
+                part.results.push(Record {
+                    algorithm: Some(name.into()),
+                    ..record(op.name(), bytes, n, "latency_us", best * 1e6)
+                });
+            }
+            std::hint::black_box(sum);
+            world.set_split_copies(default);
+        }
         // The same broadcast with fresh data: the root rewrites the source before each
         // call (a local copy of `bytes`, counted in the time; compare the memcpy baseline).
         if op == Collective::Broadcast {
@@ -455,6 +483,9 @@ fn is_other_form(algorithm: Option<&str>) -> bool {
                 | "single_address_loose"
                 | "rendezvous"
                 | "rendezvous_fresh"
+                | "split"
+                | "then_read_whole"
+                | "then_read_split"
         )
     )
 }

@@ -97,7 +97,7 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "TESSERA_DIRECT_SPLIT",
-        meaning: "switch (default on where a host's ranks do not outnumber its cores): a long message read directly is copied half by the receiver and half by the sender, which would otherwise wait",
+        meaning: "switch (default off): a long message read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache)",
     },
     Variable {
         name: "TESSERA_MPI_BYPASS",

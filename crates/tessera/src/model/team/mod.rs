@@ -271,16 +271,10 @@ impl<'a> Team<'a> {
             .map(|i| everywhere && i != self.me && mapped(i))
             .collect();
         self.channel.set_direct(&direct);
-        // Splitting a long message's copy between both cores pays where the sender would
-        // otherwise only wait; where ranks outnumber the cores it would only wait for a
-        // core, and its half would keep its core's other rank waiting.
-        // The host's processors, not this rank's affinity (mpirun binds each rank to one).
-        let sharing = (0..n).filter(|&i| mapped(i)).count();
-        let cores = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
-            .ok()
-            .flatten()
-            .map_or(1, |c| c.max(1) as usize);
-        let split = crate::job::env::switch("TESSERA_DIRECT_SPLIT")?.unwrap_or(sharing <= cores);
+        // Splitting a long message's copy between both cores makes the call faster, but the
+        // half the sender wrote sits in the sender's cache, and a receiver that reads it
+        // soon pays more than the split saved (docs/PERFORMANCE.md): off unless asked for.
+        let split = crate::job::env::switch("TESSERA_DIRECT_SPLIT")?.unwrap_or(false);
         self.channel.set_split(everywhere && split);
         Ok(())
     }
@@ -436,12 +430,16 @@ impl<'a> Team<'a> {
     }
 
     /// Whether this member shares the copy of long messages read directly with their
-    /// other end (`TESSERA_DIRECT_SPLIT`; default: where a host's ranks do not outnumber
-    /// its cores): as receiver it copies the first half and posts where the second goes,
-    /// as sender it writes that half while it waits for the read. Results are the same
-    /// either way, and members need not agree (a half nobody claims is read by its
-    /// receiver). It applies to every team sharing this team's channel (its copies and
-    /// subsets).
+    /// other end (`TESSERA_DIRECT_SPLIT`, default off): as receiver it copies the first
+    /// half and posts where the second goes, as sender it writes that half while it would
+    /// otherwise only wait for the read. The call is faster (a 1 MiB broadcast at 2 ranks
+    /// 2.6× on a Xeon), but the sender's half then sits in the sender's cache, so a
+    /// receiver that reads the data soon pays more than the split saved (2× slower
+    /// broadcast-then-read at 256 KiB, docs/PERFORMANCE.md); and where ranks outnumber
+    /// cores the receiver may wait for its sender to get one. For data a receiver passes
+    /// on or reads much later. Results are the same either way, and members need not
+    /// agree (a half nobody claims is read by its receiver). It applies to every team
+    /// sharing this team's channel (its copies and subsets).
     ///
     /// ```
     /// use tessera::{Job, Team};
