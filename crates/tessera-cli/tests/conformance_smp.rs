@@ -86,3 +86,22 @@ fn smp_3_ranks_with_split_copies() {
 fn smp_2_ranks_with_split_copies() {
     selftest_with(2, "smp", &[("TESSERA_DIRECT_SPLIT", "1")]);
 }
+
+#[test]
+fn threads_conduit_through_the_launcher() {
+    selftest(5, "threads");
+}
+
+#[test]
+fn unknown_case_names_the_cases() {
+    let f = common::run(
+        common::tessera().args(["selftest", "-n", "2", "--case", "nosuchcase"]),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2));
+    assert!(
+        f.stderr.contains("cases are:") && f.stderr.contains("put_get"),
+        "{}",
+        f.stderr
+    );
+}
