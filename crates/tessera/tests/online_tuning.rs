@@ -155,3 +155,46 @@ fn members_agree_at_two_and_four_ranks() {
     all_members_decide_alike(2, 50, false);
     all_members_decide_alike(4, 50, true);
 }
+
+/// Where no table exists and `TESSERA_TUNING` is unset, a world team tunes online where
+/// every rank has a processor, and keeps the model's choices where ranks outnumber the
+/// processors (trials there time the scheduler); a team split from it follows it.
+#[test]
+fn by_default_teams_tune_online_only_where_ranks_have_processors() {
+    let table = std::env::var_os("HOME")
+        .map(|h| std::path::Path::new(&h).join(".config/tessera/tuning.json"))
+        .is_some_and(|p| p.exists());
+    if table || std::env::var_os("TESSERA_TUNING").is_some() {
+        eprintln!("skipped: a tuning table or TESSERA_TUNING is in force here");
+        return;
+    }
+    let processors = std::thread::available_parallelism().map_or(1, |p| p.get());
+    for (ranks, online) in [(2, processors >= 2), (processors + 1, false)] {
+        let decided = Mutex::new(Vec::new());
+        Job::threads(ranks)
+            .segment(8 << 20)
+            .wait_timeout(Duration::from_secs(60))
+            .run(|ctx| {
+                let world = Team::world(ctx)?;
+                let half = world
+                    .split(Some((ctx.rank() % 2) as u32), 0)?
+                    .expect("every rank has a colour");
+                for _ in 0..60 {
+                    world.allreduce_value(1u64, Op::Sum)?;
+                    half.allreduce_value(1u64, Op::Sum)?;
+                }
+                let made = !world.online_decisions().is_empty();
+                // A team of one has nothing to tune.
+                let split_made = (half.size() > 1).then(|| !half.online_decisions().is_empty());
+                decided.lock().unwrap().push((made, split_made));
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{ranks} ranks: {e}"));
+        for (made, split_made) in decided.into_inner().unwrap() {
+            assert_eq!(made, online, "{ranks} ranks on {processors} processors");
+            if let Some(split_made) = split_made {
+                assert_eq!(split_made, online, "{ranks} ranks: the split team");
+            }
+        }
+    }
+}

@@ -85,7 +85,7 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "TESSERA_TUNING",
-        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree), or `none` (the built-in model); default ~/.config/tessera/tuning.json if it exists, else `online`",
+        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree), or `none` (the built-in model); default ~/.config/tessera/tuning.json if it exists, else `online` (the model where a host runs more ranks than it has processors)",
     },
     Variable {
         name: "TESSERA_COLL_<OP>",

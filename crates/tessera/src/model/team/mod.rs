@@ -229,19 +229,28 @@ impl<'a> Team<'a> {
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
         let native = NativeGroup::world(ctx)?;
-        let team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
-        team.probe_direct_reads()?;
+        let mut team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
+        let crowded = team.probe_direct_reads()?;
+        // Online trials time calls; where ranks wait for a core, they time the scheduler
+        // more than the algorithms (4 ranks on 2 cores: the model's choice was within 10 %
+        // of the best fixed algorithm at 66-70 of 78 points, online tuning at 54-64), so
+        // there the default is the model unless online tuning is asked for. Teams split
+        // from this one follow it.
+        if crowded && !tuning::in_force()?.online_asked {
+            team.online = None;
+        }
         Ok(team)
     }
 
     /// Find out whether members of this host read each other's long messages directly
     /// (`core::direct`), and agree: every member reads a word from every mapped member,
     /// and direct reads go on only where every read worked everywhere (and
-    /// `TESSERA_DIRECT` is not off on any member). Collective.
-    fn probe_direct_reads(&self) -> Result<()> {
+    /// `TESSERA_DIRECT` is not off on any member). Also agreed: whether some member's
+    /// host runs more of the team's ranks than it has processors (the result). Collective.
+    fn probe_direct_reads(&self) -> Result<bool> {
         let n = self.size();
         if n == 1 {
-            return Ok(());
+            return Ok(false);
         }
         let wanted = crate::job::env::switch("TESSERA_DIRECT")?.unwrap_or(true);
         // Each member's word holds a value of its own, so a read of the wrong place fails.
@@ -263,9 +272,17 @@ impl<'a> Team<'a> {
                 };
                 crate::core::direct::Probe::reads(peer, value(i))
             });
+        let sharing = (0..n).filter(|&i| mapped(i)).count();
+        let processors = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+            .ok()
+            .flatten()
+            .map_or(1, |c| c.max(1) as usize);
         // Every member's word stays alive until every member has read it: this agreement
         // comes after every read.
-        let everywhere = self.allreduce_value(u64::from(works), Op::Min)? == 1;
+        let mut agreed = [0u64; 2];
+        let local = [u64::from(works), u64::from(sharing <= processors)];
+        self.allreduce(&local, &mut agreed, Op::Min)?;
+        let (everywhere, crowded) = (agreed[0] == 1, agreed[1] == 0);
         drop(probe);
         let direct: Vec<bool> = (0..n)
             .map(|i| everywhere && i != self.me && mapped(i))
@@ -276,7 +293,7 @@ impl<'a> Team<'a> {
         // soon pays more than the split saved (docs/PERFORMANCE.md): off unless asked for.
         let split = crate::job::env::switch("TESSERA_DIRECT_SPLIT")?.unwrap_or(false);
         self.channel.set_split(everywhere && split);
-        Ok(())
+        Ok(crowded)
     }
 
     fn build(
@@ -601,6 +618,10 @@ impl<'a> Team<'a> {
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
         team.channel.set_direct(&direct);
         team.forced = self.forced;
+        // A team whose parent does not tune online (a crowded host's default) does not.
+        if self.online.is_none() {
+            team.online = None;
+        }
         Ok(Some(team))
     }
 
@@ -657,7 +678,11 @@ impl<'a> Team<'a> {
             channel: Rc::new(self.channel.subset(members)),
             forced: self.forced,
             tuned: tuned_rules(size)?,
-            online: online_tuner(size)?,
+            online: if self.online.is_some() {
+                online_tuner(size)?
+            } else {
+                None
+            },
             sync: self.sync,
             nb: Rc::new(RefCell::new(NonblockingState {
                 unsent: vec![0; size],

@@ -586,8 +586,14 @@ pub(crate) fn model_algorithm(
         }
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
         Collective::Broadcast => Algorithm::Binomial,
-        // From 32 KiB on 4 and 8 ranks, radix 3 beat the binomial tree by 1.1-1.3x.
-        Collective::Reduce if bytes >= 32 * 1024 && team_size > 2 => Algorithm::Knomial(3),
+        // At 8 ranks the 4-nomial tree beat the binomial tree at every size (1 MiB: 597-626
+        // µs against 687-755, radix 3 902-939), now that a member receives its first child
+        // straight into its accumulator; at 4 the binomial tree won in 6 of 8 runs from
+        // 256 KiB (52-55 µs against 65-69 flat; 80-83 in the other two, by which ranks
+        // shared a core).
+        Collective::Reduce if (5..=8).contains(&team_size) => Algorithm::Knomial(4),
+        // Measured before that change: from 32 KiB radix 3 beat the binomial tree.
+        Collective::Reduce if bytes >= 32 * 1024 && team_size > 8 => Algorithm::Knomial(3),
         Collective::Reduce => Algorithm::Binomial,
         Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
@@ -601,8 +607,13 @@ pub(crate) fn model_algorithm(
         // slower than the chain at every size up to 8 ranks (1.2-3.9x).
         Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
-        // At 8 ranks the binomial tree of puts beat the root's puts by 1.2x from 256 KiB.
-        Collective::BroadcastTo if team_size > 4 && bytes >= 256 * 1024 => Algorithm::Knomial(2),
+        // At 8 ranks the binomial tree of puts beat the root's puts by 1.2x from 256 KiB;
+        // at 4 ranks from 1 MiB (142 µs against 182).
+        Collective::BroadcastTo
+            if (team_size > 4 && bytes >= 256 * 1024) || (team_size > 2 && bytes >= 1 << 20) =>
+        {
+            Algorithm::Knomial(2)
+        }
         Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => Algorithm::Flat,
     }
 }

@@ -174,11 +174,16 @@ pub(crate) struct InForce {
     pub(crate) table: Option<&'static TuningTable>,
     /// Whether teams tune online ([`super::online`]).
     pub(crate) online: bool,
+    /// Whether online tuning was asked for (`TESSERA_TUNING=online`) rather than the
+    /// default where no table exists: only the default gives way to the model where a
+    /// host's ranks outnumber its processors (see `Team::world`).
+    pub(crate) online_asked: bool,
 }
 
 /// The tuning in force for this process: `TESSERA_TUNING=none`: the model alone;
 /// `=online`: online tuning, narrowed by the default table if it exists; `=FILE`: that
-/// table; unset: the default table if it exists, else online tuning.
+/// table; unset: the default table if it exists, else online tuning (except on teams
+/// whose hosts have more ranks than processors, which keep the model: `Team::world`).
 pub(crate) fn in_force() -> Result<InForce> {
     type Loaded = std::result::Result<(Option<TuningTable>, bool), String>;
     static TABLE: OnceLock<Loaded> = OnceLock::new();
@@ -199,6 +204,7 @@ pub(crate) fn in_force() -> Result<InForce> {
         Ok((table, online)) => Ok(InForce {
             table: table.as_ref(),
             online: *online,
+            online_asked: crate::job::env::raw("TESSERA_TUNING").is_some_and(|v| v == "online"),
         }),
         Err(why) => Err(CoreError::Invalid(why.clone()).into()),
     }
