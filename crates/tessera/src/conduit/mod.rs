@@ -331,7 +331,9 @@ pub trait Conduit {
         true
     }
     /// Deliver every queued incoming frame of `class` to `deliver(source_rank, frame)`, in
-    /// order per source. Returns the number delivered.
+    /// order per source. Returns the number delivered. A conduit whose frames reach it
+    /// through a library's matching (mpi) may leave frames that arrive while it delivers
+    /// for its next call: every wait calls it again.
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize;
 
     /// `Err` once the job is being torn down because some rank failed; waits check it so

@@ -22,10 +22,11 @@
 //! uncounted (takes none: [`Messenger::try_send`]), or an ask for credits.
 //!
 //! One probe serves every tag: a message of another tag than the one asked for is set
-//! aside, in order, for the call that asks for its tag. After a probe finds nothing, the
-//! next ask is answered from what was set aside alone, so a wait that polls requests and
-//! replies in turn probes MPI once per turn, not twice: each probe runs MPI's progress
-//! engine, which over TCP is a system call.
+//! aside, in order, for the call that asks for its tag. An ask probes at most once, and
+//! after any probe (whatever it found) the next ask is answered from what was set aside
+//! alone, so a wait that polls replies and requests in turn probes MPI once per turn:
+//! each probe runs MPI's progress engine, which over TCP is a system call. A message that
+//! arrives meanwhile is taken on the next turn.
 //!
 //! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
 //! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
@@ -76,8 +77,8 @@ pub(crate) struct Messenger {
     /// Messages received while asking for another tag: (source, tag, contents), in the
     /// order they arrived.
     set_aside: RefCell<VecDeque<(usize, i32, Vec<u8>)>>,
-    /// The last probe found nothing, and no ask has skipped a probe since.
-    probed_empty: Cell<bool>,
+    /// This wait turn has probed, and no ask has skipped a probe since.
+    turn_probed: Cell<bool>,
 }
 
 impl Messenger {
@@ -93,7 +94,7 @@ impl Messenger {
             sent: RefCell::new(vec![0; ranks]),
             received: RefCell::new(vec![0; ranks]),
             set_aside: RefCell::new(VecDeque::new()),
-            probed_empty: Cell::new(false),
+            turn_probed: Cell::new(false),
         }
     }
 
@@ -115,33 +116,35 @@ impl Messenger {
     }
 
     /// Receive one message with `tag` if one has arrived: its source and contents. One set
-    /// aside earlier comes first; else, unless the last probe found nothing (then this ask
-    /// skips its own, and the next probes), messages are taken as they arrived, those of
-    /// other tags set aside, until one with `tag` or none.
+    /// aside earlier comes first; else, unless this wait turn has probed already (then
+    /// this ask skips its probe, and the next one probes), one probe: a message of `tag`
+    /// is returned, one of another tag set aside for its own ask.
     fn receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
-        {
-            let mut set_aside = self.set_aside.borrow_mut();
-            if let Some(i) = set_aside.iter().position(|m| m.1 == tag) {
-                return set_aside
-                    .remove(i)
-                    .map(|(source, _, contents)| (source, contents));
-            }
+        if let Some(message) = self.take_set_aside(tag) {
+            return Some(message);
         }
-        if self.probed_empty.replace(false) {
+        if self.turn_probed.replace(false) {
             return None;
         }
-        loop {
-            let Some((source, arrived, contents)) = self.receive_any() else {
-                self.probed_empty.set(true);
-                return None;
-            };
-            if arrived == tag {
-                return Some((source, contents));
+        // Whatever the probe finds, this turn has probed: the next ask takes only what is
+        // set aside.
+        self.turn_probed.set(true);
+        match self.receive_any()? {
+            (source, arrived, contents) if arrived == tag => Some((source, contents)),
+            other => {
+                self.set_aside.borrow_mut().push_back(other);
+                None
             }
-            self.set_aside
-                .borrow_mut()
-                .push_back((source, arrived, contents));
         }
+    }
+
+    /// The first message with `tag` set aside earlier, if any.
+    fn take_set_aside(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+        let mut set_aside = self.set_aside.borrow_mut();
+        let i = set_aside.iter().position(|m| m.1 == tag)?;
+        set_aside
+            .remove(i)
+            .map(|(source, _, contents)| (source, contents))
     }
 
     /// Receive the first message to have arrived, of any tag: its source, tag and bytes.
@@ -230,7 +233,8 @@ impl Messenger {
         self.start(dest, tag(class), frame)
     }
 
-    /// Deliver every frame of `class` that has arrived; returns how many.
+    /// Deliver the frames of `class` set aside, and the one a probe finds (unless this wait
+    /// turn has probed already); returns how many.
     pub(crate) fn poll(
         &self,
         class: AmClass,
@@ -240,6 +244,9 @@ impl Messenger {
         // not here: each probe runs MPI's progress engine, and a poll runs on every turn
         // of every wait. Those left unread meanwhile are bounded by the frames this rank
         // may have outstanding.
+        // At most one probe (see `receive`): probing again after a frame would cost a round
+        // of MPI's progress engine that mostly finds nothing (a barrier's signal arrives
+        // alone); the waits call this again, so later frames go on the next turn.
         let mut count = 0;
         while let Some((source, frame)) = self.receive(tag(class)) {
             match frame.split_first() {
