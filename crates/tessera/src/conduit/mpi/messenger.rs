@@ -21,12 +21,14 @@
 //! Every frame starts with a byte that says what it is: counted (takes a credit),
 //! uncounted (takes none: [`Messenger::try_send`]), or an ask for credits.
 //!
-//! One probe serves every tag: a message of another tag than the one asked for is set
-//! aside, in order, for the call that asks for its tag. An ask probes at most once, and
-//! after any probe (whatever it found) the next ask is answered from what was set aside
-//! alone, so a wait that polls replies and requests in turn probes MPI once per turn:
-//! each probe runs MPI's progress engine, which over TCP is a system call. A message that
-//! arrives meanwhile is taken on the next turn.
+//! Frames arrive in one receive posted ahead for any source and tag (`raw::PostedReceive`:
+//! a message is matched as it comes, where a probe would build a request each time it
+//! looks), posted again as soon as it has taken one. It serves every tag: a message of
+//! another tag than the one asked for is set aside, in order, for the call that asks for
+//! its tag. An ask looks at most once, and after any look (whatever it found) the next ask
+//! is answered from what was set aside alone, so a wait that polls replies and requests in
+//! turn tests MPI once per turn: each test runs MPI's progress engine, which over TCP is
+//! a system call. A message that arrives meanwhile is taken on the next turn.
 //!
 //! At the end of the job ([`Messenger::drain`]) every rank learns how many messages each
 //! peer sent it and receives the ones it has not taken yet (late credits, acknowledgements
@@ -42,7 +44,7 @@ use mpi::point_to_point::{MatchedReceiveVec, Source};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
 
-use super::raw::{serial, Send};
+use super::raw::{serial, PostedReceive, Received, Send};
 use crate::conduit::AmClass;
 use crate::error::ConduitError;
 
@@ -61,6 +63,9 @@ fn tag(class: AmClass) -> i32 {
 }
 
 pub(crate) struct Messenger {
+    /// The receive posted for the next frame; declared first, so it is withdrawn before
+    /// the communicator goes.
+    posted: RefCell<PostedReceive>,
     comm: SimpleCommunicator,
     /// Credits left per (destination, class).
     credits: RefCell<Vec<[u32; 2]>>,
@@ -82,10 +87,17 @@ pub(crate) struct Messenger {
 }
 
 impl Messenger {
-    /// Over `comm` (a private duplicate of the world communicator).
-    pub(crate) fn new(comm: SimpleCommunicator) -> Messenger {
+    /// Over `comm` (a private duplicate of the world communicator), for frames of up to
+    /// `max_frame` bytes of handler data.
+    pub(crate) fn new(
+        comm: SimpleCommunicator,
+        max_frame: usize,
+    ) -> Result<Messenger, ConduitError> {
         let ranks = comm.size() as usize;
-        Messenger {
+        // A frame is its marker byte and the handler's data; a credit message two words.
+        let posted = PostedReceive::post(&comm, (1 + max_frame).max(8))?;
+        Ok(Messenger {
+            posted: RefCell::new(posted),
             comm,
             credits: RefCell::new(vec![[CREDITS; 2]; ranks]),
             delivered: RefCell::new(vec![[0; 2]; ranks]),
@@ -95,7 +107,7 @@ impl Messenger {
             received: RefCell::new(vec![0; ranks]),
             set_aside: RefCell::new(VecDeque::new()),
             turn_probed: Cell::new(false),
-        }
+        })
     }
 
     fn start(&self, dest: usize, tag: i32, buffer: Vec<u8>) -> Result<(), ConduitError> {
@@ -119,23 +131,24 @@ impl Messenger {
     /// aside earlier comes first; else, unless this wait turn has probed already (then
     /// this ask skips its probe, and the next one probes), one probe: a message of `tag`
     /// is returned, one of another tag set aside for its own ask.
-    fn receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+    fn receive(&self, tag: i32) -> Result<Option<(usize, Vec<u8>)>, ConduitError> {
         if let Some(message) = self.take_set_aside(tag) {
-            return Some(message);
+            return Ok(Some(message));
         }
         if self.turn_probed.replace(false) {
-            return None;
+            return Ok(None);
         }
-        // Whatever the probe finds, this turn has probed: the next ask takes only what is
+        // Whatever the look finds, this turn has looked: the next ask takes only what is
         // set aside.
         self.turn_probed.set(true);
-        match self.receive_any()? {
-            (source, arrived, contents) if arrived == tag => Some((source, contents)),
-            other => {
+        Ok(match self.receive_any()? {
+            Some((source, arrived, contents)) if arrived == tag => Some((source, contents)),
+            Some(other) => {
                 self.set_aside.borrow_mut().push_back(other);
                 None
             }
-        }
+            None => None,
+        })
     }
 
     /// The first message with `tag` set aside earlier, if any.
@@ -147,16 +160,14 @@ impl Messenger {
             .map(|(source, _, contents)| (source, contents))
     }
 
-    /// Receive the first message to have arrived, of any tag: its source, tag and bytes.
-    fn receive_any(&self) -> Option<(usize, i32, Vec<u8>)> {
-        let (source, tag, contents) = serial(|| {
-            let (message, status) = self.comm.any_process().immediate_matched_probe()?;
-            let (source, tag) = (status.source_rank() as usize, status.tag());
-            let (contents, _status): (Vec<u8>, _) = (message, status).matched_receive_vec();
-            Some((source, tag, contents))
-        })?;
-        self.received.borrow_mut()[source] += 1;
-        Some((source, tag, contents))
+    /// Receive the first message to have arrived, of any tag: its source, tag and bytes
+    /// (the posted receive's, posted again).
+    fn receive_any(&self) -> Result<Option<Received>, ConduitError> {
+        let got = self.posted.borrow_mut().take()?;
+        if let Some((source, _, _)) = &got {
+            self.received.borrow_mut()[*source] += 1;
+        }
+        Ok(got)
     }
 
     /// End of the job, collective over every rank, after its final barrier (nothing more
@@ -164,6 +175,10 @@ impl Messenger {
     /// rank's own sends, so that no message is left unmatched at `MPI_Finalize`.
     pub(crate) fn drain(&self) {
         use mpi::traits::CommunicatorCollectives;
+        // The posted receive first: a message it already holds counts as received.
+        if let Ok(Some((source, _, _))) = self.posted.borrow_mut().cancel() {
+            self.received.borrow_mut()[source] += 1;
+        }
         let sent = self.sent.borrow().clone();
         let mut owed = vec![0u64; sent.len()];
         serial(|| self.comm.all_to_all_into(&sent[..], &mut owed[..]));
@@ -181,14 +196,15 @@ impl Messenger {
         self.in_flight.borrow_mut().clear(); // each Send waits for its request on drop
     }
 
-    /// Take every credit message that has arrived.
-    fn absorb_credits(&self) {
-        while let Some((source, returned)) = self.receive(CREDIT_TAG) {
+    /// Take the credit messages that have arrived (those set aside, and one look).
+    fn absorb_credits(&self) -> Result<(), ConduitError> {
+        while let Some((source, returned)) = self.receive(CREDIT_TAG)? {
             if returned.len() == 8 {
                 let [class, count]: [u32; 2] = bytemuck::pod_read_unaligned(&returned);
                 self.credits.borrow_mut()[source][class as usize & 1] += count;
             }
         }
+        Ok(())
     }
 
     /// Send one frame, or `Ok(false)` when `dest` has no credit left for `class`. An
@@ -203,7 +219,7 @@ impl Messenger {
     ) -> Result<bool, ConduitError> {
         if counted {
             if self.credits.borrow()[dest][class as usize] == 0 {
-                self.absorb_credits();
+                self.absorb_credits()?;
                 if self.credits.borrow()[dest][class as usize] == 0 {
                     return Ok(false);
                 }
@@ -248,7 +264,7 @@ impl Messenger {
         // of MPI's progress engine that mostly finds nothing (a barrier's signal arrives
         // alone); the waits call this again, so later frames go on the next turn.
         let mut count = 0;
-        while let Some((source, frame)) = self.receive(tag(class)) {
+        while let Some((source, frame)) = self.receive(tag(class))? {
             match frame.split_first() {
                 Some((&ASK, _)) => {
                     // Behind every frame of this class the asker sent before it.
@@ -297,7 +313,7 @@ impl Messenger {
         if self.credits.borrow().iter().all(full) {
             return Ok(true); // no probe: nothing is owed
         }
-        self.absorb_credits();
+        self.absorb_credits()?;
         let mut all = true;
         for dest in 0..self.credits.borrow().len() {
             for class in [AmClass::Request, AmClass::Reply] {

@@ -198,7 +198,8 @@ impl MpiConduit {
         // struct declares `window` before `local`, so it is dropped (freed) first.
         let window = unsafe { Window::create(&world, own_segment, layout.segment_len) }
             .map_err(mpi_error)?;
-        let messenger = Messenger::new(world.duplicate());
+        let messenger =
+            Messenger::new(world.duplicate(), local.am_max_frame()).map_err(mpi_error)?;
         let mut node_rank = vec![None; ranks];
         let world_rank: Vec<usize> = world_of_node.iter().map(|&r| r as usize).collect();
         for (n, &w) in world_rank.iter().enumerate() {

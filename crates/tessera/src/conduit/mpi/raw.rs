@@ -390,6 +390,117 @@ impl Send {
     }
 }
 
+/// A receive of any source and tag posted ahead (`MPI_Irecv`) into a buffer it owns, so
+/// that a message is matched as it arrives rather than queued as unexpected and found by
+/// a probe later (a probe builds and frees a request of its own, under MPI's matching
+/// lock, every time it looks, also when nothing has come).
+pub(crate) struct PostedReceive {
+    request: ffi::MPI_Request,
+    buffer: Vec<u8>,
+    comm: ffi::MPI_Comm,
+}
+
+/// A message a [`PostedReceive`] took: its source, tag and bytes.
+pub(crate) type Received = (usize, i32, Vec<u8>);
+
+impl PostedReceive {
+    /// Post a receive of up to `capacity` bytes on `comm`, which must outlive it.
+    pub(crate) fn post(
+        comm: &SimpleCommunicator,
+        capacity: usize,
+    ) -> Result<PostedReceive, ConduitError> {
+        let mut posted = PostedReceive {
+            // SAFETY: reading an MPI handle constant initialised by MPI_Init.
+            request: unsafe { ffi::RSMPI_REQUEST_NULL },
+            buffer: vec![0; capacity],
+            comm: comm.as_raw(),
+        };
+        posted.repost()?;
+        Ok(posted)
+    }
+
+    fn repost(&mut self) -> Result<(), ConduitError> {
+        // SAFETY: the buffer belongs to `self`, which neither touches nor frees it (its heap
+        // storage stays put when `self` moves) until MPI has completed the request (`take`)
+        // or it has been cancelled and waited for (`cancel`, `drop`); the communicator is
+        // valid by `post`'s contract.
+        check("MPI_Irecv", || unsafe {
+            ffi::MPI_Irecv(
+                self.buffer.as_mut_ptr() as *mut c_void,
+                self.buffer.len() as c_int,
+                ffi::RSMPI_UINT8_T,
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                self.comm,
+                &mut self.request,
+            )
+        })
+    }
+
+    /// The message received, if one has arrived (and the receive posted again).
+    pub(crate) fn take(&mut self) -> Result<Option<Received>, ConduitError> {
+        let mut flag: c_int = 0;
+        // SAFETY: an all-zero MPI_Status is valid (plain integers), and MPI_Test fills it.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: the request is this receive's, live since `repost`.
+        check("MPI_Test", || unsafe {
+            ffi::MPI_Test(&mut self.request, &mut flag, &mut status)
+        })?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        let message = self.message(&status)?;
+        self.repost()?;
+        Ok(Some(message))
+    }
+
+    /// Withdraw the receive (nothing is posted afterwards); the message it had already
+    /// taken, if any.
+    pub(crate) fn cancel(&mut self) -> Result<Option<Received>, ConduitError> {
+        // SAFETY: as in `post`: reading a handle constant.
+        if self.request == unsafe { ffi::RSMPI_REQUEST_NULL } {
+            return Ok(None);
+        }
+        // SAFETY: as in `take`.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        let mut cancelled: c_int = 0;
+        // SAFETY: the request is live; after MPI_Wait it is null and the buffer free.
+        check("MPI_Cancel", || unsafe {
+            ffi::MPI_Cancel(&mut self.request)
+        })?;
+        // SAFETY: as above.
+        check("MPI_Wait", || unsafe {
+            ffi::MPI_Wait(&mut self.request, &mut status)
+        })?;
+        // SAFETY: `status` was filled by MPI_Wait.
+        check("MPI_Test_cancelled", || unsafe {
+            ffi::MPI_Test_cancelled(&status, &mut cancelled)
+        })?;
+        if cancelled != 0 {
+            return Ok(None);
+        }
+        self.message(&status).map(Some)
+    }
+
+    /// The message a completed receive brought, by its status.
+    fn message(&self, status: &ffi::MPI_Status) -> Result<Received, ConduitError> {
+        let mut count: c_int = 0;
+        // SAFETY: `status` is a completed receive's.
+        check("MPI_Get_count", || unsafe {
+            ffi::MPI_Get_count(status, ffi::RSMPI_UINT8_T, &mut count)
+        })?;
+        let bytes = self.buffer[..count.max(0) as usize].to_vec();
+        Ok((status.MPI_SOURCE as usize, status.MPI_TAG, bytes))
+    }
+}
+
+impl Drop for PostedReceive {
+    fn drop(&mut self) {
+        // MPI must be done with the buffer before it goes.
+        let _ = self.cancel();
+    }
+}
+
 /// A communicator handle moved into the progress thread.
 struct CommHandle(ffi::MPI_Comm);
 
