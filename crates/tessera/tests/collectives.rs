@@ -951,7 +951,6 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
 fn long_direct_reads_are_split_between_sender_and_receiver() {
     fn body(ctx: &Context) -> tessera::RankResult {
         let world = Team::world(ctx)?;
-        world.set_split_copies(true);
         if !world.split_copies() {
             return Err("direct reads do not work here (process_vm_readv refused?)".into());
         }
@@ -964,6 +963,24 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         let block = |r: usize, len: usize, seed: u64| -> Vec<u64> {
             (0..len).map(|i| input_u64(r, i, seed)).collect()
         };
+        // By default only messages of 1 MiB or more are split.
+        for (len, split) in [(1 << 15, false), (1 << 18, true), (1 << 18, true), (1 << 18, true)] {
+            let before = world.split_halves_written();
+            late(1);
+            let mut d = if me == 0 { block(0, len, 3) } else { vec![0; len] };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, 3) {
+                return Err(fail(format!("default broadcast of {len} elements")));
+            }
+            if !split && world.split_halves_written() != before {
+                return Err(fail(format!("{len} elements split by default")));
+            }
+        }
+        let by_default = world.allgather_value(world.split_halves_written())?;
+        if by_default[0] == 0 {
+            return Err(fail("no 2 MiB broadcast was split by default".into()));
+        }
+        world.set_split_copies(true);
         // 4 MiB, then lengths just over and under the threshold and odd ones.
         let lens = [1 << 19, 4097, 4095, 100_003];
         for (k, &len) in lens.iter().enumerate() {

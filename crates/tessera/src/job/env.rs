@@ -97,7 +97,7 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "TESSERA_DIRECT_SPLIT",
-        meaning: "switch (default off): a long message read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache)",
+        meaning: "switch: a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache); unset: from 1 MiB; off: never",
     },
     Variable {
         name: "TESSERA_MPI_BYPASS",

@@ -23,7 +23,7 @@
 //! | `TESSERA_TUNING` | collective tuning table to follow (a path, or `none`; default ~/.config/tessera/tuning.json if it exists) |
 //! | `TESSERA_COLL_<OP>` | force a collective algorithm, e.g. `TESSERA_COLL_ALLREDUCE=ring` |
 //! | `TESSERA_DIRECT` | switch (default on): long collective messages between ranks of one host are read straight from the sender's memory (cross-memory attach) where the kernel allows it; off: copied through the team's mailbox |
-//! | `TESSERA_DIRECT_SPLIT` | switch (default off): a long message read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache) |
+//! | `TESSERA_DIRECT_SPLIT` | switch: a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache); unset: from 1 MiB; off: never |
 //! | `TESSERA_MPI_BYPASS` | switch (default on): on the mpi conduit, reach ranks of the same host through shared memory |
 //! | `TESSERA_MPI_PROGRESS` | mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread) |
 //! | `TESSERA_MPIRUN` | the mpirun the launcher calls for `--conduit mpi` (default `mpirun`) |

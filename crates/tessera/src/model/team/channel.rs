@@ -126,10 +126,11 @@ struct Streams {
     /// Whether this member and each other read long messages from each other directly
     /// (`core::direct`), as the team that made the streams agreed.
     direct: RefCell<Vec<bool>>,
-    /// Whether long messages read directly are split between both members' cores
-    /// (`protocol::split`): as receiver, this member posts where the data goes and copies
-    /// the first half; as sender, it writes the second half while it waits.
-    split: Cell<bool>,
+    /// The shortest message read directly that this member splits with its sender
+    /// (`protocol::split`): as receiver, it posts where the data goes and copies the first
+    /// half; as sender (with any threshold), it writes the second half while it waits.
+    /// `usize::MAX`: never.
+    split_from: Cell<usize>,
     /// Halves this member has written into its receivers' buffers.
     halves_written: Cell<u64>,
     /// Nonblocking collectives in flight over these streams (any team's): their messages
@@ -176,7 +177,7 @@ impl Channel {
                 received_at: RefCell::new(vec![0; size]),
                 acknowledged: RefCell::new(vec![0; size]),
                 direct: RefCell::new(vec![false; size]),
-                split: Cell::new(false),
+                split_from: Cell::new(usize::MAX),
                 halves_written: Cell::new(0),
                 nonblocking: Cell::new(0),
             }),
@@ -453,7 +454,7 @@ impl Channel {
         let offer = Offer {
             data: RemoteRange::of(data),
             destination: [0; 2],
-            state: split::first_state(waits && self.streams.split.get()),
+            state: split::first_state(waits && self.split()),
         };
         let wire = bytemuck::bytes_of(&offer);
         let sent = self.try_send(ctx, to, wire, wire.len() as u64 | DIRECT, chunks, call)?;
@@ -475,10 +476,7 @@ impl Channel {
         let head = split::head_len(data.len());
         let (me, to) = (self.streams.me, self.at(to));
         // Once acknowledged, the offer's bytes in the ring may hold a later message.
-        if !self.streams.split.get()
-            || head == data.len()
-            || self.acknowledged_cached(to) >= offer.end
-        {
+        if !self.split() || head == data.len() || self.acknowledged_cached(to) >= offer.end {
             return Ok(true);
         }
         let state = self.offer_word(to, me, offer.at, OFFER_STATE);
@@ -513,7 +511,7 @@ impl Channel {
             Err(_) => {
                 // It wrote at most the right bytes; the receiver copies the half itself,
                 // and this member stops splitting (its reads are unaffected).
-                self.streams.split.set(false);
+                self.streams.split_from.set(usize::MAX);
                 ctx.atomic_store(state, split::POSTED)?;
             }
         }
@@ -527,15 +525,18 @@ impl Channel {
         self.ring(owner, source).add(place as usize).cast()
     }
 
-    /// Whether long messages read directly are split between both cores
-    /// (`protocol::split`); set once the team has agreed on direct reads.
-    pub(crate) fn set_split(&self, split: bool) {
-        self.streams.split.set(split);
+    /// The shortest message read directly that this member splits with its sender
+    /// (`protocol::split`; `None`: none); set once the team has agreed on direct reads.
+    pub(crate) fn set_split(&self, from: Option<usize>) {
+        self.streams
+            .split_from
+            .set(from.map_or(usize::MAX, |f| f.max(split::SPLIT_FROM)));
     }
 
-    /// Whether long messages read directly are split (see [`Channel::set_split`]).
+    /// Whether this member splits long messages read directly at all (see
+    /// [`Channel::set_split`]).
     pub(crate) fn split(&self) -> bool {
-        self.streams.split.get()
+        self.streams.split_from.get() != usize::MAX
     }
 
     /// Halves this member has written into its receivers' buffers.
@@ -794,7 +795,7 @@ impl Channel {
     ) -> Result<bool> {
         let bytes = out.len();
         let head = split::head_len(bytes);
-        if !may_split || !self.streams.split.get() || head == bytes {
+        if !may_split || bytes < self.streams.split_from.get() || head == bytes {
             offer.data.read_into(out)?;
             return Ok(true);
         }

@@ -290,9 +290,15 @@ impl<'a> Team<'a> {
         self.channel.set_direct(&direct);
         // Splitting a long message's copy between both cores makes the call faster, but the
         // half the sender wrote sits in the sender's cache, and a receiver that reads it
-        // soon pays more than the split saved (docs/PERFORMANCE.md): off unless asked for.
-        let split = crate::job::env::switch("TESSERA_DIRECT_SPLIT")?.unwrap_or(false);
-        self.channel.set_split(everywhere && split);
+        // soon pays more than the split saved, unless the message is too large for its
+        // cache to keep anyway (protocol::split): by default from 1 MiB; asked for, from
+        // 32 KiB; off, never.
+        let split = match crate::job::env::switch("TESSERA_DIRECT_SPLIT")? {
+            Some(true) => Some(crate::protocol::split::SPLIT_FROM),
+            Some(false) => None,
+            None => Some(crate::protocol::split::DEFAULT_SPLIT_FROM),
+        };
+        self.channel.set_split(split.filter(|_| everywhere));
         Ok(crowded)
     }
 
@@ -447,16 +453,18 @@ impl<'a> Team<'a> {
     }
 
     /// Whether this member shares the copy of long messages read directly with their
-    /// other end (`TESSERA_DIRECT_SPLIT`, default off): as receiver it copies the first
+    /// other end, from 32 KiB (`true`) or never (`false`): as receiver it copies the first
     /// half and posts where the second goes, as sender it writes that half while it would
     /// otherwise only wait for the read. The call is faster (a 1 MiB broadcast at 2 ranks
-    /// 2.6× on a Xeon), but the sender's half then sits in the sender's cache, so a
-    /// receiver that reads the data soon pays more than the split saved (2× slower
-    /// broadcast-then-read at 256 KiB, docs/PERFORMANCE.md); and where ranks outnumber
-    /// cores the receiver may wait for its sender to get one. For data a receiver passes
-    /// on or reads much later. Results are the same either way, and members need not
-    /// agree (a half nobody claims is read by its receiver). It applies to every team
-    /// sharing this team's channel (its copies and subsets).
+    /// 2.2× on a Xeon), but the sender's half then sits in the sender's cache, so a
+    /// receiver that reads the data soon pays more than the split saved where the whole
+    /// message would have stayed in its cache (2× slower broadcast-then-read at 256 KiB,
+    /// docs/PERFORMANCE.md); and where ranks outnumber cores the receiver may wait for its
+    /// sender to get one. By default (`TESSERA_DIRECT_SPLIT` unset) messages of 1 MiB or
+    /// more are split, where the receiver's cache would not keep the whole anyway.
+    /// Results are the same either way, and members need not agree (a half nobody claims
+    /// is read by its receiver). It applies to every team sharing this team's channel (its
+    /// copies and subsets).
     ///
     /// ```
     /// use tessera::{Job, Team};
@@ -471,11 +479,12 @@ impl<'a> Team<'a> {
     /// }).unwrap();
     /// ```
     pub fn set_split_copies(&self, on: bool) {
-        self.channel.set_split(on && self.channel.any_direct());
+        let from = (on && self.channel.any_direct()).then_some(crate::protocol::split::SPLIT_FROM);
+        self.channel.set_split(from);
     }
 
-    /// Whether this member shares the copy of long messages read directly (see
-    /// [`Team::set_split_copies`]).
+    /// Whether this member shares the copy of some long messages read directly (see
+    /// [`Team::set_split_copies`]; by default those of 1 MiB or more).
     pub fn split_copies(&self) -> bool {
         self.channel.split()
     }
