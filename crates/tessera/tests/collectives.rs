@@ -964,10 +964,19 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             (0..len).map(|i| input_u64(r, i, seed)).collect()
         };
         // By default only messages of 1 MiB or more are split.
-        for (len, split) in [(1 << 15, false), (1 << 18, true), (1 << 18, true), (1 << 18, true)] {
+        for (len, split) in [
+            (1 << 15, false),
+            (1 << 18, true),
+            (1 << 18, true),
+            (1 << 18, true),
+        ] {
             let before = world.split_halves_written();
             late(1);
-            let mut d = if me == 0 { block(0, len, 3) } else { vec![0; len] };
+            let mut d = if me == 0 {
+                block(0, len, 3)
+            } else {
+                vec![0; len]
+            };
             world.broadcast(0, &mut d)?;
             if d != block(0, len, 3) {
                 return Err(fail(format!("default broadcast of {len} elements")));
