@@ -1,0 +1,208 @@
+//! Long messages read directly, their copy split between the receiver and the sender
+//! (`TESSERA_DIRECT_SPLIT`, `Team::set_split_copies`). A sender helps only while it waits
+//! on a processor of its own (else its receiver, rightly, copies both halves), so each
+//! rank's thread is pinned to a processor of its own, and this runs as a test binary of
+//! its own (beside the collectives matrix's dozen multi-rank tests, a pinned rank would
+//! still share its processor).
+
+use std::time::Duration;
+
+use tessera::{Context, Job, Team};
+
+/// Element `i` of world rank `r`'s input in test `seed` (distinct per rank, element and
+/// seed, so a byte in the wrong place shows).
+fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
+    (seed << 48) ^ ((r as u64) << 32) ^ (i as u64).wrapping_mul(0x9E37_79B9)
+}
+
+fn fail(what: String) -> Box<dyn std::error::Error + Send + Sync> {
+    what.into()
+}
+
+/// Pin this thread to the `k`-th processor it may run on; whether there was one.
+fn pin_to_own_processor(k: usize) -> bool {
+    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
+        return false;
+    };
+    let Some(cpu) = (0..CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .nth(k)
+    else {
+        return false;
+    };
+    let mut only = CpuSet::new();
+    only.set(cpu).is_ok() && sched_setaffinity(Pid::from_raw(0), &only).is_ok()
+}
+
+/// Long messages read directly, their copy split between both ends: where the sender
+/// waits for the read (its receiver comes late), it writes the second half itself and
+/// counts it; where it does not split, the receiver reads both halves; a nonblocking
+/// broadcast whose root computes completes on the receiver alone. Every byte is checked,
+/// for broadcast, gather, scatter and exchange, at sizes around the split's threshold.
+#[test]
+fn long_direct_reads_are_split_between_sender_and_receiver() {
+    fn body(ctx: &Context) -> tessera::RankResult {
+        let world = Team::world(ctx)?;
+        if !world.split_copies() {
+            return Err("direct reads do not work here (process_vm_readv refused?)".into());
+        }
+        let me = world.rank();
+        // Whether every rank has a processor of its own (else the helpers' checks below are
+        // skipped: a sender sharing its receiver's processor never gets to help).
+        let pinned =
+            world.allreduce_value(u64::from(pin_to_own_processor(me)), tessera::Op::Min)? == 1;
+        if !pinned && me == 0 {
+            eprintln!("fewer processors than ranks: the checks that senders help are skipped");
+        }
+        let late = |who: usize| {
+            if me == who {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let block = |r: usize, len: usize, seed: u64| -> Vec<u64> {
+            (0..len).map(|i| input_u64(r, i, seed)).collect()
+        };
+        // A broadcast from 0 of `len` elements to a late receiver, checked.
+        let broadcast = |len: usize, seed: u64| -> tessera::RankResult {
+            late(1);
+            let mut d = if me == 0 {
+                block(0, len, seed)
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, seed) {
+                return Err(fail(format!("broadcast of {len} elements")));
+            }
+            Ok(())
+        };
+        // Whether member `helper`, waiting for its reader, writes a half in one of up to
+        // 30 rounds (it must have a core when its reader posts; on a loaded machine it may
+        // not, and then the reader rightly copies both halves). Every member learns it.
+        type Outcome = Result<bool, Box<dyn std::error::Error + Send + Sync>>;
+        let helps = |helper: usize, round: &dyn Fn(u64) -> tessera::RankResult| -> Outcome {
+            if !pinned {
+                round(0)?;
+                return Ok(true);
+            }
+            for k in 0..30 {
+                let before = world.split_halves_written();
+                round(k)?;
+                let wrote = world.split_halves_written() - before;
+                if world.broadcast_value(helper, wrote)? > 0 {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        // By default only messages of 1 MiB or more are split.
+        let before = world.split_halves_written();
+        broadcast(1 << 15, 3)?;
+        if world.split_halves_written() != before {
+            return Err(fail("256 KiB split by default".into()));
+        }
+        if !helps(0, &|k| broadcast(1 << 18, k))? {
+            return Err(fail("no 2 MiB broadcast was split by default".into()));
+        }
+        world.set_split_copies(true);
+        // 4 MiB, then lengths just over and under the threshold and odd ones.
+        let lens = [1 << 19, 4097, 4095, 100_003];
+        for (k, &len) in lens.iter().enumerate() {
+            let seed = k as u64;
+            // Broadcast from 0, the receiver late: the root waits and writes its half.
+            late(1);
+            let mut d = if me == 0 {
+                block(0, len, seed)
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, seed) {
+                return Err(fail(format!("broadcast of {len} elements")));
+            }
+            // Gather to 0, the root late: member 1 waits and writes its half.
+            late(0);
+            let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
+            world.gather(0, &block(me, len, seed), &mut all)?;
+            if me == 0 && all != [block(0, len, seed), block(1, len, seed)].concat() {
+                return Err(fail(format!("gather of {len} elements")));
+            }
+            // Scatter from 1, and an exchange.
+            late(0);
+            let src = [block(1, len, seed), block(2, len, seed)].concat();
+            let mut mine = vec![0; len];
+            world.scatter(1, if me == 1 { &src[..] } else { &[] }, &mut mine)?;
+            if mine != src[me * len..(me + 1) * len] {
+                return Err(fail(format!("scatter of {len} elements")));
+            }
+            let xsrc = block(10 + me, 2 * len, seed);
+            let mut got = vec![0; 2 * len];
+            world.exchange(&xsrc, &mut got)?;
+            let want: Vec<u64> = (0..2)
+                .flat_map(|r| block(10 + r, 2 * len, seed)[me * len..(me + 1) * len].to_vec())
+                .collect();
+            if got != want {
+                return Err(fail(format!("exchange of {len} elements")));
+            }
+        }
+        // Each member, waiting for a late reader, writes a half: the root of a broadcast,
+        // and member 1 in a gather.
+        if !helps(0, &|k| broadcast(1 << 19, k))? {
+            return Err(fail("no root of a 4 MiB broadcast wrote a half".into()));
+        }
+        let gather = |k: u64| -> tessera::RankResult {
+            late(0);
+            let len = 1 << 19;
+            let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
+            world.gather(0, &block(me, len, k), &mut all)?;
+            if me == 0 && all != [block(0, len, k), block(1, len, k)].concat() {
+                return Err(fail("gather of 4 MiB".into()));
+            }
+            Ok(())
+        };
+        if !helps(1, &gather)? {
+            return Err(fail("no sender of a 4 MiB gather wrote a half".into()));
+        }
+        // A root that does not split: its receiver reads both halves, and it writes none.
+        if me == 0 {
+            world.set_split_copies(false);
+        }
+        let before = world.split_halves_written();
+        for len in [1 << 19, 5000] {
+            late(1);
+            let mut d = if me == 0 {
+                block(0, len, 7)
+            } else {
+                vec![0; len]
+            };
+            world.broadcast(0, &mut d)?;
+            if d != block(0, len, 7) {
+                return Err(fail(format!(
+                    "broadcast of {len} from a root that does not split"
+                )));
+            }
+        }
+        if me == 0 && world.split_halves_written() != before {
+            return Err(fail("a root that does not split wrote a half".into()));
+        }
+        // A nonblocking broadcast whose root computes instead of advancing it.
+        world.set_split_copies(true);
+        let len = 1 << 18;
+        let data = block(0, len, 9);
+        let request = world.broadcast_nb(0, if me == 0 { &data[..] } else { &data[..len] })?;
+        if me == 0 {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        if request.wait()? != data {
+            return Err(fail("nonblocking broadcast of 2 MiB".into()));
+        }
+        Ok(())
+    }
+    Job::threads(2)
+        .segment(64 << 20)
+        .wait_timeout(Duration::from_secs(60))
+        .run(body)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
