@@ -112,16 +112,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         for (k, &len) in lens.iter().enumerate() {
             let seed = k as u64;
             // Broadcast from 0, the receiver late: the root waits and writes its half.
-            late(1);
-            let mut d = if me == 0 {
-                block(0, len, seed)
-            } else {
-                vec![0; len]
-            };
-            world.broadcast(0, &mut d)?;
-            if d != block(0, len, seed) {
-                return Err(fail(format!("broadcast of {len} elements")));
-            }
+            broadcast(len, seed)?;
             // Gather to 0, the root late: member 1 waits and writes its half.
             late(0);
             let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
@@ -171,18 +162,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         }
         let before = world.split_halves_written();
         for len in [1 << 19, 5000] {
-            late(1);
-            let mut d = if me == 0 {
-                block(0, len, 7)
-            } else {
-                vec![0; len]
-            };
-            world.broadcast(0, &mut d)?;
-            if d != block(0, len, 7) {
-                return Err(fail(format!(
-                    "broadcast of {len} from a root that does not split"
-                )));
-            }
+            broadcast(len, 7)?;
         }
         if me == 0 && world.split_halves_written() != before {
             return Err(fail("a root that does not split wrote a half".into()));
