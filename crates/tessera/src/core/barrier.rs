@@ -89,6 +89,10 @@ pub(crate) struct BarrierState {
     /// Collective allocations so far, and the size of the last.
     allocations: Cell<u64>,
     last_allocation: Cell<u64>,
+    /// Per parity, the report words last written into this rank's area (fingerprint,
+    /// allocations, last allocation, label, has-label), so that unchanged ones are not
+    /// written again: the area starts zeroed, and only reports read them.
+    reported: Cell<[[u64; 5]; 2]>,
 }
 
 impl BarrierState {
@@ -194,25 +198,29 @@ impl Context {
         let parity = protocol::parity(epoch);
         let area = b.area();
         let fingerprint = b.digest.get() | if end_of_job { END_OF_JOB } else { 0 };
-        for (offset, value) in [
+        // The words that name this rank's side in a mismatch report; most barriers change
+        // none of them.
+        let report = [
             (std::mem::offset_of!(Area, fingerprint), fingerprint),
             (std::mem::offset_of!(Area, allocations), b.allocations.get()),
             (
                 std::mem::offset_of!(Area, last_allocation),
                 b.last_allocation.get(),
             ),
-        ] {
-            self.put_value(field::<u64>(area, offset + 8 * parity), value)?;
+            (std::mem::offset_of!(Area, label), label.unwrap_or(0)),
+            (
+                std::mem::offset_of!(Area, has_label),
+                label.is_some() as u64,
+            ),
+        ];
+        let mut reported = b.reported.get();
+        for (k, (offset, value)) in report.into_iter().enumerate() {
+            if reported[parity][k] != value {
+                self.put_value(field::<u64>(area, offset + 8 * parity), value)?;
+                reported[parity][k] = value;
+            }
         }
-        // Our own area: the label for reports, then the entered epoch.
-        self.put_value(
-            field::<u64>(area, std::mem::offset_of!(Area, label) + 8 * parity),
-            label.unwrap_or(0),
-        )?;
-        self.put_value(
-            field::<u64>(area, std::mem::offset_of!(Area, has_label) + 8 * parity),
-            label.is_some() as u64,
-        )?;
+        b.reported.set(reported);
         self.atomic_store(
             field::<u64>(area, std::mem::offset_of!(Area, entered)),
             epoch,
