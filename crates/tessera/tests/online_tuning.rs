@@ -168,7 +168,12 @@ fn by_default_teams_tune_online_only_where_ranks_have_processors() {
         eprintln!("skipped: a tuning table or TESSERA_TUNING is in force here");
         return;
     }
-    let processors = std::thread::available_parallelism().map_or(1, |p| p.get());
+    // The host's online processors, as `Team::world` counts them (not this thread's
+    // affinity).
+    let processors = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .map_or(1, |c| c.max(1) as usize);
     for (ranks, online) in [(2, processors >= 2), (processors + 1, false)] {
         let decided = Mutex::new(Vec::new());
         Job::threads(ranks)

@@ -2,11 +2,10 @@
 //!
 //! The bounded active-message ring and the semaphore are written once here, generic over
 //! the memory they live in and the atomic word type; the team channel's handshake
-//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`), the split copy of long
-//! directly read messages (`split`) and the
-//! barrier's rounds (`barrier`) keep their decisions here, which the
-//! model layer's channel and the core's barrier call on the values their global-pointer
-//! loads return. The conduits instantiate them over
+//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`), the split copy
+//! of long directly read messages (`split`) and the barrier's rounds (`barrier`) keep
+//! their decisions here, which the model layer's channel and the core's barrier call on
+//! the values their global-pointer loads return. The conduits instantiate them over
 //! shared-memory mappings with `std` atomics. Under `--cfg loom` the tests instantiate them
 //! over [loom](https://docs.rs/loom) atomics, which check every interleaving, and every
 //! weak-memory outcome loom models, of producers and consumers.

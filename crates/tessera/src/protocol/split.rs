@@ -9,10 +9,10 @@
 //! from [`SPLIT_FROM`]: the half the sender wrote sits in the sender's cache, which a
 //! reader of the data pays for where the whole would have stayed in the receiver's),
 //! reads the whole message in one system call, as without splitting (a sender with work
-//! of its own would come late to help, and the receiver would wait for it). One that finds [`WAITING`] writes where
-//! the data goes (its process
-//! and address) beside the state and stores [`POSTED`] with `Release` ([`post`]), then
-//! copies the *head* ([`head_len`] bytes) itself. The *tail* goes to whichever side
+//! of its own would come late to help, and the receiver would wait for it). One that
+//! finds [`WAITING`] writes where the data goes (its process and address) beside the
+//! state and stores [`POSTED`] with `Release` ([`post`]), then copies the *head*
+//! ([`head_len`] bytes) itself. The *tail* goes to whichever side
 //! claims it first, by a compare-and-swap from [`POSTED`]: the sender claims it
 //! ([`SENDER_TAKES`], [`sender_claims`]), writes it into the receiver's memory and stores
 //! [`SENDER_DONE`] with `Release` ([`sender_done`]); the receiver, having copied the head,

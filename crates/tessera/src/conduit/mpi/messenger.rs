@@ -81,7 +81,7 @@ pub(crate) struct Messenger {
     received: RefCell<Vec<u64>>,
     /// Messages received while asking for another tag: (source, tag, contents), in the
     /// order they arrived.
-    set_aside: RefCell<VecDeque<(usize, i32, Vec<u8>)>>,
+    set_aside: RefCell<VecDeque<Received>>,
     /// This wait turn has probed, and no ask has skipped a probe since.
     turn_probed: Cell<bool>,
 }

@@ -793,12 +793,14 @@ impl Channel {
         out: &mut [u8],
         may_split: bool,
     ) -> Result<bool> {
+        // The threshold is never below `split::SPLIT_FROM`, so a message split here has a
+        // head shorter than itself.
         let bytes = out.len();
-        let head = split::head_len(bytes);
-        if !may_split || bytes < self.streams.split_from.get() || head == bytes {
+        if !may_split || bytes < self.streams.split_from.get() {
             offer.data.read_into(out)?;
             return Ok(true);
         }
+        let head = split::head_len(bytes);
         let me = self.streams.me;
         let state = self.offer_word(me, from, position, OFFER_STATE);
         let destination = RemoteRange::of_mut(out);

@@ -592,7 +592,8 @@ pub(crate) fn model_algorithm(
         // 256 KiB (52-55 µs against 65-69 flat; 80-83 in the other two, by which ranks
         // shared a core).
         Collective::Reduce if (5..=8).contains(&team_size) => Algorithm::Knomial(4),
-        // Measured before that change: from 32 KiB radix 3 beat the binomial tree.
+        // Beyond 8 ranks, unmeasured since that change: kept from when radix 3 beat the
+        // binomial tree from 32 KiB at 4 and 8 ranks.
         Collective::Reduce if bytes >= 32 * 1024 && team_size > 8 => Algorithm::Knomial(3),
         Collective::Reduce => Algorithm::Binomial,
         Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,

@@ -185,26 +185,29 @@ pub(crate) struct InForce {
 /// table; unset: the default table if it exists, else online tuning (except on teams
 /// whose hosts have more ranks than processors, which keep the model: `Team::world`).
 pub(crate) fn in_force() -> Result<InForce> {
-    type Loaded = std::result::Result<(Option<TuningTable>, bool), String>;
+    // (table, online, online asked for)
+    type Loaded = std::result::Result<(Option<TuningTable>, bool, bool), String>;
     static TABLE: OnceLock<Loaded> = OnceLock::new();
     let loaded = TABLE.get_or_init(|| {
         let load = |path: &Path| TuningTable::load(path).map_err(|e| e.to_string());
         let default_table = || default_path().filter(|p| p.exists());
         match crate::job::env::raw("TESSERA_TUNING") {
-            Some(v) if v == "none" => Ok((None, false)),
-            Some(v) if v == "online" => Ok((default_table().map(|p| load(&p)).transpose()?, true)),
-            Some(v) => Ok((Some(load(Path::new(&v))?), false)),
+            Some(v) if v == "none" => Ok((None, false, false)),
+            Some(v) if v == "online" => {
+                Ok((default_table().map(|p| load(&p)).transpose()?, true, true))
+            }
+            Some(v) => Ok((Some(load(Path::new(&v))?), false, false)),
             None => match default_table() {
-                Some(p) => Ok((Some(load(&p)?), false)),
-                None => Ok((None, true)),
+                Some(p) => Ok((Some(load(&p)?), false, false)),
+                None => Ok((None, true, false)),
             },
         }
     });
     match loaded {
-        Ok((table, online)) => Ok(InForce {
+        Ok((table, online, online_asked)) => Ok(InForce {
             table: table.as_ref(),
             online: *online,
-            online_asked: crate::job::env::raw("TESSERA_TUNING").is_some_and(|v| v == "online"),
+            online_asked: *online_asked,
         }),
         Err(why) => Err(CoreError::Invalid(why.clone()).into()),
     }
