@@ -39,8 +39,11 @@ fn pin_to_own_processor(k: usize) -> bool {
 /// Long messages read directly, their copy split between both ends: where the sender
 /// waits for the read (its receiver comes late), it writes the second half itself and
 /// counts it; where it does not split, the receiver reads both halves; a nonblocking
-/// broadcast whose root computes completes on the receiver alone. Every byte is checked,
-/// for broadcast, gather, scatter and exchange, at sizes around the split's threshold.
+/// broadcast whose root computes completes on the receiver alone; in an allgather each
+/// member writes its whole block into the other's buffer (a push), and a member that
+/// computes instead of pushing has its block read by its receiver. Every byte is checked,
+/// for broadcast, gather, scatter, exchange and allgather, at sizes around the split's
+/// threshold.
 #[test]
 fn long_direct_reads_are_split_between_sender_and_receiver() {
     fn body(ctx: &Context) -> tessera::RankResult {
@@ -155,6 +158,40 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         };
         if !helps(1, &gather)? {
             return Err(fail("no sender of a 4 MiB gather wrote a half".into()));
+        }
+        // A symmetric exchange: each member receives in the round it sends in, so its
+        // receiver leaves it the whole copy, which it writes from its own buffer (an
+        // allgather of 4 MiB blocks, every member broadcasting its own).
+        let all_broadcast = world.with_algorithm(
+            tessera::Collective::Allgather,
+            tessera::Algorithm::AllBroadcast,
+        )?;
+        let allgather = |k: u64| -> tessera::RankResult {
+            let len = 1 << 19;
+            let mut all = vec![0; 2 * len];
+            all_broadcast.allgather(&block(me, len, k), &mut all)?;
+            if all != [block(0, len, k), block(1, len, k)].concat() {
+                return Err(fail("allgather of 4 MiB blocks".into()));
+            }
+            Ok(())
+        };
+        for helper in [0, 1] {
+            if !helps(helper, &allgather)? {
+                return Err(fail(format!(
+                    "member {helper} never wrote its block of a 4 MiB allgather"
+                )));
+            }
+        }
+        // A member that starts a nonblocking allgather and then computes instead of
+        // advancing it: its receiver, left waiting for the push, copies the block itself
+        // once its patience runs out. Every byte arrives either way.
+        let len = 1 << 19;
+        let request = all_broadcast.allgather_nb(&block(me, len, 11))?;
+        if me == 1 {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        if request.wait()? != [block(0, len, 11), block(1, len, 11)].concat() {
+            return Err(fail("nonblocking allgather of 4 MiB blocks".into()));
         }
         // A root that does not split: its receiver reads both halves, and it writes none.
         if me == 0 {

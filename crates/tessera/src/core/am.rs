@@ -17,8 +17,8 @@
 //! progress (runs incoming handlers, or inside a handler only reply handlers) until space
 //! frees up. Queues never grow.
 
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytemuck::{Pod, Zeroable};
@@ -111,7 +111,7 @@ type HandlerFn = Rc<dyn Fn(&Context, &AmMessage<'_>) -> Result<()>>;
 /// Per-rank active-message state.
 #[derive(Default)]
 pub(crate) struct AmState {
-    handlers: std::cell::RefCell<HashMap<AmHandlerId, (String, HandlerFn)>>,
+    handlers: std::cell::RefCell<FxHashMap<AmHandlerId, (String, HandlerFn)>>,
     /// Times a send found its queue full and had to make progress first.
     backpressure: Cell<u64>,
     /// Frames delivered to handlers so far (progress, as the deadlock detector sees it).

@@ -2,7 +2,15 @@
 //! ranks' cores copy it where the sender would otherwise only wait. An *offer* (the
 //! sender's process, address and length, in the receiver's ring) carries a state word,
 //! which the sender publishes as [`WAITING`] when the offer is the last thing its call
-//! does, else as [`BUSY`].
+//! does, as [`PUSH`] when it receives in the same round, else as [`BUSY`].
+//!
+//! At [`PUSH`] the receiver posts its destination with an empty head ([`head_for`]): the
+//! "tail" is the whole message, which the sender writes from its own buffer while it
+//! waits for its own receives (each core reads its own data twice rather than its own
+//! and its peer's). The receiver claims it only once [`PUSH_PATIENCE`] has passed
+//! unclaimed. Everything below holds unchanged for an empty head. The receiver also
+//! writes the head's length beside its destination, so the sender writes exactly the
+//! rest.
 //!
 //! A receiver that finds [`BUSY`], that will combine the data at once (a reduction), or
 //! whose message is shorter than its threshold ([`DEFAULT_SPLIT_FROM`] unless asked for
@@ -55,6 +63,20 @@ pub(crate) const SENDER_TAKES: u64 = 3;
 pub(crate) const RECEIVER_TAKES: u64 = 4;
 /// The sender has written the tail.
 pub(crate) const SENDER_DONE: u64 = 5;
+/// The sender receives in the same round (a symmetric exchange: allgather, all-to-all),
+/// so its core copies anyway: the receiver posts its destination and leaves the whole
+/// message to the sender, which writes it from its own, cache-hot buffer
+/// ([`PUSH_PATIENCE`]).
+pub(crate) const PUSH: u64 = 6;
+
+/// How long a receiver that left a whole message to its sender ([`PUSH`]) waits for the
+/// sender to claim it before it copies the message itself. A sender in the same round
+/// claims within microseconds; one that is off its core (more ranks than processors)
+/// costs the receiver this much over reading at once. Measured on a Xeon with 2 MiB of L2
+/// per core, two processes each copying their own 1 MiB block and exchanging 1 MiB took
+/// 104-108 µs by writing (`process_vm_writev` from the hot buffer) against 133-153 µs by
+/// reading the peer's (docs/PERFORMANCE.md, session 27).
+pub(crate) const PUSH_PATIENCE: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Messages of at least this many bytes may be split; shorter ones the receiver reads
 /// whole in one system call.
@@ -90,6 +112,9 @@ pub(crate) enum ReceiverStep {
     Claim,
     /// The sender is writing the tail: come back later.
     Wait,
+    /// The receiver claimed the tail in an earlier call that ended before copying it (a
+    /// failing call withdrew a push): copy it.
+    ReadRest,
     /// Both parts are in place: acknowledge.
     Finish,
 }
@@ -98,20 +123,35 @@ pub(crate) enum ReceiverStep {
 pub(crate) fn receiver_step(state: u64) -> ReceiverStep {
     match state {
         BUSY => ReceiverStep::ReadWhole,
-        WAITING => ReceiverStep::Post,
+        WAITING | PUSH => ReceiverStep::Post,
         POSTED => ReceiverStep::Claim,
         SENDER_TAKES => ReceiverStep::Wait,
-        // RECEIVER_TAKES is only ever seen by the receiver inside the call that set it.
+        // Otherwise only ever seen by the receiver inside the call that set it.
+        RECEIVER_TAKES => ReceiverStep::ReadRest,
         _ => ReceiverStep::Finish,
     }
 }
 
-/// The state an offer is published with: [`WAITING`] if its sender will only wait for it.
-pub(crate) fn first_state(sender_waits: bool) -> u64 {
+/// The state an offer is published with: [`WAITING`] if its sender will only wait for it,
+/// [`PUSH`] if it receives in the same round (and so copies anyway), else [`BUSY`].
+pub(crate) fn first_state(sender_waits: bool, sender_receives: bool) -> u64 {
     if sender_waits {
         WAITING
+    } else if sender_receives {
+        PUSH
     } else {
         BUSY
+    }
+}
+
+/// Bytes of a `bytes`-long message that a receiver which found `state` copies itself
+/// before it offers the rest to the sender: none where the sender pushes ([`PUSH`]), else
+/// [`head_len`].
+pub(crate) fn head_for(state: u64, bytes: usize) -> usize {
+    if state == PUSH {
+        0
+    } else {
+        head_len(bytes)
     }
 }
 
@@ -170,8 +210,14 @@ mod tests {
 
     #[test]
     fn the_receiver_waits_only_while_the_sender_writes() {
-        assert_eq!(receiver_step(first_state(false)), ReceiverStep::ReadWhole);
-        assert_eq!(receiver_step(first_state(true)), ReceiverStep::Post);
+        assert_eq!(
+            receiver_step(first_state(false, false)),
+            ReceiverStep::ReadWhole
+        );
+        assert_eq!(receiver_step(first_state(true, false)), ReceiverStep::Post);
+        assert_eq!(receiver_step(first_state(false, true)), ReceiverStep::Post);
+        assert_eq!(head_for(first_state(false, true), 1 << 20), 0);
+        assert_eq!(head_for(first_state(true, false), 1 << 20), 1 << 19);
         assert_eq!(receiver_step(POSTED), ReceiverStep::Claim);
         assert_eq!(receiver_step(SENDER_TAKES), ReceiverStep::Wait);
         assert_eq!(receiver_step(SENDER_DONE), ReceiverStep::Finish);
@@ -189,17 +235,26 @@ mod loom_tests {
     const REUSED: u64 = 99;
 
     /// A receiver and a sender that may help (and whose write may fail once), the offer
-    /// published as waiting or busy: the receiver returns with both parts in place, and
-    /// the sender writes nothing after the receiver has reused its buffer.
+    /// published as waiting, pushing or busy: the receiver returns with both parts in
+    /// place, and the sender writes nothing after the receiver has reused its buffer. A
+    /// receiver left to wait for a push looks twice before it claims the message (its
+    /// patience running out).
     #[test]
     fn the_tail_is_copied_once_and_never_after_the_buffer_is_reused() {
-        for (sender_fails, waits) in [(false, true), (true, true), (false, false)] {
+        for (sender_fails, waits, pushes) in [
+            (false, true, false),
+            (true, true, false),
+            (false, false, false),
+            (false, false, true),
+            (true, false, true),
+        ] {
             let mut builder = loom::model::Builder::new();
             builder.preemption_bound = Some(3);
             builder.check(move || {
+                let first = first_state(waits, pushes);
                 // (state, destination word, the receiver's head and tail)
                 let shared = Arc::new((
-                    AtomicU64::new(first_state(waits)),
+                    AtomicU64::new(first),
                     AtomicU64::new(0),
                     AtomicU64::new(0),
                     AtomicU64::new(0),
@@ -224,6 +279,7 @@ mod loom_tests {
                     }
                 });
                 let (state, destination, head, tail) = &*shared;
+                let mut patience = 0;
                 loop {
                     match receiver_step(state.load(Ordering::Acquire)) {
                         ReceiverStep::ReadWhole => {
@@ -234,7 +290,15 @@ mod loom_tests {
                         ReceiverStep::Post => {
                             destination.store(7, Ordering::Relaxed);
                             post(state);
+                            // An empty head where the sender pushes: it is in place.
                             head.store(HEAD, Ordering::Relaxed);
+                            if head_for(first, 1 << 20) == 0 {
+                                patience = 2;
+                            }
+                        }
+                        ReceiverStep::Claim if patience > 0 => {
+                            patience -= 1;
+                            loom::thread::yield_now();
                         }
                         ReceiverStep::Claim => {
                             if receiver_claims(state).is_ok() {
@@ -243,6 +307,10 @@ mod loom_tests {
                             }
                         }
                         ReceiverStep::Finish => break,
+                        ReceiverStep::ReadRest => {
+                            tail.store(TAIL, Ordering::Relaxed);
+                            break;
+                        }
                         ReceiverStep::Wait => loom::thread::yield_now(),
                     }
                 }

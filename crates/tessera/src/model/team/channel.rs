@@ -71,13 +71,16 @@ struct Offer {
     data: RemoteRange,
     /// The receiver's process and the address its copy goes to (zero until posted).
     destination: [u64; 2],
+    /// Bytes the receiver copies itself, from the start (written with the destination):
+    /// the sender writes the rest.
+    head: u64,
     /// `protocol::split`'s state word.
     state: u64,
 }
 
 /// Word offsets in an [`Offer`].
 const OFFER_DESTINATION: usize = 3;
-const OFFER_STATE: usize = 5;
+const OFFER_STATE: usize = 6;
 
 /// An offer sent and not yet known to be read: where it lies in the receiver's ring and
 /// the position its acknowledgement passes once the data has been read.
@@ -102,6 +105,9 @@ pub(crate) const DEFAULT_CHUNK: usize = 32 * 1024;
 pub(crate) fn area_len(size: usize, chunk: usize) -> usize {
     size * mailbox::ring_for_chunk(chunk) as usize + size * ACK_STRIDE
 }
+
+/// A message left to its sender to push: when, and its offer's state word.
+type PostedPush = (std::time::Instant, GlobalPtr<u64>);
 
 /// The pair streams of a set of members: every member's mailbox area and the messages
 /// sent to and received from each so far. A team's channel and the channels of its subsets
@@ -131,8 +137,12 @@ struct Streams {
     /// half; as sender (with any threshold), it writes the second half while it waits.
     /// `usize::MAX`: never.
     split_from: Cell<usize>,
-    /// Halves this member has written into its receivers' buffers.
+    /// Halves (or whole pushed messages) this member has written into its receivers'
+    /// buffers.
     halves_written: Cell<u64>,
+    /// Per source: when this member left a whole message to it to push
+    /// (`protocol::split::PUSH`), and the offer's state word, while it waits for the push.
+    push_posted: RefCell<Vec<Option<PostedPush>>>,
     /// Nonblocking collectives in flight over these streams (any team's): their messages
     /// share the pair streams, so a blocking transfer must not start meanwhile.
     nonblocking: Cell<usize>,
@@ -179,6 +189,7 @@ impl Channel {
                 direct: RefCell::new(vec![false; size]),
                 split_from: Cell::new(usize::MAX),
                 halves_written: Cell::new(0),
+                push_posted: RefCell::new(vec![None; size]),
                 nonblocking: Cell::new(0),
             }),
             members: None,
@@ -438,8 +449,10 @@ impl Channel {
     /// ([`Channel::acknowledged_past`]), `data` must stay as it is, and the sender may
     /// write part of it into the receiver's destination ([`Channel::help`]); `waits`: the
     /// offer is the last thing the sender's call does, so the receiver may split the copy
-    /// at once (`protocol::split`). Only to a member [`Channel::direct_with`] says reads
-    /// directly.
+    /// at once; `receives`: the sender receives in the same round, so the receiver may
+    /// leave the whole copy to it (`protocol::split`). Only to a member
+    /// [`Channel::direct_with`] says reads directly.
+    #[allow(clippy::too_many_arguments)] // one message's description, passed through
     pub(crate) fn try_send_direct(
         &self,
         ctx: &Context,
@@ -447,6 +460,7 @@ impl Channel {
         data: &[u8],
         chunks: u64,
         waits: bool,
+        receives: bool,
         call: Signature,
     ) -> Result<Option<SentOffer>> {
         debug_assert!(self.direct_with(to));
@@ -454,7 +468,8 @@ impl Channel {
         let offer = Offer {
             data: RemoteRange::of(data),
             destination: [0; 2],
-            state: split::first_state(waits && self.split()),
+            head: 0,
+            state: split::first_state(waits && self.split(), receives && self.split()),
         };
         let wire = bytemuck::bytes_of(&offer);
         let sent = self.try_send(ctx, to, wire, wire.len() as u64 | DIRECT, chunks, call)?;
@@ -462,10 +477,11 @@ impl Channel {
     }
 
     /// While team member `to` has not acknowledged `offer` of `data`: if the receiver has
-    /// posted its destination and the second half is still unclaimed, claim it and write
-    /// it there (`protocol::split`), so both cores copy. `true` once nothing is left for
-    /// this member to do for the offer (it wrote its half, the receiver took it, or this
-    /// member does not split).
+    /// posted its destination and the part it left to this member (the second half, or
+    /// all of a pushed message) is still unclaimed, claim it and write it there
+    /// (`protocol::split`), so both cores copy. `true` once nothing is left for this
+    /// member to do for the offer (it wrote its part, the receiver took it, or this member
+    /// does not split).
     pub(crate) fn help(
         &self,
         ctx: &Context,
@@ -473,30 +489,34 @@ impl Channel {
         offer: SentOffer,
         data: &[u8],
     ) -> Result<bool> {
-        let head = split::head_len(data.len());
         let (me, to) = (self.streams.me, self.at(to));
         // Once acknowledged, the offer's bytes in the ring may hold a later message.
-        if !self.split() || head == data.len() || self.acknowledged_cached(to) >= offer.end {
+        if !self.split()
+            || data.len() < split::SPLIT_FROM
+            || self.acknowledged_cached(to) >= offer.end
+        {
             return Ok(true);
         }
         let state = self.offer_word(to, me, offer.at, OFFER_STATE);
         match ctx.atomic_load(state)? {
-            split::WAITING => return Ok(false),
+            split::WAITING | split::PUSH => return Ok(false),
             split::POSTED => {}
             _ => return Ok(true),
         }
-        // Acquires the receiver's release of POSTED: its destination is written.
+        // Acquires the receiver's release of POSTED: its destination and head are written.
         if ctx.atomic_compare_swap(state, split::POSTED, split::SENDER_TAKES)? != split::POSTED {
             return Ok(true);
         }
-        let mut destination = [0u64; 2];
+        let mut posted = [0u64; 3];
         ctx.get(
             self.offer_word(to, me, offer.at, OFFER_DESTINATION),
-            &mut destination,
+            &mut posted,
         )?;
+        let [pid, addr, head] = posted;
+        let head = (head as usize).min(data.len());
         let target = RemoteRange {
-            pid: destination[0],
-            addr: destination[1],
+            pid,
+            addr,
             bytes: data.len() as u64,
         };
         match target
@@ -782,8 +802,11 @@ impl Channel {
     /// Copy the data of `offer`, which streams member `from` sent to this one at ring
     /// position `position`, into `out` (exactly as long): whole, or split with the sender
     /// (`protocol::split`: post the destination, read the first half, then the second
-    /// unless the sender has claimed it). `false` while the sender is still writing its
-    /// half: call again with the same `out`, which must stay untouched meanwhile.
+    /// unless the sender has claimed it), or left whole to a sender that receives in the
+    /// same round, which writes it (unless it has not claimed it within
+    /// [`split::PUSH_PATIENCE`]: then this member reads it). `false` while the sender is
+    /// still to write its part: call again with the same `out`, which must stay untouched
+    /// meanwhile.
     fn read_offer(
         &self,
         ctx: &Context,
@@ -800,16 +823,21 @@ impl Channel {
             offer.data.read_into(out)?;
             return Ok(true);
         }
-        let head = split::head_len(bytes);
         let me = self.streams.me;
         let state = self.offer_word(me, from, position, OFFER_STATE);
         let destination = RemoteRange::of_mut(out);
+        // The head this member posted, on a call that resumes a posted read.
+        let mut head = (offer.head as usize).min(bytes);
         let mut posted_now = false;
         loop {
-            let step = split::receiver_step(ctx.atomic_load(state)?);
+            let found = ctx.atomic_load(state)?;
+            let step = split::receiver_step(found);
             if matches!(
                 step,
-                ReceiverStep::Claim | ReceiverStep::Wait | ReceiverStep::Finish
+                ReceiverStep::Claim
+                    | ReceiverStep::Wait
+                    | ReceiverStep::Finish
+                    | ReceiverStep::ReadRest
             ) && !posted_now
                 && offer.destination != [destination.pid, destination.addr]
             {
@@ -825,27 +853,64 @@ impl Channel {
                     return Ok(true);
                 }
                 ReceiverStep::Post => {
+                    head = split::head_for(found, bytes);
                     let words = self.offer_word(me, from, position, OFFER_DESTINATION);
-                    ctx.put(words, &[destination.pid, destination.addr])?;
+                    ctx.put(words, &[destination.pid, destination.addr, head as u64])?;
                     ctx.atomic_store(state, split::POSTED)?;
                     posted_now = true;
+                    if head == 0 {
+                        // The sender writes it all; come back.
+                        self.streams.push_posted.borrow_mut()[from] =
+                            Some((std::time::Instant::now(), state));
+                        return Ok(false);
+                    }
                     if let Err(e) = offer.data.part(0, head).read_into(&mut out[..head]) {
                         self.settle(ctx, state)?;
                         return Err(e);
                     }
                 }
                 ReceiverStep::Claim => {
+                    let pushing = self.streams.push_posted.borrow()[from];
+                    if pushing.is_some_and(|(at, _)| at.elapsed() < split::PUSH_PATIENCE) {
+                        return Ok(false);
+                    }
                     if ctx.atomic_compare_swap(state, split::POSTED, split::RECEIVER_TAKES)?
                         == split::POSTED
                     {
+                        self.streams.push_posted.borrow_mut()[from] = None;
                         let rest = offer.data.part(head, bytes - head);
                         rest.read_into(&mut out[head..])?;
                         return Ok(true);
                     }
                 }
+                ReceiverStep::ReadRest => {
+                    // Claimed by this member when an error withdrew the push.
+                    let rest = offer.data.part(head, bytes - head);
+                    rest.read_into(&mut out[head..])?;
+                    return Ok(true);
+                }
                 ReceiverStep::Wait => return Ok(false),
-                ReceiverStep::Finish => return Ok(true),
+                ReceiverStep::Finish => {
+                    self.streams.push_posted.borrow_mut()[from] = None;
+                    return Ok(true);
+                }
             }
+        }
+    }
+
+    /// When a call fails with messages left to their senders to push: keep each sender
+    /// from writing into a buffer the caller is about to get back (or wait, briefly, until
+    /// it has written). A call that later resumes such a read copies the message itself.
+    pub(crate) fn withdraw_pushes(&self, ctx: &Context) {
+        let posted: Vec<_> = self
+            .streams
+            .push_posted
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for (_, state) in posted {
+            let _ = self.settle(ctx, state);
         }
     }
 

@@ -590,8 +590,17 @@ impl<'b, T: Pod> Schedule<'b, T> {
     }
 
     /// Move whatever can move now; `true` once every round is done (and every staging
-    /// area released).
+    /// area released). On an error, no sender is left to write into a buffer of this
+    /// member's ([`Channel::withdraw_pushes`]).
     pub(crate) fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
+        let advanced = self.advance_rounds(ctx, channel);
+        if advanced.is_err() {
+            channel.withdraw_pushes(ctx);
+        }
+        advanced
+    }
+
+    fn advance_rounds(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         let chunk = channel.chunk();
         let Schedule {
             bufs,
@@ -633,9 +642,12 @@ impl<'b, T: Pod> Schedule<'b, T> {
                         let waits = *current + 1 == plan.rounds.len()
                             && round.recvs.is_empty()
                             && round.after.is_empty();
-                        if let Some(offer) = channel
-                            .try_send_direct(ctx, m.peer, data, m.chunks, waits, *signature)?
-                        {
+                        // Receiving in the same round, it copies anyway: its receiver may
+                        // leave it the whole copy, from its hot buffer.
+                        let receives = !round.recvs.is_empty();
+                        if let Some(offer) = channel.try_send_direct(
+                            ctx, m.peer, data, m.chunks, waits, receives, *signature,
+                        )? {
                             m.moved = m.chunks;
                             awaiting.push(Awaiting {
                                 peer: m.peer,
@@ -689,6 +701,8 @@ impl<'b, T: Pod> Schedule<'b, T> {
                 done &= m.done();
             }
             if !done {
+                // Receivers that left this member their whole copy wait for it.
+                help(ctx, channel, bufs, plan, awaiting)?;
                 return Ok(false);
             }
             for step in &plan.after[round.after] {
@@ -699,11 +713,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
         // Direct reads of this member's buffers done: then the caller may change them.
         // Meanwhile this member has nothing else to do, so it copies its half of each
         // split one (`protocol::split`).
-        for a in awaiting.iter_mut().filter(|a| !a.settled) {
-            let m = &plan.messages[a.message];
-            let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
-            a.settled = channel.help(ctx, a.peer, a.offer, data)?;
-        }
+        help(ctx, channel, bufs, plan, awaiting)?;
         while let Some(a) = awaiting.last() {
             if !channel.acknowledged_past(ctx, a.peer, a.offer.end)? {
                 return Ok(false);
@@ -750,6 +760,23 @@ impl<'b, T: Pod> Schedule<'b, T> {
 
 /// The staging area of `place` in `round`, made (and filled with `data`) by the first
 /// send of it.
+/// For every send read directly that still needs it: write the part its receiver left to
+/// this member (`Channel::help`).
+fn help<T: Pod>(
+    ctx: &Context,
+    channel: &Channel,
+    bufs: &Buffers<'_, T>,
+    plan: &Plan,
+    awaiting: &mut [Awaiting],
+) -> Result<()> {
+    for a in awaiting.iter_mut().filter(|a| !a.settled) {
+        let m = &plan.messages[a.message];
+        let data: &[u8] = bytemuck::cast_slice(&bufs.get(m.place.0)[m.place.1.clone()]);
+        a.settled = channel.help(ctx, a.peer, a.offer, data)?;
+    }
+    Ok(())
+}
+
 fn stage<'s>(
     ctx: &Context,
     channel: &Channel,
