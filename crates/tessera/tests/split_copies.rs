@@ -40,8 +40,9 @@ fn pin_to_own_processor(k: usize) -> bool {
 /// waits for the read (its receiver comes late), it writes the second half itself and
 /// counts it; where it does not split, the receiver reads both halves; a nonblocking
 /// broadcast whose root computes completes on the receiver alone; in an allgather each
-/// member writes its whole block into the other's buffer (a push), and a member that
-/// computes instead of pushing has its block read by its receiver. Every byte is checked,
+/// member writes its whole block into the other's buffer (a push), and a nonblocking one
+/// whose member computes instead of advancing delivers every byte, whichever side ends up
+/// copying it. Every byte is checked,
 /// for broadcast, gather, scatter, exchange and allgather, at sizes around the split's
 /// threshold.
 #[test]
@@ -183,8 +184,9 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             }
         }
         // A member that starts a nonblocking allgather and then computes instead of
-        // advancing it: its receiver, left waiting for the push, copies the block itself
-        // once its patience runs out. Every byte arrives either way.
+        // advancing it: its receiver, if left waiting for the push, copies the block itself
+        // once its patience runs out (or the member pushed before it slept). Every byte
+        // arrives either way.
         let len = 1 << 19;
         let request = all_broadcast.allgather_nb(&block(me, len, 11))?;
         if me == 1 {

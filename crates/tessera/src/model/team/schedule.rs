@@ -758,8 +758,6 @@ impl<'b, T: Pod> Schedule<'b, T> {
     }
 }
 
-/// The staging area of `place` in `round`, made (and filled with `data`) by the first
-/// send of it.
 /// For every send read directly that still needs it: write the part its receiver left to
 /// this member (`Channel::help`).
 fn help<T: Pod>(
@@ -777,6 +775,8 @@ fn help<T: Pod>(
     Ok(())
 }
 
+/// The staging area of `place` in `round`, made (and filled with `data`) by the first
+/// send of it.
 fn stage<'s>(
     ctx: &Context,
     channel: &Channel,
