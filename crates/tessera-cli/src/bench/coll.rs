@@ -98,6 +98,10 @@ pub(crate) fn run_once_nb(
 /// Timed batches per choice in each [`time_choices`].
 const ROUNDS: usize = 3;
 
+/// At most this many warm-up calls wait for a team's online trials to end (the most
+/// candidates an operation has, times the most trials each: far more than any needs).
+const MAX_TRIAL_CALLS: usize = 400;
+
 /// Sweeps through every point in [`sweep`].
 pub(crate) const PASSES: usize = 3;
 
@@ -163,9 +167,13 @@ pub(crate) fn sweep<'a>(
 /// Seconds per call of `op` with each of `teams` (the same team with different
 /// algorithms; every member calls it): the best of [`ROUNDS`] batches of `iters` calls
 /// each, started together. The choices take turns batch by batch, so a slow stretch of
-/// this shared machine falls on all of them rather than on one, and each round starts
-/// with a different choice, so none always follows the same one (whose buffers it
-/// would find in the same cache state).
+/// this shared machine falls on all of them rather than on one, each round starting with
+/// a different choice. In turns, a choice always follows the same other one (a rotation
+/// keeps the cyclic order), and the first call after another algorithm finds buffers
+/// and caches as that one left them: after MPI's 1 MiB broadcast, ours took about 20 µs
+/// longer, which made whichever choice came next 1.4× slower in batches of three. So
+/// each batch follows one untimed call of its own choice: every choice is timed after
+/// itself, as a program that calls it repeatedly runs it.
 pub(crate) fn time_choices(
     teams: &[Team],
     op: Collective,
@@ -174,13 +182,28 @@ pub(crate) fn time_choices(
     bufs: &mut Buffers,
 ) -> tessera::Result<Vec<f64>> {
     let mut best = vec![f64::INFINITY; teams.len()];
+    let bytes = if op == Collective::Barrier {
+        0
+    } else {
+        len * 8
+    };
     for team in teams {
-        // Warm up (buffers, first-touch pages, the channel).
+        // Warm up (buffers, first-touch pages, the channel), and past a team's online
+        // trials, so that its batches time what it decided rather than the candidates
+        // (what tuning costs is `tessera tune`'s and the online test's business). Every
+        // member sees the decision after the same call, so all leave the loop together.
         run_once(team, op, len, bufs)?;
+        for _ in 0..MAX_TRIAL_CALLS {
+            if team.tuning_settled(op, bytes) {
+                break;
+            }
+            run_once(team, op, len, bufs)?;
+        }
     }
     for round in 0..ROUNDS {
         for k in 0..teams.len() {
             let i = (round + k) % teams.len();
+            run_once(&teams[i], op, len, bufs)?;
             teams[i].barrier()?;
             let t0 = Instant::now();
             for _ in 0..iters {

@@ -2,8 +2,13 @@
 //!
 //! The first blocking calls of an operation in one size class (message sizes rounded up
 //! to a power of two) on a team try the candidates in turn, a few times each,
-//! interleaved so that a burst of noise hits all of them alike, each after a barrier so
-//! that the members start it together. Each member keeps its time for every trial. After
+//! interleaved so that a burst of noise hits all of them alike. Each trial is two calls of
+//! its candidate: one untimed, then one timed after a barrier so that the members start
+//! it together. The first call after another algorithm finds buffers and caches as that
+//! one left them (after MPI's own allreduce, recursive doubling of 256 KiB at 2 ranks
+//! lost its first call's time to ring, which is 1.4× slower called repeatedly, and one
+//! tuner in three chose ring), and a program that calls a collective in a loop meets the
+//! second call's time. Each member keeps its time for every trial. After
 //! the last trial the members combine them by a maximum per trial (a collective's time is
 //! its slowest member's) in one allreduce with a fixed algorithm. Every member then
 //! takes the candidate with the smallest median over its trials, except that the first
@@ -87,6 +92,8 @@ struct Trying {
     /// This member's time of every trial so far, in seconds, in call order (trial `i` ran
     /// candidate `i % candidates.len()`).
     times: Vec<f64>,
+    /// Whether the next trial's candidate has had its untimed call.
+    warmed: bool,
 }
 
 /// What online tuning says for one call.
@@ -106,6 +113,8 @@ pub(super) struct Trial {
     index: usize,
     /// The candidate this call runs.
     pub(super) algorithm: Algorithm,
+    /// Whether this call is timed (else it is the untimed call before the timed one).
+    pub(super) timed: bool,
 }
 
 /// Size classes: every `usize` byte count has one (0 to 64).
@@ -156,6 +165,7 @@ impl OnlineTuner {
                 e.insert(Trying {
                     times: Vec::with_capacity(rounds(key) * candidates.len()),
                     candidates,
+                    warmed: false,
                 })
             }
         };
@@ -164,7 +174,18 @@ impl OnlineTuner {
             key,
             index,
             algorithm: trying.candidates[index],
+            timed: trying.warmed,
         })
+    }
+
+    /// Record that `trial`, an untimed call, ran: the next call of its key is the timed one.
+    pub(super) fn warmed(&mut self, trial: Trial) {
+        let trying = self
+            .trying
+            .get_mut(&trial.key)
+            .expect("a key is tried until decided");
+        debug_assert!(!trial.timed && !trying.warmed);
+        trying.warmed = true;
     }
 
     /// Record that `trial` took `seconds` here. Returns this member's times of every trial
@@ -176,7 +197,9 @@ impl OnlineTuner {
             .get_mut(&trial.key)
             .expect("a key is tried until decided");
         debug_assert_eq!(trying.times.len() % trying.candidates.len(), trial.index);
+        debug_assert!(trial.timed && trying.warmed);
         trying.times.push(seconds);
+        trying.warmed = false;
         (trying.times.len() == rounds(trial.key) * trying.candidates.len())
             .then(|| trying.times.clone())
     }
@@ -211,6 +234,11 @@ impl OnlineTuner {
         let alg = candidates[if clear { fastest } else { 0 }];
         self.decided[trial.key.slot()] = Some(alg);
         alg
+    }
+
+    /// Whether the members have decided `key`.
+    fn is_decided(&self, key: Key) -> bool {
+        self.decided[key.slot()].is_some()
     }
 
     /// Every decision so far: (operation, largest message of the size class, winner), in
@@ -299,7 +327,16 @@ impl Team<'_> {
         })
     }
 
-    /// A trial call took `elapsed` here. After the last trial of its key, the members
+    /// An untimed trial call ran (see [`OnlineTuner::warmed`]).
+    pub(super) fn warmed_trial(&self, trial: Trial) {
+        self.online
+            .as_ref()
+            .expect("trials only where the team tunes online")
+            .borrow_mut()
+            .warmed(trial);
+    }
+
+    /// A timed trial call took `elapsed` here. After the last trial of its key, the members
     /// combine their times (maximum per trial over members, one allreduce by recursive
     /// doubling, which every member runs whatever it would choose) and all take the same
     /// winner.
@@ -327,6 +364,37 @@ impl Team<'_> {
         Ok(())
     }
 
+    /// Whether calls of `op` with `bytes` per member have stopped being online-tuning
+    /// trials: the team does not tune online, the algorithm for `op` is forced, or the
+    /// members have decided the size class (for some form of the call). A benchmark
+    /// warms a team up until this holds, so that it times the decision, not the trials;
+    /// every member sees the same answer after the same calls.
+    ///
+    /// ```
+    /// use tessera::{Collective, Job, Op, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?.with_online_tuning();
+    ///     assert!(!world.tuning_settled(Collective::Allreduce, 8));
+    ///     while !world.tuning_settled(Collective::Allreduce, 8) {
+    ///         world.allreduce_value(1u64, Op::Sum)?;
+    ///     }
+    ///     // A forced algorithm is never tried.
+    ///     let ring = world.with_algorithm(Collective::Allreduce, tessera::Algorithm::Ring)?;
+    ///     assert!(ring.tuning_settled(Collective::Allreduce, 64));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn tuning_settled(&self, op: Collective, bytes: usize) -> bool {
+        let Some(tuner) = &self.online else {
+            return true;
+        };
+        let tuner = tuner.borrow();
+        self.forced[op.index()].is_some()
+            || [false, true]
+                .into_iter()
+                .any(|native| tuner.is_decided(Key::new(op, bytes, native)))
+    }
+
     /// What this team's online tuner has decided so far: (operation, largest message of
     /// the size class in bytes, algorithm), in operation order. Empty where the team does
     /// not tune online (a tuning table in force, `TESSERA_TUNING=none`, a team of one).
@@ -335,14 +403,14 @@ impl Team<'_> {
     /// use tessera::{Collective, Job, Op, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
-    ///     for _ in 0..50 {
+    ///     for _ in 0..100 {
     ///         world.allreduce_value(1u64, Op::Sum)?;
     ///     }
     ///     let decided = world.online_decisions();
     ///     let (_, _, alg) = *decided
     ///         .iter()
     ///         .find(|&&(op, bytes, _)| op == Collective::Allreduce && bytes == 8)
-    ///         .expect("50 calls decide the 8-byte class");
+    ///         .expect("100 calls decide the 8-byte class");
     ///     assert!(world.candidates(Collective::Allreduce).contains(&alg));
     ///     Ok(())
     /// }).unwrap();
@@ -358,11 +426,20 @@ impl Team<'_> {
 mod tests {
     use super::*;
 
-    /// The next trial of `key` (the candidates are `cands` the first time).
+    /// The next timed trial of `key` (the candidates are `cands` the first time), after
+    /// its untimed call, which must run the same candidate.
     fn next_trial(tuner: &mut OnlineTuner, key: Key, cands: &[Algorithm]) -> Option<Trial> {
-        match tuner.choice(key, true, || cands.to_vec()) {
-            Choice::Trial(t) => Some(t),
-            _ => None,
+        let Choice::Trial(warm) = tuner.choice(key, true, || cands.to_vec()) else {
+            return None;
+        };
+        assert!(!warm.timed, "every timed trial follows an untimed call");
+        tuner.warmed(warm);
+        match tuner.choice(key, true, || unreachable!("listed already")) {
+            Choice::Trial(t) => {
+                assert!(t.timed && t.algorithm == warm.algorithm);
+                Some(t)
+            }
+            _ => panic!("an untimed trial call is followed by its timed one"),
         }
     }
 
