@@ -94,8 +94,8 @@ fn ranks_following_different_algorithms_are_caught() {
 fn broadcasts_from_different_roots_are_caught() {
     // Each rank believes it is the root, so each sends and none receives: the calls return
     // with each rank's own data. The unreceived messages fail the job at its end. (The
-    // algorithm is forced: a timed online-tuning trial starts with a barrier, whose
-    // messages carry the call and so catch the mismatch at once; see below.)
+    // algorithm is forced: an online-tuning trial starts with a barrier, whose messages
+    // carry the call and so catch the mismatch at once; see below.)
     fails_reporting(
         2,
         &["sent world rank", "team messages it never received"],
@@ -107,8 +107,8 @@ fn broadcasts_from_different_roots_are_caught() {
             Ok(())
         },
     );
-    // Tuning online, the first call is a trial's untimed call, as above; the second is
-    // the timed one, and its opening barrier catches the mismatch, naming both calls.
+    // Tuning online, the call is a trial, whose opening barrier catches the mismatch,
+    // naming both calls.
     fails_reporting(
         2,
         &[
@@ -119,7 +119,6 @@ fn broadcasts_from_different_roots_are_caught() {
         |ctx| {
             let world = Team::world(ctx)?.with_online_tuning();
             let mut data = [ctx.rank() as u32; 8];
-            world.broadcast(ctx.rank(), &mut data)?;
             world.broadcast(ctx.rank(), &mut data)?;
             Ok(())
         },

@@ -96,7 +96,7 @@ pub(crate) fn run_once_nb(
 }
 
 /// Timed batches per choice in each [`time_choices`].
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// At most this many warm-up calls wait for a team's online trials to end (the most
 /// candidates an operation has, times the most trials each: far more than any needs).

@@ -46,8 +46,8 @@ impl<'a> Team<'a> {
 
     /// Run a blocking call (`call` with its algorithm) of `op` with `bytes` per member
     /// with the algorithm chosen for it; while the team tunes online and the call may be
-    /// a trial (`may_trial`), as a trial: an untimed one, or one opened by a barrier,
-    /// timed and recorded.
+    /// a trial (`may_trial`), as a trial: an untimed one opened by a barrier, or the
+    /// timed one that follows it, recorded.
     pub(super) fn chosen(
         &self,
         op: Collective,
@@ -61,11 +61,11 @@ impl<'a> Team<'a> {
             return call(alg);
         };
         if !trial.timed {
+            self.start_trial()?;
             call(alg)?;
             self.warmed_trial(trial);
             return Ok(());
         }
-        self.start_trial()?;
         let started = Instant::now();
         call(alg)?;
         self.end_trial(trial, started.elapsed())

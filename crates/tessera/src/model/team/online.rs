@@ -3,12 +3,15 @@
 //! The first blocking calls of an operation in one size class (message sizes rounded up
 //! to a power of two) on a team try the candidates in turn, a few times each,
 //! interleaved so that a burst of noise hits all of them alike. Each trial is two calls of
-//! its candidate: one untimed, then one timed after a barrier so that the members start
-//! it together. The first call after another algorithm finds buffers and caches as that
-//! one left them (after MPI's own allreduce, recursive doubling of 256 KiB at 2 ranks
-//! lost its first call's time to ring, which is 1.4× slower called repeatedly, and one
-//! tuner in three chose ring), and a program that calls a collective in a loop meets the
-//! second call's time. Each member keeps its time for every trial. After
+//! its candidate after a barrier (so that the members start together): one untimed, then
+//! the timed one straight after it. The first call after another algorithm finds buffers
+//! and caches as that one left them (after MPI's own allreduce, recursive doubling of
+//! 256 KiB at 2 ranks lost its first call's time to the ring, which is 1.4× slower called
+//! repeatedly, and one tuner in three chose the ring), and the second call starts as
+//! calls in a loop do, with whatever skew its own algorithm leaves between the members
+//! (the linear scan's first member runs ahead: timed after a barrier of its own, the
+//! recursive-doubling scan of 1 MiB at 2 ranks won 13 of 32 tunings, though 1.2× slower
+//! in a loop; timed straight after, none). Each member keeps its time for every trial. After
 //! the last trial the members combine them by a maximum per trial (a collective's time is
 //! its slowest member's) in one allreduce with a fixed algorithm. Every member then
 //! takes the candidate with the smallest median over its trials, except that the first
@@ -317,9 +320,9 @@ impl Team<'_> {
         unique
     }
 
-    /// Before a trial call: a barrier (dissemination, whatever the choice), so that each
-    /// member's time runs from a common start and the slowest member's is the call's
-    /// latency, not the skew the previous call left behind.
+    /// Before a trial's untimed call: a barrier (dissemination, whatever the choice), so
+    /// that the timed call that follows meets only the skew its own candidate leaves
+    /// behind, not the previous candidate's.
     pub(super) fn start_trial(&self) -> Result<()> {
         let (n, me) = (self.size(), self.me);
         self.run::<u8>(&[], &mut [], None, |b| {
