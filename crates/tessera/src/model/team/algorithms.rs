@@ -699,8 +699,10 @@ pub(super) fn scan<'r, 'b, T: Pod>(
     if alg == Algorithm::Linear {
         // The prefix up to the left neighbour arrives (in scratch, or in the output for an
         // inclusive scan); prefix op src goes right (member 0's prefix is its input, sent
-        // as it is).
-        b = b.scratch(len);
+        // as it is). Only the exclusive scan needs scratch.
+        if exclusive {
+            b = b.scratch(len);
+        }
         if me == 0 {
             b = b.local([if exclusive {
                 Local::Zero(dst())

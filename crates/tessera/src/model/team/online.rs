@@ -5,13 +5,14 @@
 //! interleaved so that a burst of noise hits all of them alike. Each trial is two calls of
 //! its candidate after a barrier (so that the members start together): one untimed, then
 //! the timed one straight after it. The first call after another algorithm finds buffers
-//! and caches as that one left them (after MPI's own allreduce, recursive doubling of
-//! 256 KiB at 2 ranks lost its first call's time to the ring, which is 1.4× slower called
-//! repeatedly, and one tuner in three chose the ring), and the second call starts as
-//! calls in a loop do, with whatever skew its own algorithm leaves between the members
-//! (the linear scan's first member runs ahead: timed after a barrier of its own, the
-//! recursive-doubling scan of 1 MiB at 2 ranks won 13 of 32 tunings, though 1.2× slower
-//! in a loop; timed straight after, none). Each member keeps its time for every trial. After
+//! and caches as that one left them (an allreduce of 256 KiB at 2 ranks with the ring as
+//! the prior: recursive doubling, 1.4× faster in a loop, displaced it in 8 of 12 tunings
+//! timed on first calls, in 11 of 12 after an untimed call of its own), and the second
+//! call starts as calls in a loop do, with whatever skew its own algorithm leaves between
+//! the members (the linear scan's first member runs ahead: timed after a barrier of its
+//! own, other candidates won 13 of 32 tunings of a 1 MiB scan at 2 ranks, though the
+//! linear scan is 1.2× faster in a loop; timed straight after, none). Docs:
+//! PERFORMANCE.md, session 28. Each member keeps its time for every trial. After
 //! the last trial the members combine them by a maximum per trial (a collective's time is
 //! its slowest member's) in one allreduce with a fixed algorithm. Every member then
 //! takes the candidate with the smallest median over its trials, except that the first

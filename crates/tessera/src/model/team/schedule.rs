@@ -234,7 +234,12 @@ const KEEP_FROM: usize = 16 * 1024;
 pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
 
 impl Reserved {
-    /// A buffer of `len` elements holding `from` (zeros past its end), reusing a spare one.
+    /// A buffer of `len` elements holding `from`, reusing a spare one. Past `from` it
+    /// holds whatever an earlier schedule left there (zeros where it grew): every
+    /// algorithm writes its scratch before reading it, and zeroing a 1 MiB scratch cost
+    /// every 1 MiB reduction a pass over it (`memset`, about a tenth of a 1 MiB scan's
+    /// samples on each rank). Debug builds fill it with a pattern instead, so that an
+    /// algorithm that reads scratch it did not write fails the tests.
     pub(crate) fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
         // Small buffers are never kept (see `keep_vec`), so not worth looking for; else
         // the smallest spare buffer of this type that is large enough.
@@ -258,9 +263,16 @@ impl Reserved {
                 .expect("checked"),
             None => Vec::with_capacity(len),
         };
-        v.clear();
-        v.extend_from_slice(&from[..from.len().min(len)]);
-        v.resize(len, T::zeroed());
+        let kept = from.len().min(len);
+        if v.len() < len {
+            v.resize(len, T::zeroed());
+        } else {
+            v.truncate(len);
+        }
+        v[..kept].copy_from_slice(&from[..kept]);
+        if cfg!(debug_assertions) {
+            bytemuck::cast_slice_mut::<T, u8>(&mut v[kept..]).fill(0xA5);
+        }
         v
     }
 
