@@ -147,13 +147,13 @@ fn all_members_decide_alike(ranks: usize, calls: usize, imbalance: bool) {
 
 #[test]
 fn members_agree_at_five_ranks_under_load_imbalance() {
-    all_members_decide_alike(5, 100, true);
+    all_members_decide_alike(5, 150, true);
 }
 
 #[test]
 fn members_agree_at_two_and_four_ranks() {
-    all_members_decide_alike(2, 100, false);
-    all_members_decide_alike(4, 100, true);
+    all_members_decide_alike(2, 150, false);
+    all_members_decide_alike(4, 150, true);
 }
 
 /// Where no table exists and `TESSERA_TUNING` is unset, a world team tunes online where
@@ -184,7 +184,7 @@ fn by_default_teams_tune_online_only_where_ranks_have_processors() {
                 let half = world
                     .split(Some((ctx.rank() % 2) as u32), 0)?
                     .expect("every rank has a colour");
-                for _ in 0..120 {
+                for _ in 0..160 {
                     world.allreduce_value(1u64, Op::Sum)?;
                     half.allreduce_value(1u64, Op::Sum)?;
                 }

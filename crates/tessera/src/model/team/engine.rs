@@ -46,8 +46,8 @@ impl<'a> Team<'a> {
 
     /// Run a blocking call (`call` with its algorithm) of `op` with `bytes` per member
     /// with the algorithm chosen for it; while the team tunes online and the call may be
-    /// a trial (`may_trial`), as a trial: an untimed one opened by a barrier, or the
-    /// timed one that follows it, recorded.
+    /// a trial (`may_trial`), as a trial: one of its untimed calls (the first opened by a
+    /// barrier), or the timed one that follows them, recorded.
     pub(super) fn chosen(
         &self,
         op: Collective,
@@ -61,7 +61,9 @@ impl<'a> Team<'a> {
             return call(alg);
         };
         if !trial.timed {
-            self.start_trial()?;
+            if trial.opens {
+                self.start_trial()?;
+            }
             call(alg)?;
             self.warmed_trial(trial);
             return Ok(());

@@ -505,7 +505,7 @@ impl<'a> Team<'a> {
     /// use tessera::{Collective, Job, Op, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
-    ///     for _ in 0..100 {
+    ///     for _ in 0..150 {
     ///         assert_eq!(world.allreduce_value(1u64, Op::Sum)?, 2);
     ///     }
     ///     let decided = world.online_decisions();

@@ -2,14 +2,14 @@
 //!
 //! The first blocking calls of an operation in one size class (message sizes rounded up
 //! to a power of two) on a team try the candidates in turn, a few times each,
-//! interleaved so that a burst of noise hits all of them alike. Each trial is two calls of
-//! its candidate after a barrier (so that the members start together): one untimed, then
-//! the timed one straight after it. The first call after another algorithm finds buffers
-//! and caches as that one left them (an allreduce of 256 KiB at 2 ranks with the ring as
-//! the prior: recursive doubling, 1.4× faster in a loop, displaced it in 8 of 12 tunings
-//! timed on first calls, in 11 of 12 after an untimed call of its own), and the second
-//! call starts as calls in a loop do, with whatever skew its own algorithm leaves between
-//! the members (the linear scan's first member runs ahead: timed after a barrier of its
+//! interleaved so that a burst of noise hits all of them alike. Each trial is three calls
+//! of its candidate after a barrier (so that the members start together): two untimed
+//! ([`UNTIMED_CALLS`]), then the timed one straight after them. The first calls after
+//! another algorithm find buffers and caches as that one left them (an allreduce of
+//! 256 KiB at 2 ranks with the ring as the prior: recursive doubling, 1.4× faster in a
+//! loop, displaced it in 8 of 12 tunings timed on first calls, in 11 of 12 after an
+//! untimed call of its own), and the timed call starts as calls in a loop do, with
+//! whatever skew its own algorithm leaves between the members (the linear scan's first member runs ahead: timed after a barrier of its
 //! own, other candidates won 13 of 32 tunings of a 1 MiB scan at 2 ranks, though the
 //! linear scan is 1.2× faster in a loop; timed straight after, none). Docs:
 //! PERFORMANCE.md, session 28. Each member keeps its time for every trial. After
@@ -96,9 +96,15 @@ struct Trying {
     /// This member's time of every trial so far, in seconds, in call order (trial `i` ran
     /// candidate `i % candidates.len()`).
     times: Vec<f64>,
-    /// Whether the next trial's candidate has had its untimed call.
-    warmed: bool,
+    /// How many untimed calls the next trial's candidate has had.
+    warmed: usize,
 }
+
+/// Untimed calls of a candidate before its timed one. After MPI's own allreduce of 32 KiB
+/// at 2 ranks, recursive doubling took 6.0 µs on its second call and 4.0 from its third
+/// on (the ring and Rabenseifner about 5.5-6 throughout), so with one untimed call the
+/// tuner chose another candidate in 20 of 32 tunings.
+const UNTIMED_CALLS: usize = 2;
 
 /// What online tuning says for one call.
 pub(super) enum Choice {
@@ -117,7 +123,9 @@ pub(super) struct Trial {
     index: usize,
     /// The candidate this call runs.
     pub(super) algorithm: Algorithm,
-    /// Whether this call is timed (else it is the untimed call before the timed one).
+    /// Whether this call opens the trial (the first untimed call, after a barrier).
+    pub(super) opens: bool,
+    /// Whether this call is timed (else one of the untimed calls before the timed one).
     pub(super) timed: bool,
 }
 
@@ -169,7 +177,7 @@ impl OnlineTuner {
                 e.insert(Trying {
                     times: Vec::with_capacity(rounds(key) * candidates.len()),
                     candidates,
-                    warmed: false,
+                    warmed: 0,
                 })
             }
         };
@@ -178,18 +186,19 @@ impl OnlineTuner {
             key,
             index,
             algorithm: trying.candidates[index],
-            timed: trying.warmed,
+            opens: trying.warmed == 0,
+            timed: trying.warmed == UNTIMED_CALLS,
         })
     }
 
-    /// Record that `trial`, an untimed call, ran: the next call of its key is the timed one.
+    /// Record that `trial`, an untimed call, ran.
     pub(super) fn warmed(&mut self, trial: Trial) {
         let trying = self
             .trying
             .get_mut(&trial.key)
             .expect("a key is tried until decided");
-        debug_assert!(!trial.timed && !trying.warmed);
-        trying.warmed = true;
+        debug_assert!(!trial.timed && trying.warmed < UNTIMED_CALLS);
+        trying.warmed += 1;
     }
 
     /// Record that `trial` took `seconds` here. Returns this member's times of every trial
@@ -201,9 +210,9 @@ impl OnlineTuner {
             .get_mut(&trial.key)
             .expect("a key is tried until decided");
         debug_assert_eq!(trying.times.len() % trying.candidates.len(), trial.index);
-        debug_assert!(trial.timed && trying.warmed);
+        debug_assert!(trial.timed && trying.warmed == UNTIMED_CALLS);
         trying.times.push(seconds);
-        trying.warmed = false;
+        trying.warmed = 0;
         (trying.times.len() == rounds(trial.key) * trying.candidates.len())
             .then(|| trying.times.clone())
     }
@@ -407,14 +416,14 @@ impl Team<'_> {
     /// use tessera::{Collective, Job, Op, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
-    ///     for _ in 0..100 {
+    ///     for _ in 0..150 {
     ///         world.allreduce_value(1u64, Op::Sum)?;
     ///     }
     ///     let decided = world.online_decisions();
     ///     let (_, _, alg) = *decided
     ///         .iter()
     ///         .find(|&&(op, bytes, _)| op == Collective::Allreduce && bytes == 8)
-    ///         .expect("100 calls decide the 8-byte class");
+    ///         .expect("150 calls decide the 8-byte class");
     ///     assert!(world.candidates(Collective::Allreduce).contains(&alg));
     ///     Ok(())
     /// }).unwrap();
@@ -431,20 +440,29 @@ mod tests {
     use super::*;
 
     /// The next timed trial of `key` (the candidates are `cands` the first time), after
-    /// its untimed call, which must run the same candidate.
+    /// its untimed calls, which must run the same candidate, the first opening the trial.
     fn next_trial(tuner: &mut OnlineTuner, key: Key, cands: &[Algorithm]) -> Option<Trial> {
-        let Choice::Trial(warm) = tuner.choice(key, true, || cands.to_vec()) else {
+        let Choice::Trial(first) = tuner.choice(key, true, || cands.to_vec()) else {
             return None;
         };
-        assert!(!warm.timed, "every timed trial follows an untimed call");
-        tuner.warmed(warm);
-        match tuner.choice(key, true, || unreachable!("listed already")) {
-            Choice::Trial(t) => {
-                assert!(t.timed && t.algorithm == warm.algorithm);
-                Some(t)
+        assert!(
+            first.opens && !first.timed,
+            "a trial opens with an untimed call"
+        );
+        tuner.warmed(first);
+        for call in 1..=UNTIMED_CALLS {
+            let Choice::Trial(t) = tuner.choice(key, true, || unreachable!("listed already"))
+            else {
+                panic!("a trial's untimed calls are followed by its timed one");
+            };
+            assert!(!t.opens && t.algorithm == first.algorithm);
+            assert_eq!(t.timed, call == UNTIMED_CALLS);
+            if t.timed {
+                return Some(t);
             }
-            _ => panic!("an untimed trial call is followed by its timed one"),
+            tuner.warmed(t);
         }
+        unreachable!("the loop returns the timed call")
     }
 
     /// The decision for `key`, if any (asked as a nonblocking call would).
