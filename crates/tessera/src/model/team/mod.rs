@@ -129,6 +129,10 @@ pub struct Team<'a> {
     /// two members sit on different hosts, each member is on a different host from one
     /// of them.
     spans_hosts: bool,
+    /// Some host of the job runs more ranks than it has processors (agreed when the world
+    /// team is made, inherited by the teams made from it): the model then prefers what
+    /// pipelines when ranks take turns on a core (see [`registry::model_algorithm`]).
+    crowded: bool,
     /// When the last copy of the team goes, leaves the end-of-job check of its inbox.
     _auditor: Rc<Auditor<'a>>,
 }
@@ -231,6 +235,7 @@ impl<'a> Team<'a> {
         let native = NativeGroup::world(ctx)?;
         let mut team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
         let crowded = team.probe_direct_reads()?;
+        team.crowded = crowded;
         // Online trials time calls; where ranks wait for a core, they time the scheduler
         // more than the algorithms (4 ranks on 2 cores: the model's choice was within 10 %
         // of the best fixed algorithm at 66-70 of 78 points, online tuning at 54-64), so
@@ -335,6 +340,7 @@ impl<'a> Team<'a> {
             native: native.map(Rc::new),
             schedules: Rc::new(RefCell::new(Schedules::default())),
             spans_hosts,
+            crowded: false,
         };
         if team.forced.contains(&Some(Algorithm::Native)) {
             team.check_available(Algorithm::Native)?;
@@ -627,6 +633,7 @@ impl<'a> Team<'a> {
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
         team.channel.set_direct(&direct);
         team.forced = self.forced;
+        team.crowded = self.crowded;
         // A team whose parent does not tune online (a crowded host's default) does not.
         if self.online.is_none() {
             team.online = None;
@@ -701,6 +708,7 @@ impl<'a> Team<'a> {
             schedules: Rc::new(RefCell::new(Schedules::default())),
             native: None,
             spans_hosts: self.spans_hosts,
+            crowded: self.crowded,
             _auditor: self._auditor.clone(),
         })
     }
@@ -797,7 +805,13 @@ impl<'a> Team<'a> {
     /// The model's choice among the team's own algorithms ([`default_algorithm`], which
     /// follows whether the members read each other's long messages directly).
     pub(super) fn local_model(&self, op: Collective, bytes: usize) -> Algorithm {
-        registry::model_algorithm(op, self.size(), bytes, self.channel.all_direct())
+        registry::model_algorithm(
+            op,
+            self.size(),
+            bytes,
+            self.channel.all_direct(),
+            self.crowded,
+        )
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).

@@ -564,7 +564,7 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
 /// assert_eq!(default_algorithm(Collective::BroadcastTo, 4, 8), Algorithm::Flat);
 /// ```
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
-    model_algorithm(op, team_size, bytes, false)
+    model_algorithm(op, team_size, bytes, false, false)
 }
 
 /// [`default_algorithm`] for a team whose members read each other's long messages
@@ -572,15 +572,23 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
 /// 16 KiB or more goes flat: the root offers its buffer once and every receiver copies
 /// it in parallel, where a chain or a tree would first copy it into forwarders' buffers
 /// (at 256 KiB flat took 27 µs against the chain's 55–62 at 4 ranks, 65 against 92 at 8;
-/// docs/PERFORMANCE.md).
+/// docs/PERFORMANCE.md). Where ranks take turns on a core (`crowded`), a broadcast of up to
+/// 256 B among 3 or 4 members goes along a chain: its root sends one message and goes on,
+/// so calls in a loop overlap (4 ranks on 2 cores, 8 and 64 B: 0.16–0.24 µs against the
+/// binomial tree's 0.24–0.38 in a loop, and within noise of it alone; at 8 members alone
+/// the chain took 2.2× as long, and with a core each, n − 1 hops instead of log2 n).
 pub(crate) fn model_algorithm(
     op: Collective,
     team_size: usize,
     bytes: usize,
     direct_reads: bool,
+    crowded: bool,
 ) -> Algorithm {
     match op {
         Collective::Barrier => Algorithm::Dissemination,
+        Collective::Broadcast if crowded && (3..=4).contains(&team_size) && bytes <= 256 => {
+            Algorithm::Chain
+        }
         Collective::Broadcast if direct_reads && bytes >= super::channel::DIRECT_FROM => {
             Algorithm::Flat
         }
@@ -601,6 +609,15 @@ pub(crate) fn model_algorithm(
         // 1 MiB (241 against 215), where its three vectors no longer fit a 2 MiB L2.
         Collective::Allreduce if team_size == 2 && bytes <= 256 * 1024 => {
             Algorithm::RecursiveDoubling
+        }
+        // With no member to fold in, Rabenseifner's halving moves as much as the ring in
+        // log2 n steps instead of n − 1, and starts from its input without a copy: 256 KiB
+        // 81-86 µs against the ring's 100-102 at 4 ranks, 1 MiB 430-452 against 500-523;
+        // 8 ranks (threads) 245 against 275 and 1154 against 1236.
+        Collective::Allreduce
+            if bytes > 32 * 1024 && team_size > 2 && team_size.is_power_of_two() =>
+        {
+            Algorithm::Rabenseifner
         }
         Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
@@ -636,6 +653,21 @@ pub(super) fn radix_of(alg: Algorithm, n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's crowded-host rule: small broadcasts among 3-4 members go along a
+    /// chain only where ranks share cores; larger teams, larger messages and hosts with a
+    /// core per rank keep the tree.
+    #[test]
+    fn small_broadcasts_chain_only_on_crowded_hosts_of_few_members() {
+        let bcast =
+            |n, bytes, crowded| model_algorithm(Collective::Broadcast, n, bytes, false, crowded);
+        assert_eq!(bcast(4, 8, true), Algorithm::Chain);
+        assert_eq!(bcast(3, 256, true), Algorithm::Chain);
+        assert_eq!(bcast(4, 8, false), Algorithm::Binomial);
+        assert_eq!(bcast(4, 512, true), Algorithm::Binomial);
+        assert_eq!(bcast(8, 8, true), Algorithm::Binomial);
+        assert_eq!(bcast(2, 8, true), Algorithm::Binomial);
+    }
 
     /// Every row's name parses back to its algorithm and prints as it did; every
     /// operation has rows; `check_supported` accepts
