@@ -183,6 +183,23 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
                 )));
             }
         }
+        // An all-to-all's blocks each go to one member, so the sender does not otherwise
+        // read them: they are never pushed (nor split: each member also receives), and
+        // its receivers read them.
+        let before = world.split_halves_written();
+        let len = 1 << 19;
+        let xsrc = block(20 + me, 2 * len, 5);
+        let mut got = vec![0; 2 * len];
+        world.exchange(&xsrc, &mut got)?;
+        let want: Vec<u64> = (0..2)
+            .flat_map(|r| block(20 + r, 2 * len, 5)[me * len..(me + 1) * len].to_vec())
+            .collect();
+        if got != want {
+            return Err(fail("exchange of 4 MiB blocks".into()));
+        }
+        if world.split_halves_written() != before {
+            return Err(fail("a member pushed a block of an all-to-all".into()));
+        }
         // A member that starts a nonblocking allgather and then computes instead of
         // advancing it: its receiver, if left waiting for the push, copies the block itself
         // once its patience runs out (or the member pushed before it slept). Every byte
