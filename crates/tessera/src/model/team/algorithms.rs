@@ -313,11 +313,11 @@ impl PowerOfTwo {
     }
 
     /// Whether a power-of-two allreduce over `n` members copies its input to the output
-    /// before anything else: where members are folded in (the fold sends and combines the
-    /// output), or alone. Otherwise its first combination writes the output from the input
-    /// and what arrived in one pass ([`Local::CopyCombine`]; 2 ranks, 1 MiB, recursive
-    /// doubling 185-199 -> 164 µs, Rabenseifner 164 -> 134), and what it never combines arrives
-    /// whole.
+    /// before anything else: where members are folded in (the fold sends and combines
+    /// the output), or alone. Otherwise its first combination writes the output from the
+    /// input and what arrived in one pass ([`Local::CopyCombine`]; 2 ranks, 1 MiB:
+    /// recursive doubling 185-199 -> 164 µs, Rabenseifner 164 -> 134), and what it never
+    /// combines arrives whole.
     fn copies_input_first(n: usize) -> bool {
         n < 2 || !n.is_power_of_two()
     }

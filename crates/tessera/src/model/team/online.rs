@@ -9,10 +9,10 @@
 //! 256 KiB at 2 ranks with the ring as the prior: recursive doubling, 1.4× faster in a
 //! loop, displaced it in 8 of 12 tunings timed on first calls, in 11 of 12 after an
 //! untimed call of its own), and the timed call starts as calls in a loop do, with
-//! whatever skew its own algorithm leaves between the members (the linear scan's first member runs ahead: timed after a barrier of its
-//! own, other candidates won 13 of 32 tunings of a 1 MiB scan at 2 ranks, though the
-//! linear scan is 1.2× faster in a loop; timed straight after, none). Docs:
-//! PERFORMANCE.md, session 28. Each member keeps its time for every trial. After
+//! whatever skew its own algorithm leaves between the members (the linear scan's first
+//! member runs ahead: timed after a barrier of its own, other candidates won 13 of 32
+//! tunings of a 1 MiB scan at 2 ranks, though the linear scan is 1.2× faster in a loop;
+//! timed straight after, none). Docs: PERFORMANCE.md, session 28. Each member keeps its time for every trial. After
 //! the last trial the members combine them by a maximum per trial (a collective's time is
 //! its slowest member's) in one allreduce with a fixed algorithm. Every member then
 //! takes the candidate with the smallest median over its trials, except that the first
@@ -330,7 +330,7 @@ impl Team<'_> {
         unique
     }
 
-    /// Before a trial's untimed call: a barrier (dissemination, whatever the choice), so
+    /// Before a trial's first untimed call: a barrier (dissemination, whatever the choice), so
     /// that the timed call that follows meets only the skew its own candidate leaves
     /// behind, not the previous candidate's.
     pub(super) fn start_trial(&self) -> Result<()> {
@@ -388,9 +388,13 @@ impl Team<'_> {
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
     ///     assert!(!world.tuning_settled(Collective::Allreduce, 8));
-    ///     while !world.tuning_settled(Collective::Allreduce, 8) {
+    ///     for _ in 0..1000 {
+    ///         if world.tuning_settled(Collective::Allreduce, 8) {
+    ///             break;
+    ///         }
     ///         world.allreduce_value(1u64, Op::Sum)?;
     ///     }
+    ///     assert!(world.tuning_settled(Collective::Allreduce, 8));
     ///     // A forced algorithm is never tried.
     ///     let ring = world.with_algorithm(Collective::Allreduce, tessera::Algorithm::Ring)?;
     ///     assert!(ring.tuning_settled(Collective::Allreduce, 64));

@@ -604,9 +604,10 @@ pub(crate) fn model_algorithm(
         // binomial tree from 32 KiB at 4 and 8 ranks.
         Collective::Reduce if bytes >= 32 * 1024 && team_size > 8 => Algorithm::Knomial(3),
         Collective::Reduce => Algorithm::Binomial,
-        // At 2 ranks recursive doubling (each member reads the other's whole vector) beat
-        // the ring up to 256 KiB (25-27 µs against 33-37 on the AVX-512 Xeon) and lost at
-        // 1 MiB (241 against 215), where its three vectors no longer fit a 2 MiB L2.
+        // At 2 ranks recursive doubling (each member reads the other's whole vector) beats
+        // the ring up to 256 KiB (18-20 µs against 31-33 on the AVX-512 Xeon, both starting
+        // from their input) and loses at 1 MiB (164 against 135), where its three vectors
+        // no longer fit a 2 MiB L2.
         Collective::Allreduce if team_size == 2 && bytes <= 256 * 1024 => {
             Algorithm::RecursiveDoubling
         }

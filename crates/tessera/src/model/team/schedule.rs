@@ -481,8 +481,14 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
             self.schedule.plan.messages.push(m);
         }
         let middle = self.schedule.plan.messages.len();
+        // Only a send read directly can be pushed, so only those are looked at (each
+        // against the round's other sends: at least 16 KiB each, so the search costs
+        // little beside the copies).
         let plan = &mut self.schedule.plan;
         for i in start..middle {
+            if !plan.messages[i].direct {
+                continue;
+            }
             let place = &plan.messages[i].place;
             let shared = (start..middle).any(|j| j != i && overlap(place, &plan.messages[j].place))
                 || plan.read_locally.iter().any(|r| overlap(place, r));
