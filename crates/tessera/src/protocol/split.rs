@@ -2,7 +2,8 @@
 //! ranks' cores copy it where the sender would otherwise only wait. An *offer* (the
 //! sender's process, address and length, in the receiver's ring) carries a state word,
 //! which the sender publishes as [`WAITING`] when the offer is the last thing its call
-//! does, as [`PUSH`] when it receives in the same round, else as [`BUSY`].
+//! does, as [`PUSH`] when it receives in the same round and reads the data anyway in its
+//! call (the schedule's choice), else as [`BUSY`].
 //!
 //! At [`PUSH`] the receiver posts its destination with an empty head ([`head_for`]): the
 //! "tail" is the whole message, which the sender writes from its own buffer while it
@@ -63,10 +64,11 @@ pub(crate) const SENDER_TAKES: u64 = 3;
 pub(crate) const RECEIVER_TAKES: u64 = 4;
 /// The sender has written the tail.
 pub(crate) const SENDER_DONE: u64 = 5;
-/// The sender receives in the same round (a symmetric exchange: allgather, all-to-all),
-/// so its core copies anyway: the receiver posts its destination and leaves the whole
-/// message to the sender, which writes it from its own, cache-hot buffer
-/// ([`PUSH_PATIENCE`]).
+/// The sender receives in the same round, so its core copies anyway, and reads this data
+/// anyway in its call (an allgather's own block, sent to every member and copied to its
+/// own output; not an all-to-all's blocks, each read once): the receiver posts its
+/// destination and leaves the whole message to the sender, which writes it from its own,
+/// cache-hot buffer ([`PUSH_PATIENCE`]).
 pub(crate) const PUSH: u64 = 6;
 
 /// How long a receiver that left a whole message to its sender ([`PUSH`]) waits for the
@@ -133,11 +135,12 @@ pub(crate) fn receiver_step(state: u64) -> ReceiverStep {
 }
 
 /// The state an offer is published with: [`WAITING`] if its sender will only wait for it,
-/// [`PUSH`] if it receives in the same round (and so copies anyway), else [`BUSY`].
-pub(crate) fn first_state(sender_waits: bool, sender_receives: bool) -> u64 {
+/// [`PUSH`] if it pushes (receives in the same round, and its data is hot), else
+/// [`BUSY`].
+pub(crate) fn first_state(sender_waits: bool, sender_pushes: bool) -> u64 {
     if sender_waits {
         WAITING
-    } else if sender_receives {
+    } else if sender_pushes {
         PUSH
     } else {
         BUSY

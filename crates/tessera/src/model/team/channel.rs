@@ -449,8 +449,9 @@ impl Channel {
     /// ([`Channel::acknowledged_past`]), `data` must stay as it is, and the sender may
     /// write part of it into the receiver's destination ([`Channel::help`]); `waits`: the
     /// offer is the last thing the sender's call does, so the receiver may split the copy
-    /// at once; `receives`: the sender receives in the same round, so the receiver may
-    /// leave the whole copy to it (`protocol::split`). Only to a member
+    /// at once; `pushes`: the sender receives in the same round and reads `data` anyway
+    /// (the schedule's `Message::hot`), so the receiver may leave the whole copy to it
+    /// (`protocol::split`). Only to a member
     /// [`Channel::direct_with`] says reads directly.
     #[allow(clippy::too_many_arguments)] // one message's description, passed through
     pub(crate) fn try_send_direct(
@@ -460,7 +461,7 @@ impl Channel {
         data: &[u8],
         chunks: u64,
         waits: bool,
-        receives: bool,
+        pushes: bool,
         call: Signature,
     ) -> Result<Option<SentOffer>> {
         debug_assert!(self.direct_with(to));
@@ -469,7 +470,7 @@ impl Channel {
             data: RemoteRange::of(data),
             destination: [0; 2],
             head: 0,
-            state: split::first_state(waits && self.split(), receives && self.split()),
+            state: split::first_state(waits && self.split(), pushes && self.split()),
         };
         let wire = bytemuck::bytes_of(&offer);
         let sent = self.try_send(ctx, to, wire, wire.len() as u64 | DIRECT, chunks, call)?;
@@ -802,8 +803,8 @@ impl Channel {
     /// Copy the data of `offer`, which streams member `from` sent to this one at ring
     /// position `position`, into `out` (exactly as long): whole, or split with the sender
     /// (`protocol::split`: post the destination, read the first half, then the second
-    /// unless the sender has claimed it), or left whole to a sender that receives in the
-    /// same round, which writes it (unless it has not claimed it within
+    /// unless the sender has claimed it), or left whole to a sender that pushes
+    /// (`split::PUSH`), which writes it (unless it has not claimed it within
     /// [`split::PUSH_PATIENCE`]: then this member reads it). `false` while the sender is
     /// still to write its part: call again with the same `out`, which must stay untouched
     /// meanwhile.
