@@ -173,7 +173,13 @@ pub(crate) fn sweep<'a>(
 /// and caches as that one left them: after MPI's 1 MiB broadcast, ours took about 20 µs
 /// longer, which made whichever choice came next 1.4× slower in batches of three. So
 /// each batch follows one untimed call of its own choice: every choice is timed after
-/// itself, as a program that calls it repeatedly runs it.
+/// itself, as a program that calls it repeatedly runs it. Some after-effects outlast
+/// that call: at 8 ranks on 2 cores, the flat 1 MiB all-to-all took 6.0-7.2 ms on its
+/// first call after a Bruck all-to-all and 4.1-5.0 ms in steady state, recovering over
+/// about five calls, so the tuned row, always behind the last Bruck row, came out
+/// 1.13-1.19x slower than the same algorithm's own row in every run. So the turns run
+/// forwards in even rounds and backwards in odd ones: each choice is timed behind both
+/// of its neighbours, and the best batch counts.
 pub(crate) fn time_choices(
     teams: &[Team],
     op: Collective,
@@ -202,7 +208,12 @@ pub(crate) fn time_choices(
     }
     for round in 0..ROUNDS {
         for k in 0..teams.len() {
-            let i = (round + k) % teams.len();
+            let m = teams.len();
+            let i = if round % 2 == 0 {
+                (round + k) % m
+            } else {
+                (round + m - k % m) % m
+            };
             run_once(&teams[i], op, len, bufs)?;
             teams[i].barrier()?;
             let t0 = Instant::now();

@@ -585,11 +585,22 @@ pub(crate) fn model_algorithm(
     crowded: bool,
 ) -> Algorithm {
     match op {
+        // Where 5-8 members take turns on cores, the flat barrier (each member signals the
+        // root and waits for its release: two waits instead of ⌈log2 n⌉) won every run at
+        // 8 ranks on 2 cores (threads 10.3-11.6 µs against 12.9-15.1, processes likewise);
+        // at 4 dissemination won (2.7 against 4.5).
+        Collective::Barrier if crowded && (5..=8).contains(&team_size) => Algorithm::Flat,
         Collective::Barrier => Algorithm::Dissemination,
         Collective::Broadcast if crowded && (3..=4).contains(&team_size) && bytes <= 256 => {
             Algorithm::Chain
         }
-        Collective::Broadcast if direct_reads && bytes >= super::channel::DIRECT_FROM => {
+        // Where ranks share cores, a 32 KiB broadcast goes faster down the binomial tree
+        // than flat (8 ranks on 2 cores: flat 1.12-1.24x slower in every run, 1.07x at 4).
+        Collective::Broadcast
+            if direct_reads
+                && bytes >= super::channel::DIRECT_FROM
+                && !(crowded && bytes <= 32 * 1024) =>
+        {
             Algorithm::Flat
         }
         Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
@@ -622,6 +633,10 @@ pub(crate) fn model_algorithm(
         }
         Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
         Collective::Allreduce => Algorithm::RecursiveDoubling,
+        // An 8-byte scatter where ranks share cores: the binomial tree's few small
+        // messages beat the root's n − 1 (8 ranks on 2 cores 0.27-0.28 µs against
+        // 0.44-0.46, 4 ranks 0.30-0.31 against 0.34-0.35); from 64 B flat wins again.
+        Collective::Scatter if crowded && team_size >= 4 && bytes <= 8 => Algorithm::Binomial,
         Collective::Gather | Collective::Scatter => Algorithm::Flat,
         // Measured up to 8 ranks, where it beat Bruck and the ring at every size.
         Collective::Allgather if team_size <= 8 => Algorithm::AllBroadcast,
@@ -630,15 +645,17 @@ pub(crate) fn model_algorithm(
         Collective::Exchange => Algorithm::Flat,
         // Recursive doubling moves the whole vector log2 n times per member: measured
         // slower than the chain at every size up to 8 ranks (1.2-3.9x).
+        // Except at 2 members up to 64 B: there the chain is one message and recursive
+        // doubling one each way, and recursive doubling won every run in a loop (8 B:
+        // 0.22-0.24 µs against the chain's 0.27-0.29; equal from 512 B).
+        Collective::Scan if team_size == 2 && bytes <= 64 => Algorithm::RecursiveDoubling,
         Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
-        // At 8 ranks the binomial tree of puts beat the root's puts by 1.2x from 256 KiB;
-        // at 4 ranks from 1 MiB (142 µs against 182).
-        Collective::BroadcastTo
-            if (team_size > 4 && bytes >= 256 * 1024) || (team_size > 2 && bytes >= 1 << 20) =>
-        {
-            Algorithm::Knomial(2)
-        }
+        // At 8 ranks the 4-nomial tree of puts beats the binomial tree from 256 KiB (1 MiB:
+        // 1.09-1.13x in every run; the binomial tree beat the root's puts by 1.2x); at 4
+        // ranks the binomial tree beats the root's puts from 1 MiB (142 µs against 182).
+        Collective::BroadcastTo if team_size > 4 && bytes >= 256 * 1024 => Algorithm::Knomial(4),
+        Collective::BroadcastTo if team_size > 2 && bytes >= 1 << 20 => Algorithm::Knomial(2),
         Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => Algorithm::Flat,
     }
 }
@@ -668,6 +685,39 @@ mod tests {
         assert_eq!(bcast(4, 512, true), Algorithm::Binomial);
         assert_eq!(bcast(8, 8, true), Algorithm::Binomial);
         assert_eq!(bcast(2, 8, true), Algorithm::Binomial);
+    }
+
+    /// The other crowded-host rules: the flat barrier among 5-8 members, the binomial
+    /// scatter of 8 B among 4 or more, the binomial broadcast up to 32 KiB where long
+    /// messages are read directly; elsewhere the defaults.
+    #[test]
+    fn crowded_hosts_take_the_flat_barrier_and_small_trees() {
+        let model = |op, n, bytes, crowded| model_algorithm(op, n, bytes, false, crowded);
+        use Collective::{Barrier, Scatter};
+        assert_eq!(model(Barrier, 8, 0, true), Algorithm::Flat);
+        assert_eq!(model(Barrier, 5, 0, true), Algorithm::Flat);
+        assert_eq!(model(Barrier, 4, 0, true), Algorithm::Dissemination);
+        assert_eq!(model(Barrier, 16, 0, true), Algorithm::Dissemination);
+        assert_eq!(model(Barrier, 8, 0, false), Algorithm::Dissemination);
+        assert_eq!(model(Scatter, 8, 8, true), Algorithm::Binomial);
+        assert_eq!(model(Scatter, 4, 8, true), Algorithm::Binomial);
+        assert_eq!(model(Scatter, 8, 64, true), Algorithm::Flat);
+        assert_eq!(model(Scatter, 2, 8, true), Algorithm::Flat);
+        assert_eq!(model(Scatter, 8, 8, false), Algorithm::Flat);
+        let bcast =
+            |n, bytes, crowded| model_algorithm(Collective::Broadcast, n, bytes, true, crowded);
+        assert_eq!(bcast(8, 32 * 1024, true), Algorithm::Binomial);
+        assert_eq!(bcast(8, 32 * 1024, false), Algorithm::Flat);
+        assert_eq!(bcast(8, 256 * 1024, true), Algorithm::Flat);
+    }
+
+    /// Small scans at 2 members take recursive doubling; elsewhere the chain.
+    #[test]
+    fn small_scans_of_two_members_double() {
+        let scan = |n, bytes| default_algorithm(Collective::Scan, n, bytes);
+        assert_eq!(scan(2, 8), Algorithm::RecursiveDoubling);
+        assert_eq!(scan(2, 512), Algorithm::Linear);
+        assert_eq!(scan(4, 8), Algorithm::Linear);
     }
 
     /// Every row's name parses back to its algorithm and prints as it did; every
