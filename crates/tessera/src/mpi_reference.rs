@@ -115,6 +115,20 @@ pub fn barrier(ctx: &Context) -> Result<()> {
     Ok(())
 }
 
+/// `MPI_Ibarrier` on every rank of the job, completed by testing it in a loop: the form a
+/// barrier that keeps serving other ranks' requests while it waits would have to use
+/// (`MPI_Barrier` serves nothing until it returns).
+pub fn ibarrier(ctx: &Context) -> Result<()> {
+    let world = world(ctx)?;
+    let mut request = serial(|| world.immediate_barrier());
+    loop {
+        match serial(|| request.test()) {
+            Ok(_) => return Ok(()),
+            Err(pending) => request = pending,
+        }
+    }
+}
+
 /// `MPI_Allreduce` of one `u64` (sum) over every rank of the job.
 pub fn allreduce_sum(ctx: &Context, value: u64) -> Result<u64> {
     let mut total = 0u64;

@@ -394,6 +394,9 @@ fn mpi_comparisons(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let t = best_per_iter(n, |_| raw::barrier(ctx))?;
     part.results
         .push(record("mpi_barrier", 0, p, "latency_us", t * 1e6));
+    let t = best_per_iter(n, |_| raw::ibarrier(ctx))?;
+    part.results
+        .push(record("mpi_ibarrier", 0, p, "latency_us", t * 1e6));
     let t = best_per_iter(n, |i| raw::allreduce_sum(ctx, i).map(|_| ()))?;
     part.results
         .push(record("mpi_allreduce", 8, p, "latency_us", t * 1e6));
