@@ -212,7 +212,7 @@ pub(crate) fn time_choices(
             let i = if round % 2 == 0 {
                 (round + k) % m
             } else {
-                (round + m - k % m) % m
+                (round + m - k) % m
             };
             run_once(&teams[i], op, len, bufs)?;
             teams[i].barrier()?;

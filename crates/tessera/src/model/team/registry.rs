@@ -577,6 +577,7 @@ pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algo
 /// so calls in a loop overlap (4 ranks on 2 cores, 8 and 64 B: 0.16–0.24 µs against the
 /// binomial tree's 0.24–0.38 in a loop, and within noise of it alone; at 8 members alone
 /// the chain took 2.2× as long, and with a core each, n − 1 hops instead of log2 n).
+/// Crowded hosts have a few more rules, each measured at 8 ranks on 2 cores (below).
 pub(crate) fn model_algorithm(
     op: Collective,
     team_size: usize,
@@ -587,7 +588,7 @@ pub(crate) fn model_algorithm(
     match op {
         // Where 5-8 members take turns on cores, the flat barrier (each member signals the
         // root and waits for its release: two waits instead of ⌈log2 n⌉) won every run at
-        // 8 ranks on 2 cores (threads 10.3-11.6 µs against 12.9-15.1, processes likewise);
+        // 8 ranks on 2 cores (threads and processes 10.3-11.9 µs against 12.9-15.1);
         // at 4 dissemination won (2.7 against 4.5).
         Collective::Barrier if crowded && (5..=8).contains(&team_size) => Algorithm::Flat,
         Collective::Barrier => Algorithm::Dissemination,
@@ -643,12 +644,12 @@ pub(crate) fn model_algorithm(
         Collective::Allgather if bytes <= 32 * 1024 => Algorithm::Bruck(2),
         Collective::Allgather => Algorithm::Ring,
         Collective::Exchange => Algorithm::Flat,
-        // Recursive doubling moves the whole vector log2 n times per member: measured
-        // slower than the chain at every size up to 8 ranks (1.2-3.9x).
-        // Except at 2 members up to 64 B: there the chain is one message and recursive
-        // doubling one each way, and recursive doubling won every run in a loop (8 B:
-        // 0.22-0.24 µs against the chain's 0.27-0.29; equal from 512 B).
+        // At 2 members up to 64 B the chain is one message and recursive doubling one
+        // each way, and recursive doubling won every run in a loop (8 B: 0.22-0.24 µs
+        // against the chain's 0.27-0.29; equal from 512 B).
         Collective::Scan if team_size == 2 && bytes <= 64 => Algorithm::RecursiveDoubling,
+        // Otherwise recursive doubling moves the whole vector log2 n times per member:
+        // measured slower than the chain at every size up to 8 ranks (1.2-3.9x).
         Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
         Collective::Scan => Algorithm::RecursiveDoubling,
         // At 8 ranks the 4-nomial tree of puts beats the binomial tree from 256 KiB (1 MiB:
