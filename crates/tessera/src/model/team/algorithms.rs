@@ -378,18 +378,7 @@ fn allreduce_recursive_doubling<'r, 'b, T: Pod>(
             } else {
                 all(Buf::Dst)
             };
-            let combine = if mask == 1 && !copy_first {
-                Local::CopyCombine {
-                    base: all(Buf::Src),
-                    from: all(Buf::Tmp),
-                    into: all(Buf::Dst),
-                }
-            } else {
-                Local::Combine {
-                    from: all(Buf::Tmp),
-                    into: all(Buf::Dst),
-                }
-            };
+            let combine = Local::combine(all(Buf::Tmp), all(Buf::Dst), mask == 1 && !copy_first);
             b = b.round([(partner, send)], [(partner, all(Buf::Tmp))], [combine]);
             mask *= 2;
         }
@@ -442,18 +431,11 @@ fn allreduce_rabenseifner<'r, 'b, T: Pod>(
                 place(Buf::Dst, given)
             };
             // Without a copy of the input first, the first combination starts from it.
-            let combine = if mask == pow / 2 && !copy_first {
-                Local::CopyCombine {
-                    base: place(Buf::Src, kept.clone()),
-                    from: incoming.clone(),
-                    into: place(Buf::Dst, kept),
-                }
-            } else {
-                Local::Combine {
-                    from: incoming.clone(),
-                    into: place(Buf::Dst, kept),
-                }
-            };
+            let combine = Local::combine(
+                incoming.clone(),
+                place(Buf::Dst, kept),
+                mask == pow / 2 && !copy_first,
+            );
             b = b.round([(partner, send)], [(partner, incoming)], [combine]);
             (lo, hi) = keep;
             mask /= 2;
@@ -505,7 +487,6 @@ fn allreduce_ring<'r, 'b, T: Pod>(
             [(right, place(from, out))],
             [(left, incoming.clone())],
             [Local::CopyCombine {
-                base: place(Buf::Src, inb.clone()),
                 from: incoming,
                 into: place(Buf::Dst, inb),
             }],

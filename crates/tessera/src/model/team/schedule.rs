@@ -181,12 +181,11 @@ pub(crate) enum Local {
         from: Place,
         into: Place,
     },
-    /// `into` = `base` (in the input) combined with `from` (in scratch): a copy and a
-    /// combination in one pass, [`COMBINE_PIECE`] at a time, so that each piece of `into`
-    /// is still in the L1 cache when it is combined (a copy of the whole input first,
-    /// then the combination, went over the output twice).
+    /// `into` (in the output) = the input at the same elements combined with `from` (in
+    /// scratch): a copy and a combination in one pass, [`COMBINE_PIECE`] at a time, so
+    /// that each piece of `into` is still in the L1 cache when it is combined (a copy of
+    /// the whole input first, then the combination, went over the output twice).
     CopyCombine {
-        base: Place,
         from: Place,
         into: Place,
     },
@@ -198,6 +197,16 @@ pub(crate) enum Local {
 const COMBINE_PIECE: usize = 16 << 10;
 
 impl Local {
+    /// Combine `from` into `into`; when `from_input`, starting from the input at `into`'s
+    /// elements rather than from what `into` holds ([`Local::CopyCombine`]).
+    pub(crate) fn combine(from: Place, into: Place, from_input: bool) -> Local {
+        if from_input {
+            Local::CopyCombine { from, into }
+        } else {
+            Local::Combine { from, into }
+        }
+    }
+
     /// The place the step writes.
     fn destination(&self) -> &Place {
         match self {
@@ -586,14 +595,14 @@ fn apply<T: Pod>(
             let (from, into) = bufs.split(from, into);
             reducer.combine(into, from)?;
         }
-        Local::CopyCombine { base, from, into } => {
+        Local::CopyCombine { from, into } => {
             let reducer = reducer.expect("a combining schedule has a reducer");
             assert!(
-                base.0 == Buf::Src && from.0 == Buf::Tmp && into.0 == Buf::Dst,
-                "a copy-and-combine step reads the input and scratch and writes the output"
+                from.0 == Buf::Tmp && into.0 == Buf::Dst,
+                "a copy-and-combine step reads scratch and writes the output"
             );
             let Buffers { src, dst, tmp } = bufs;
-            let base = &src.slice()[base.1.clone()];
+            let base = &src.slice()[into.1.clone()];
             let from = &tmp[from.1.clone()];
             let into = &mut dst.slice_mut()[into.1.clone()];
             let piece = (COMBINE_PIECE / std::mem::size_of::<T>().max(1)).max(1);
