@@ -238,11 +238,11 @@ impl Problem {
                 ));
             }
         }
-        if p == 0 || q == 0 || p * q != ranks {
+        if p == 0 || q == 0 || p.checked_mul(q) != Some(ranks) {
+            let processes = (p as u128 * q as u128).to_string();
             return Err(format!(
-                "a {p}×{q} process grid has {} processes, but the job has {ranks} ranks; pass \
-                 --grid PxQ with P·Q = {ranks}",
-                p * q
+                "a {p}×{q} process grid has {processes} processes, but the job has {ranks} ranks; \
+                 pass --grid PxQ with P·Q = {ranks}"
             ));
         }
         if !self.app.variants().contains(&self.variant) {

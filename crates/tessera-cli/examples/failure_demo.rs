@@ -66,14 +66,20 @@ fn parse() -> Options {
             "--ring" => o.ring = Some(number(value())),
             "--short-rank" => o.short_rank = Some(number(value()) as usize),
             "--pid-dir" => o.pid_dir = Some(PathBuf::from(value())),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
             other => usage(&format!("unknown option {other}")),
         }
     }
     o
 }
 
+const USAGE: &str = "usage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]";
+
 fn usage(problem: &str) -> ! {
-    eprintln!("failure_demo: {problem}\nusage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]");
+    eprintln!("failure_demo: {problem}\n{USAGE}");
     std::process::exit(2)
 }
 

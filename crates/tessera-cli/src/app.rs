@@ -51,6 +51,13 @@ pub(crate) struct AppArgs {
     baseline: Option<String>,
 }
 
+impl AppArgs {
+    /// Where the report goes as JSON, if anywhere.
+    pub(crate) fn json(&self) -> Option<&std::path::Path> {
+        self.json.as_deref()
+    }
+}
+
 #[cfg(not(feature = "apps"))]
 pub(crate) fn drive(_args: &AppArgs) -> Result<ExitCode, String> {
     Err(
@@ -102,10 +109,17 @@ mod with_apps {
             }
             tessera_apps::scalapack::available(args.job.conduit)?;
         }
-        // Three n × n matrices at most (SUMMA), shared by the ranks of one host.
-        let need = 3 * problem.n * problem.n * 8;
+        // Three n × n matrices at most (SUMMA), shared by the ranks of one host; in 128
+        // bits, so that no --size wraps around to a small number.
+        let need = 3 * (problem.n as u128).pow(2) * 8;
+        if need > isize::MAX as u128 {
+            return Err(format!(
+                "--size {}: three {}×{} matrices of 8-byte numbers would take {need} bytes, more than this machine can address; choose a smaller --size",
+                problem.n, problem.n, problem.n
+            ));
+        }
         if let Some(available) = tessera::job::available_memory() {
-            if need as u64 > available && args.job.conduit != tessera::ConduitKind::Mpi {
+            if need > available as u128 && args.job.conduit != tessera::ConduitKind::Mpi {
                 return Err(format!(
                     "{} of order {} needs about {:.1} GiB, but {:.1} GiB is available; choose a smaller --size",
                     app,
@@ -118,15 +132,25 @@ mod with_apps {
         Ok(problem)
     }
 
-    /// `PxQ` (or `P×Q`) to `(P, Q)`.
-    fn parse_grid(text: &str) -> Result<(usize, usize), String> {
+    /// `PxQ` (or `P×Q`) to `(P, Q)`, each positive and their product representable
+    /// (the check against the rank count follows in `Problem::check`).
+    pub(super) fn parse_grid(text: &str) -> Result<(usize, usize), String> {
         let bad = || format!("--grid {text:?}: write the process grid as PxQ, e.g. 2x2");
         let (p, q) = text.split_once(['x', 'X', '×']).ok_or_else(bad)?;
-        Ok((
-            p.trim().parse().map_err(|_| bad())?,
-            q.trim().parse().map_err(|_| bad())?,
-        ))
+        let side = |s: &str| -> Result<usize, String> {
+            let v: usize = s.trim().parse().map_err(|_| bad())?;
+            if v == 0 || v > MAX_GRID_SIDE {
+                return Err(format!(
+                    "--grid {text:?}: each side of the process grid must be between 1 and {MAX_GRID_SIDE} (the most ranks a job has)"
+                ));
+            }
+            Ok(v)
+        };
+        Ok((side(p)?, side(q)?))
     }
+
+    /// The longest side of a process grid: a job has at most this many ranks.
+    const MAX_GRID_SIDE: usize = 4096;
 
     /// A positive size from the command line, or the error naming the flag.
     fn positive(value: i64, flag: &str) -> Result<usize, String> {
@@ -168,11 +192,15 @@ mod with_apps {
         if args.baseline.is_some() {
             rank_args.push("--baseline");
         }
-        let mut launch = args.job.launch_self(&rank_args)?;
+        let mut launch = result.guard(args.job.launch_self(&rank_args)?);
         // Three matrices and the panels, with room to spare, unless the user chose.
         if launch.segment.is_none() && std::env::var_os("TESSERA_SEGMENT").is_none() {
             let ranks = args.job.ranks as usize;
-            let per_rank = 4 * problem.n * problem.n * 8 / ranks + (256 << 20);
+            // `plan` bounded 3·N²·8 by isize::MAX, so 4·N²·8 fits in 128 bits and the
+            // share of one rank in usize after the division by at least one rank.
+            let per_rank = usize::try_from(4 * (problem.n as u128).pow(2) * 8 / ranks as u128)
+                .map_err(|_| format!("--size {}: too large for one rank's segment", problem.n))?
+                .saturating_add(256 << 20);
             let bytes = per_rank
                 .next_multiple_of(1 << 20)
                 .max(tessera::job::DEFAULT_SEGMENT);

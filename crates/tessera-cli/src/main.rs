@@ -41,7 +41,7 @@ struct Cli {
 #[derive(Args, Clone, Debug)]
 pub struct JobArgs {
     /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(short = 'n', long = "ranks", visible_alias = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     ranks: u32,
     /// Conduit: smp (processes over shared memory), threads (one process) or mpi (ranks started by mpirun; needs the mpi feature).
     #[arg(long, default_value = "smp")]
@@ -61,10 +61,11 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 /// A private place for a rank to leave its result for the command to read: a fresh
 /// directory only this user can enter (mode 0700, random name; `tempfile`), removed with
-/// everything in it when dropped. Nothing predictable in /tmp, nothing another user can
-/// plant or read.
+/// everything in it as soon as the result is read (before anything is printed, so a closed
+/// output cannot leave it behind), when dropped, and by the job's keeper should the command
+/// be killed outright. Nothing predictable in /tmp, nothing another user can plant or read.
 pub struct ResultFile {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     path: PathBuf,
 }
 
@@ -76,7 +77,7 @@ impl ResultFile {
             .tempdir()
             .map_err(|e| format!("creating a private directory for results: {e}"))?;
         let path = dir.path().join(name);
-        Ok(ResultFile { _dir: dir, path })
+        Ok(ResultFile { dir, path })
     }
 
     /// Where the rank writes.
@@ -84,10 +85,18 @@ impl ResultFile {
         &self.path
     }
 
-    /// What the rank wrote.
-    pub fn read(&self) -> Result<String, String> {
-        std::fs::read_to_string(&self.path)
-            .map_err(|e| format!("reading the job's result {}: {e}", self.path.display()))
+    /// `launch`, told to remove this directory should the command be killed outright.
+    pub fn guard(&self, mut launch: Launch) -> Launch {
+        launch.remove_if_killed.push(self.dir.path().to_path_buf());
+        launch
+    }
+
+    /// What the rank wrote; the directory is gone when this returns.
+    pub fn read(self) -> Result<String, String> {
+        let text = std::fs::read_to_string(&self.path)
+            .map_err(|e| format!("reading the job's result {}: {e}", self.path.display()));
+        let _ = self.dir.close();
+        text
     }
 }
 
@@ -103,6 +112,7 @@ impl JobArgs {
             program,
             args,
             env: Vec::new(),
+            remove_if_killed: Vec::new(),
         }
     }
 
@@ -116,25 +126,48 @@ impl JobArgs {
     }
 }
 
+/// `tessera run`'s (and `oshrun`'s) command line.
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    /// Prefix every output line with the rank that printed it (smp; under
+    /// --conduit threads all ranks share one output stream).
+    #[arg(long)]
+    label: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]"
+    )]
+    command: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// Start the program and wait for the job.
+    fn run(self) -> Result<ExitCode, String> {
+        let mut args = self.command;
+        let program = args.remove(0);
+        let mut launch = self.job.launch(program, args);
+        launch.label = self.label;
+        launch
+            .run()
+            .map(|outcome| report(&outcome))
+            .map_err(|e| e.to_string())
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start PROGRAM on N ranks and wait for the job to end.
-    Run {
-        #[command(flatten)]
-        job: JobArgs,
-        /// Prefix every output line with the rank that printed it (smp; under
-        /// --conduit threads all ranks share one output stream).
-        #[arg(long)]
-        label: bool,
-        /// The program and its arguments (after `--`).
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "PROGRAM [ARGS]"
-        )]
-        command: Vec<OsString>,
-    },
+    Run(RunArgs),
+    /// `oshrun`: start an OpenSHMEM program's PEs (`-np N` as mpirun writes it, and every
+    /// option of `run`); SHMEM_SYMMETRIC_SIZE (or SMA_SYMMETRIC_SIZE) sizes the symmetric
+    /// heap unless --segment is given.
+    #[command(hide = true)]
+    Oshrun(RunArgs),
     /// Run the conduit conformance suite on N ranks.
     Selftest {
         #[command(flatten)]
@@ -276,24 +309,106 @@ fn default_sigpipe() {
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
+/// The options of `tessera run` that take a value or stand alone, for the check of a
+/// mistyped option that would otherwise be taken for the program.
+const RUN_OPTIONS: &[&str] = &[
+    "--ranks",
+    "--conduit",
+    "--segment",
+    "--timeout",
+    "--label",
+    "--help",
+    "--version",
+];
+
+/// A program name that is really a mistyped option (`tessera run -n 2 --timout 5 -- p`):
+/// the error names it and the closest option. A program whose name starts with `-` can
+/// still be run as `./-name`.
+fn mistyped_option(program: &std::ffi::OsStr, options: &[&str]) -> Result<(), String> {
+    let Some(text) = program.to_str().filter(|t| t.starts_with('-')) else {
+        return Ok(());
+    };
+    let name = text.split('=').next().unwrap_or(text);
+    let closest = options
+        .iter()
+        .map(|o| (tessera::job::env::edit_distance(name, o), *o))
+        .min()
+        .filter(|&(d, _)| d <= 3)
+        .map(|(_, o)| format!("; did you mean {o}?"))
+        .unwrap_or_default();
+    Err(format!(
+        "unknown option {name}{closest} (options go before the program; a program whose name starts with '-' is run as ./{text})"
+    ))
+}
+
+/// Refuse, before a long run, an output file that cannot be written: an existing file must
+/// open for writing, and a new one must be creatable where it is named (it is created and
+/// removed again, so nothing is left if the run then fails).
+fn check_output(path: Option<&std::path::Path>, flag: &str) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let fail = |e: std::io::Error| format!("{flag} {}: cannot write there: {e}", path.display());
+    if path.is_dir() {
+        return Err(format!(
+            "{flag} {}: is a directory; name a file",
+            path.display()
+        ));
+    }
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(fail)?;
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(fail)?;
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// The files a command will write at its end, with the option that names each.
+fn outputs(command: &Command) -> Vec<(Option<&std::path::Path>, &'static str)> {
+    match command {
+        Command::Npb { json, .. } => vec![(json.as_deref(), "--json")],
+        Command::App(args) => vec![(args.json(), "--json")],
+        Command::Bench { what } => vec![(what.json(), "--json")],
+        Command::Tune { output, .. } => vec![(output.as_deref(), "--output")],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the command starts ranks (and so must check the settings they will read).
+fn launches(command: &Command) -> bool {
+    !matches!(command, Command::Rank { .. } | Command::Shmem { .. })
+}
+
+/// Everything checked before a command starts a rank.
+fn preflight(command: &Command) -> Result<(), String> {
+    if launches(command) {
+        tessera::check_settings().map_err(|e| e.to_string())?;
+    }
+    if let Command::Run(run) | Command::Oshrun(run) = command {
+        mistyped_option(&run.command[0], RUN_OPTIONS)?;
+    }
+    for (path, flag) in outputs(command) {
+        check_output(path, flag)?;
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     default_sigpipe();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(shmem::oshrun_args(std::env::args_os()));
+    if let Err(e) = preflight(&cli.command) {
+        tessera::job::write_stderr(&format!("tessera: {e}\n"));
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
-        Command::Run {
-            job,
-            label,
-            command,
-        } => {
-            let mut args = command;
-            let program = args.remove(0);
-            let mut launch = job.launch(program, args);
-            launch.label = label;
-            launch
-                .run()
-                .map(|outcome| report(&outcome))
-                .map_err(|e| e.to_string())
-        }
+        Command::Run(run) => run.run(),
+        Command::Oshrun(mut run) => shmem::oshrun_segment(&mut run.job).and_then(|()| run.run()),
         Command::Selftest { job, case } => selftest::drive(&job, case.as_deref()),
         Command::Npb {
             kernel,

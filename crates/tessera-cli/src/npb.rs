@@ -39,8 +39,7 @@ fn plan(
         vec![kernel.parse::<Kernel>()?]
     };
     let class = class.parse::<Class>()?;
-    let level = std::env::var(tessera_npb::simd::ENV).ok();
-    tessera_npb::simd::Level::choose(level.as_deref())?;
+    tessera_npb::check_settings()?;
     for k in &kernels {
         k.check_run(class, variant.unwrap_or(k.variants()[0]), ranks)?;
         check_memory(*k, class, job)?;
@@ -154,7 +153,7 @@ pub(crate) fn drive(
         bar.set_message(format!("{} class {class}", k.name().to_uppercase()));
         let result = crate::ResultFile::new(&format!("npb-{}.json", k.name()))?;
         let file = result.path();
-        let mut launch = job.launch_self(&[
+        let mut launch = result.guard(job.launch_self(&[
             "npb",
             k.name(),
             "--class",
@@ -163,7 +162,7 @@ pub(crate) fn drive(
             v,
             "--out",
             &file.to_string_lossy(),
-        ])?;
+        ])?);
         // Size the segment for the kernel unless the user chose one.
         if launch.segment.is_none() && std::env::var_os("TESSERA_SEGMENT").is_none() {
             let bytes = segment_for(*k, class, job.ranks as usize);

@@ -15,10 +15,13 @@
 //! This module must never build anything: the library comes from the same build as this
 //! executable (`cargo build --release` puts it beside it).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
+
+use crate::JobArgs;
 
 #[derive(Subcommand)]
 pub(crate) enum ShmemCommand {
@@ -30,12 +33,6 @@ pub(crate) enum ShmemCommand {
     },
     /// Print the generated shmem.h.
     Header,
-    /// Internal (oshrun): the segment for a symmetric heap of SIZE, in bytes.
-    #[command(hide = true)]
-    Size {
-        /// SHMEM_SYMMETRIC_SIZE's value, e.g. 512M.
-        value: String,
-    },
 }
 
 /// Room in the segment beside the symmetric heap: the program's globals and the runtime's
@@ -49,13 +46,65 @@ pub(crate) fn drive(what: ShmemCommand) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         ShmemCommand::Install { prefix } => install(&prefix).map(|()| ExitCode::SUCCESS),
-        ShmemCommand::Size { value } => {
-            let heap = tessera::job::parse_size(&value)
-                .map_err(|e| format!("SHMEM_SYMMETRIC_SIZE={value:?}: {e}"))?;
-            println!("{}", heap.saturating_add(SEGMENT_EXTRA));
-            Ok(ExitCode::SUCCESS)
-        }
     }
+}
+
+/// `tessera oshrun ARGS` with mpirun's single-dash `-np N` (and `-np=N`) written as
+/// `--np`, among the options before the program only; every other command line as it is.
+pub(crate) fn oshrun_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.collect();
+    if args.get(1).map(|a| a.as_os_str()) != Some("oshrun".as_ref()) {
+        return args;
+    }
+    let mut i = 2;
+    while i < args.len() {
+        let Some(arg) = args[i].to_str().map(str::to_string) else {
+            break;
+        };
+        if arg == "--" || !arg.starts_with('-') {
+            break;
+        }
+        if arg == "-np" {
+            args[i] = "--np".into();
+        } else if let Some(value) = arg.strip_prefix("-np=") {
+            args[i] = format!("--np={value}").into();
+        }
+        let takes_value = [
+            "-np",
+            "--np",
+            "-n",
+            "--ranks",
+            "--conduit",
+            "--segment",
+            "--timeout",
+        ]
+        .contains(&arg.as_str());
+        i += if takes_value { 2 } else { 1 };
+    }
+    args
+}
+
+/// oshrun's segment: SHMEM_SYMMETRIC_SIZE (or SMA_SYMMETRIC_SIZE) and room for the
+/// program's globals and the runtime's own areas, unless --segment was given.
+pub(crate) fn oshrun_segment(job: &mut JobArgs) -> Result<(), String> {
+    if job.segment.is_some() {
+        return Ok(());
+    }
+    for var in ["SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"] {
+        let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let value = value
+            .into_string()
+            .map_err(|v| format!("{var}={v:?}: not valid UTF-8 text; give a size such as 512M"))?;
+        let heap = tessera::job::parse_size(&value).map_err(|e| format!("{var}={value:?}: {e}"))?;
+        let bytes = heap
+            .checked_add(SEGMENT_EXTRA)
+            .ok_or_else(|| format!("{var}={value:?}: too large"))?;
+        job.segment = Some(bytes.to_string());
+        return Ok(());
+    }
+    Ok(())
 }
 
 /// The newest of `name` beside this executable or in its `deps` directory.
@@ -132,37 +181,16 @@ fi
     )
 }
 
-/// `oshrun`: `-np N`/`-n N` and `tessera run`'s options, then the program.
+/// `oshrun`: hands everything to `tessera oshrun`, whose parser is `tessera run`'s, so
+/// every mistake gets the same usage message.
 fn oshrun(prefix: &Path) -> String {
     format!(
-        r#"#!/bin/bash
+        r#"#!/bin/sh
 # oshrun: start an OpenSHMEM program's PEs with Tessera's launcher (written by
-# `tessera shmem install`). `oshrun -np N [tessera run options] PROGRAM [ARGS]`.
+# `tessera shmem install`): oshrun -np N [tessera run options] PROGRAM [ARGS].
 # SHMEM_SYMMETRIC_SIZE (or SMA_SYMMETRIC_SIZE), e.g. 512M, sets the symmetric heap; the
 # segment gets 64 MiB more for the program's globals and the runtime's own areas.
-prefix='{prefix}'
-opts=()
-np=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -np|-n|--np|--n) np="$2"; shift 2 ;;
-    -np=*|--np=*) np="${{1#*=}}"; shift ;;
-    --conduit|--segment|--timeout) opts+=("$1" "$2"); shift 2 ;;
-    --conduit=*|--segment=*|--timeout=*|--label) opts+=("$1"); shift ;;
-    --) shift; break ;;
-    -h|--help) echo "usage: oshrun -np N [--conduit smp|threads|mpi] [--segment SIZE] [--timeout S] [--label] PROGRAM [ARGS]"; exit 0 ;;
-    -*) echo "oshrun: unknown option $1 (see oshrun --help)" >&2; exit 2 ;;
-    *) break ;;
-  esac
-done
-if [ -z "$np" ]; then echo "oshrun: give the number of PEs with -np N" >&2; exit 2; fi
-if [ $# -eq 0 ]; then echo "oshrun: give the program to run" >&2; exit 2; fi
-size="${{SHMEM_SYMMETRIC_SIZE:-$SMA_SYMMETRIC_SIZE}}"
-if [ -n "$size" ]; then
-  bytes=$("$prefix/bin/tessera" shmem size "$size") || exit 2
-  opts+=(--segment "$bytes")
-fi
-exec "$prefix/bin/tessera" run -n "$np" "${{opts[@]}}" -- "$@"
+exec '{prefix}/bin/tessera' oshrun "$@"
 "#,
         prefix = prefix.display()
     )

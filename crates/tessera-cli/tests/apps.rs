@@ -166,6 +166,54 @@ fn bad_input_is_refused_by_name_before_any_rank_starts() {
             "a 2×3 process grid has 6 processes, but the job has 4 ranks",
         ),
         (vec!["lu", "--grid", "two"], "write the process grid as PxQ"),
+        // Grids whose product wraps around to the rank count, and sizes whose matrices
+        // wrap around to a small number of bytes, used to start and spin or panic.
+        (
+            vec![
+                "summa",
+                "-n",
+                "2",
+                "--size",
+                "256",
+                "--grid",
+                "9223372036854775809x2",
+            ],
+            "each side of the process grid must be between 1 and 4096",
+        ),
+        (
+            vec![
+                "summa",
+                "-n",
+                "1",
+                "--grid",
+                "18446744073709551615x18446744073709551615",
+            ],
+            "each side of the process grid must be between 1 and 4096",
+        ),
+        (
+            vec!["summa", "-n", "4", "--grid", "4611686018427387905x4"],
+            "each side of the process grid must be between 1 and 4096",
+        ),
+        (
+            vec!["summa", "-n", "4", "--size", "9223372036854775807"],
+            "more than this machine can address",
+        ),
+        (
+            vec!["summa", "-n", "2", "--size", "2147483648"],
+            "more than this machine can address",
+        ),
+        (
+            vec!["summa", "-n", "2", "--size", "3037000500"],
+            "choose a smaller --size",
+        ),
+        (
+            vec!["summa", "-n", "2", "--size", "4294967296"],
+            "choose a smaller --size",
+        ),
+        (
+            vec!["summa", "-n", "2", "--size", "200000"],
+            "GiB is available",
+        ),
         (vec!["qr"], "unknown application \"qr\""),
         (
             vec!["cholesky", "--variant", "prefetch"],

@@ -233,3 +233,39 @@ fn openshmem_c_programs_over_mpi() {
         }
     }
 }
+
+#[test]
+fn ranks_killed_during_start_up_leave_no_named_objects() {
+    // A full /dev/shm (a tmpfs of its own in a private mount namespace) kills the ranks
+    // with SIGBUS while they touch their regions; their named objects used to stay.
+    // Needs root (or an unprivileged user namespace) for the private mount.
+    let probe = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !probe {
+        eprintln!("skipped: unshare -m is not permitted here");
+        return;
+    }
+    let tessera = env!("CARGO_BIN_EXE_tessera");
+    let script = format!(
+        "mount -t tmpfs -o size=64m tmpfs /dev/shm && \
+         dd if=/dev/zero of=/dev/shm/filler bs=1M count=64 2>/dev/null; \
+         {tessera} npb cg --class S -n 2 --conduit mpi --timeout 60 >/dev/null 2>&1; \
+         echo status $?; ls -A /dev/shm"
+    );
+    let f = common::run(
+        Command::new("unshare").args(["-m", "sh", "-c", &script]),
+        120,
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let mut lines = f.stdout.lines();
+    assert_ne!(
+        lines.next(),
+        Some("status 0"),
+        "the job should fail: {}",
+        f.stdout
+    );
+    let left: Vec<&str> = lines.collect();
+    assert_eq!(left, vec!["filler"], "left in /dev/shm: {left:?}");
+}

@@ -599,3 +599,115 @@ fn a_global_exit_ends_the_job_promptly_with_its_status() {
         }
     }
 }
+
+/// A private temporary directory for a command (its `TMPDIR`), to see what it leaves.
+fn private_tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("tessera-test-tmp-")
+        .tempdir()
+        .unwrap()
+}
+
+/// What is left in `dir`.
+fn left_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Wait (up to `secs`) until `ready` holds.
+fn wait_for(secs: u64, what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen in {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills (and reaps) a child when dropped, so that a failing test leaves no job running.
+struct KillOnDrop(std::process::Child);
+
+/// Start `cmd` with `TMPDIR` set to `tmp` and no input or output.
+fn start_quiet(cmd: &mut std::process::Command, tmp: &Path) -> KillOnDrop {
+    KillOnDrop(
+        cmd.env("TMPDIR", tmp)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_launcher_killed_outright_leaves_no_process_and_no_file() {
+    // A rank's background child (now init's) used to keep the job's memory, and the
+    // command's result directory stayed in /tmp.
+    let tmp = private_tmp();
+    let demo = common::example("failure_demo");
+    // A duration no other test uses, so that its processes are recognisably this test's.
+    let marker = format!("sleep 271.{}", std::process::id());
+    let mut launcher = start_quiet(
+        common::tessera()
+            .args(["run", "-n", "2", "--", "bash", "-c"])
+            .arg(format!("{marker} & exec {} --forever", demo.display())),
+        tmp.path(),
+    );
+    let sleeps = || {
+        processes_with(&marker)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count()
+    };
+    wait_for(20, "the ranks' children starting", || sleeps() == 2);
+    launcher.0.kill().unwrap();
+    launcher.0.wait().unwrap();
+    assert_gone(&marker);
+
+    // A command with a result file: killed while its ranks run.
+    let mut npb = start_quiet(
+        common::tessera().args(["npb", "cg", "--class", "B", "-n", "2"]),
+        tmp.path(),
+    );
+    wait_for(20, "the result directory appearing", || {
+        !left_in(tmp.path()).is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    npb.0.kill().unwrap();
+    npb.0.wait().unwrap();
+    wait_for(5, "the result directory going", || {
+        left_in(tmp.path()).is_empty()
+    });
+}
+
+#[test]
+fn a_closed_output_leaves_no_result_directory() {
+    let tmp = private_tmp();
+    let mut child = common::tessera()
+        .args(["npb", "ep", "--class", "S", "-n", "2"])
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let f = finish_without_stdout(child, Duration::from_secs(60));
+    assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new());
+}

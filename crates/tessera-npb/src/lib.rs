@@ -352,6 +352,36 @@ static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// long run (CG D takes most of an hour on two cores) is visibly alive: once
 /// `TESSERA_NPB_PROGRESS` seconds (default 30) have passed, a line at every tenth of the
 /// iterations. Short runs print nothing, and the check costs one clock read an iteration.
+/// `TESSERA_NPB_PROGRESS`: seconds after which rank 0 reports progress (default 30).
+fn progress_after() -> Result<f64, String> {
+    const DEFAULT: f64 = 30.0;
+    match tessera::job::env::text("TESSERA_NPB_PROGRESS") {
+        None => Ok(DEFAULT),
+        Some(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "TESSERA_NPB_PROGRESS={v:?} is not a number of seconds (unset it for the default, {DEFAULT})"
+                )
+            }),
+    }
+}
+
+/// Check the kernels' own settings (`TESSERA_SIMD`, `TESSERA_MG_FUSED`,
+/// `TESSERA_NPB_PROGRESS`) before any rank starts, each error naming the variable.
+///
+/// ```
+/// tessera_npb::check_settings().unwrap();
+/// ```
+pub fn check_settings() -> Result<(), String> {
+    simd::Level::choose(tessera::job::env::text(simd::ENV).as_deref())?;
+    mg::fused_bytes().map_err(|e| e.to_string())?;
+    progress_after().map(|_| ())
+}
+
 pub(crate) struct Progress {
     kernel: &'static str,
     total: usize,
@@ -368,15 +398,7 @@ impl Progress {
     /// Progress of `total` iterations of `kernel` on rank `rank`; an error names a
     /// `TESSERA_NPB_PROGRESS` that is not a number of seconds.
     pub(crate) fn new(kernel: &'static str, total: usize, rank: usize) -> tessera::Result<Self> {
-        const DEFAULT: f64 = 30.0;
-        let after = match std::env::var("TESSERA_NPB_PROGRESS") {
-            Err(_) => DEFAULT,
-            Ok(v) => v.parse::<f64>().ok().filter(|s| *s >= 0.0).ok_or_else(|| {
-                tessera::CoreError::Invalid(format!(
-                    "TESSERA_NPB_PROGRESS={v:?} is not a number of seconds (unset it for the default, {DEFAULT})"
-                ))
-            })?,
-        };
+        let after = progress_after().map_err(tessera::CoreError::Invalid)?;
         Ok(Progress {
             kernel,
             total,

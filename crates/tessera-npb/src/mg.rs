@@ -187,11 +187,11 @@ const FUSED_PLANES: usize = 8;
 /// 17.4–18.8 s in four interleaved turns (docs/PERFORMANCE.md).
 /// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
 /// change no bit of the result.
-fn fused_bytes() -> tessera::Result<usize> {
+pub(crate) fn fused_bytes() -> tessera::Result<usize> {
     const DEFAULT: usize = 6 << 20;
-    match std::env::var("TESSERA_MG_FUSED") {
-        Err(_) => Ok(DEFAULT),
-        Ok(v) => v.parse().map_err(|_| {
+    match tessera::job::env::text("TESSERA_MG_FUSED") {
+        None => Ok(DEFAULT),
+        Some(v) => v.parse().map_err(|_| {
             CoreError::Invalid(format!(
                 "TESSERA_MG_FUSED={v:?} is not a number of bytes (unset it for the default, {DEFAULT})"
             ))

@@ -17,9 +17,27 @@ pub enum JobError {
         /// What is wrong and what is allowed.
         why: String,
     },
+    /// A `TESSERA_*` variable that Tessera does not know (a misspelling).
+    #[error(
+        "environment variable {name} is not one Tessera knows{hint} (the README lists them all)"
+    )]
+    UnknownVariable {
+        /// The variable's name.
+        name: String,
+        /// The closest known name, as "; did you mean X?", or nothing.
+        hint: String,
+    },
     /// A size given on the command line or in the environment could not be parsed.
     #[error("cannot parse size {0:?}: use a number with an optional K, M, G or T suffix (e.g. 512M, 2G)")]
     BadSize(String),
+    /// A size that parses but is zero or too large to represent.
+    #[error("size {text:?} is {why}")]
+    SizeOutOfRange {
+        /// The size as given.
+        text: String,
+        /// What is wrong with it and what is allowed.
+        why: &'static str,
+    },
     /// A rank failed: panicked, returned an error, exited non-zero or was killed.
     #[error("rank {rank} failed: {why}")]
     RankFailed {

@@ -68,5 +68,18 @@ pub use crate::model::team::{
     Algorithm, CollHandle, CollRequest, Collective, DataSync, SyncMode, Team,
 };
 
+/// Check every `TESSERA_*` setting in this process's environment as the ranks would read
+/// it: names, values, forced collective algorithms and the tuning table. A launcher calls
+/// it before starting any rank, so that a bad setting is refused once, by name, instead of
+/// in every rank.
+///
+/// ```
+/// tessera::check_settings().unwrap();
+/// ```
+pub fn check_settings() -> Result<()> {
+    job::env::check_user_settings()?;
+    model::team::check_settings()
+}
+
 /// Result type of Tessera operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -62,6 +62,17 @@ pub(crate) enum BenchCommand {
     },
 }
 
+impl BenchCommand {
+    /// Where the report goes as JSON, if anywhere.
+    pub(crate) fn json(&self) -> Option<&Path> {
+        match self {
+            BenchCommand::Rma { json, .. }
+            | BenchCommand::Grid { json, .. }
+            | BenchCommand::Coll { json, .. } => json.as_deref(),
+        }
+    }
+}
+
 /// One measured figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Record {
@@ -161,7 +172,10 @@ pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part
     let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
     args.extend_from_slice(extra);
-    let outcome = job.launch_self(&args)?.run().map_err(|e| e.to_string())?;
+    let outcome = result
+        .guard(job.launch_self(&args)?)
+        .run()
+        .map_err(|e| e.to_string())?;
     if outcome.code != 0 {
         let why = outcome.failure.map(|f| f.1).unwrap_or_default();
         return Err(format!(

@@ -71,23 +71,40 @@ fn object_file(rank: usize) -> String {
     format!("rank-{rank}")
 }
 
-/// Remove what a job's named objects left (the launcher calls this after the job; only
-/// possible if ranks died during start-up). Never follows a symbolic link.
+/// Remove what a job's named objects left: its meeting directory and those of each host
+/// group of an mpi job (`tessera-<id>-<n>`). The launcher calls this after the job; there
+/// is something to remove only if ranks died during start-up. Never follows a symbolic
+/// link, and leaves anything that is not this user's directory alone.
 pub fn remove_job_dir(job_id: &str) {
-    let dir = job_dir(job_id);
-    let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+    let exact = format!("tessera-{job_id}");
+    let group = format!("tessera-{job_id}-");
+    let Ok(entries) = std::fs::read_dir(SHM_DIR) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == exact || name.starts_with(&group) {
+            remove_own_flat_dir(&entry.path());
+        }
+    }
+}
+
+/// Remove `dir` and the files in it, if it is a directory of this user's.
+fn remove_own_flat_dir(dir: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return;
     };
     // SAFETY: getuid has no preconditions.
     if !meta.is_dir() || meta.uid() != unsafe { libc::getuid() } {
         return;
     }
-    if let Ok(entries) = std::fs::read_dir(&dir) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    let _ = std::fs::remove_dir(&dir);
+    let _ = std::fs::remove_dir(dir);
 }
 
 fn os(what: impl Into<String>, errno: Errno) -> JobError {

@@ -115,7 +115,27 @@ pub const VARIABLES: &[Variable] = &[
         name: "TESSERA_MPIRUN_ARGS",
         meaning: "extra arguments for that mpirun (a host file, for instance)",
     },
+    Variable {
+        name: "TESSERA_SIMD",
+        meaning: "NPB kernels: the vector level of their hot loops, `avx512`, `avx2`, `scalar` or `native` (default: the best the CPU has)",
+    },
+    Variable {
+        name: "TESSERA_MG_FUSED",
+        meaning: "NPB MG: bytes of planes its fused smoothing sweeps work on at a time (default 6M; a measuring aid)",
+    },
+    Variable {
+        name: "TESSERA_NPB_PROGRESS",
+        meaning: "NPB kernels: seconds after which rank 0 reports progress per iteration (default 30; 0: from the start)",
+    },
+    Variable {
+        name: "TESSERA_BIN",
+        meaning: "the scripts in `scripts/`: the tessera executable they run (default target/release/tessera)",
+    },
 ];
+
+/// The prefix of the variables that force a collective algorithm, one per operation
+/// (checked by the team layer, which knows the operations and algorithms).
+pub const COLL_PREFIX: &str = "TESSERA_COLL_";
 
 /// Longest duration any variable or option accepts: ten years. Longer ones are refused
 /// rather than overflowing a deadline.
@@ -281,9 +301,124 @@ pub fn raw(var: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(var).filter(|v| !v.is_empty())
 }
 
+/// Largest settings file (a tuning table) read: far above any table `tessera tune` writes.
+pub const MAX_SETTINGS_FILE: u64 = 16 << 20;
+
+/// Read a small text file that a variable names (a tuning table): it must be a regular
+/// file of at most [`MAX_SETTINGS_FILE`] bytes. It is opened without blocking, so a FIFO
+/// or a device is refused by name instead of hanging or reading without end.
+///
+/// ```
+/// use tessera::job::env::read_settings_file;
+/// let e = read_settings_file(std::path::Path::new("/dev/zero")).unwrap_err();
+/// assert!(e.contains("not a regular file"), "{e}");
+/// ```
+pub fn read_settings_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file (a FIFO, device or directory cannot be a settings file); name a file `tessera tune` wrote".into());
+    }
+    if meta.len() > MAX_SETTINGS_FILE {
+        return Err(format!(
+            "{} bytes is more than the {} MiB a settings file may have",
+            meta.len(),
+            MAX_SETTINGS_FILE >> 20
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_SETTINGS_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_SETTINGS_FILE {
+        return Err(format!(
+            "longer than the {} MiB a settings file may have",
+            MAX_SETTINGS_FILE >> 20
+        ));
+    }
+    Ok(text)
+}
+
+/// Every `TESSERA_*` variable in the environment is one of [`VARIABLES`] (or a
+/// `TESSERA_COLL_<OP>`, which the team layer checks) and holds Unicode text: a misspelt
+/// name or an unreadable value is refused by name instead of silently doing nothing.
+///
+/// ```
+/// // The environment of a doctest carries no misspelt Tessera variable.
+/// tessera::job::env::check_names().unwrap();
+/// ```
+pub fn check_names() -> Result<(), JobError> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut vars: Vec<_> = std::env::vars_os().collect();
+    vars.sort();
+    for (name, value) in vars {
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with("TESSERA_") {
+            continue;
+        }
+        let known = VARIABLES
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.name)
+            .or_else(|| name.starts_with(COLL_PREFIX).then_some("TESSERA_COLL_<OP>"));
+        let Some(known) = known else {
+            let closest = VARIABLES
+                .iter()
+                .filter(|v| !v.name.contains('<'))
+                .map(|v| (edit_distance(name, v.name), v.name))
+                .min()
+                .filter(|&(d, _)| d <= 3)
+                .map(|(_, n)| format!("; did you mean {n}?"))
+                .unwrap_or_default();
+            return Err(JobError::UnknownVariable {
+                name: name.to_string(),
+                hint: closest,
+            });
+        };
+        if value.to_str().is_none() {
+            return Err(JobError::BadEnv {
+                var: known,
+                value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                why: format!("{name}'s value is not valid UTF-8 text; give it in plain text"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Levenshtein distance between two short names: how a misspelt name finds the closest
+/// known one.
+///
+/// ```
+/// assert_eq!(tessera::job::env::edit_distance("--timout", "--timeout"), 1);
+/// ```
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// Parse every variable a user may set, so that a launcher can refuse a bad value once,
 /// before starting any rank, instead of every rank failing with the same message.
 pub fn check_user_settings() -> Result<(), JobError> {
+    check_names()?;
     size("TESSERA_SEGMENT")?;
     am_queue()?;
     limit("TESSERA_WAIT_TIMEOUT")?;

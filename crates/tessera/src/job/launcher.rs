@@ -79,6 +79,9 @@ pub struct Launch {
     pub args: Vec<OsString>,
     /// Extra environment for every rank.
     pub env: Vec<(OsString, OsString)>,
+    /// Directories (of flat files) to remove should the launcher be killed outright
+    /// (SIGKILL) before it can clean up: a command's private result directory.
+    pub remove_if_killed: Vec<std::path::PathBuf>,
 }
 
 impl Launch {
@@ -99,6 +102,7 @@ impl Launch {
             program: program.into(),
             args: Vec::new(),
             env: Vec::new(),
+            remove_if_killed: Vec::new(),
         }
     }
 
@@ -163,17 +167,28 @@ fn install_signal_handlers() {
     let _ = unsafe { sigaction(Signal::SIGQUIT, &quit) };
 }
 
-/// Describe how a rank ended.
-fn describe(status: ExitStatus) -> String {
+/// "signal N (NAME)" and, for the signals that have a usual cause here, what to do.
+fn signal_text(signal: i32) -> String {
+    let name = Signal::try_from(signal)
+        .map(|s| s.as_str())
+        .unwrap_or("unknown");
+    let hint = match signal {
+        libc::SIGBUS => ": shared memory ran out (the machine's memory, or /dev/shm for named objects, is smaller than what the ranks touched); lower --segment or the problem size",
+        _ => "",
+    };
+    format!("signal {signal} ({name}){hint}")
+}
+
+/// Describe how a rank ended (`mpirun`: it exits with 128 + the signal that killed a
+/// rank, which is said too).
+fn describe(status: ExitStatus, conduit: ConduitKind) -> String {
     if let Some(signal) = status.signal() {
-        let name = Signal::try_from(signal)
-            .map(|s| s.as_str())
-            .unwrap_or("unknown");
-        let hint = match signal {
-            libc::SIGBUS => ": shared memory ran out (the machine's memory, or /dev/shm for named objects, is smaller than what the ranks touched); lower --segment or the problem size",
-            _ => "",
-        };
-        format!("was killed by signal {signal} ({name}){hint}")
+        format!("was killed by {}", signal_text(signal))
+    } else if let (ConduitKind::Mpi, Some(code @ 129..=159)) = (conduit, status.code()) {
+        format!(
+            "exited with status {code} (a rank was killed by {})",
+            signal_text(code - 128)
+        )
     } else {
         match status.code() {
             Some(101) => "exited with status 101 (it panicked)".to_string(),
@@ -281,7 +296,7 @@ fn program_command(spec: &Launch) -> Command {
         if spec.ranks == 1 && std::env::var_os("OMPI_MCA_osc").is_none() {
             cmd.args(["--mca", "osc", "^sm"]);
         }
-        let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into()];
+        let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into(), "TESSERA_JOB_ID".into()];
         if spec.segment.is_some() {
             vars.push("TESSERA_SEGMENT".into());
         }
@@ -363,11 +378,18 @@ fn spawn_rank(
         });
     }
     cmd.spawn().map_err(|source| JobError::Os {
-        what: format!(
-            "starting {} (rank {})",
-            spec.program.to_string_lossy(),
-            rank.unwrap_or(0)
-        ),
+        what: match spec.conduit {
+            // What failed to start is mpirun, not the program it would have started.
+            ConduitKind::Mpi => format!(
+                "starting {} for the mpi conduit (TESSERA_MPIRUN names another mpirun; is MPI installed?)",
+                cmd.get_program().to_string_lossy()
+            ),
+            _ => format!(
+                "starting {} (rank {})",
+                spec.program.to_string_lossy(),
+                rank.unwrap_or(0)
+            ),
+        },
         source,
     })
 }
@@ -455,8 +477,9 @@ fn become_subreaper() {
     }
 }
 
-/// Children of this process that are not ranks (descendants of ranks, orphaned to us).
-fn stray_children(ranks: &[Rank]) -> Vec<i32> {
+/// Children of this process that are neither ranks nor the job's keeper (descendants of
+/// ranks, orphaned to us).
+fn stray_children(ranks: &[Rank], keeper: Option<i32>) -> Vec<i32> {
     let me = std::process::id();
     let mut found = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{me}/task")) else {
@@ -469,7 +492,7 @@ fn stray_children(ranks: &[Rank]) -> Vec<i32> {
         found.extend(
             text.split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok())
-                .filter(|&p| !ranks.iter().any(|r| r.child.id() as i32 == p)),
+                .filter(|&p| Some(p) != keeper && !ranks.iter().any(|r| r.child.id() as i32 == p)),
         );
     }
     found.sort_unstable();
@@ -479,11 +502,11 @@ fn stray_children(ranks: &[Rank]) -> Vec<i32> {
 
 /// End every process the ranks left behind (after the ranks themselves have ended): TERM,
 /// then KILL after a grace period, reaping each.
-fn end_strays(ranks: &[Rank]) {
+fn end_strays(ranks: &[Rank], keeper: Option<i32>) {
     let deadline = Instant::now() + TERM_GRACE;
     let mut termed = false;
     loop {
-        let strays = stray_children(ranks);
+        let strays = stray_children(ranks, keeper);
         if strays.is_empty() {
             return;
         }
@@ -566,6 +589,9 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     install_signal_handlers();
     become_subreaper();
     let job_id = smp::new_job_id()?;
+    // Before any rank exists: it ends them and their descendants if this process is
+    // killed outright (see `keeper`).
+    let keeper = super::keeper::Keeper::start(&job_id, &spec.remove_if_killed);
     let file = job_file(spec)?.map(Arc::new);
     let board = file.as_ref().map(|f| f.board().clone());
     let job_fd = file.as_ref().map(|f| f.fd().as_raw_fd());
@@ -604,7 +630,7 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                 for r in &mut ranks {
                     let _ = r.child.wait();
                 }
-                end_strays(&ranks);
+                end_strays(&ranks, keeper.as_ref().map(|k| k.pid()));
                 cleanup(&job_id);
                 return Err(e);
             }
@@ -671,7 +697,7 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
                         ConduitKind::Mpi => "mpirun".to_string(),
                     };
                     let why = early.unwrap_or_else(|| {
-                        let mut why = format!("{who} {}", describe(status));
+                        let mut why = format!("{who} {}", describe(status, spec.conduit));
                         if let Some(reason) = board
                             .as_ref()
                             .and_then(|b| failed_reason(b, r.rank, spec.conduit))
@@ -736,7 +762,7 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    end_strays(&ranks);
+    end_strays(&ranks, keeper.as_ref().map(|k| k.pid()));
     let drain_until = Instant::now() + DRAIN_LIMIT;
     for f in forwarders {
         while !f.is_finished() && Instant::now() < drain_until {
@@ -748,6 +774,9 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     }
     cleanup(&job_id);
     drop(file);
+    if let Some(keeper) = keeper {
+        keeper.finish();
+    }
     Ok(Outcome {
         code,
         failure,

@@ -28,6 +28,13 @@
 //! | `TESSERA_MPI_PROGRESS` | mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread) |
 //! | `TESSERA_MPIRUN` | the mpirun the launcher calls for `--conduit mpi` (default `mpirun`) |
 //! | `TESSERA_MPIRUN_ARGS` | extra arguments for that mpirun (a host file, for instance) |
+//! | `TESSERA_SIMD` | NPB kernels: the vector level of their hot loops, `avx512`, `avx2`, `scalar` or `native` |
+//! | `TESSERA_MG_FUSED` | NPB MG: bytes of planes its fused smoothing sweeps work on at a time (a measuring aid) |
+//! | `TESSERA_NPB_PROGRESS` | NPB kernels: seconds after which rank 0 reports progress per iteration |
+//! | `TESSERA_BIN` | the scripts in `scripts/`: the tessera executable they run |
+//!
+//! Any other `TESSERA_*` name is refused by the launcher, with the closest known name, and
+//! so is a value that is not UTF-8 text.
 //!
 //! ## How a job ends
 //! Every rank records its state on the job's status board ([`board`]). A rank's part ends
@@ -42,6 +49,7 @@
 
 pub mod board;
 pub mod env;
+mod keeper;
 pub mod launcher;
 mod session;
 
@@ -130,9 +138,18 @@ pub fn parse_size(text: &str) -> Result<usize, JobError> {
         .trim()
         .parse()
         .map_err(|_| JobError::BadSize(text.into()))?;
+    if n == 0 {
+        return Err(JobError::SizeOutOfRange {
+            text: text.into(),
+            why: "too small: a size must be positive (e.g. 64M)",
+        });
+    }
     n.checked_shl(shift)
-        .filter(|v| v >> shift == n && *v > 0)
-        .ok_or_else(|| JobError::BadSize(text.into()))
+        .filter(|v| v >> shift == n)
+        .ok_or_else(|| JobError::SizeOutOfRange {
+            text: text.into(),
+            why: "too large for this machine's addresses",
+        })
 }
 
 /// Default time for every rank to attach at start-up.

@@ -178,10 +178,17 @@ impl MpiConduit {
         }
         let queue = am_queue.unwrap_or_else(|| default_ring_capacity(node_size));
         let layout = RegionLayout::new(node_size, segment, queue);
-        // A job id for the shared-memory names: rank 0's (random), broadcast.
+        // A job id for the shared-memory names, broadcast from rank 0: the launcher's
+        // (so that it can remove what ranks killed during start-up leave), else random.
         let mut id = [0u8; 32];
         if rank == 0 {
-            id.copy_from_slice(smp::new_job_id()?.as_bytes());
+            let launcher_id = crate::job::env::text("TESSERA_JOB_ID")
+                .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
+            let own = match launcher_id {
+                Some(id) => id,
+                None => smp::new_job_id()?,
+            };
+            id.copy_from_slice(own.as_bytes());
         }
         world.process_at_rank(0).broadcast_into(&mut id[..]);
         let id: String = id.iter().map(|&b| b as char).collect();

@@ -88,6 +88,13 @@ pub use registry::{default_algorithm, registry, Algorithm, Collective, Row};
 use registry::{forced_from_env, Forced};
 use signature::ALL_OPS;
 
+/// Check the team layer's settings as a team would read them: every `TESSERA_COLL_<OP>`
+/// (operation and algorithm) and `TESSERA_TUNING` (the table is read and checked).
+pub(crate) fn check_settings() -> Result<()> {
+    registry::check_forced_env()?;
+    tuning::in_force().map(|_| ())
+}
+
 /// A team of ranks that performs collectives together. See the [module docs](self).
 ///
 /// ```

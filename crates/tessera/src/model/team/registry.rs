@@ -505,6 +505,41 @@ impl FromStr for Algorithm {
 /// Forced algorithms per operation, in [`Collective::ALL`] order.
 pub(super) type Forced = [Option<Algorithm>; Collective::ALL.len()];
 
+/// Every `TESSERA_COLL_<OP>` in the environment names an operation and an algorithm
+/// that implements it (the launcher checks this before any rank starts).
+pub(crate) fn check_forced_env() -> Result<()> {
+    for (name, _) in std::env::vars_os() {
+        let Some(op) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(crate::job::env::COLL_PREFIX))
+        else {
+            continue;
+        };
+        if !Collective::ALL
+            .iter()
+            .any(|c| c.name().eq_ignore_ascii_case(op) && c.name().to_uppercase() == op)
+        {
+            let names: Vec<String> = Collective::ALL
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}{}",
+                        crate::job::env::COLL_PREFIX,
+                        c.name().to_uppercase()
+                    )
+                })
+                .collect();
+            return Err(CoreError::Invalid(format!(
+                "environment variable {}{op} names no collective operation; one of {}",
+                crate::job::env::COLL_PREFIX,
+                names.join(", ")
+            ))
+            .into());
+        }
+    }
+    forced_from_env().map(|_| ())
+}
+
 /// Forced algorithms, from `TESSERA_COLL_*` and [`Team::with_algorithm`].
 pub(super) fn forced_from_env() -> Result<Forced> {
     let mut forced = Forced::default();

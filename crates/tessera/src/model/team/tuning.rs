@@ -76,7 +76,7 @@ impl TuningTable {
             ))
             .into()
         };
-        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let text = crate::job::env::read_settings_file(path).map_err(fail)?;
         let table: TuningTable = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
         table.check().map_err(fail)?;
         Ok(table)
