@@ -12,7 +12,8 @@
 //! --code C`, `--error-rank R` (return an error), `--return-rank R` (return `Ok` early,
 //! skipping the remaining barriers), `--pid-dir DIR` (each rank writes its pid and the job
 //! id to DIR/rank-R once it is inside the barrier loop), `--sleep-rank R --sleep-ms N`
-//! (rank R sleeps N ms halfway, so the others wait for it), `--all-error` (every rank
+//! (rank R sleeps N ms halfway, so the others wait for it), `--spin-rank R` (rank R
+//! computes forever halfway, never waiting), `--all-error` (every rank
 //! returns an error at once), `--ring LAPS [--short-rank R]` (instead of barriers, pass a
 //! token around the ring with signalling puts; rank R stops after 10 laps, so the others
 //! wait for a token that never comes: a deadlock).
@@ -30,6 +31,7 @@ struct Options {
     return_rank: Option<usize>,
     sleep_rank: Option<usize>,
     sleep_ms: u64,
+    spin_rank: Option<usize>,
     all_error: bool,
     ring: Option<u64>,
     short_rank: Option<usize>,
@@ -62,6 +64,7 @@ fn parse() -> Options {
             "--return-rank" => o.return_rank = Some(number(value()) as usize),
             "--sleep-rank" => o.sleep_rank = Some(number(value()) as usize),
             "--sleep-ms" => o.sleep_ms = number(value()),
+            "--spin-rank" => o.spin_rank = Some(number(value()) as usize),
             "--all-error" => o.all_error = true,
             "--ring" => o.ring = Some(number(value())),
             "--short-rank" => o.short_rank = Some(number(value()) as usize),
@@ -76,7 +79,7 @@ fn parse() -> Options {
     o
 }
 
-const USAGE: &str = "usage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]";
+const USAGE: &str = "usage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--spin-rank R] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("failure_demo: {problem}\n{USAGE}");
@@ -116,6 +119,13 @@ fn main() {
                 }
                 if o.sleep_rank == Some(me) {
                     std::thread::sleep(std::time::Duration::from_millis(o.sleep_ms));
+                }
+                if o.spin_rank == Some(me) {
+                    // Computes forever without a wait: only the watchdog can end the job.
+                    let mut x = 0u64;
+                    loop {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
                 }
                 if o.all_error {
                     return Err(

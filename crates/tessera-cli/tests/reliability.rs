@@ -711,3 +711,26 @@ fn a_closed_output_leaves_no_result_directory() {
     assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
     assert_eq!(left_in(tmp.path()), Vec::<String>::new());
 }
+
+#[test]
+fn a_rank_that_computes_forever_is_named_plainly_by_the_watchdog() {
+    for conduit in ["smp", "threads"] {
+        let f = common::run(
+            common::tessera()
+                .args(["run", "--conduit", conduit, "-n", "3", "--"])
+                .arg(common::example("failure_demo"))
+                .args(["--spin-rank", "0", "--barriers", "10"])
+                .env("TESSERA_WAIT_TIMEOUT", "2"),
+            60,
+        );
+        assert_eq!(f.status.code(), Some(1), "{conduit}: {}", f.stderr);
+        let last = f.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.contains(
+                "rank 0 has not reached the barrier the others entered 2.0 s ago; it is running, never waiting"
+            ),
+            "{conduit}: {}",
+            f.stderr
+        );
+    }
+}

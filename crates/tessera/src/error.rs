@@ -206,8 +206,11 @@ pub enum CoreError {
     #[error("barriers do not match: {0}")]
     BarrierMismatch(String),
     /// A wait exceeded the watchdog set by TESSERA_WAIT_TIMEOUT.
-    #[error("watchdog: rank {rank} waited more than {secs} s for {what} ({detail}")]
+    #[error("watchdog: {plainly}rank {rank} waited more than {secs} s for {what} ({detail}")]
     WaitTimeout {
+        /// Where every other rank waits on ranks that are running, the sentence that says
+        /// so, ending in ". " (else empty).
+        plainly: String,
         /// The waiting rank.
         rank: usize,
         /// Seconds.
@@ -223,6 +226,10 @@ pub enum CoreError {
     /// every team message carries).
     #[error("collective calls differ between ranks: {0}; every member must make the same collective calls, in the same order, with the same root, count, type, reduction and algorithm (TESSERA_CHECK=1 reports every member's call)")]
     CollectiveMismatch(String),
+    /// Ranks' collective allocations differ (seen at a barrier): each rank's calls since the
+    /// previous barrier and the first that differs.
+    #[error("{0}")]
+    AllocationMismatch(String),
     /// Every rank is blocked and nothing is in flight: the report lists every rank's wait.
     #[error("{0}")]
     Deadlock(String),

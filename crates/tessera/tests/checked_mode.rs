@@ -51,8 +51,7 @@ fn mismatched_collective_allocations_are_reported() {
         }),
         &[
             "collective allocations differ between ranks",
-            "rank 1: 2 collective allocation(s), the last of 160 bytes",
-            "rank 0: 2 collective allocation(s), the last of 80 bytes",
+            "rank 0 made alloc_collective of 80 bytes; rank 1 made alloc_collective of 160 bytes",
         ],
     );
 }

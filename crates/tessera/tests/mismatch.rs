@@ -98,7 +98,10 @@ fn broadcasts_from_different_roots_are_caught() {
     // carry the call and so catch the mismatch at once; see below.)
     fails_reporting(
         2,
-        &["sent world rank", "team messages it never received"],
+        &[
+            "world rank 1 in broadcast(root 1",
+            "sent world rank 0 team messages it never received; world rank 0 was last in broadcast(root 0",
+        ],
         |ctx| {
             let world =
                 Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
@@ -145,12 +148,28 @@ fn collective_allocations_that_differ_are_caught_at_the_next_barrier() {
         3,
         &[
             "collective allocations differ between ranks",
-            "rank 2: 2 collective allocation(s), the last of 2048 bytes",
-            "rank 0: 2 collective allocation(s), the last of 1024 bytes",
+            "rank 0 made alloc_collective of 1024 bytes; rank 1 made alloc_collective of 1024 bytes; rank 2 made alloc_collective of 2048 bytes",
         ],
         |ctx| {
             let n = if ctx.rank() == 2 { 256 } else { 128 };
             ctx.alloc_collective::<u64>(n)?;
+            ctx.barrier()?;
+            Ok(())
+        },
+    );
+    // The calls differ before the last one, which is the same everywhere: the report names
+    // the one that differs, not only the last.
+    fails_reporting(
+        2,
+        &[
+            "call 2 since the last barrier differs: rank 0 made alloc_collective of 16 bytes; rank 1 made alloc_collective of 24 bytes",
+            "rank 0: alloc_collective of 8 bytes, alloc_collective of 16 bytes, alloc_collective of 8 bytes",
+        ],
+        |ctx| {
+            ctx.barrier()?;
+            ctx.alloc_collective::<u8>(8)?;
+            ctx.alloc_collective::<u8>(if ctx.rank() == 1 { 24 } else { 16 })?;
+            ctx.alloc_collective::<u8>(8)?;
             ctx.barrier()?;
             Ok(())
         },

@@ -66,11 +66,67 @@ struct Area {
     /// This rank's label in each parity (for naming ranks on mismatch); `has_label` flags.
     label: [u64; 2],
     has_label: [u64; 2],
-    /// This rank's fingerprint, collective allocations made and the last one's size in
-    /// each parity (for naming ranks on mismatch).
+    /// This rank's fingerprint, collective allocations made, and the calls since the
+    /// previous barrier (how many, and the first [`RECENT`]: bytes allocated, 0 for a free)
+    /// in each parity (for naming the differing call on mismatch).
     fingerprint: [u64; 2],
     allocations: [u64; 2],
-    last_allocation: [u64; 2],
+    since: [u64; 2],
+    recent: [[u64; RECENT]; 2],
+}
+
+/// Collective allocation calls between two barriers that a mismatch report can show.
+const RECENT: usize = 8;
+
+/// The report of collective allocations that differ: each rank's calls since the previous
+/// barrier (`since[r]` of them, the first of which are `calls[r]`: bytes, 0 for a free),
+/// and the first call at which the ranks part.
+fn describe_allocations(since: &[u64], calls: &[Vec<u64>]) -> String {
+    let call = |bytes: u64| match bytes {
+        0 => "free_collective".to_string(),
+        b => format!("alloc_collective of {b} bytes"),
+    };
+    let sides: Vec<String> = (0..since.len())
+        .map(|r| {
+            let mut listed: Vec<String> = calls[r].iter().map(|&b| call(b)).collect();
+            if since[r] as usize > calls[r].len() {
+                listed.push(format!("{} more", since[r] as usize - calls[r].len()));
+            }
+            let listed = if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join(", ")
+            };
+            format!("rank {r}: {listed}")
+        })
+        .collect();
+    let longest = calls.iter().map(Vec::len).max().unwrap_or(0);
+    let first = (0..longest).find(|&i| {
+        let at: Vec<Option<&u64>> = calls.iter().map(|c| c.get(i)).collect();
+        at.iter().any(|c| *c != at[0])
+    });
+    let part = match first {
+        Some(i) => {
+            let sides: Vec<String> = calls
+                .iter()
+                .enumerate()
+                .map(|(r, c)| match c.get(i) {
+                    Some(&b) => format!("rank {r} made {}", call(b)),
+                    None => format!("rank {r} made no such call"),
+                })
+                .collect();
+            format!(
+                "call {} since the last barrier differs: {}. ",
+                i + 1,
+                sides.join("; ")
+            )
+        }
+        None => String::new(),
+    };
+    format!(
+        "collective allocations differ between ranks (every rank must make the same alloc_collective and free_collective calls, with the same sizes, between the same barriers): {part}The calls since the last barrier were: {}",
+        sides.join("; ")
+    )
 }
 
 /// Per-rank barrier state.
@@ -86,12 +142,15 @@ pub(crate) struct BarrierState {
     combined: Cell<[u64; 4]>,
     /// Digest of the collective allocations and frees so far (63 bits).
     digest: Cell<u64>,
-    /// Collective allocations so far, and the size of the last.
+    /// Collective allocations so far.
     allocations: Cell<u64>,
-    last_allocation: Cell<u64>,
+    /// Collective allocation calls since the last barrier, and the first [`RECENT`] of
+    /// them (bytes; 0 for a free).
+    since: Cell<u64>,
+    recent: Cell<[u64; RECENT]>,
     /// Per parity, the report words last written into this rank's area (fingerprint,
-    /// allocations, last allocation, label, has-label), so that unchanged ones are not
-    /// written again: the area starts zeroed, and only reports read them.
+    /// allocations, calls since the previous barrier, label, has-label), so that unchanged
+    /// ones are not written again: the area starts zeroed, and only reports read them.
     reported: Cell<[[u64; 5]; 2]>,
 }
 
@@ -126,8 +185,14 @@ impl BarrierState {
         self.digest.set(h & !END_OF_JOB);
         if bytes > 0 {
             self.allocations.set(self.allocations.get() + 1);
-            self.last_allocation.set(bytes);
         }
+        let since = self.since.get();
+        if (since as usize) < RECENT {
+            let mut recent = self.recent.get();
+            recent[since as usize] = bytes;
+            self.recent.set(recent);
+        }
+        self.since.set(since + 1);
     }
 }
 
@@ -200,13 +265,11 @@ impl Context {
         let fingerprint = b.digest.get() | if end_of_job { END_OF_JOB } else { 0 };
         // The words that name this rank's side in a mismatch report; most barriers change
         // none of them.
+        let since = b.since.replace(0);
         let report = [
             (std::mem::offset_of!(Area, fingerprint), fingerprint),
             (std::mem::offset_of!(Area, allocations), b.allocations.get()),
-            (
-                std::mem::offset_of!(Area, last_allocation),
-                b.last_allocation.get(),
-            ),
+            (std::mem::offset_of!(Area, since), since),
             (std::mem::offset_of!(Area, label), label.unwrap_or(0)),
             (
                 std::mem::offset_of!(Area, has_label),
@@ -221,6 +284,11 @@ impl Context {
             }
         }
         b.reported.set(reported);
+        if since > 0 {
+            let calls = &b.recent.get()[..(since as usize).min(RECENT)];
+            let at = std::mem::offset_of!(Area, recent) + parity * RECENT * 8;
+            self.put(field::<u64>(area, at), calls)?;
+        }
         self.atomic_store(
             field::<u64>(area, std::mem::offset_of!(Area, entered)),
             epoch,
@@ -353,21 +421,20 @@ impl Context {
             ))
             .into());
         }
-        let counts = self.barrier_fields(std::mem::offset_of!(Area, allocations))?;
-        let last = self.barrier_fields(std::mem::offset_of!(Area, last_allocation))?;
-        let sides: Vec<String> = (0..prints.len())
-            .map(|r| {
-                format!(
-                    "rank {r}: {} collective allocation(s), the last of {} bytes",
-                    counts[r], last[r]
-                )
-            })
-            .collect();
-        Ok(CoreError::Invalid(format!(
-            "collective allocations differ between ranks (every rank must make the same alloc_collective and free_collective calls, with the same sizes, between the same barriers): {}",
-            sides.join("; ")
-        ))
-        .into())
+        let since = self.barrier_fields(std::mem::offset_of!(Area, since))?;
+        let parity = protocol::parity(self.barrier.epoch.get());
+        let mut calls = Vec::with_capacity(prints.len());
+        for (r, &n) in since.iter().enumerate() {
+            let mut recent = [0u64; RECENT];
+            let at = std::mem::offset_of!(Area, recent) + parity * RECENT * 8;
+            let shown = (n as usize).min(RECENT);
+            self.get(
+                field::<u64>(self.barrier.area().on(r), at),
+                &mut recent[..shown],
+            )?;
+            calls.push(recent[..shown].to_vec());
+        }
+        Ok(CoreError::AllocationMismatch(describe_allocations(&since, &calls)).into())
     }
 
     /// "rank 0: label 5, rank 1: anonymous, ..." for the current epoch.

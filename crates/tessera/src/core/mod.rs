@@ -567,18 +567,23 @@ impl Context {
         }
         if let Some(limit) = self.options.wait_timeout {
             if elapsed > limit {
-                let others = match &self.options.board {
+                let (plainly, others) = match &self.options.board {
                     Some(board) if board.ranks() == self.ranks => {
                         // One report: the rank waiting longest gives it (and anyone
                         // who has waited twice the limit, whatever the board says).
                         if elapsed < 2 * limit && !board::reports_first(board, self.rank) {
                             return Ok(());
                         }
-                        board::describe_others(board, self.rank)
+                        let plainly =
+                            board::running_holdouts(board, self.rank, what, elapsed.as_secs_f64())
+                                .map(|s| format!("{s}. "))
+                                .unwrap_or_default();
+                        (plainly, board::describe_others(board, self.rank))
                     }
-                    _ => String::new(),
+                    _ => (String::new(), String::new()),
                 };
                 return Err(CoreError::WaitTimeout {
+                    plainly,
                     rank: self.rank,
                     secs: limit.as_secs_f64(),
                     what,

@@ -656,6 +656,34 @@ pub fn describe_others(board: &Board, me: usize) -> String {
     out
 }
 
+/// For a watchdog report from `me`, which waited `waited_s` for `what`: where every other
+/// rank waits too but some ranks are running (not in any wait, not stopped), the plain
+/// sentence that says so: "rank 0 has not reached the barrier the others entered 300.0 s
+/// ago; it is running (...)". `None` where the board shows anything else.
+pub fn running_holdouts(board: &Board, me: usize, what: &str, waited_s: f64) -> Option<String> {
+    let views = board.snapshot();
+    let running: Vec<usize> = (0..views.len())
+        .filter(|&r| r != me && views[r].state == RankState::Running)
+        .collect();
+    let others_wait = (0..views.len())
+        .filter(|&r| r != me && !running.contains(&r))
+        .all(|r| views[r].state == RankState::Waiting && !is_stopped(views[r].tid));
+    if running.is_empty() || !others_wait || running.iter().any(|&r| is_stopped(views[r].tid)) {
+        return None;
+    }
+    let thing = what
+        .strip_prefix("a ")
+        .or_else(|| what.strip_prefix("an "))
+        .map_or_else(|| what.to_string(), |t| format!("the {t}"));
+    let (who, verb, pronoun) = match running.as_slice() {
+        [one] => (format!("rank {one}"), "has", "it is"),
+        many => (format!("ranks {many:?}"), "have", "they are"),
+    };
+    Some(format!(
+        "{who} {verb} not reached {thing} the others entered {waited_s:.1} s ago; {pronoun} running, never waiting"
+    ))
+}
+
 /// Whether `me` is the rank that should report a stuck wait now: among the waiting ranks,
 /// the one whose wait began first (then the lowest), so that one report names the culprit
 /// and the others keep waiting until the job ends them; nobody once a rank has failed.

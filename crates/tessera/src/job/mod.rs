@@ -152,6 +152,10 @@ pub fn parse_size(text: &str) -> Result<usize, JobError> {
         })
 }
 
+/// Under `threads` with a launcher: how long ranks get to stop after one failed before the
+/// process ends without them (a rank that never waits never learns of the failure).
+const ABORT_GRACE: Duration = Duration::from_secs(2);
+
 /// Default time for every rank to attach at start-up.
 const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -487,6 +491,28 @@ impl Job {
                         source,
                     })?;
                 handles.push(handle);
+            }
+            // Under a launcher, a rank that computes on without ever waiting would keep
+            // the process (and so the job) alive after another rank failed: give it
+            // ABORT_GRACE to notice, then end the process with the failure.
+            let mut failed_at: Option<std::time::Instant> = None;
+            while !handles.iter().all(|h| h.is_finished()) {
+                if self.job_file.is_some() && job.abort.first().is_some() {
+                    let since = *failed_at.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() > ABORT_GRACE {
+                        let running: Vec<usize> = (0..handles.len())
+                            .filter(|&r| !handles[r].is_finished())
+                            .collect();
+                        if let Some((rank, why)) = job.abort.first() {
+                            write_stderr(&format!(
+                                "tessera: rank {rank} failed: {why}\ntessera: rank(s) {running:?} did not stop within {} s of it (running, never waiting); ending the ranks' process\n",
+                                ABORT_GRACE.as_secs()
+                            ));
+                        }
+                        std::process::exit(1);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
             for handle in handles {
                 let _ = handle.join();

@@ -254,6 +254,7 @@ impl Channel {
     pub(crate) fn audit(&self) -> ChannelAudit {
         let st = &self.streams;
         ChannelAudit {
+            last_call: self.call.get(),
             inbox: st.areas[st.me],
             ring: st.ring,
             sources: st.areas.iter().map(|a| a.rank()).collect(),
@@ -976,6 +977,8 @@ impl<'a> Incoming<'a> {
 
 /// A member's inbox as it stood when its team went away (see [`Channel::audit`]).
 pub(crate) struct ChannelAudit {
+    /// The last call this member made on the team.
+    pub(crate) last_call: Signature,
     inbox: GlobalPtr<u8>,
     ring: u64,
     /// World rank of each member.
@@ -987,14 +990,16 @@ pub(crate) struct ChannelAudit {
 
 impl ChannelAudit {
     /// After the end-of-job barrier (so every message sent is visible): the world ranks
-    /// that sent this member a message it never received.
-    pub(crate) fn unreceived(&self, ctx: &Context) -> Result<Vec<usize>> {
+    /// that sent this member a message it never received, each with the call that sent
+    /// the first such message.
+    pub(crate) fn unreceived(&self, ctx: &Context) -> Result<Vec<(usize, Signature)>> {
         let mut senders = Vec::new();
         for (source, (&got, &position)) in self.received.iter().zip(&self.received_at).enumerate() {
             let next = (source as u64 * self.ring + position % self.ring) as usize;
-            let flag = self.inbox.add(next).cast::<u64>();
-            if mailbox::has_arrived(ctx.atomic_load(flag)?, got) {
-                senders.push(self.sources[source]);
+            let header = self.inbox.add(next);
+            if mailbox::has_arrived(ctx.atomic_load(header.cast::<u64>())?, got) {
+                let call = ctx.get_value(header.add(SIGNATURE_AT).cast::<u64>())?;
+                senders.push((self.sources[source], Signature(call)));
             }
         }
         Ok(senders)

@@ -161,8 +161,18 @@ impl Drop for Auditor<'_> {
             if senders.is_empty() {
                 return Ok(());
             }
+            let sent: Vec<String> = senders
+                .iter()
+                .map(|(rank, call)| format!("world rank {rank} in {call}"))
+                .collect();
+            let last = match audit.last_call.0 {
+                0 => "made no collective call on the team".to_string(),
+                _ => format!("was last in {}", audit.last_call),
+            };
             Err(CoreError::CollectiveMismatch(format!(
-                "world rank(s) {senders:?} sent world rank {} team messages it never received",
+                "{} sent world rank {} team messages it never received; world rank {} {last}",
+                sent.join(" and "),
+                ctx.rank(),
                 ctx.rank()
             ))
             .into())
