@@ -160,6 +160,15 @@ fn bad_npb_arguments_name_what_is_allowed() {
             &["npb", "mg", "--variant", "packed"],
             "mg has no variant \"packed\"; variants: 26msg, 6msg",
         ),
+        // About 380 GiB: more than any machine these tests run on.
+        (
+            &["npb", "ft", "--class", "D", "-n", "4"],
+            "GiB is available here; run a smaller class",
+        ),
+        (
+            &["npb", "ft", "--class", "C", "-n", "2", "--json", "/nonexistent/ft.json"],
+            "--json /nonexistent/ft.json: cannot write there",
+        ),
     ];
     for (args, message) in cases {
         let f = common::run(common::tessera().args(*args), 20);

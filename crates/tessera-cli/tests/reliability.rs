@@ -734,3 +734,103 @@ fn a_rank_that_computes_forever_is_named_plainly_by_the_watchdog() {
         );
     }
 }
+
+#[test]
+fn every_setting_and_option_mistake_is_named_before_any_rank_starts() {
+    use std::os::unix::ffi::OsStrExt;
+    let demo = common::example("failure_demo");
+    let fifo = private_tmp();
+    let fifo_path = fifo.path().join("table");
+    nix::unistd::mkfifo(&fifo_path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let fifo_text = fifo_path.to_str().unwrap();
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"\xff");
+    let cases: Vec<(Vec<(&str, &std::ffi::OsStr)>, Vec<&str>, &str)> = vec![
+        (
+            vec![("TESSERA_COLL_FROBNICATE", "ring".as_ref())],
+            vec![],
+            "TESSERA_COLL_FROBNICATE names no collective operation",
+        ),
+        (
+            vec![("TESSERA_COLL_ALLREDUCE", "bogus".as_ref())],
+            vec![],
+            "TESSERA_COLL_ALLREDUCE: unknown collective algorithm \"bogus\"",
+        ),
+        (
+            vec![("TESSERA_CHEK", "1".as_ref())],
+            vec![],
+            "TESSERA_CHEK is not one Tessera knows; did you mean TESSERA_CHECK?",
+        ),
+        (
+            vec![("TESSERA_CHECK", not_utf8)],
+            vec![],
+            "TESSERA_CHECK's value is not valid UTF-8",
+        ),
+        (
+            vec![("TESSERA_TUNING", "/dev/zero".as_ref())],
+            vec![],
+            "tuning table /dev/zero: not a regular file",
+        ),
+        (
+            vec![("TESSERA_TUNING", fifo_text.as_ref())],
+            vec![],
+            "not a regular file",
+        ),
+        (vec![], vec!["--segment", "0"], "size \"0\" is too small"),
+        (
+            vec![("TESSERA_MPIRUN", "/nonexistent/mpirun".as_ref())],
+            vec!["--conduit", "mpi"],
+            "starting /nonexistent/mpirun for the mpi conduit",
+        ),
+        (
+            vec![],
+            vec!["--timout", "5"],
+            "unknown option --timout; did you mean --timeout?",
+        ),
+    ];
+    for (env, args, says) in cases {
+        let mut cmd = common::tessera();
+        cmd.arg("run").args(["-n", "2"]).args(&args);
+        if !args.contains(&"--timout") {
+            cmd.arg("--");
+        }
+        cmd.arg(&demo).args(["--barriers", "3"]);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let f = common::run(&mut cmd, 30);
+        assert_eq!(f.status.code(), Some(2), "{env:?} {args:?}: {}", f.stderr);
+        assert!(f.stderr.contains(says), "{env:?} {args:?}: {}", f.stderr);
+        assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
+        assert_eq!(f.stderr.trim().lines().count(), 1, "one line: {}", f.stderr);
+    }
+    // oshrun's own variable and options, through the same parser.
+    for (env, args, says) in [
+        (
+            Some("-1"),
+            vec!["-np", "2"],
+            "SHMEM_SYMMETRIC_SIZE=\"-1\": cannot parse size",
+        ),
+        (
+            Some("0"),
+            vec!["-np", "2"],
+            "SHMEM_SYMMETRIC_SIZE=\"0\": size \"0\" is too small",
+        ),
+        (None, vec!["-np"], "a value is required"),
+        (None, vec!["-np", "2", "--timeout"], "a value is required"),
+    ] {
+        let mut cmd = common::tessera();
+        cmd.arg("oshrun").args(&args);
+        if args.len() == 2 {
+            cmd.arg(&demo);
+        }
+        if let Some(size) = env {
+            cmd.env("SHMEM_SYMMETRIC_SIZE", size);
+        }
+        let f = common::run(&mut cmd, 30);
+        assert_eq!(f.status.code(), Some(2), "{args:?}: {}", f.stderr);
+        assert!(f.stderr.contains(says), "{args:?}: {}", f.stderr);
+    }
+    let f = common::run(Command::new(&demo).arg("--help"), 10);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(f.stdout.starts_with("usage: failure_demo"), "{}", f.stdout);
+}
