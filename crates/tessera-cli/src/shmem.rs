@@ -1,9 +1,11 @@
 //! `tessera shmem`: install Tessera's OpenSHMEM for C and C++ programs.
 //!
 //! `tessera shmem install --prefix DIR` writes:
-//! - `DIR/include/shmem.h` (generated from the specification's type tables), `shmemx.h`,
-//!   and `mpp/shmem.h`, `mpp/shmemx.h` for programs that include the old paths;
-//! - `DIR/lib/libsma.so`, `libsma.a`, and `liboshmem.so`/`.a` as other names for them;
+//! - `DIR/include/shmem.h` (generated from the specification's type tables), `pshmem.h`
+//!   (the profiling interface: every routine under a `pshmem_` name), `shmemx.h`, and
+//!   `mpp/shmem.h`, `mpp/shmemx.h` for programs that include the old paths;
+//! - `DIR/lib/libsma.so`, `libsma.a` (its `shmem_` names weak, for profiling tools), and
+//!   `liboshmem.so`/`.a` as other names for them;
 //! - `DIR/bin/oshcc`, `oshc++` (and `oshCC`, `oshcxx`), `oshrun`, and this `tessera`.
 //!
 //! The compiler wrappers add the include directory always and the library (with an rpath,
@@ -108,6 +110,41 @@ pub(crate) fn oshrun_segment(job: &mut JobArgs) -> Result<(), String> {
 }
 
 /// The newest of `name` beside this executable or in its `deps` directory.
+/// Make every `shmem_` routine of the static library weak (OpenSHMEM 1.5 §10), so that a
+/// tool linked with a program may define any of them and reach the library's through its
+/// `pshmem_` name. The shared library needs nothing: the definition the dynamic linker
+/// finds first (a tool's, linked or preloaded before it) is the one every call reaches.
+/// Rust cannot mark a symbol weak, so binutils' `objcopy` does it here.
+fn weaken_standard_names(archive: &Path) -> Result<(), String> {
+    let names: Vec<&str> = sma::header::SYMBOLS
+        .lines()
+        .filter(|n| {
+            n.starts_with("shmem_")
+                || n.starts_with("shm")
+                || n.starts_with('_')
+                || *n == "start_pes"
+        })
+        .collect();
+    let list =
+        tempfile::NamedTempFile::new().map_err(|e| format!("a temporary file for objcopy: {e}"))?;
+    std::fs::write(list.path(), names.join("\n") + "\n")
+        .map_err(|e| format!("writing {}: {e}", list.path().display()))?;
+    let status = std::process::Command::new("objcopy")
+        .arg(format!("--weaken-symbols={}", list.path().display()))
+        .arg(archive)
+        .status()
+        .map_err(|e| {
+            format!("running objcopy to make libsma.a's shmem_ names weak for profiling tools (install binutils): {e}")
+        })?;
+    if !status.success() {
+        return Err(format!(
+            "objcopy --weaken-symbols {} failed: {status}",
+            archive.display()
+        ));
+    }
+    Ok(())
+}
+
 fn built_library(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let dir = exe.parent().ok_or("this executable has no directory")?;
@@ -213,6 +250,7 @@ fn install(prefix: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
     write(&include.join("shmem.h"), sma::header::SHMEM_H, false)?;
+    write(&include.join("pshmem.h"), sma::header::PSHMEM_H, false)?;
     write(
         &include.join("shmemx.h"),
         "/* shmemx.h: Tessera's OpenSHMEM extensions (none beyond shmem.h yet). */\n#ifndef TESSERA_SHMEMX_H\n#define TESSERA_SHMEMX_H\n#include <shmem.h>\n#endif\n",
@@ -230,6 +268,7 @@ fn install(prefix: &Path) -> Result<(), String> {
     )?;
     copy(&built_library("libsma.so")?, &lib.join("libsma.so"))?;
     copy(&built_library("libsma.a")?, &lib.join("libsma.a"))?;
+    weaken_standard_names(&lib.join("libsma.a"))?;
     link("libsma.so", &lib.join("liboshmem.so"))?;
     link("libsma.a", &lib.join("liboshmem.a"))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;

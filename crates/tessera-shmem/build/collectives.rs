@@ -93,4 +93,24 @@ pub(crate) fn generate(o: &mut Out) {
             );
         }
     }
+    // OpenSHMEM 1.6's prefix sums, on every type the sum reduction takes.
+    o.header.push_str("\n/* Team scans (1.6). */\n");
+    for (c, n, r, letters) in REDUCE_TEAM {
+        if !reduce_ops(letters).iter().any(|(op, _)| *op == "sum") {
+            continue;
+        }
+        for (kind, exclusive) in [("inscan", false), ("exscan", true)] {
+            let f = format!("shmem_{n}_sum_{kind}");
+            o.func(
+                &Sig::new(
+                    &f,
+                    "int",
+                    &format!("shmem_team_t team, {c} *dest, const {c} *source, size_t nelems"),
+                    &format!("team: crate::teams::Handle, dest: *mut {r}, source: *const {r}, nelems: usize"),
+                    "libc::c_int",
+                ),
+                &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::sum_scan::<{r}>(\"{f}\", {exclusive}, t, dest, source, nelems)); 0"),
+            );
+        }
+    }
 }

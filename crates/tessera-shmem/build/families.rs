@@ -46,7 +46,20 @@ fn rma(o: &mut Out, c: &str, r: &str, infix: &str, suffix: &str) {
     if suffix == "mem" {
         return;
     }
-    for op in ["iput", "iget"] {
+    // The strided forms, and OpenSHMEM 1.6's blocked strided ones: (C count parameters,
+    // Rust count parameters, the arguments that pass them on).
+    let strided = ("size_t nelems", "nelems: usize", "nelems");
+    let blocked = (
+        "size_t bsize, size_t nblocks",
+        "bsize: usize, nblocks: usize",
+        "bsize, nblocks",
+    );
+    for (op, (c_count, rust_count, count)) in [
+        ("iput", strided),
+        ("iget", strided),
+        ("ibput", blocked),
+        ("ibget", blocked),
+    ] {
         let name = if infix.is_empty() {
             format!("shmem_{op}{suffix}")
         } else {
@@ -56,11 +69,11 @@ fn rma(o: &mut Out, c: &str, r: &str, infix: &str, suffix: &str) {
             &Sig::new(
                 &name,
                 "void",
-                &format!("{cp} *dest, const {cp} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe"),
-                &format!("dest: *mut {rp}, source: *const {rp}, dst: isize, sst: isize, nelems: usize, pe: libc::c_int"),
+                &format!("{cp} *dest, const {cp} *source, ptrdiff_t dst, ptrdiff_t sst, {c_count}, int pe"),
+                &format!("dest: *mut {rp}, source: *const {rp}, dst: isize, sst: isize, {rust_count}, pe: libc::c_int"),
                 "",
             ),
-            |call, pe| format!("crate::rma::{op}(\"{call}\", {dest}, {source}, dst, sst, nelems, {pe})"),
+            |call, pe| format!("crate::rma::{op}(\"{call}\", {dest}, {source}, dst, sst, {count}, {pe})"),
         );
     }
 }

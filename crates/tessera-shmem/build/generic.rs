@@ -180,6 +180,15 @@ pub(crate) fn generate(o: &mut Out) {
         "size_t nelems",
         "int pe",
     ];
+    let blocked = [
+        "T *dest",
+        "const T *source",
+        "ptrdiff_t dst",
+        "ptrdiff_t sst",
+        "size_t bsize",
+        "size_t nblocks",
+        "int pe",
+    ];
     let signal = [
         "T *dest",
         "const T *source",
@@ -196,6 +205,8 @@ pub(crate) fn generate(o: &mut Out) {
         ("get_nbi", &contiguous),
         ("iput", &strided),
         ("iget", &strided),
+        ("ibput", &blocked),
+        ("ibget", &blocked),
         ("put_signal", &signal),
         ("put_signal_nbi", &signal),
     ] {
@@ -323,6 +334,67 @@ pub(crate) fn generate(o: &mut Out) {
         ));
     }
 
+    // The deprecated (1.3) generic AMO names, over the deprecated typed routines: the
+    // standard AMO types for the arithmetic ones, and float and double beside them for
+    // fetch, set and swap (1.5 §9.7, "Deprecated API").
+    let old_amo = distinct(
+        AMO.iter()
+            .filter(|t| ["int", "long", "longlong"].contains(&t.1))
+            .map(|t| (t.0, t.1)),
+    );
+    let old_amo_ext = distinct(
+        AMO.iter()
+            .filter(|t| ["int", "long", "longlong"].contains(&t.1))
+            .chain(AMO_FLOAT)
+            .map(|t| (t.0, t.1)),
+    );
+    let deprecated: [Amo; 8] = [
+        ("fetch", &old_amo_ext, &["const T *source", "int pe"], true),
+        ("set", &old_amo_ext, &value, false),
+        ("swap", &old_amo_ext, &value, true),
+        (
+            "cswap",
+            &old_amo,
+            &["T *dest", "T cond", "T value", "int pe"],
+            true,
+        ),
+        ("finc", &old_amo, &["T *dest", "int pe"], true),
+        ("inc", &old_amo, &["T *dest", "int pe"], false),
+        ("fadd", &old_amo, &value, true),
+        ("add", &old_amo, &value, false),
+    ];
+    for (suffix, types, params, fetches) in deprecated {
+        all.push(Generic::new(
+            suffix,
+            types,
+            params,
+            if fetches { "T" } else { "void" },
+            false,
+        ));
+    }
+
+    // OpenSHMEM 1.6's prefix sums.
+    let sum_types = distinct(
+        REDUCE_TEAM
+            .iter()
+            .filter(|(_, _, _, letters)| reduce_ops(letters).iter().any(|(o, _)| *o == "sum"))
+            .map(|(c, n, _, _)| (*c, *n)),
+    );
+    for kind in ["inscan", "exscan"] {
+        all.push(Generic::new(
+            &format!("sum_{kind}"),
+            &sum_types,
+            &[
+                "shmem_team_t team",
+                "T *dest",
+                "const T *source",
+                "size_t nelems",
+            ],
+            "int",
+            false,
+        ));
+    }
+
     // Waits and tests.
     all.push(Generic::new(
         "wait_until",
@@ -381,10 +453,24 @@ pub(crate) fn generate(o: &mut Out) {
     for g in &all {
         c11(h, g);
     }
-    h.push_str("#endif /* C11 */\n\n/* The same names as C++ overloads. */\n#ifdef __cplusplus\n");
+    h.push_str("#endif /* C11 */\n\n");
+    // shmem_sync: the 1.5 team form (one argument) and the active-set form (four) under
+    // one name, chosen by the number of arguments.
+    h.push_str(
+        "/* shmem_sync(team) (1.5) and shmem_sync(PE_start, logPE_stride, PE_size, pSync) (1.4),\n * chosen by the number of arguments. */\n\
+         #ifndef __cplusplus\n\
+         #define TESSERA_SYNC_FORM(a, b, c, d, form, ...) form\n\
+         #define shmem_sync(...) TESSERA_SYNC_FORM(__VA_ARGS__, shmem_sync, shmem_sync, shmem_sync, shmem_team_sync, 0)(__VA_ARGS__)\n\
+         #endif\n\n",
+    );
+    h.push_str("/* The same names as C++ overloads. */\n#ifdef __cplusplus\n");
+    h.push_str(
+        "static inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }\n",
+    );
     for g in &mut all {
-        // The deprecated `shmem_wait_until` on long is a C function already.
-        if g.name == "shmem_wait_until" {
+        // The deprecated `shmem_wait_until` and `shmem_swap` on long are C functions
+        // already.
+        if g.name == "shmem_wait_until" || g.name == "shmem_swap" {
             g.types.retain(|(c, _)| *c != "long");
         }
         cxx(h, g);

@@ -211,6 +211,28 @@ extern "C" {
 
 /// The end of the functions' `extern "C"` block (the C11 generic selections and the C++
 /// overloads follow it).
+/// The top of `pshmem.h`, the profiling interface: every routine under a `pshmem_` name.
+pub(crate) const PHEADER_TOP: &str = r#"/* pshmem.h: the OpenSHMEM 1.5 profiling interface (section 10) of Tessera's library.
+ * Every routine of shmem.h also has the name pshmem_NAME. A tool wraps a routine by
+ * defining shmem_NAME itself and calling pshmem_NAME: the library's shmem_ names give way
+ * to the tool's (in libsma.a they are weak; with libsma.so the definition found first,
+ * the tool's when it is linked or preloaded first, is the one every call reaches).
+ * shmem_pcontrol is one of them, so a tool that defines it receives the levels. */
+#ifndef TESSERA_PSHMEM_H
+#define TESSERA_PSHMEM_H
+#include <shmem.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+"#;
+
+/// The bottom of `pshmem.h`.
+pub(crate) const PHEADER_BOTTOM: &str = r#"#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_PSHMEM_H */
+"#;
+
 pub(crate) const HEADER_FUNCTIONS_END: &str = r#"
 #ifdef __cplusplus
 }

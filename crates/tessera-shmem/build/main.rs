@@ -29,6 +29,10 @@ pub(crate) struct Out {
     rust: String,
     pub(crate) header: String,
     symbols: Vec<String>,
+    /// The profiling interface (1.5 §10): `pshmem.h`'s prototypes and the exported
+    /// `pshmem_` functions, each calling its `shmem_` routine.
+    pheader: String,
+    prust: String,
 }
 
 /// One exported routine's signature: its name, C return type and parameters, and the Rust
@@ -118,9 +122,26 @@ impl Out {
         let _ = writeln!(self.header, "{c_ret} {name}({c_params});");
         let _ = write!(
             self.rust,
-            "/// `{name}` (OpenSHMEM 1.5).\n///\n/// # Safety\n/// Pointers must be as the specification requires: symmetric where it says so, and valid for the elements named.\n#[no_mangle]\npub unsafe extern \"C\" fn {name}({rust_params}){rust_ret} {{\n    // SAFETY: the caller passes pointers as the specification requires.\n    unsafe {{ {body} }}\n}}\n\n"
+            "/// `{name}` (OpenSHMEM 1.5).\n///\n/// # Safety\n/// Pointers must be as the specification requires: symmetric where it says so, and valid for the elements named.\n#[export_name = \"p{name}\"]\npub unsafe extern \"C\" fn {name}({rust_params}){rust_ret} {{\n    // SAFETY: the caller passes pointers as the specification requires.\n    unsafe {{ {body} }}\n}}\n\n"
         );
+        self.profiled(&format!("{c_ret} p{name}({c_params})"), name);
         self.symbols.push(name.clone());
+    }
+
+    /// The two names of routine `target` (OpenSHMEM 1.5 §10): the routine itself is
+    /// exported as `p{target}` (the profiling name, which no tool overrides), and the
+    /// standard name `{target}` is a jump to it, which a tool may replace with a wrapper
+    /// of its own that calls the profiling name. A jump, not a call: the arguments, the
+    /// stack and the return (`long double` in st(0) included) are the routine's own,
+    /// whatever its signature. `proto` is the routine's prototype under its profiling
+    /// name, for `pshmem.h`.
+    fn profiled(&mut self, proto: &str, target: &str) {
+        let _ = writeln!(self.pheader, "{proto};");
+        let _ = write!(
+            self.prust,
+            "/// `{target}`: the standard name, a jump to the routine (exported as `p{target}`).\n///\n/// # Safety\n/// As for the routine.\n#[cfg(target_arch = \"x86_64\")]\n#[unsafe(naked)]\n#[export_name = \"{target}\"]\npub unsafe extern \"C\" fn standard_{target}() {{\n    // SAFETY: a jump with every register and the stack as the caller left them.\n    core::arch::naked_asm!(\"jmp {{f}}\", f = sym {target})\n}}\n\n"
+        );
+        self.symbols.push(format!("p{target}"));
     }
 
     /// A routine and its context form. `body(call, pe)` is the body given the routine's
@@ -133,7 +154,8 @@ impl Out {
         self.func(&ctx, &body(&ctx.name, &pe));
     }
 
-    /// A prototype whose function is written by hand (in Rust or assembly).
+    /// A prototype whose function is written by hand (in Rust or assembly), and its
+    /// profiling name.
     pub(crate) fn declared(&mut self, proto: &str) {
         let _ = writeln!(self.header, "{proto};");
         let name = proto
@@ -142,12 +164,17 @@ impl Out {
             .and_then(|s| s.split_whitespace().last())
             .map(|s| s.trim_start_matches('*'))
             .expect("a prototype names its function");
+        let profiling = proto.replacen(&format!("{name}("), &format!("p{name}("), 1);
+        self.profiled(&profiling, name);
         self.symbols.push(name.to_string());
     }
 }
 
 fn main() {
     println!("cargo:rerun-if-changed=build");
+    // Calls inside libsma.so bind to its own definitions (a standard name's jump reaches
+    // the library's routine directly, not through the symbol table a tool may shadow).
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic-functions");
     println!("cargo:rerun-if-changed=src/longdouble.c");
     cc::Build::new()
         .file("src/longdouble.c")
@@ -158,6 +185,8 @@ fn main() {
         rust: String::new(),
         header: String::from(header::HEADER_TOP),
         symbols: Vec::new(),
+        pheader: String::from(header::PHEADER_TOP),
+        prust: String::new(),
     };
     o.header.push_str(
         "/* Setup, memory, teams, contexts, ordering, locks, signals, collectives, cache. */\n",
@@ -176,6 +205,9 @@ fn main() {
         .expect("writing typed_test.c");
     std::fs::write(out.join("team_test.c"), team_test::team_test()).expect("writing team_test.c");
     std::fs::write(out.join("typed.rs"), o.rust).expect("writing typed.rs");
+    std::fs::write(out.join("profiling.rs"), o.prust).expect("writing profiling.rs");
+    o.pheader.push_str(header::PHEADER_BOTTOM);
+    std::fs::write(out.join("pshmem.h"), o.pheader).expect("writing pshmem.h");
     std::fs::write(out.join("shmem.h"), o.header).expect("writing shmem.h");
     std::fs::write(out.join("symbols.txt"), o.symbols.join("\n") + "\n")
         .expect("writing symbols.txt");

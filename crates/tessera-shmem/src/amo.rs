@@ -143,7 +143,7 @@ pub(crate) unsafe fn fetch_xor<W: AtomicInt>(call: &str, dest: *mut W, value: W,
 ///
 /// # Safety
 /// `target` symmetric.
-#[no_mangle]
+#[export_name = "pshmem_swap"]
 pub unsafe extern "C" fn shmem_swap(
     target: *mut libc::c_long,
     value: libc::c_long,

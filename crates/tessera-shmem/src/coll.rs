@@ -118,7 +118,7 @@ pub(crate) fn on_team<R>(
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_barrier_all"]
 pub unsafe extern "C" fn shmem_barrier_all() {
     const CALL: &str = "shmem_barrier_all";
     let s = state(CALL);
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn shmem_barrier_all() {
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_sync_all"]
 pub unsafe extern "C" fn shmem_sync_all() {
     const CALL: &str = "shmem_sync_all";
     check(CALL, state(CALL).world.barrier());
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn shmem_sync_all() {
 ///
 /// # Safety
 /// None beyond C's (`pSync` is not used).
-#[no_mangle]
+#[export_name = "pshmem_barrier"]
 pub unsafe extern "C" fn shmem_barrier(
     start: c_int,
     log_stride: c_int,
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn shmem_barrier(
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_sync"]
 pub unsafe extern "C" fn shmem_sync(
     start: c_int,
     log_stride: c_int,
@@ -367,7 +367,7 @@ macro_rules! sized_collectives {
         ///
         /// # Safety
         /// Buffers as the specification requires.
-        #[no_mangle]
+        #[export_name = concat!("p", stringify!($bcast))]
         pub unsafe extern "C" fn $bcast(
             dest: *mut c_void, source: *const c_void, nelems: usize, root: c_int,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
@@ -383,7 +383,7 @@ macro_rules! sized_collectives {
         ///
         /// # Safety
         /// Buffers as the specification requires.
-        #[no_mangle]
+        #[export_name = concat!("p", stringify!($collect))]
         pub unsafe extern "C" fn $collect(
             dest: *mut c_void, source: *const c_void, nelems: usize,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
@@ -399,7 +399,7 @@ macro_rules! sized_collectives {
         ///
         /// # Safety
         /// Buffers as the specification requires.
-        #[no_mangle]
+        #[export_name = concat!("p", stringify!($fcollect))]
         pub unsafe extern "C" fn $fcollect(
             dest: *mut c_void, source: *const c_void, nelems: usize,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
@@ -415,7 +415,7 @@ macro_rules! sized_collectives {
         ///
         /// # Safety
         /// Buffers as the specification requires.
-        #[no_mangle]
+        #[export_name = concat!("p", stringify!($alltoall))]
         pub unsafe extern "C" fn $alltoall(
             dest: *mut c_void, source: *const c_void, nelems: usize,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
@@ -431,7 +431,7 @@ macro_rules! sized_collectives {
         ///
         /// # Safety
         /// Buffers as the specification requires.
-        #[no_mangle]
+        #[export_name = concat!("p", stringify!($alltoalls))]
         pub unsafe extern "C" fn $alltoalls(
             dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize,
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
@@ -469,6 +469,14 @@ pub(crate) trait ToAll: Pod {
         src: &[Self],
         dst: &mut [Self],
     ) -> tessera::Result<()>;
+    /// The prefix sum over `team` (OpenSHMEM 1.6 `sum_inscan`/`sum_exscan`); an exclusive
+    /// one leaves zeros on the team's first PE.
+    fn sum_scan(
+        team: &Team<'static>,
+        exclusive: bool,
+        src: &[Self],
+        dst: &mut [Self],
+    ) -> tessera::Result<()>;
 }
 
 fn builtin(op: ReduceOp) -> Op {
@@ -489,6 +497,13 @@ macro_rules! builtin_to_all {
             #[inline(always)]
             fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
                 team.allreduce(src, dst, builtin(op))
+            }
+            fn sum_scan(team: &Team<'static>, exclusive: bool, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
+                if exclusive {
+                    team.exscan(src, dst, Op::Sum)
+                } else {
+                    team.scan(src, dst, Op::Sum)
+                }
             }
         }
     )*};
@@ -524,6 +539,26 @@ impl ToAll for LongDouble {
             Ok(())
         })
     }
+    fn sum_scan(
+        team: &Team<'static>,
+        exclusive: bool,
+        src: &[Self],
+        dst: &mut [Self],
+    ) -> tessera::Result<()> {
+        team.scan_with(
+            src,
+            dst,
+            exclusive,
+            &|acc: &mut [LongDouble], other: &[LongDouble]| {
+                // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths);
+                // 2 is the sum.
+                unsafe {
+                    tessera_longdouble_reduce(2, acc.as_mut_ptr(), other.as_ptr(), acc.len())
+                };
+                Ok(())
+            },
+        )
+    }
 }
 
 macro_rules! complex_to_all {
@@ -542,10 +577,41 @@ macro_rules! complex_to_all {
                     Ok(())
                 })
             }
+            fn sum_scan(team: &Team<'static>, exclusive: bool, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
+                team.scan_with(src, dst, exclusive, &|acc: &mut [$t], other: &[$t]| {
+                    for (a, b) in acc.iter_mut().zip(other) {
+                        *a = [a[0] + b[0], a[1] + b[1]];
+                    }
+                    Ok(())
+                })
+            }
         }
     )*};
 }
 complex_to_all!(ComplexF, ComplexD);
+
+/// A prefix sum over `team` (`source` and `dest` may be the same array): OpenSHMEM 1.6's
+/// `shmem_TYPE_sum_inscan` and `_exscan`.
+///
+/// # Safety
+/// `source` and `dest` valid for `nelems` elements.
+pub(crate) unsafe fn sum_scan<T: ToAll>(
+    call: &str,
+    exclusive: bool,
+    team: &Team<'static>,
+    dest: *mut T,
+    source: *const T,
+    nelems: usize,
+) {
+    // SAFETY: the caller passes a source and a destination of nelems elements (which may
+    // be the same array: with_buffers copies the source then).
+    let r = unsafe {
+        with_buffers(source, nelems, dest, nelems, |s, d| {
+            T::sum_scan(team, exclusive, s, d)
+        })
+    };
+    check(call, r);
+}
 
 /// A `_to_all` reduction over an active set (`source` and `dest` may be the same array).
 ///

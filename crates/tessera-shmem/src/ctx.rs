@@ -132,7 +132,7 @@ pub(crate) fn destroy_team_contexts(call: &str, team: usize) {
 ///
 /// # Safety
 /// `ctx` valid for one handle.
-#[no_mangle]
+#[export_name = "pshmem_team_create_ctx"]
 pub unsafe extern "C" fn shmem_team_create_ctx(
     team: teams::Handle,
     options: c_long,
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn shmem_team_create_ctx(
 ///
 /// # Safety
 /// `ctx` valid for one handle.
-#[no_mangle]
+#[export_name = "pshmem_ctx_create"]
 pub unsafe extern "C" fn shmem_ctx_create(options: c_long, ctx: *mut Handle) -> c_int {
     // SAFETY: as the caller guarantees.
     unsafe {
@@ -201,7 +201,7 @@ unsafe fn create(call: &str, team: teams::Handle, options: c_long, ctx: *mut Han
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_ctx_destroy"]
 pub unsafe extern "C" fn shmem_ctx_destroy(ctx: Handle) {
     const CALL: &str = "shmem_ctx_destroy";
     match ctx as usize {
@@ -222,7 +222,7 @@ pub unsafe extern "C" fn shmem_ctx_destroy(ctx: Handle) {
 ///
 /// # Safety
 /// `team` valid for one handle.
-#[no_mangle]
+#[export_name = "pshmem_ctx_get_team"]
 pub unsafe extern "C" fn shmem_ctx_get_team(ctx: Handle, team: *mut teams::Handle) -> c_int {
     const CALL: &str = "shmem_ctx_get_team";
     if team.is_null() {
@@ -242,22 +242,30 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: Handle, team: *mut teams::Handl
     }
 }
 
-/// `shmem_ctx_quiet`: the context's puts, AMOs and nonblocking transfers are complete.
+/// `shmem_ctx_quiet`: the context's puts, AMOs and nonblocking transfers are complete;
+/// nothing for `SHMEM_CTX_INVALID`.
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_ctx_quiet"]
 pub unsafe extern "C" fn shmem_ctx_quiet(ctx: Handle) {
+    if ctx as usize == INVALID {
+        return; // 1.5 §9.5.4: no operation on SHMEM_CTX_INVALID
+    }
     validate("shmem_ctx_quiet", ctx);
     crate::quiet("shmem_ctx_quiet");
 }
 
-/// `shmem_ctx_fence`: the context's puts to each PE arrive in order.
+/// `shmem_ctx_fence`: the context's puts to each PE arrive in order; nothing for
+/// `SHMEM_CTX_INVALID`.
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_ctx_fence"]
 pub unsafe extern "C" fn shmem_ctx_fence(ctx: Handle) {
+    if ctx as usize == INVALID {
+        return; // 1.5 §9.5.4: no operation on SHMEM_CTX_INVALID
+    }
     validate("shmem_ctx_fence", ctx);
     crate::quiet("shmem_ctx_fence");
 }

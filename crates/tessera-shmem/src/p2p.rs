@@ -141,7 +141,7 @@ fn own_words<W: WaitWord>(
 ///
 /// # Safety
 /// `ivar` is a symmetric `long` of this PE.
-#[no_mangle]
+#[export_name = "pshmem_wait"]
 pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
     // SAFETY: as the caller guarantees.
     unsafe { wait_until::<i64>("shmem_wait", ivar.cast(), CMP_NE, cmp_value) };
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
 ///
 /// # Safety
 /// `ivar` is a symmetric `long` of this PE.
-#[no_mangle]
+#[export_name = "pshmem_wait_until"]
 pub unsafe extern "C" fn shmem_wait_until(ivar: *mut c_long, cmp: c_int, cmp_value: c_long) {
     // SAFETY: as the caller guarantees.
     unsafe { wait_until::<i64>("shmem_wait_until", ivar.cast(), cmp, cmp_value) };

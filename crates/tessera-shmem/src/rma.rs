@@ -182,6 +182,90 @@ pub(crate) unsafe fn iget<T: Pod>(
     }
 }
 
+/// The strides of a blocked strided call (OpenSHMEM 1.6 `ibput`/`ibget`) as element
+/// counts, and the span in elements of `nblocks` blocks of `bsize` elements `remote` apart
+/// on the symmetric side; `None` when there is nothing to move.
+fn block_strides(
+    call: &str,
+    dst: isize,
+    sst: isize,
+    bsize: usize,
+    nblocks: usize,
+    remote: isize,
+) -> Option<(usize, usize, usize)> {
+    if bsize == 0 || nblocks == 0 {
+        return None;
+    }
+    if dst <= 0 || sst <= 0 {
+        fatal(
+            call,
+            format!("strides must be positive (dst {dst}, sst {sst})"),
+        );
+    }
+    let span = (nblocks - 1)
+        .checked_mul(remote as usize)
+        .and_then(|s| s.checked_add(bsize))
+        .unwrap_or_else(|| fatal(call, "the blocks span more than the address space"));
+    Some((dst as usize, sst as usize, span))
+}
+
+/// Put `nblocks` blocks of `bsize` contiguous elements, block `i` from `src + i·sst` to
+/// symmetric `dest + i·dst` on `pe` (OpenSHMEM 1.6 `shmem_ibput`): one contiguous put per
+/// block.
+///
+/// # Safety
+/// `src` valid for its blocks; `dest` symmetric for its blocks.
+#[allow(clippy::too_many_arguments)] // the specification's argument list
+pub(crate) unsafe fn ibput<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    src: *const T,
+    dst: isize,
+    sst: isize,
+    bsize: usize,
+    nblocks: usize,
+    pe: c_int,
+) {
+    let Some((dst, sst, span)) = block_strides(call, dst, sst, bsize, nblocks, dst) else {
+        return;
+    };
+    let sym = symmetric(call);
+    let to = sym.remote(call, dest.cast_const(), span, pe);
+    for i in 0..nblocks {
+        // SAFETY: the caller passes a source valid for its blocks.
+        let block = unsafe { std::slice::from_raw_parts(src.add(i * sst), bsize) };
+        put_to(call, sym, to.add(i * dst), block);
+    }
+}
+
+/// Get `nblocks` blocks of `bsize` contiguous elements, block `i` from symmetric
+/// `src + i·sst` on `pe` to `dest + i·dst` (OpenSHMEM 1.6 `shmem_ibget`).
+///
+/// # Safety
+/// `dest` valid for its blocks; `src` symmetric for its blocks.
+#[allow(clippy::too_many_arguments)] // the specification's argument list
+pub(crate) unsafe fn ibget<T: Pod>(
+    call: &str,
+    dest: *mut T,
+    src: *const T,
+    dst: isize,
+    sst: isize,
+    bsize: usize,
+    nblocks: usize,
+    pe: c_int,
+) {
+    let Some((dst, sst, span)) = block_strides(call, dst, sst, bsize, nblocks, sst) else {
+        return;
+    };
+    let sym = symmetric(call);
+    let from = sym.remote(call, src, span, pe);
+    for i in 0..nblocks {
+        // SAFETY: the caller passes a destination valid for its blocks.
+        let block = unsafe { std::slice::from_raw_parts_mut(dest.add(i * dst), bsize) };
+        get_from(call, sym, from.add(i * sst), block);
+    }
+}
+
 /// Put `n` elements from `src` to symmetric `dest` on `pe`, then update the signal at
 /// `sig_addr` on `pe` with `sig_op` (`SHMEM_SIGNAL_SET` or `_ADD`) and `signal`: one
 /// signalling put, so a PE that sees the signal sees the data.
@@ -228,7 +312,7 @@ pub(crate) unsafe fn put_signal<T: Pod>(
 ///
 /// # Safety
 /// `sig_addr` is a symmetric `uint64_t` of this PE.
-#[no_mangle]
+#[export_name = "pshmem_signal_fetch"]
 pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
     const CALL: &str = "shmem_signal_fetch";
     // SAFETY: as the caller guarantees.
@@ -239,7 +323,7 @@ pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
 ///
 /// # Safety
 /// `sig_addr` is a symmetric `uint64_t` of this PE.
-#[no_mangle]
+#[export_name = "pshmem_signal_wait_until"]
 pub unsafe extern "C" fn shmem_signal_wait_until(
     sig_addr: *mut u64,
     cmp: c_int,
@@ -261,7 +345,7 @@ pub unsafe extern "C" fn shmem_signal_wait_until(
 /// As `shmem_longdouble_put` with one element.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-#[no_mangle]
+#[export_name = "pshmem_longdouble_p"]
 pub unsafe extern "C" fn shmem_longdouble_p() {
     // SAFETY: on entry rdi = dest, esi = pe and the value sits at [rsp + 8] (the caller's
     // argument area, alive for the whole call); the jump keeps that frame, so the put
@@ -282,7 +366,7 @@ pub unsafe extern "C" fn shmem_longdouble_p() {
 /// As `shmem_longdouble_get` with one element.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-#[no_mangle]
+#[export_name = "pshmem_longdouble_g"]
 pub unsafe extern "C" fn shmem_longdouble_g() {
     // SAFETY: on entry rdi = source, esi = pe and rsp is 8 mod 16; 24 bytes of stack make
     // it 16-aligned for the call and hold the 16-byte value, which the get writes and
@@ -308,7 +392,7 @@ pub unsafe extern "C" fn shmem_longdouble_g() {
 /// As `shmem_ctx_longdouble_put` with one element.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-#[no_mangle]
+#[export_name = "pshmem_ctx_longdouble_p"]
 pub unsafe extern "C" fn shmem_ctx_longdouble_p() {
     // SAFETY: on entry rdi = ctx, rsi = dest, edx = pe and the value sits at [rsp + 8];
     // the put's arguments are rdi = ctx, rsi = dest, rdx = &value, rcx = 1, r8d = pe, and
@@ -329,7 +413,7 @@ pub unsafe extern "C" fn shmem_ctx_longdouble_p() {
 /// As `shmem_ctx_longdouble_get` with one element.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-#[no_mangle]
+#[export_name = "pshmem_ctx_longdouble_g"]
 pub unsafe extern "C" fn shmem_ctx_longdouble_g() {
     // SAFETY: on entry rdi = ctx, rsi = source, edx = pe and rsp is 8 mod 16; 24 bytes of
     // stack align it for the call and hold the value. The get's arguments are rdi = ctx,

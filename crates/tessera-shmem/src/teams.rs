@@ -161,7 +161,7 @@ pub struct ShmemTeamConfig {
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_team_my_pe"]
 pub unsafe extern "C" fn shmem_team_my_pe(team: Handle) -> c_int {
     // Held throughout: the teams it looks up are the state's.
     let _held = state("shmem_team_my_pe");
@@ -172,7 +172,7 @@ pub unsafe extern "C" fn shmem_team_my_pe(team: Handle) -> c_int {
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_team_n_pes"]
 pub unsafe extern "C" fn shmem_team_n_pes(team: Handle) -> c_int {
     // Held throughout: the teams it looks up are the state's.
     let _held = state("shmem_team_n_pes");
@@ -183,7 +183,7 @@ pub unsafe extern "C" fn shmem_team_n_pes(team: Handle) -> c_int {
 ///
 /// # Safety
 /// `config` valid for one `shmem_team_config_t`, or null.
-#[no_mangle]
+#[export_name = "pshmem_team_get_config"]
 pub unsafe extern "C" fn shmem_team_get_config(
     team: Handle,
     config_mask: c_long,
@@ -209,7 +209,7 @@ pub unsafe extern "C" fn shmem_team_get_config(
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_team_translate_pe"]
 pub unsafe extern "C" fn shmem_team_translate_pe(
     src_team: Handle,
     src_pe: c_int,
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn shmem_team_translate_pe(
 ///
 /// # Safety
 /// `config` null or valid; `new_team` valid for one handle.
-#[no_mangle]
+#[export_name = "pshmem_team_split_strided"]
 pub unsafe extern "C" fn shmem_team_split_strided(
     parent_team: Handle,
     start: c_int,
@@ -261,13 +261,17 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     let (start, stride, size) = (start as i64, stride as i64, size as i64);
     let last = start + (size - 1) * stride;
     if size < 1 || start < 0 || start >= n || (size > 1 && stride < 1) || last >= n {
-        fatal(
-            CALL,
-            format!(
-                "start {start}, stride {stride}, size {size} leave the parent team (PEs 0 to {}): start must be a PE of it, size at least 1, stride at least 1 when size exceeds 1, and the last PE (start + (size - 1) * stride = {last}) inside it",
+        // 1.5 §9.4.3: an invalid triplet gives SHMEM_TEAM_INVALID and a nonzero return on
+        // every PE of the parent (each passes the same triplet, so each returns here).
+        if crate::defined("SHMEM_DEBUG") {
+            tessera::job::write_stderr(&format!(
+                "tessera-shmem: {CALL}: start {start}, stride {stride}, size {size} leave the parent team (PEs 0 to {}); returning SHMEM_TEAM_INVALID\n",
                 n - 1
-            ),
-        );
+            ));
+        }
+        // SAFETY: checked non-null above.
+        unsafe { *new_team = handle(INVALID) };
+        return -1;
     }
     let members: Vec<usize> = (0..size).map(|i| (start + i * stride) as usize).collect();
     let me = parent.team.rank();
@@ -289,7 +293,7 @@ pub unsafe extern "C" fn shmem_team_split_strided(
 ///
 /// # Safety
 /// Configurations null or valid; both team pointers valid for one handle.
-#[no_mangle]
+#[export_name = "pshmem_team_split_2d"]
 pub unsafe extern "C" fn shmem_team_split_2d(
     parent_team: Handle,
     xrange: c_int,
@@ -349,7 +353,7 @@ pub unsafe extern "C" fn shmem_team_split_2d(
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_team_destroy"]
 pub unsafe extern "C" fn shmem_team_destroy(team: Handle) {
     // Held throughout: the teams it looks up are the state's.
     let _held = state("shmem_team_destroy");
@@ -375,7 +379,7 @@ pub unsafe extern "C" fn shmem_team_destroy(team: Handle) {
 ///
 /// # Safety
 /// None beyond C's.
-#[no_mangle]
+#[export_name = "pshmem_team_sync"]
 pub unsafe extern "C" fn shmem_team_sync(team: Handle) -> c_int {
     // Held throughout: the teams it looks up are the state's.
     let _held = state("shmem_team_sync");
@@ -389,7 +393,7 @@ pub unsafe extern "C" fn shmem_team_sync(team: Handle) -> c_int {
 ///
 /// # Safety
 /// None beyond C's: the address is translated, not read.
-#[no_mangle]
+#[export_name = "pshmem_team_ptr"]
 pub unsafe extern "C" fn shmem_team_ptr(
     team: Handle,
     dest: *const c_void,

@@ -292,6 +292,108 @@ impl AbortFlag {
 pub(crate) trait KeepAlive {}
 impl<T> KeepAlive for T {}
 
+/// Where this rank's own segment begins in its address space: a multiple of this, so that
+/// a symmetric offset aligned to any power of two up to it gives an address aligned to it
+/// in every rank (OpenSHMEM's `shmem_align`). The placement reserves this much more
+/// address space for a moment and returns it at once; it costs no memory.
+pub const SEGMENT_ADDRESS_ALIGN: usize = 1 << 30;
+
+/// A mapping placed at an address of our choosing; unmapped when dropped.
+pub(crate) struct AlignedMap {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl AlignedMap {
+    /// Map `len` bytes of `fd` from `offset` (shared), or of fresh zeroed memory without a
+    /// file (private to this process), writable, so that `base + at` is a multiple of
+    /// [`SEGMENT_ADDRESS_ALIGN`].
+    pub(crate) fn map(
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
+        offset: u64,
+        len: usize,
+        at: usize,
+    ) -> std::io::Result<AlignedMap> {
+        use std::os::fd::AsRawFd;
+        let align = SEGMENT_ADDRESS_ALIGN;
+        let span = len
+            .checked_add(align)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        // SAFETY: a fresh anonymous reservation without access, owned by this function;
+        // the file is then mapped over part of it with MAP_FIXED (replacing only our own
+        // reservation), and the rest of the reservation is returned.
+        unsafe {
+            let reserved = libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            if reserved == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            let start = reserved as usize;
+            let target = (start + at).next_multiple_of(align) - at;
+            let (flags, raw_fd) = match fd {
+                Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
+                None => (
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                ),
+            };
+            let mapped = libc::mmap(
+                target as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags | libc::MAP_FIXED,
+                raw_fd,
+                offset as libc::off_t,
+            );
+            if mapped == libc::MAP_FAILED {
+                let e = std::io::Error::last_os_error();
+                libc::munmap(reserved, span);
+                return Err(e);
+            }
+            if target > start {
+                libc::munmap(reserved, target - start);
+            }
+            let end = target + len;
+            if start + span > end {
+                libc::munmap(end as *mut libc::c_void, start + span - end);
+            }
+            Ok(AlignedMap {
+                base: NonNull::new(mapped.cast()).expect("mmap never returns null"),
+                len,
+            })
+        }
+    }
+}
+
+impl AlignedMap {
+    /// The first byte.
+    pub(crate) fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+}
+
+impl Drop for AlignedMap {
+    fn drop(&mut self) {
+        // SAFETY: base..base+len is the mapping this value owns; nothing refers to it once
+        // the conduit that kept it alive is gone.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+// SAFETY: the mapping is shared memory reached only through the conduit's own
+// synchronisation; the value itself is just an address and a length.
+unsafe impl Send for AlignedMap {}
+// SAFETY: as above.
+unsafe impl Sync for AlignedMap {}
+
 /// The conduit over mapped regions; built by [`super::smp`] and [`super::threads`].
 pub(crate) struct ShmConduit {
     kind: ConduitKind,

@@ -37,7 +37,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use super::shm::{header, RegionLayout, ShmConduit, MAGIC};
+use super::shm::{header, AlignedMap, RegionLayout, ShmConduit, MAGIC};
 use super::ConduitKind;
 use crate::error::JobError;
 use crate::job::board::JobFile;
@@ -114,20 +114,47 @@ fn os(what: impl Into<String>, errno: Errno) -> JobError {
     }
 }
 
-fn base_of(map: &MmapRaw) -> NonNull<u8> {
-    NonNull::new(map.as_mut_ptr()).expect("mmap never returns null")
+fn base_of(map: &Mapping) -> NonNull<u8> {
+    match map {
+        Mapping::Plain(map) => NonNull::new(map.as_mut_ptr()).expect("mmap never returns null"),
+        Mapping::Aligned(region) => region.base(),
+    }
+}
+
+/// A region mapped in this process: where the kernel chose, or placed so that its segment
+/// starts at a multiple of [`SEGMENT_ADDRESS_ALIGN`] (this rank's own region).
+enum Mapping {
+    Plain(MmapRaw),
+    Aligned(AlignedMap),
+}
+
+/// Map this rank's own region (`len` bytes of `fd` from `offset`) with its segment at an
+/// aligned address, or where the kernel chooses if that fails (an address-space limit).
+fn map_own_region(
+    fd: std::os::fd::BorrowedFd<'_>,
+    offset: u64,
+    layout: &RegionLayout,
+) -> std::io::Result<Mapping> {
+    match AlignedMap::map(Some(fd), offset, layout.region_len, layout.segment_offset) {
+        Ok(map) => Ok(Mapping::Aligned(map)),
+        Err(_) => MmapOptions::new()
+            .offset(offset)
+            .len(layout.region_len)
+            .map_raw(fd.as_raw_fd())
+            .map(Mapping::Plain),
+    }
 }
 
 /// Wait until every peer's region is published, mapping each as it appears.
 /// `try_peer(peer)` maps it, or says `None` while it is not there yet.
 fn attach_peers(
     rank: usize,
-    own: MmapRaw,
+    own: Mapping,
     layout: &RegionLayout,
     timeout: Duration,
     mut try_peer: impl FnMut(usize) -> Result<Option<MmapRaw>, JobError>,
-) -> Result<Vec<MmapRaw>, JobError> {
-    let mut maps: Vec<Option<MmapRaw>> = (0..layout.ranks).map(|_| None).collect();
+) -> Result<Vec<Mapping>, JobError> {
+    let mut maps: Vec<Option<Mapping>> = (0..layout.ranks).map(|_| None).collect();
     maps[rank] = Some(own);
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(20);
@@ -137,6 +164,7 @@ fn attach_peers(
             if slot.is_none() {
                 match try_peer(peer)? {
                     Some(map) => {
+                        let map = Mapping::Plain(map);
                         // SAFETY: the mapping is at least a page and page aligned.
                         let head = unsafe { header(base_of(&map)) };
                         if head.magic.load(Ordering::Acquire) != MAGIC {
@@ -166,7 +194,7 @@ fn attach_peers(
     }
 }
 
-fn conduit_over(rank: usize, layout: RegionLayout, maps: Vec<MmapRaw>) -> ShmConduit {
+fn conduit_over(rank: usize, layout: RegionLayout, maps: Vec<Mapping>) -> ShmConduit {
     let regions: Vec<NonNull<u8>> = maps.iter().map(base_of).collect();
     // SAFETY: `regions` are bases of the live mappings in `maps`, all initialised with
     // `layout` (magic seen, shape checked); the Arc keeps them mapped as long as the
@@ -214,7 +242,18 @@ pub(crate) fn attach_file(
                 source,
             })
     };
-    let own = map_region(rank)?;
+    let own = map_own_region(
+        file.fd(),
+        (span.offset + rank * span.region_len) as u64,
+        &layout,
+    )
+    .map_err(|source| JobError::Os {
+        what: format!(
+            "mapping this rank's region ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
+            span.region_len
+        ),
+        source,
+    })?;
     // SAFETY: a zero-filled mapping of region_len bytes of a fresh file that peers only
     // read after they see `magic`, which init_region stores last.
     unsafe { layout.init_region(base_of(&own)) };
@@ -386,17 +425,14 @@ pub(crate) fn attach_named(
             what: format!("sizing {} to {} bytes", path.display(), layout.region_len),
             source,
         })?;
-    let own = MmapOptions::new()
-        .len(layout.region_len)
-        .map_raw(&file)
-        .map_err(|source| JobError::Os {
-            what: format!(
-                "mapping {} ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
-                path.display(),
-                layout.region_len
-            ),
-            source,
-        })?;
+    let own = map_own_region(file.as_fd(), 0, &layout).map_err(|source| JobError::Os {
+        what: format!(
+            "mapping {} ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
+            path.display(),
+            layout.region_len
+        ),
+        source,
+    })?;
     // SAFETY: a fresh, zero-filled mapping of region_len bytes that peers cannot read
     // before they see `magic`, which init_region stores last.
     unsafe { layout.init_region(base_of(&own)) };

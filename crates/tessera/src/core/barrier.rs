@@ -364,7 +364,7 @@ impl Context {
         let end = self.barrier_is_end_of_job();
         self.wait_until(
             if end {
-                "the end-of-job barrier"
+                crate::job::board::END_OF_JOB_WAIT
             } else {
                 "a barrier"
             },

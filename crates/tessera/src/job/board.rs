@@ -53,7 +53,7 @@ pub const PUBLISH_AFTER: Duration = Duration::from_millis(100);
 pub const DEADLOCK_WINDOW: Duration = Duration::from_millis(500);
 
 /// Bytes of wait text a record holds.
-const TEXT_WORDS: usize = 24;
+const TEXT_WORDS: usize = 23;
 const TEXT_BYTES: usize = TEXT_WORDS * 8;
 
 /// Value of the job file's first word once the launcher has written its header.
@@ -118,8 +118,15 @@ pub struct RankRecord {
     seq: AtomicU64,
     /// The status of a global exit.
     status: AtomicU64,
+    /// [`OTHER_THREADS`] where other threads of the rank may end its waits. Advisory
+    /// (Relaxed): the deadlock detector reads it across many snapshots.
+    flags: AtomicU64,
     text: [AtomicU64; TEXT_WORDS],
 }
+
+/// [`RankRecord`] flag: the rank runs other threads (`SHMEM_THREAD_MULTIPLE`) that may
+/// end a wait of its own at any time, so a wait of it never makes a deadlock.
+const OTHER_THREADS: u64 = 1;
 
 const RECORD_BYTES: usize = std::mem::size_of::<RankRecord>();
 const _: () = assert!(RECORD_BYTES == 256);
@@ -231,6 +238,20 @@ impl RankRecord {
             .store(RankState::GlobalExit.code(), Ordering::Release);
     }
 
+    /// Say whether other threads of the rank may end its waits (a program that asked for
+    /// `SHMEM_THREAD_MULTIPLE`): such a rank's waits are never taken for a deadlock, since
+    /// a thread that runs or sleeps may still set what the wait waits for. The watchdog
+    /// still applies.
+    pub fn set_other_threads(&self, yes: bool) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        let flags = if yes {
+            flags | OTHER_THREADS
+        } else {
+            flags & !OTHER_THREADS
+        };
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+
     /// The status of a global exit (meaningful in state [`RankState::GlobalExit`]).
     pub fn exit_status(&self) -> i32 {
         self.status.load(Ordering::Relaxed) as u32 as i32
@@ -246,6 +267,7 @@ impl RankRecord {
             handled: self.handled.load(Ordering::Relaxed),
             heartbeat: self.heartbeat.load(Ordering::Relaxed),
             since_ms: self.since_ms.load(Ordering::Relaxed),
+            other_threads: self.flags.load(Ordering::Relaxed) & OTHER_THREADS != 0,
             text: match state {
                 RankState::Waiting | RankState::Failed => self.read_text(),
                 _ => String::new(),
@@ -269,6 +291,8 @@ pub struct RankView {
     pub heartbeat: u64,
     /// When the current wait began (monotonic milliseconds).
     pub since_ms: u64,
+    /// Other threads of the rank may end its waits (see [`RankRecord::set_other_threads`]).
+    pub other_threads: bool,
     /// The wait (state `Waiting`) or the failure (state `Failed`).
     pub text: String,
 }
@@ -333,6 +357,7 @@ impl RankRecord {
             since_ms: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             status: AtomicU64::new(0),
+            flags: AtomicU64::new(0),
             text: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -715,6 +740,7 @@ fn stuck_between(a: &[RankView], b: &[RankView]) -> bool {
     a.iter().zip(b).all(|(x, y)| {
         x.state == RankState::Waiting
             && y.state == RankState::Waiting
+            && !y.other_threads
             && x.serial == y.serial
             && x.handled == y.handled
             && y.heartbeat > x.heartbeat
@@ -743,12 +769,30 @@ impl DeadlockDetector {
         if self.history.len() < 3 || last - first < DEADLOCK_WINDOW.as_millis() as u64 {
             return None;
         }
+        // Ranks in the end-of-job barrier while others wait for something else left the job
+        // early (a call to exit, or a return from main): say so first, since the others'
+        // waits are only the consequence.
+        let ended: Vec<usize> = (0..views.len())
+            .filter(|&r| views[r].text.starts_with(END_OF_JOB_WAIT))
+            .collect();
+        let cause = if !ended.is_empty() && ended.len() < views.len() {
+            let (who, verb) = match ended.as_slice() {
+                [one] => (format!("rank {one}"), "has"),
+                many => (format!("ranks {many:?}"), "have"),
+            };
+            format!("{who} {verb} ended its part of the job early (a call to exit, or a return from main) while the others still wait, so ")
+        } else {
+            String::new()
+        };
         Some(format!(
-            "deadlock: every rank is blocked and nothing is in flight, so no wait can ever end:\n{}",
+            "deadlock: {cause}every rank is blocked and nothing is in flight, so no wait can ever end:\n{}",
             describe_all(views, *last).trim_end()
         ))
     }
 }
+
+/// How a wait in the end-of-job barrier is described on the board.
+pub(crate) const END_OF_JOB_WAIT: &str = "the end-of-job barrier";
 
 #[cfg(test)]
 mod tests {

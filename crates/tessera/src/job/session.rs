@@ -68,6 +68,15 @@ impl Session {
         })
     }
 
+    /// Say that other threads of this rank may end its waits (OpenSHMEM's
+    /// `SHMEM_THREAD_MULTIPLE`), so that deadlock detection never takes a wait of it for a
+    /// deadlock; the watchdog (`TESSERA_WAIT_TIMEOUT`) still names a wait that never ends.
+    pub fn other_threads_may_end_waits(&self) {
+        if let Some(b) = &self.board {
+            b.record(self.ctx.rank()).set_other_threads(true);
+        }
+    }
+
     /// Record that this rank failed for `why` (before the process exits with an error).
     pub fn fail(&self, why: &str) {
         if let Some(b) = &self.board {

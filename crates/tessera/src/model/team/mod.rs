@@ -140,44 +140,36 @@ pub struct Team<'a> {
     /// team is made, inherited by the teams made from it): the model then prefers what
     /// pipelines when ranks take turns on a core (see [`registry::model_algorithm`]).
     crowded: bool,
-    /// When the last copy of the team goes, leaves the end-of-job check of its inbox.
-    _auditor: Rc<Auditor<'a>>,
 }
 
-/// Hands a team's inbox to the end-of-job check when the team is dropped: a message some
-/// member sent that this member never received means the members' collective calls did
-/// not match (a broadcast whose roots differed, a call one member skipped), which the
-/// job then reports instead of ending with wrong results.
-struct Auditor<'a> {
-    ctx: &'a Context,
-    channel: Rc<Channel>,
-}
-
-impl Drop for Auditor<'_> {
-    fn drop(&mut self) {
-        let audit = self.channel.audit();
-        self.ctx.at_end_of_job(Box::new(move |ctx: &Context| {
-            let senders = audit.unreceived(ctx)?;
-            if senders.is_empty() {
-                return Ok(());
-            }
-            let sent: Vec<String> = senders
-                .iter()
-                .map(|(rank, call)| format!("world rank {rank} in {call}"))
-                .collect();
-            let last = match audit.last_call.0 {
-                0 => "made no collective call on the team".to_string(),
-                _ => format!("was last in {}", audit.last_call),
-            };
-            Err(CoreError::CollectiveMismatch(format!(
-                "{} sent world rank {} team messages it never received; world rank {} {last}",
-                sent.join(" and "),
-                ctx.rank(),
-                ctx.rank()
-            ))
-            .into())
-        }));
-    }
+/// Register the end-of-job check of a team's inbox (when the team is made, so that teams
+/// still alive at the end, as a C library's are, are checked too): a message some member
+/// sent that this member never received means the members' collective calls did not
+/// match (a broadcast whose roots differed, a call one member skipped), which the job
+/// then reports instead of ending with wrong results.
+fn audit_at_end_of_job(ctx: &Context, channel: Rc<Channel>) {
+    ctx.at_end_of_job(Box::new(move |ctx: &Context| {
+        let audit = channel.audit();
+        let senders = audit.unreceived(ctx)?;
+        if senders.is_empty() {
+            return Ok(());
+        }
+        let sent: Vec<String> = senders
+            .iter()
+            .map(|(rank, call)| format!("world rank {rank} in {call}"))
+            .collect();
+        let last = match audit.last_call.0 {
+            0 => "made no collective call on the team".to_string(),
+            _ => format!("was last in {}", audit.last_call),
+        };
+        Err(CoreError::CollectiveMismatch(format!(
+            "{} sent world rank {} team messages it never received; world rank {} {last}",
+            sent.join(" and "),
+            ctx.rank(),
+            ctx.rank()
+        ))
+        .into())
+    }));
 }
 
 /// How much a single-address collective (`broadcast_to`, `scatter_to`, `gather_to`,
@@ -336,14 +328,11 @@ impl<'a> Team<'a> {
             .iter()
             .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0)));
         let channel = Rc::new(Channel::new(me, areas, DEFAULT_CHUNK));
+        audit_at_end_of_job(ctx, channel.clone());
         let team = Team {
             ctx,
             members: Rc::new(members),
             me,
-            _auditor: Rc::new(Auditor {
-                ctx,
-                channel: channel.clone(),
-            }),
             channel,
             forced: forced_from_env()?,
             tuned: tuned_rules(size)?,
@@ -726,7 +715,6 @@ impl<'a> Team<'a> {
             native: None,
             spans_hosts: self.spans_hosts,
             crowded: self.crowded,
-            _auditor: self._auditor.clone(),
         })
     }
 
