@@ -61,7 +61,8 @@ fn a_rank_that_finishes_early_is_reported_as_a_deadlock_within_seconds() {
     );
     assert_eq!(f.status.code(), Some(1), "stderr: {}", f.stderr);
     for part in [
-        "deadlock: every rank is blocked",
+        "deadlock: rank 3 has ended its part of the job early",
+        "every rank is blocked",
         "rank 3: waits for the end-of-job barrier",
         "rank 0: waits for a semaphore",
     ] {

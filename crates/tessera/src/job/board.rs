@@ -780,7 +780,7 @@ impl DeadlockDetector {
                 [one] => (format!("rank {one}"), "has"),
                 many => (format!("ranks {many:?}"), "have"),
             };
-            format!("{who} {verb} ended its part of the job early (a call to exit, or a return from main) while the others still wait, so ")
+            format!("{who} {verb} ended its part of the job early (a call to exit, or a return from main) while the others still wait; ")
         } else {
             String::new()
         };
