@@ -27,7 +27,8 @@ impl Rng {
     }
 }
 
-/// The children of `pid` (the launcher's ranks), from /proc.
+/// The children of `pid` (the launcher's ranks), from /proc; not the job's keeper, which
+/// names itself `tessera-keeper`.
 fn children(pid: u32) -> Vec<i32> {
     let mut out = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -40,6 +41,10 @@ fn children(pid: u32) -> Vec<i32> {
             }
         }
     }
+    out.retain(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .map_or(true, |c| c.trim() != "tessera-keeper")
+    });
     out
 }
 

@@ -7,8 +7,8 @@
 //! script's background `sleep`) is handed to init and keeps the job's memory file open,
 //! and the command's private result directory stays in `/tmp`.
 //!
-//! So before it starts any rank, the launcher forks a keeper that holds the read end of a
-//! pipe whose write end only the launcher has. A clean end writes one byte and the keeper
+//! So before it starts any rank, the launcher forks a keeper (named `tessera-keeper` in
+//! `ps`) that holds the read end of a pipe whose write end only the launcher has. A clean end writes one byte and the keeper
 //! leaves. End of file without that byte means the launcher died: the keeper then
 //! - ends (SIGKILL) every process of this user whose environment carries the job's
 //!   `TESSERA_JOB_ID` (every rank and every descendant that did not clear its environment;
@@ -128,6 +128,8 @@ impl Plan {
             ] {
                 libc::signal(signal, libc::SIG_IGN);
             }
+            // A name of its own in `ps` and /proc (it is the launcher's fork, without exec).
+            libc::prctl(libc::PR_SET_NAME, c"tessera-keeper".as_ptr());
             // Hold nothing of the job's: not its memory file, not the output pipes (a reader
             // of the job's output must see their end when the launcher ends).
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
