@@ -347,6 +347,26 @@ fn mistyped_option(program: &std::ffi::OsStr, options: &[&str]) -> Result<(), St
 fn check_output(path: Option<&std::path::Path>, flag: &str) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let fail = |e: std::io::Error| format!("{flag} {}: cannot write there: {e}", path.display());
+    if flag == "--output" {
+        // `tune` makes the table's directories: the nearest one that exists must be
+        // writable.
+        let existing = path
+            .ancestors()
+            .skip(1)
+            .find(|a| a.as_os_str().is_empty() || a.exists())
+            .map(|a| {
+                if a.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    a
+                }
+            })
+            .unwrap_or(std::path::Path::new("."));
+        if !path.exists() {
+            return nix::unistd::access(existing, nix::unistd::AccessFlags::W_OK)
+                .map_err(|e| fail(std::io::Error::from(e)));
+        }
+    }
     if path.is_dir() {
         return Err(format!(
             "{flag} {}: is a directory; name a file",
