@@ -343,13 +343,16 @@ fn mistyped_option(program: &std::ffi::OsStr, options: &[&str]) -> Result<(), St
 
 /// Refuse, before a long run, an output file that cannot be written: an existing file must
 /// open for writing, and a new one must be creatable where it is named (it is created and
-/// removed again, so nothing is left if the run then fails).
-fn check_output(path: Option<&std::path::Path>, flag: &str) -> Result<(), String> {
+/// removed again, so nothing is left if the run then fails). Where the command makes the
+/// file's directories itself (`makes_dirs`), the nearest one that exists must be writable.
+fn check_output(
+    path: Option<&std::path::Path>,
+    flag: &str,
+    makes_dirs: bool,
+) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let fail = |e: std::io::Error| format!("{flag} {}: cannot write there: {e}", path.display());
-    if flag == "--output" {
-        // `tune` makes the table's directories: the nearest one that exists must be
-        // writable.
+    if makes_dirs {
         let existing = path
             .ancestors()
             .skip(1)
@@ -389,14 +392,15 @@ fn check_output(path: Option<&std::path::Path>, flag: &str) -> Result<(), String
     Ok(())
 }
 
-/// The files a command will write at its end, with the option that names each.
-fn outputs(command: &Command) -> Vec<(Option<&std::path::Path>, &'static str)> {
+/// The file a command will write at its end, the option that names it, and whether the
+/// command makes its directories (`tune` does).
+fn output(command: &Command) -> Option<(Option<&std::path::Path>, &'static str, bool)> {
     match command {
-        Command::Npb { json, .. } => vec![(json.as_deref(), "--json")],
-        Command::App(args) => vec![(args.json(), "--json")],
-        Command::Bench { what } => vec![(what.json(), "--json")],
-        Command::Tune { output, .. } => vec![(output.as_deref(), "--output")],
-        _ => Vec::new(),
+        Command::Npb { json, .. } => Some((json.as_deref(), "--json", false)),
+        Command::App(args) => Some((args.json(), "--json", false)),
+        Command::Bench { what } => Some((what.json(), "--json", false)),
+        Command::Tune { output, .. } => Some((output.as_deref(), "--output", true)),
+        _ => None,
     }
 }
 
@@ -413,8 +417,8 @@ fn preflight(command: &Command) -> Result<(), String> {
     if let Command::Run(run) | Command::Oshrun(run) = command {
         mistyped_option(&run.command[0], RUN_OPTIONS)?;
     }
-    for (path, flag) in outputs(command) {
-        check_output(path, flag)?;
+    if let Some((path, flag, makes_dirs)) = output(command) {
+        check_output(path, flag, makes_dirs)?;
     }
     Ok(())
 }

@@ -109,21 +109,16 @@ pub(crate) fn oshrun_segment(job: &mut JobArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The newest of `name` beside this executable or in its `deps` directory.
 /// Make every `shmem_` routine of the static library weak (OpenSHMEM 1.5 §10), so that a
 /// tool linked with a program may define any of them and reach the library's through its
 /// `pshmem_` name. The shared library needs nothing: the definition the dynamic linker
 /// finds first (a tool's, linked or preloaded before it) is the one every call reaches.
 /// Rust cannot mark a symbol weak, so binutils' `objcopy` does it here.
 fn weaken_standard_names(archive: &Path) -> Result<(), String> {
+    // Every exported name is a standard one or its profiling (`pshmem_`) twin.
     let names: Vec<&str> = sma::header::SYMBOLS
         .lines()
-        .filter(|n| {
-            n.starts_with("shmem_")
-                || n.starts_with("shm")
-                || n.starts_with('_')
-                || *n == "start_pes"
-        })
+        .filter(|n| !n.starts_with("pshmem_"))
         .collect();
     let list =
         tempfile::NamedTempFile::new().map_err(|e| format!("a temporary file for objcopy: {e}"))?;
@@ -145,6 +140,7 @@ fn weaken_standard_names(archive: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The newest of `name` beside this executable or in its `deps` directory.
 fn built_library(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let dir = exe.parent().ok_or("this executable has no directory")?;

@@ -29,8 +29,8 @@ pub(crate) struct Out {
     rust: String,
     pub(crate) header: String,
     symbols: Vec<String>,
-    /// The profiling interface (1.5 §10): `pshmem.h`'s prototypes and the exported
-    /// `pshmem_` functions, each calling its `shmem_` routine.
+    /// The profiling interface (1.5 §10): `pshmem.h`'s prototypes and the standard
+    /// `shmem_` names, each a jump to its routine (exported under its `pshmem_` name).
     pheader: String,
     prust: String,
 }

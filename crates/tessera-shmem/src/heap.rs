@@ -36,7 +36,7 @@ fn allocate(call: &str, size: usize, align: usize) -> *mut c_void {
     };
     let block = match ctx.alloc_collective::<u8>(padded) {
         Ok(p) => p,
-        Err(_) => {
+        Err(tessera::Error::Core(tessera::CoreError::SegmentExhausted { .. })) => {
             return refuse(
                 call,
                 format!(
@@ -44,6 +44,7 @@ fn allocate(call: &str, size: usize, align: usize) -> *mut c_void {
             ),
             )
         }
+        Err(e) => fatal(call, e),
     };
     let aligned = block.offset().next_multiple_of(align as u64);
     let addr = s.sym.local_address(aligned);

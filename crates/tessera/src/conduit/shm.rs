@@ -369,9 +369,7 @@ impl AlignedMap {
             })
         }
     }
-}
 
-impl AlignedMap {
     /// The first byte.
     pub(crate) fn base(&self) -> NonNull<u8> {
         self.base

@@ -66,11 +66,10 @@ struct Area {
     /// This rank's label in each parity (for naming ranks on mismatch); `has_label` flags.
     label: [u64; 2],
     has_label: [u64; 2],
-    /// This rank's fingerprint, collective allocations made, and the calls since the
-    /// previous barrier (how many, and the first [`RECENT`]: bytes allocated, 0 for a free)
-    /// in each parity (for naming the differing call on mismatch).
+    /// This rank's fingerprint, and its collective allocation calls since the previous
+    /// barrier (how many, and the first [`RECENT`]: bytes allocated, 0 for a free), in each
+    /// parity (for naming the differing call on mismatch).
     fingerprint: [u64; 2],
-    allocations: [u64; 2],
     since: [u64; 2],
     recent: [[u64; RECENT]; 2],
 }
@@ -142,16 +141,14 @@ pub(crate) struct BarrierState {
     combined: Cell<[u64; 4]>,
     /// Digest of the collective allocations and frees so far (63 bits).
     digest: Cell<u64>,
-    /// Collective allocations so far.
-    allocations: Cell<u64>,
     /// Collective allocation calls since the last barrier, and the first [`RECENT`] of
     /// them (bytes; 0 for a free).
     since: Cell<u64>,
     recent: Cell<[u64; RECENT]>,
     /// Per parity, the report words last written into this rank's area (fingerprint,
-    /// allocations, calls since the previous barrier, label, has-label), so that unchanged
-    /// ones are not written again: the area starts zeroed, and only reports read them.
-    reported: Cell<[[u64; 5]; 2]>,
+    /// calls since the previous barrier, label, has-label), so that unchanged ones are not
+    /// written again: the area starts zeroed, and only reports read them.
+    reported: Cell<[[u64; 4]; 2]>,
 }
 
 impl BarrierState {
@@ -183,9 +180,6 @@ impl BarrierState {
                 .rotate_left(29);
         }
         self.digest.set(h & !END_OF_JOB);
-        if bytes > 0 {
-            self.allocations.set(self.allocations.get() + 1);
-        }
         let since = self.since.get();
         if (since as usize) < RECENT {
             let mut recent = self.recent.get();
@@ -268,7 +262,6 @@ impl Context {
         let since = b.since.replace(0);
         let report = [
             (std::mem::offset_of!(Area, fingerprint), fingerprint),
-            (std::mem::offset_of!(Area, allocations), b.allocations.get()),
             (std::mem::offset_of!(Area, since), since),
             (std::mem::offset_of!(Area, label), label.unwrap_or(0)),
             (

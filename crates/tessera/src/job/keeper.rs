@@ -12,8 +12,9 @@
 //! leaves. End of file without that byte means the launcher died: the keeper then
 //! - ends (SIGKILL) every process of this user whose environment carries the job's
 //!   `TESSERA_JOB_ID` (every rank and every descendant that did not clear its environment;
-//!   job ids are random, so no other job matches), repeating until none is left, since a
-//!   dying script may still fork;
+//!   job ids are random, so no other job matches), repeating until three rounds 10 ms
+//!   apart find none, since a dying script may still fork and a process in the middle of
+//!   `execve` shows no environment for a moment;
 //! - removes the directories the launcher named (result files), and any of the job's named
 //!   shared-memory directories (`/dev/shm/tessera-<id>*`).
 //!
@@ -39,6 +40,10 @@ use nix::unistd::Pid;
 const DONE: u8 = b'd';
 /// Rounds of the sweep: each finds and ends the processes still carrying the job's id.
 const SWEEP_ROUNDS: usize = 200;
+/// Rounds in a row that must find nothing before the sweep ends. One is not enough: a
+/// process caught in `execve` (a rank being started as the launcher died) shows an empty
+/// environment for a moment after its parent has already gone on.
+const QUIET_ROUNDS: usize = 3;
 
 /// A running keeper; dropping it (or [`Keeper::finish`]) tells it the job ended normally
 /// and reaps it.
@@ -151,8 +156,14 @@ impl Plan {
                 libc::_exit(0);
             }
             // The launcher died: end the job's processes, then remove its files.
+            let mut quiet = 0;
             for _ in 0..SWEEP_ROUNDS {
-                if self.end_marked_processes() == 0 {
+                quiet = if self.end_marked_processes() == 0 {
+                    quiet + 1
+                } else {
+                    0
+                };
+                if quiet == QUIET_ROUNDS {
                     break;
                 }
                 let pause = libc::timespec {
@@ -444,10 +455,14 @@ mod tests {
         let mut keeper = Keeper::start(&id, std::slice::from_ref(&results)).unwrap();
         // The launcher "dies": its end of the pipe closes without the done byte.
         drop(keeper.done.take());
-        nix::sys::wait::waitpid(keeper.pid, None).unwrap();
+        let keeper_status = nix::sys::wait::waitpid(keeper.pid, None).unwrap();
         let status = marked.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "keeper: {keeper_status:?}"
+        );
         assert!(!results.exists());
         // A clean end ends nothing.
         let mut bystander = std::process::Command::new("sleep")

@@ -495,9 +495,10 @@ impl Job {
             // Under a launcher, a rank that computes on without ever waiting would keep
             // the process (and so the job) alive after another rank failed: give it
             // ABORT_GRACE to notice, then end the process with the failure.
+            // Without a launcher (a test in this process) the joins below simply wait.
             let mut failed_at: Option<std::time::Instant> = None;
-            while !handles.iter().all(|h| h.is_finished()) {
-                if self.job_file.is_some() && job.abort.first().is_some() {
+            while self.job_file.is_some() && !handles.iter().all(|h| h.is_finished()) {
+                if job.abort.first().is_some() {
                     let since = *failed_at.get_or_insert_with(std::time::Instant::now);
                     if since.elapsed() > ABORT_GRACE {
                         let running: Vec<usize> = (0..handles.len())

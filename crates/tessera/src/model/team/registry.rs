@@ -517,7 +517,7 @@ pub(crate) fn check_forced_env() -> Result<()> {
         };
         if !Collective::ALL
             .iter()
-            .any(|c| c.name().eq_ignore_ascii_case(op) && c.name().to_uppercase() == op)
+            .any(|c| c.name().to_uppercase() == op)
         {
             let names: Vec<String> = Collective::ALL
                 .iter()
