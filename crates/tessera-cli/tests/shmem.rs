@@ -400,7 +400,7 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             2,
             &[("TESSERA_CHECK", "1")],
             1,
-            &["shmem_long_sum_reduce", "shmem_long_max_reduce", "checked mode", "rank 0: allreduce(2 elements of 8 bytes, Sum)", "rank 1: allreduce(2 elements of 8 bytes, Max)"],
+            &["shmem_long_sum_reduce|shmem_long_max_reduce", "checked mode", "rank 0: allreduce(2 elements of 8 bytes, Sum)", "rank 1: allreduce(2 elements of 8 bytes, Max)"],
         ),
         (
             "checked_team_collective_kind",
@@ -408,7 +408,7 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             2,
             &[("TESSERA_CHECK", "1")],
             1,
-            &["shmem_long_broadcast", "checked mode", "rank 0: broadcast(root 0, 2 elements of 8 bytes)", "rank 1: allgather(1 elements of 8 bytes)"],
+            &["shmem_long_broadcast|shmem_long_fcollect", "checked mode", "rank 0: broadcast(root 0, 2 elements of 8 bytes)", "rank 1: allgather(1 elements of 8 bytes)"],
         ),
         (
             "global_exit",
@@ -428,9 +428,12 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             started.elapsed()
         );
         assert_eq!(f.status.code(), Some(*status), "{name}: {}", f.stderr);
+        // "a|b": either PE may find the mismatch first and be the one whose
+        // routine heads the report; the launcher ends the other before it
+        // prints. The report names both ranks' calls either way.
         for part in *parts {
             assert!(
-                f.stderr.contains(part),
+                part.split('|').any(|p| f.stderr.contains(p)),
                 "{name}: expected {part:?} in {}",
                 f.stderr
             );
