@@ -33,8 +33,9 @@ for n in $pes; do
     "$work/tessera/bin/oshrun" -np "$n" "$work/bench_tessera" threads >> "$work/c.$n.$r" 2>/dev/null || true
     "$out/release/tessera" run -n "$n" -- "$out/release/examples/shmem_twin" > "$work/rust.$n.$r" 2>/dev/null || true
     if [ "$ompi" = yes ]; then
-      # Open MPI 4.1's OpenSHMEM crashes in shmem_finalize here; its figures come first.
-      timeout 300 oshrun "${root[@]}" --oversubscribe -np "$n" "$work/bench_ompi" > "$work/ompi.$n.$r" 2>/dev/null || true
+      # Without osc=^rdma it may crash in shmem_finalize.
+      OMPI_MCA_osc='^rdma' timeout 300 oshrun "${root[@]}" --oversubscribe -np "$n" "$work/bench_ompi" \
+        > "$work/ompi.$n.$r" 2>/dev/null || true
     fi
   done
   python3 - "$work" "$n" "$rounds" <<'PY'
@@ -58,12 +59,16 @@ for who in ("c", "rust", "ompi"):
             if better:
                 best[who][key] = v
 print(f"\n{n} PEs (best of {rounds}); ns per call, or MB/s")
-print(f"{'operation':<24} {'bytes':>9} {'Tessera C':>11} {'Rust API':>10} {'C - Rust':>9} {'C / Rust':>9} {'Open MPI':>10}")
+print("(speed-up: how many times faster Tessera's C layer is than Open MPI; above 1 is ahead)")
+print(f"{'operation':<24} {'bytes':>9} {'Tessera C':>11} {'Rust API':>10} {'C - Rust':>9} {'C / Rust':>9} {'Open MPI':>10} {'speed-up':>9}")
 for key in sorted(best["c"], key=lambda k: (k[0], k[1])):
     c = best["c"][key]; r = best["rust"].get(key); o = best["ompi"].get(key)
     fmt = lambda v: f"{v:.1f}" if v is not None else "-"
     diff = f"{c - r:+.1f}" if (r is not None and key[2] == "ns") else ""
     ratio = f"{c / r:.3f}" if r else ""
-    print(f"{key[0]:<24} {key[1]:>9} {fmt(c):>11} {fmt(r):>10} {diff:>9} {ratio:>9} {fmt(o):>10}")
+    up = ""
+    if o:
+        up = f"{(c / o if key[2] == 'MB/s' else o / c):.2f}"
+    print(f"{key[0]:<24} {key[1]:>9} {fmt(c):>11} {fmt(r):>10} {diff:>9} {ratio:>9} {fmt(o):>10} {up:>9}")
 PY
 done

@@ -295,7 +295,7 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             4,
             &[("TESSERA_COLL_BROADCAST", "binomial")],
             1,
-            &["collective calls differ", "broadcast(root 0", "broadcast(root 1"],
+            &["collective calls differ", "broadcast_to(root 0", "broadcast_to(root 1"],
         ),
         (
             // A PE that leaves early is named, not the PE that noticed.
@@ -408,7 +408,7 @@ fn bad_input_gets_a_message_naming_the_call_and_a_clean_end() {
             2,
             &[("TESSERA_CHECK", "1")],
             1,
-            &["shmem_long_broadcast|shmem_long_fcollect", "checked mode", "rank 0: broadcast(root 0, 2 elements of 8 bytes)", "rank 1: allgather(1 elements of 8 bytes)"],
+            &["shmem_long_broadcast|shmem_long_fcollect", "checked mode", "rank 0: broadcast_to(root 0, 2 elements of 8 bytes)", "rank 1: allgather(1 elements of 8 bytes)"],
         ),
         (
             "global_exit",

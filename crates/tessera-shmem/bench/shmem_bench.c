@@ -3,8 +3,12 @@
  *   NAME BYTES VALUE UNIT
  * Latencies are per call, best of 5 batches; bandwidths in MB/s (10^6 bytes/s), with
  * memcpy of the same size measured in the same run. Heap and global targets both.
- * The 1.5 section: put-with-signal against put + fence + atomic set, and team
- * collectives on SHMEM_TEAM_WORLD and on a team split from it.
+ * The 1.4 section, which every implementation runs: put and get latency 8 B to 1 MiB
+ * (a blocking get; a put followed by shmem_quiet), atomics, and the active-set
+ * collectives (barrier, broadcast, reduction, alltoall) over alternating pSync arrays.
+ * The 1.5 section, compiled where shmem.h says 1.5 or later: put-with-signal against
+ * put + fence + atomic set, and team collectives on SHMEM_TEAM_WORLD and on a team split
+ * from it.
  * With the argument `threads` the program asks for SHMEM_THREAD_MULTIPLE and measures
  * puts through contexts from 1 and 2 threads of PE 0 (per put, over all threads).
  * With the arguments `count OP N` it makes N calls of operation OP and nothing else, so
@@ -19,11 +23,18 @@
 #include <time.h>
 
 #define MAXBYTES (4 << 20)
+#define SPEC_1_5 (SHMEM_MAJOR_VERSION > 1 || SHMEM_MINOR_VERSION >= 5)
 static long g_words[1024];
 static long g_flag;
 static char g_buf[64 << 10];
-static long psync[SHMEM_BCAST_SYNC_SIZE];
-static long pwrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + (1 << 17)];
+/* Two of each, used in turns: 1.4 lets consecutive collectives on one active set reuse a
+ * pSync (and pWrk) only after a barrier, or when they alternate between two arrays. */
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+#define SYNC_WORDS MAX2(MAX2(SHMEM_BARRIER_SYNC_SIZE, SHMEM_BCAST_SYNC_SIZE), \
+                        MAX2(SHMEM_REDUCE_SYNC_SIZE, SHMEM_ALLTOALL_SYNC_SIZE))
+static long psync[2][SYNC_WORDS];
+static long pwrk[2][SHMEM_REDUCE_MIN_WRKDATA_SIZE + (1 << 17)];
+static int pwrk_int[2][SHMEM_REDUCE_MIN_WRKDATA_SIZE];
 
 static double now(void)
 {
@@ -107,25 +118,32 @@ static int count_calls(const char *op, long calls)
     static uint64_t sig;
     long i;
     int peer = (shmem_my_pe() + 1) % shmem_n_pes();
+#if SPEC_1_5
     shmem_team_t split;
     shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, shmem_n_pes(), NULL, 0, &split);
+#endif
     shmem_barrier_all();
 #define COUNT(name, body) else if (strcmp(op, name) == 0) for (i = 0; i < calls; i++) { body; }
     if (0) {}
     COUNT("put8", shmem_long_p(&word, i, peer))
     COUNT("get8", out += shmem_long_g(&word, peer))
     COUNT("fetch_add8", out += shmem_long_atomic_fetch_add(&word, 1, peer))
+    COUNT("barrier_all", shmem_barrier_all())
+    COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk[i & 1], psync[i & 1]))
+#if SPEC_1_5
     COUNT("put_signal8", shmem_long_put_signal(&word, &one, 1, &sig, i, SHMEM_SIGNAL_SET, peer))
     COUNT("put_fence_set8", (shmem_long_put(&word, &one, 1, peer), shmem_fence(),
                              shmem_uint64_atomic_set(&sig, i, peer)))
-    COUNT("barrier_all", shmem_barrier_all())
-    COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk, psync))
     COUNT("team_sum_world", shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &out, &one, 1))
     COUNT("team_sum_split", shmem_long_sum_reduce(split, &out, &one, 1))
     COUNT("team_alltoall_world", shmem_long_alltoall(SHMEM_TEAM_WORLD, &out, &one, 1))
+#endif
     else return 0;
 #undef COUNT
+#if SPEC_1_5
     shmem_team_destroy(split);
+#endif
+    (void) sig;
     return 1;
 }
 
@@ -136,7 +154,9 @@ int main(int argc, char **argv)
     uint64_t *h_sig;
     char *h_buf, *dst, *src;
     long bytes;
+#if SPEC_1_5
     shmem_team_t split;
+#endif
     if (argc > 1 && strcmp(argv[1], "threads") == 0) {
         shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
         me = shmem_my_pe();
@@ -159,7 +179,7 @@ int main(int argc, char **argv)
     me = shmem_my_pe();
     n = shmem_n_pes();
     peer = (me + 1) % n;
-    for (i = 0; i < SHMEM_BCAST_SYNC_SIZE; i++) psync[i] = SHMEM_SYNC_VALUE;
+    for (i = 0; i < SYNC_WORDS; i++) psync[0][i] = psync[1][i] = SHMEM_SYNC_VALUE;
     h_words = shmem_malloc(1024 * sizeof(long));
     h_flag = shmem_malloc(sizeof(long));
     h_buf = shmem_malloc(MAXBYTES);
@@ -178,6 +198,18 @@ int main(int argc, char **argv)
     TIME_PE0("get8_global", 8, 200000, (void) shmem_long_g(&g_words[i_ & 1023], peer));
     TIME_PE0("fetch_add8_heap", 8, 100000, (void) shmem_long_atomic_fetch_add(&h_words[0], 1, peer));
     TIME_PE0("fetch_add8_global", 8, 100000, (void) shmem_long_atomic_fetch_add(&g_words[0], 1, peer));
+    TIME_PE0("fetch8", 8, 100000, (void) shmem_long_atomic_fetch(&h_words[0], peer));
+    TIME_PE0("swap8", 8, 100000, (void) shmem_long_atomic_swap(&h_words[0], i_, peer));
+    TIME_PE0("compare_swap8", 8, 100000, (void) shmem_long_atomic_compare_swap(&h_words[0], i_, i_ + 1, peer));
+    TIME_PE0("add8_quiet", 8, 100000, (shmem_long_atomic_add(&h_words[0], 1, peer), shmem_quiet()));
+    /* Latency by size: a put is complete at shmem_quiet, a get when it returns. */
+    for (i = 0; i < 7; i++) {
+        static const long sizes[7] = {8, 64, 512, 4096, 32768, 262144, 1 << 20};
+        long iters = sizes[i] < 65536 ? 20000 : 1000;
+        bytes = sizes[i];
+        TIME_PE0("put_latency", bytes, iters, (shmem_putmem(h_buf, src, bytes, peer), shmem_quiet()));
+        TIME_PE0("get_latency", bytes, iters, shmem_getmem(dst, h_buf, bytes, peer));
+    }
 
     for (bytes = 8; bytes <= MAXBYTES; bytes *= 8) {
         long iters = bytes < 65536 ? 20000 : (bytes < (1 << 20) ? 2000 : 200);
@@ -230,16 +262,25 @@ int main(int argc, char **argv)
     TIME_ALL("barrier_all", 0, 20000, shmem_barrier_all());
     {
         static long one, out;
-        TIME_ALL("sum_to_all", 8, 20000, shmem_long_sum_to_all(&out, &one, 1, 0, 0, n, pwrk, psync));
+        TIME_ALL("sum_to_all", 8, 20000, shmem_long_sum_to_all(&out, &one, 1, 0, 0, n, pwrk[i_ & 1], psync[i_ & 1]));
     }
     {
         long count = (1 << 20) / sizeof(long);
         TIME_ALL("sum_to_all", 1 << 20, 200,
-                 shmem_long_sum_to_all((long *) dst, (long *) src, (int) count, 0, 0, n, pwrk, psync));
+                 shmem_long_sum_to_all((long *) dst, (long *) src, (int) count, 0, 0, n, pwrk[i_ & 1], psync[i_ & 1]));
     }
-    TIME_ALL("alltoall64", 8, 20000, shmem_alltoall64(dst, src, 1, 0, 0, n, psync));
-    TIME_ALL("alltoall64", 8192, 2000, shmem_alltoall64(dst, src, 1024, 0, 0, n, psync));
+    TIME_ALL("alltoall64", 8, 20000, shmem_alltoall64(dst, src, 1, 0, 0, n, psync[i_ & 1]));
+    TIME_ALL("alltoall64", 8192, 2000, shmem_alltoall64(dst, src, 1024, 0, 0, n, psync[i_ & 1]));
+    /* The active-set forms, pSync arrays in turns. */
+    shmem_barrier_all();
+    TIME_ALL("barrier", 0, 20000, shmem_barrier(0, 0, n, psync[i_ & 1]));
+    shmem_barrier_all();
+    TIME_ALL("broadcast32", 4, 20000, shmem_broadcast32(dst, src, 1, 0, 0, 0, n, psync[i_ & 1]));
+    TIME_ALL("broadcast64", 131072, 1000, shmem_broadcast64(dst, src, 131072 / 8, 0, 0, 0, n, psync[i_ & 1]));
+    TIME_ALL("int_sum_to_all", 4, 20000,
+             shmem_int_sum_to_all((int *) dst, (int *) src, 1, 0, 0, n, pwrk_int[i_ & 1], psync[i_ & 1]));
 
+#if SPEC_1_5
     /* 1.5: put-with-signal against what a 1.4 program writes instead. */
     h_sig = shmem_malloc(sizeof(uint64_t));
     *h_sig = 0;
@@ -300,6 +341,9 @@ int main(int argc, char **argv)
     }
     shmem_team_destroy(split);
     shmem_free(h_sig);
+#else
+    (void) h_sig;
+#endif
     (void) g_buf;
     shmem_barrier_all();
     shmem_free(dst);

@@ -8,7 +8,7 @@
 
 use bytemuck::Pod;
 use libc::{c_int, c_long, c_void};
-use tessera::{Op, Team};
+use tessera::{Op, SyncMode, Team};
 
 use crate::{check, fatal, state, teams, ComplexD, ComplexF, LongDouble, State};
 
@@ -228,6 +228,13 @@ unsafe fn slice_mut<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
 /// Broadcast `n` elements of `source` on the team's `root` into `dest`; the root's own
 /// `dest` too when `root_dest` (1.5's team broadcast; 1.4's active-set form leaves it).
 ///
+/// The specification makes the caller ensure that every `dest` is ready before any PE
+/// enters, so the broadcast puts straight into the members' symmetric destinations with
+/// no entry synchronisation (the team's single-address form, entry [`SyncMode::No`], exit
+/// [`SyncMode::My`]: each PE returns once its own `dest` holds the data, the root once
+/// its puts are done). The root's source is read in place: for 1.4 it names its symmetric
+/// source as its own destination, so that its `dest` is left alone.
+///
 /// # Safety
 /// `source` valid for `n` elements on the root, `dest` on every PE that receives.
 pub(crate) unsafe fn broadcast<T: Pod>(
@@ -246,23 +253,28 @@ pub(crate) unsafe fn broadcast<T: Pod>(
             format!("PE_root {root} is not a PE of the team (0 to {})", size - 1),
         );
     }
-    let at_root = team.rank() == root as usize;
-    if at_root && !root_dest {
-        let mut buf = vec![T::zeroed(); n];
-        // SAFETY: the caller passes a source valid for n elements on the root.
-        buf.copy_from_slice(unsafe { slice(source, n) });
-        check(call, team.broadcast(root as usize, &mut buf));
-        return;
-    }
-    if at_root && source != dest.cast_const() && n > 0 {
-        // SAFETY: both valid for n elements (the caller's guarantee); copy handles overlap.
-        unsafe { std::ptr::copy(source, dest, n) };
-    }
-    // SAFETY: the caller passes a destination valid for n elements.
-    check(
-        call,
-        team.broadcast(root as usize, unsafe { slice_mut(dest, n) }),
-    );
+    let root = root as usize;
+    let at_root = team.rank() == root;
+    let sym = crate::symmetric(call);
+    let mut dsts = team.symmetric(sym.own(call, dest.cast_const(), n));
+    let from: *const T = if at_root && root_dest {
+        if source != dest.cast_const() && n > 0 {
+            // SAFETY: both valid for n elements (the caller's guarantee); copy handles
+            // overlap.
+            unsafe { std::ptr::copy(source, dest, n) };
+        }
+        dest
+    } else {
+        if at_root {
+            dsts[root] = sym.own(call, source, n);
+        }
+        source
+    };
+    let loose = team.with_sync(SyncMode::No, SyncMode::My);
+    // SAFETY: on the root `from` is valid for n elements (the caller's guarantee); other
+    // PEs pass an empty source, which the form does not read.
+    let src = unsafe { slice(from, if at_root { n } else { 0 }) };
+    check(call, loose.broadcast_to(root, src, &dsts, n));
 }
 
 /// `collect`: every member's `nelems` (which may differ) concatenated in member order.
@@ -309,7 +321,11 @@ pub(crate) unsafe fn fcollect<T: Pod>(
     check(call, r);
 }
 
-/// `alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`.
+/// `alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`. As for
+/// [`broadcast`], every `dest` is ready before any PE enters (the caller's duty), so each
+/// PE puts its blocks straight into the others' symmetric destinations (the team's
+/// single-address form, entry [`SyncMode::No`], exit [`SyncMode::My`]) and returns once
+/// every block of its own `dest` has arrived.
 ///
 /// # Safety
 /// Buffers as the specification requires.
@@ -322,8 +338,18 @@ pub(crate) unsafe fn alltoall<T: Pod>(
     nelems: usize,
 ) {
     let total = nelems * team.size();
-    // SAFETY: the caller passes buffers of size × nelems elements.
-    let r = unsafe { with_buffers(source, total, dest, total, |s, d| team.exchange(s, d)) };
+    let sym = crate::symmetric(call);
+    let dsts = team.symmetric(sym.own(call, dest.cast_const(), total));
+    let loose = team.with_sync(SyncMode::No, SyncMode::My);
+    let r = if overlap(source, total, dest.cast_const(), total) {
+        // SAFETY: the caller passes a source of size × nelems elements; the copy is read
+        // while the destination is written.
+        let copy = unsafe { slice(source, total) }.to_vec();
+        loose.exchange_to(&copy, &dsts)
+    } else {
+        // SAFETY: as the caller guarantees; the source is not written by the call.
+        loose.exchange_to(unsafe { slice(source, total) }, &dsts)
+    };
     check(call, r);
 }
 

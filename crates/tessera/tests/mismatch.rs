@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use tessera::{Algorithm, Collective, Job, Op, Team};
+use tessera::{Algorithm, Collective, Job, Op, SyncMode, Team};
 
 fn job(ranks: usize) -> Job {
     Job::threads(ranks)
@@ -200,4 +200,42 @@ fn matching_calls_still_pass() {
             Ok(())
         })
         .unwrap();
+}
+
+#[test]
+fn single_address_calls_that_differ_are_caught_naming_both() {
+    // Different block lengths in exchange_to: the "landed" signals carry each call.
+    fails_reporting(
+        2,
+        &[
+            "collective calls differ",
+            "exchange_to(1 elements of 8 bytes",
+            "exchange_to(2 elements of 8 bytes",
+        ],
+        |ctx| {
+            let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
+            let buf = ctx.alloc_collective::<u64>(8)?;
+            let len = 1 + ctx.rank();
+            world.exchange_to(&vec![7u64; 2 * len], &world.symmetric(buf))?;
+            world.barrier()?;
+            Ok(())
+        },
+    );
+    // Broadcasts whose roots differ, entry unsynchronised: caught at the end of the job
+    // at the latest (each side's root signals a member that waits on the other root).
+    fails_reporting(
+        4,
+        &[
+            "collective calls differ",
+            "broadcast_to(root 0",
+            "broadcast_to(root 1",
+        ],
+        |ctx| {
+            let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
+            let buf = ctx.alloc_collective::<u32>(2)?;
+            let root = ctx.rank() % 2;
+            world.broadcast_to(root, &[9, 9], &world.symmetric(buf), 2)?;
+            Ok(())
+        },
+    );
 }

@@ -283,3 +283,46 @@ fn wait_value_on_every_width() {
         })
         .unwrap();
 }
+
+#[test]
+fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
+    // OpenSHMEM 1.4's broadcast: the root names its source as its own destination, so
+    // its destination keeps what it held while every other member's receives the data.
+    Job::threads(3)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(30))
+        .run(|ctx| {
+            let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
+            let (src, dst) = (
+                ctx.alloc_collective::<u64>(3)?,
+                ctx.alloc_collective::<u64>(3)?,
+            );
+            ctx.put(dst, &[1, 1, 1])?;
+            let root = 2;
+            if ctx.rank() == root {
+                ctx.put(src, &[4, 5, 6])?;
+            }
+            world.barrier()?;
+            let mut dsts = world.symmetric(dst);
+            dsts[root] = src.on(root);
+            // In place: the root's slice is the very memory of its dsts[root].
+            let from: &[u64] = if ctx.rank() == root {
+                // SAFETY: nothing writes src during the call (the root is sent nothing).
+                unsafe { ctx.local_slice(src, 3)? }.expect("its own segment is mapped")
+            } else {
+                &[]
+            };
+            world.broadcast_to(root, from, &dsts, 3)?;
+            world.barrier()?;
+            let mut got = [0u64; 3];
+            ctx.get(dst, &mut got)?;
+            let want = if ctx.rank() == root {
+                [1, 1, 1]
+            } else {
+                [4, 5, 6]
+            };
+            assert_eq!(got, want, "rank {}", ctx.rank());
+            Ok(())
+        })
+        .unwrap();
+}

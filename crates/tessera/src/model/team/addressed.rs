@@ -49,7 +49,51 @@ impl SyncTree {
     }
 }
 
+/// Which single-address call a member is in (operation, root, element count and size):
+/// the signature its "entered" and "landed" signals carry, so that members whose calls
+/// differ fail at the first signal, or at the end of the job, naming both calls.
+#[derive(Clone, Copy)]
+pub(super) struct SingleCall {
+    op: Collective,
+    root: Option<usize>,
+    count: usize,
+    elem: usize,
+}
+
+impl SingleCall {
+    fn new<T>(op: Collective, root: Option<usize>, count: usize) -> SingleCall {
+        SingleCall {
+            op,
+            root,
+            count,
+            elem: std::mem::size_of::<T>(),
+        }
+    }
+}
+
 impl<'a> Team<'a> {
+    /// Start a blocking single-address call: its signals carry `call`; checked mode first
+    /// compares every member's call, as it does for the mailbox forms.
+    fn begin_single(&self, call: SingleCall) -> Result<CallGuard> {
+        let SingleCall {
+            op,
+            root,
+            count,
+            elem,
+        } = call;
+        if self.ctx.checked_mode() {
+            return self.check_call(op, root, count, elem, None);
+        }
+        Ok(self.begin_call(Signature::new(
+            op,
+            Form::SingleAddress,
+            root,
+            count,
+            elem,
+            None,
+        )))
+    }
+
     // ----- data-centric (single-address) forms ------------------------------------------
 
     /// The same segment offset on every member: the destinations of data allocated with
@@ -114,11 +158,12 @@ impl<'a> Team<'a> {
     /// "landed"), in opposite directions, each consumed within the call.
     pub(super) fn deliver(
         &self,
+        call: SingleCall,
         targets: impl Iterator<Item = usize> + Clone,
         sources: impl Iterator<Item = usize> + Clone,
         put: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let _call = self.begin_call(Signature::SINGLE_ADDRESS);
+        let _call = self.begin_single(call)?;
         match self.sync.input {
             SyncMode::All => self.barrier()?,
             SyncMode::My => self.signals(sources.clone(), targets.clone())?,
@@ -150,7 +195,7 @@ impl<'a> Team<'a> {
         self.channel.transfer(self.ctx, &mut sends, &mut recvs)
     }
 
-    /// A blocking rooted single-address form (`op`, `bytes` per member) along the tree
+    /// A blocking rooted single-address form (`call`) along the tree
     /// its algorithm gives ([`SyncTree`]; flat: the root is every member's parent),
     /// between the entry and exit synchronisation of the team's sync modes; while the
     /// team tunes online and entry is [`SyncMode::All`], perhaps a trial of another tree.
@@ -159,13 +204,13 @@ impl<'a> Team<'a> {
     /// landed here, otherwise once (`None`).
     fn rooted_single(
         &self,
-        op: Collective,
-        bytes: usize,
-        root: usize,
+        call: SingleCall,
         flow: Flow,
         mut put: impl FnMut(Option<usize>) -> Result<()>,
     ) -> Result<()> {
-        let _call = self.begin_call(Signature::SINGLE_ADDRESS);
+        let _call = self.begin_single(call)?;
+        let (op, bytes) = (call.op, call.count * call.elem);
+        let root = call.root.expect("a rooted form names its root");
         // A trial opens with a barrier: only where entry is one anyway, so that looser
         // modes keep their promise (a member may finish before another enters).
         let may_trial = self.sync.input == SyncMode::All;
@@ -247,12 +292,13 @@ impl<'a> Team<'a> {
     pub(super) fn run_single(
         &self,
         nb: bool,
+        call: SingleCall,
         targets: impl Iterator<Item = usize> + Clone,
         sources: impl Iterator<Item = usize> + Clone,
         put: impl FnOnce() -> Result<()>,
     ) -> Result<Option<CollHandle<'a>>> {
         if !nb {
-            return self.deliver(targets, sources, put).map(|()| None);
+            return self.deliver(call, targets, sources, put).map(|()| None);
         }
         if self.sync.input != SyncMode::No || self.sync.output == SyncMode::All {
             return Err(CoreError::Invalid(format!(
@@ -319,7 +365,10 @@ impl<'a> Team<'a> {
         /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. By
         /// default (see [`Team::with_sync`]) entry is synchronised (no member's destination
         /// is written before it has entered) and every member returns once its own
-        /// destination holds the data.
+        /// destination holds the data. Where the root's `src` is its own destination
+        /// (the same memory), the broadcast is in place there and the root copies nothing
+        /// to itself; a root may so keep its destination as it was, as OpenSHMEM 1.4's
+        /// broadcast does, by naming its source as its own destination.
         ///
         /// ```
         /// use tessera::{Job, Team};
@@ -352,15 +401,13 @@ impl<'a> Team<'a> {
         if nb {
             return self.root_puts_nb(root, dsts, |_| src);
         }
-        let bytes = len * std::mem::size_of::<T>();
         let me = self.me;
-        if me == root {
-            self.ctx.put(dsts[root], src)?; // its own: entered by definition
+        // Its own (entered by definition), unless in place.
+        if me == root && self.ctx.local_ptr(dsts[root], len)? != Some(src.as_ptr().cast_mut()) {
+            self.ctx.put(dsts[root], src)?;
         }
         self.rooted_single(
-            Collective::BroadcastTo,
-            bytes,
-            root,
+            SingleCall::new::<T>(Collective::BroadcastTo, Some(root), len),
             Flow::Forward,
             |child| {
                 let c = child.expect("a forwarding put names its child");
@@ -385,6 +432,7 @@ impl<'a> Team<'a> {
         let (n, me) = (self.size(), self.me);
         self.run_single(
             true,
+            SingleCall::new::<T>(Collective::BroadcastTo, Some(root), 0),
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -432,6 +480,7 @@ impl<'a> Team<'a> {
         let (n, me) = (self.size(), self.me);
         // Members read from the root; the root is read by all the others.
         self.deliver(
+            SingleCall::new::<T>(Collective::Broadcast, Some(root), dst.len()),
             std::iter::once(root).filter(|_| me != root),
             (0..n).filter(|&i| me == root && i != root),
             || self.ctx.get(src, dst),
@@ -473,7 +522,9 @@ impl<'a> Team<'a> {
         } else {
             0
         };
+        // Only the root knows the block length.
         self.deliver(
+            SingleCall::new::<()>(Collective::Gather, Some(root), 0),
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -509,7 +560,9 @@ impl<'a> Team<'a> {
     ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("exchange_to", dsts)?;
         let b = self.block_of("exchange_to", src.len())?;
-        self.all_put(nb, dsts, b, |j| &src[j * b..(j + 1) * b])
+        self.all_put(nb, Collective::Exchange, dsts, b, |j| {
+            &src[j * b..(j + 1) * b]
+        })
     }
 
     /// Every member puts `block(j)` into member `j`'s destination at block position (its
@@ -517,13 +570,15 @@ impl<'a> Team<'a> {
     pub(super) fn all_put<'s, T: Pod>(
         &self,
         nb: bool,
+        op: Collective,
         dsts: &[GlobalPtr<T>],
         len: usize,
         block: impl Fn(usize) -> &'s [T],
     ) -> Result<Option<CollHandle<'a>>> {
         let (n, me) = (self.size(), self.me);
         let others = (0..n).filter(move |&i| i != me);
-        self.run_single(nb, others.clone(), others, || {
+        let call = SingleCall::new::<T>(op, None, len);
+        self.run_single(nb, call, others.clone(), others, || {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
@@ -570,13 +625,14 @@ impl<'a> Team<'a> {
         if nb {
             return self.run_single(
                 true,
+                SingleCall::new::<T>(Collective::GatherTo, Some(root), src.len()),
                 std::iter::once(root).filter(|_| me != root),
                 (0..n).filter(|&i| me == root && i != root),
                 put,
             );
         }
-        let bytes = std::mem::size_of_val(src);
-        self.rooted_single(Collective::GatherTo, bytes, root, Flow::ToRoot, |_| put())
+        let call = SingleCall::new::<T>(Collective::GatherTo, Some(root), src.len());
+        self.rooted_single(call, Flow::ToRoot, |_| put())
             .map(|()| None)
     }
 
@@ -606,9 +662,9 @@ impl<'a> Team<'a> {
         if nb {
             return self.root_puts_nb(root, dsts, block);
         }
-        let bytes = len * std::mem::size_of::<T>();
+        let call = SingleCall::new::<T>(Collective::ScatterTo, Some(root), len);
         let me = self.me;
-        self.rooted_single(Collective::ScatterTo, bytes, root, Flow::FromRoot, |_| {
+        self.rooted_single(call, Flow::FromRoot, |_| {
             if me == root {
                 // Starting with the next member, as the flat form does.
                 for s in 0..n {
@@ -635,6 +691,6 @@ impl<'a> Team<'a> {
         dsts: &[GlobalPtr<T>],
     ) -> Result<Option<CollHandle<'a>>> {
         self.check_destinations("allgather_to", dsts)?;
-        self.all_put(nb, dsts, src.len(), |_| src)
+        self.all_put(nb, Collective::Allgather, dsts, src.len(), |_| src)
     }
 }

@@ -173,16 +173,23 @@ impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.0;
         let form = (s >> 4) & 3;
-        if form == Form::SingleAddress as u64 {
+        if s == Signature::SINGLE_ADDRESS.0 {
             return f.write_str("the synchronisation of a single-address collective");
         }
         if form == Form::Agreement as u64 {
             return f.write_str("checked mode's agreement on a call");
         }
-        let op = Collective::ALL
-            .get((s & 15) as usize)
-            .map_or("an unknown collective", |c| c.name());
-        write!(f, "{op}")?;
+        let op = Collective::ALL.get((s & 15) as usize);
+        let name = match (op, form == Form::SingleAddress as u64) {
+            (None, _) => "an unknown collective",
+            // The single-address forms without an operation of their own.
+            (Some(Collective::Broadcast), true) => "broadcast_from",
+            (Some(Collective::Gather), true) => "gather_from",
+            (Some(Collective::Allgather), true) => "allgather_to",
+            (Some(Collective::Exchange), true) => "exchange_to",
+            (Some(c), _) => c.name(),
+        };
+        write!(f, "{name}")?;
         if form == Form::Nonblocking as u64 {
             f.write_str("_nb")?;
         }
@@ -260,6 +267,19 @@ mod tests {
         for v in variants {
             assert_ne!(v, base, "{v}");
         }
+        let to = Signature::new(
+            Collective::BroadcastTo,
+            Form::SingleAddress,
+            Some(1),
+            4,
+            8,
+            None,
+        );
+        assert_ne!(to, Signature::SINGLE_ADDRESS);
+        assert_eq!(
+            to.to_string(),
+            "broadcast_to(root 1, 4 elements of 8 bytes)"
+        );
         let a = Signature::new(Collective::Broadcast, Form::Blocking, Some(0), 4, 4, None);
         let b = Signature::new(Collective::Broadcast, Form::Blocking, Some(2), 4, 4, None);
         assert_ne!(a, b);
