@@ -232,9 +232,8 @@ fn single_address_calls_that_differ_are_caught_naming_both() {
         ],
         |ctx| {
             let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
-            let buf = ctx.alloc_collective::<u32>(2)?;
-            let root = ctx.rank() % 2;
-            world.broadcast_to(root, &[9, 9], &world.symmetric(buf), 2)?;
+            let dsts = world.symmetric(ctx.alloc_collective::<u32>(2)?);
+            world.broadcast_to(ctx.rank() % 2, &[9, 9], &dsts, 2)?;
             Ok(())
         },
     );

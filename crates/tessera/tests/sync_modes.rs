@@ -8,11 +8,16 @@ use tessera::{Job, SyncMode, Team};
 
 const MODES: [SyncMode; 3] = [SyncMode::No, SyncMode::My, SyncMode::All];
 
-#[test]
-fn every_mode_combination_delivers() {
+/// A job of three rank threads, bounded by a watchdog.
+fn three_ranks() -> Job {
     Job::threads(3)
         .segment(16 << 20)
         .wait_timeout(Duration::from_secs(30))
+}
+
+#[test]
+fn every_mode_combination_delivers() {
+    three_ranks()
         .run(|ctx| {
             let world = Team::world(ctx)?;
             let (n, me) = (world.size(), world.rank());
@@ -117,9 +122,7 @@ fn loose_modes_let_a_member_finish_before_the_others_enter() {
 /// refuse to start meanwhile; modes the nonblocking forms cannot honour are refused.
 #[test]
 fn nonblocking_forms_overlap_and_complete_in_any_order() {
-    Job::threads(3)
-        .segment(16 << 20)
-        .wait_timeout(Duration::from_secs(30))
+    three_ranks()
         .run(|ctx| {
             let world = Team::world(ctx)?;
             let (n, me) = (world.size(), world.rank());
@@ -288,9 +291,7 @@ fn wait_value_on_every_width() {
 fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
     // OpenSHMEM 1.4's broadcast: the root names its source as its own destination, so
     // its destination keeps what it held while every other member's receives the data.
-    Job::threads(3)
-        .segment(16 << 20)
-        .wait_timeout(Duration::from_secs(30))
+    three_ranks()
         .run(|ctx| {
             let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
             let (src, dst) = (
