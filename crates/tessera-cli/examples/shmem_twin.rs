@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use tessera::{AtomicOp, Compare, Context, Op, SignalOp, Team};
+use tessera::{AtomicOp, Compare, Context, Op, SignalOp, SyncMode, Team};
 
 fn report(ctx: &Context, name: &str, bytes: usize, value: f64, unit: &str) {
     if ctx.rank() == 0 {
@@ -68,7 +68,7 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
     let split = world.subset(&(0..n).collect::<Vec<_>>())?;
     let word = ctx.alloc_collective::<i64>(1)?;
     let sig = ctx.alloc_collective::<u64>(1)?;
-    let (one, mut out, mut all) = ([1i64], [0i64], vec![0i64; n]);
+    let (one, mut out) = ([1i64], [0i64]);
     world.barrier()?;
     let ones = vec![1i64; n];
     // One loop per operation, so that choosing the operation is not counted per call.
@@ -95,7 +95,12 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
         "barrier_all" => calls!(_i => world.barrier()?),
         "sum_to_all" | "team_sum_world" => calls!(_i => world.allreduce(&one, &mut out, Op::Sum)?),
         "team_sum_split" => calls!(_i => split.allreduce(&one, &mut out, Op::Sum)?),
-        "team_alltoall_world" => calls!(_i => world.exchange(&ones, &mut all)?),
+        "team_alltoall_world" => {
+            // As the C layer calls it: straight into the symmetric destinations.
+            let loose = world.with_sync(SyncMode::No, SyncMode::My);
+            let dsts = world.symmetric(ctx.alloc_collective::<i64>(n)?);
+            calls!(_i => loose.exchange_to(&ones, &dsts)?)
+        }
         _ => {
             return Err(tessera::Error::from(tessera::CoreError::Invalid(format!(
                 "no operation {op} to count"
@@ -182,12 +187,21 @@ fn main() {
         let (big, mut big_out) = (vec![1i64; 1 << 17], vec![0i64; 1 << 17]);
         let t = time_all(&world, 200, || world.allreduce(&big, &mut big_out, Op::Sum))?;
         report(ctx, "sum_to_all", 1 << 20, t, "ns");
-        let (a, mut b) = (vec![1u64; n], vec![0u64; n]);
-        let t = time_all(&world, 20_000, || world.exchange(&a, &mut b))?;
-        report(ctx, "alltoall64", 8, t, "ns");
-        let (a, mut b) = (vec![1u64; 1024 * n], vec![0u64; 1024 * n]);
-        let t = time_all(&world, 2_000, || world.exchange(&a, &mut b))?;
-        report(ctx, "alltoall64", 8192, t, "ns");
+        // The C layer's alltoall and broadcast: single-address forms, entry
+        // unsynchronised (the destinations are ready), each rank returning once its own
+        // destination holds its data.
+        let loose = world.with_sync(SyncMode::No, SyncMode::My);
+        let dst = ctx.alloc_collective::<u64>(1024 * n)?;
+        let dsts = world.symmetric(dst);
+        for (count, iters) in [(1, 20_000), (1024, 2_000)] {
+            let a = vec![1u64; count * n];
+            let t = time_all(&world, iters, || loose.exchange_to(&a, &dsts))?;
+            report(ctx, "alltoall64", count * 8, t, "ns");
+        }
+        let t = time_all(&world, 20_000, || {
+            loose.broadcast_to(0, &[1u32], &world.symmetric(dst.cast::<u32>()), 1)
+        })?;
+        report(ctx, "broadcast32", 4, t, "ns");
 
         // 1.5: put-with-signal, and what a 1.4 program writes instead.
         let sig = ctx.alloc_collective::<u64>(1)?;
@@ -253,9 +267,13 @@ fn main() {
             report(ctx, &format!("team_sum_{name}"), 1 << 20, t, "ns");
         }
         for (count, iters) in [(1, 20_000), (1024, 2_000)] {
-            let (a, mut b) = (vec![1i64; count * n], vec![0i64; count * n]);
+            let a = vec![1u64; count * n];
             for (team, name) in [(&world, "world"), (&split, "split")] {
-                let t = time_all(team, iters, || team.exchange(&a, &mut b))?;
+                let (loose, dsts) = (
+                    team.with_sync(SyncMode::No, SyncMode::My),
+                    team.symmetric(dst),
+                );
+                let t = time_all(team, iters, || loose.exchange_to(&a, &dsts))?;
                 report(ctx, &format!("team_alltoall_{name}"), count * 8, t, "ns");
             }
         }
