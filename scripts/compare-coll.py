@@ -7,7 +7,7 @@ Each binary runs `bench coll -n N --json` ROUNDS times, alternating, so that bot
 same machine; every (operation, algorithm, size) keeps its best time over the rounds. The
 table gives, at the chosen sizes, the old and new latency, the difference in nanoseconds
 and the ratio, and a summary over every point. Used for PERFORMANCE.md's figures on the
-cost of the always-on collective signatures (issue 18) and of the one engine (issue 21).
+cost of the always-on collective signatures, and to compare any two builds.
 """
 import argparse
 import json

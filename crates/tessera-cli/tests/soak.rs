@@ -27,8 +27,9 @@ impl Rng {
     }
 }
 
-/// The children of `pid` (the launcher's ranks), from /proc; not the job's keeper, which
-/// names itself `tessera-keeper`.
+/// The children of `pid` that run the rank's program, from /proc: not the job's keeper
+/// (`tessera-keeper`), nor a child still named as the launcher, which is either the keeper
+/// before it has named itself or a rank before its exec (a few microseconds).
 fn children(pid: u32) -> Vec<i32> {
     let mut out = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -41,10 +42,11 @@ fn children(pid: u32) -> Vec<i32> {
             }
         }
     }
-    out.retain(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/comm"))
-            .map_or(true, |c| c.trim() != "tessera-keeper")
-    });
+    let comm = |p: &dyn std::fmt::Display| {
+        std::fs::read_to_string(format!("/proc/{p}/comm")).map(|c| c.trim().to_string())
+    };
+    let launcher = comm(&pid).unwrap_or_default();
+    out.retain(|p| comm(p).is_ok_and(|c| c != "tessera-keeper" && c != launcher));
     out
 }
 

@@ -526,7 +526,7 @@ fn is_other_form(algorithm: Option<&str>) -> bool {
 
 /// One line per (operation, size): every algorithm's latency, the best fixed one, and how
 /// the model's choice compares with it; then how many points the choice is within 5 % of
-/// the best fixed algorithm at (issue 3's target).
+/// the best fixed algorithm at (the target: within 5 %).
 pub(crate) fn print_table(report: &Report) {
     let mut keys: Vec<(String, u64)> = Vec::new();
     for r in report.results.iter().filter(|r| r.metric == "latency_us") {

@@ -77,7 +77,7 @@ pub(crate) const PUSH: u64 = 6;
 /// costs the receiver this much over reading at once. Measured on a Xeon with 2 MiB of L2
 /// per core, two processes each copying their own 1 MiB block and exchanging 1 MiB took
 /// 97-108 µs by writing (`process_vm_writev` from the hot buffer) against 118-153 µs by
-/// reading the peer's (docs/PERFORMANCE.md, session 27).
+/// reading the peer's.
 pub(crate) const PUSH_PATIENCE: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Messages of at least this many bytes may be split; shorter ones the receiver reads

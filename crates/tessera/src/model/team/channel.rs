@@ -94,7 +94,7 @@ pub(crate) struct SentOffer {
 /// can make them (see `schedule`). Below it the system call costs more than the second
 /// copy saves: on a Xeon with AVX-512, 2 ranks, offers from 4 KiB made the 4 KiB points up
 /// to 4.4× slower, and offers from 16 KiB made the 32 KiB points 1.1–1.9× faster
-/// (docs/PERFORMANCE.md, session 24).
+/// (measured with `tessera bench coll -n 2`).
 pub(crate) const DIRECT_FROM: usize = 16 * 1024;
 
 /// Default data bytes per chunk: large enough that the per-chunk handshake (about one

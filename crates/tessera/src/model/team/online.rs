@@ -12,7 +12,7 @@
 //! whatever skew its own algorithm leaves between the members (the linear scan's first
 //! member runs ahead: timed after a barrier of its own, other candidates won 13 of 32
 //! tunings of a 1 MiB scan at 2 ranks, though the linear scan is 1.2× faster in a loop;
-//! timed straight after, none). Docs: PERFORMANCE.md, session 28. Each member keeps its
+//! timed straight after, none). Each member keeps its
 //! time for every trial. After the last trial the members combine them by a maximum per
 //! trial (a collective's time is its slowest member's) in one allreduce with a fixed
 //! algorithm. Every member then takes the candidate with the smallest median over its

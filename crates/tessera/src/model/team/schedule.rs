@@ -18,8 +18,8 @@
 //! members that read each other's memory directly (see below), are *offers* of the place
 //! itself, unless a later step of the schedule writes it (then chunks): the schedule owns
 //! its buffers until it is done, and it is done only once every offer has been read, so the
-//! data moves whenever the receiver advances, with one copy and no staging. (On the
-//! AVX-512 Xeon of session 25, a 1 × 2 Cholesky of order 2048 spent 2.5 ms of 34 in the
+//! data moves whenever the receiver advances, with one copy and no staging. (On an
+//! AVX-512 Xeon, a 1 × 2 Cholesky of order 2048 spent 2.5 ms of 34 in the
 //! staging copies of its panels' in-place broadcasts before this.) Between other members
 //! they travel by *rendezvous* instead of in chunks: the sender copies the data once into a staging area
 //! in its own segment and sends a one-chunk descriptor (where the data is, where the
