@@ -12,6 +12,7 @@
 
 mod app;
 mod bench;
+mod config;
 mod npb;
 mod selftest;
 mod shmem;
@@ -221,6 +222,17 @@ enum Command {
         #[command(subcommand)]
         what: shmem::ShmemCommand,
     },
+    /// Every setting Tessera reads (TESSERA_* variables): the value in force, where it came
+    /// from, and whether a job would accept it (exit status 2 if not).
+    Config {
+        /// Print as JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the table of every variable (kind, default, meaning) in Markdown, as the
+        /// README carries it.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Micro-benchmarks.
     Bench {
         #[command(subcommand)]
@@ -406,7 +418,10 @@ fn output(command: &Command) -> Option<(Option<&std::path::Path>, &'static str, 
 
 /// Whether the command starts ranks (and so must check the settings they will read).
 fn launches(command: &Command) -> bool {
-    !matches!(command, Command::Rank { .. } | Command::Shmem { .. })
+    !matches!(
+        command,
+        Command::Rank { .. } | Command::Shmem { .. } | Command::Config { .. }
+    )
 }
 
 /// Everything checked before a command starts a rank.
@@ -451,6 +466,7 @@ fn main() -> ExitCode {
         ),
         Command::App(args) => app::drive(&args),
         Command::Bench { what } => bench::drive(what),
+        Command::Config { json, markdown } => config::drive(json, markdown),
         Command::Shmem { what } => shmem::drive(what),
         Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),
         Command::Rank { what } => {

@@ -413,7 +413,7 @@ fn long_runs_tell_their_progress() {
     assert!(!bad.status.success());
     assert!(
         bad.stderr
-            .contains("TESSERA_NPB_PROGRESS=\"soon\" is not a number of seconds"),
+            .contains("TESSERA_NPB_PROGRESS=\"soon\" is invalid: a number of seconds"),
         "{}",
         bad.stderr
     );

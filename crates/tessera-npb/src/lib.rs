@@ -355,19 +355,9 @@ static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// `TESSERA_NPB_PROGRESS`: seconds after which rank 0 reports progress (default 30).
 fn progress_after() -> Result<f64, String> {
     const DEFAULT: f64 = 30.0;
-    match tessera::job::env::text("TESSERA_NPB_PROGRESS") {
-        None => Ok(DEFAULT),
-        Some(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "TESSERA_NPB_PROGRESS={v:?} is not a number of seconds (unset it for the default, {DEFAULT})"
-                )
-            }),
-    }
+    tessera::job::env::seconds_or_zero("TESSERA_NPB_PROGRESS")
+        .map(|s| s.unwrap_or(DEFAULT))
+        .map_err(|e| e.to_string())
 }
 
 /// Check the kernels' own settings (`TESSERA_SIMD`, `TESSERA_MG_FUSED`,

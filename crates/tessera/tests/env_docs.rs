@@ -1,23 +1,24 @@
-//! Every environment variable Tessera reads is documented where users look: the README's
-//! table and the `job` module's contract. A variable added to `job::env::VARIABLES`
-//! without documentation fails here.
+//! Every environment variable Tessera reads is documented where users look, from one
+//! table: the README carries `job::env::markdown_table()` (what `tessera config --markdown`
+//! prints) word for word, and the `job` module's contract points to that table. A variable
+//! added to `job::env::VARIABLES` changes the generated table, and this test then asks for
+//! the README to be regenerated.
 
 #[test]
-fn every_variable_is_in_the_readme_and_the_job_docs() {
+fn the_readme_carries_the_generated_table_of_every_variable() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
-    let job_docs = std::fs::read_to_string(root.join("src/job/mod.rs")).unwrap();
+    let table = tessera::job::env::markdown_table();
+    assert!(
+        readme.contains(&table),
+        "README.md's table of variables is not the generated one; replace it with the output of `tessera config --markdown`:\n{table}"
+    );
     for var in tessera::job::env::VARIABLES {
-        let quoted = format!("`{}", var.name);
-        assert!(
-            readme.contains(&quoted),
-            "README.md does not document {}",
-            var.name
-        );
-        assert!(
-            job_docs.contains(&quoted),
-            "the job module's contract does not document {}",
-            var.name
-        );
+        assert!(table.contains(&format!("`{}`", var.name)), "{}", var.name);
     }
+    let job_docs = std::fs::read_to_string(root.join("src/job/mod.rs")).unwrap();
+    assert!(
+        job_docs.contains("[`env::VARIABLES`]") && job_docs.contains("tessera config"),
+        "the job module's contract must point to the one table"
+    );
 }

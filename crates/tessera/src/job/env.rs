@@ -19,11 +19,65 @@ use std::time::Duration;
 
 use crate::error::JobError;
 
-/// One documented environment variable.
+/// What a variable holds, which says how it is parsed and checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A size in bytes with an optional binary suffix (`64K`, `512M`, `2G`).
+    Size,
+    /// A positive number of seconds.
+    Seconds,
+    /// A positive number of seconds, or `off` for no limit.
+    Limit,
+    /// A number of seconds, 0 included.
+    SecondsOrZero,
+    /// A whole number (its unit in the meaning).
+    Count,
+    /// A switch: `1/0`, `true/false`, `yes/no`, `on/off`.
+    Switch,
+    /// One of the listed words.
+    Choice(&'static [&'static str]),
+    /// Free text (a path, a command, a specification its user checks).
+    Text,
+    /// Set by the launcher for each rank, not by users.
+    Launcher,
+}
+
+impl Kind {
+    /// The kind in words, for tables.
+    ///
+    /// ```
+    /// use tessera::job::env::Kind;
+    /// assert_eq!(Kind::Limit.describe(), "seconds or `off`");
+    /// ```
+    pub fn describe(self) -> String {
+        match self {
+            Kind::Size => "size".into(),
+            Kind::Seconds => "seconds".into(),
+            Kind::Limit => "seconds or `off`".into(),
+            Kind::SecondsOrZero => "seconds (0 allowed)".into(),
+            Kind::Count => "whole number".into(),
+            Kind::Switch => "switch".into(),
+            Kind::Choice(words) => words
+                .iter()
+                .map(|w| format!("`{w}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Kind::Text => "text".into(),
+            Kind::Launcher => "set by the launcher".into(),
+        }
+    }
+}
+
+/// One documented environment variable: the one table from which the README's table,
+/// `tessera config` and the launcher's check of every setting come.
 #[derive(Clone, Copy, Debug)]
 pub struct Variable {
     /// Its name (`TESSERA_COLL_<OP>` stands for one variable per collective operation).
     pub name: &'static str,
+    /// What it holds.
+    pub kind: Kind,
+    /// What applies when it is unset, in words (empty: nothing, or see the meaning).
+    pub default: &'static str,
     /// What it does.
     pub meaning: &'static str,
 }
@@ -36,100 +90,148 @@ pub struct Variable {
 /// ```
 pub const VARIABLES: &[Variable] = &[
     Variable {
-        name: "TESSERA_CONDUIT",
-        meaning: "`smp`, `threads` or `mpi` (set by the launcher; a program started by mpirun picks `mpi` by itself)",
-    },
-    Variable {
-        name: "TESSERA_RANKS",
-        meaning: "number of ranks in the job (set by the launcher)",
-    },
-    Variable {
-        name: "TESSERA_RANK",
-        meaning: "this process's rank (set by the launcher, `smp` only)",
-    },
-    Variable {
-        name: "TESSERA_JOB_ID",
-        meaning: "random job id naming shared-memory objects where names are used (set by the launcher)",
-    },
-    Variable {
-        name: "TESSERA_JOB_FD",
-        meaning: "descriptor of the job's private shared memory: the status board and, for `smp`, every rank's region (set by the launcher)",
-    },
-    Variable {
         name: "TESSERA_SEGMENT",
-        meaning: "segment size per rank, e.g. `512M`, `4G` (default 2G, reserved lazily)",
+        kind: Kind::Size,
+        default: "`2G`",
+        meaning: "segment size per rank (reserved lazily: untouched pages cost nothing)",
     },
     Variable {
         name: "TESSERA_AM_QUEUE",
-        meaning: "bytes per active-message queue (default 64 KiB per sender, smaller for large jobs)",
+        kind: Kind::Size,
+        default: "64 KiB per sender, smaller for large jobs",
+        meaning: "bytes per active-message queue (at most 256M)",
     },
     Variable {
         name: "TESSERA_WAIT_TIMEOUT",
-        meaning: "watchdog: seconds a blocking wait may take before it fails naming the ranks it waits for, or `off` (default under `tessera run`: 300; otherwise off)",
+        kind: Kind::Limit,
+        default: "300 under `tessera run`, off otherwise",
+        meaning: "watchdog: seconds a blocking wait may take before it fails naming the ranks it waits for",
     },
     Variable {
         name: "TESSERA_BOOT_TIMEOUT",
-        meaning: "seconds to wait for every rank to attach at start-up (default 60)",
+        kind: Kind::Seconds,
+        default: "60",
+        meaning: "seconds for every rank to attach at start-up",
     },
     Variable {
         name: "TESSERA_CHECK",
-        meaning: "switch: checked mode (every collective call and collective allocation compared across ranks in full)",
+        kind: Kind::Switch,
+        default: "off",
+        meaning: "checked mode: every collective call and allocation compared across ranks in full",
     },
     Variable {
         name: "TESSERA_HIDE_PEERS",
-        meaning: "switch: treat every peer as unmapped, as on another host (a testing aid)",
+        kind: Kind::Switch,
+        default: "off",
+        meaning: "treat every peer as unmapped (as on another host), a testing aid for the paths a multi-host conduit takes",
     },
     Variable {
         name: "TESSERA_SHM_NAMES",
-        meaning: "switch: `smp` ranks under `tessera run` create named POSIX shared-memory objects (as the mpi conduit does on each host) instead of using the launcher's private memory (a testing aid)",
+        kind: Kind::Switch,
+        default: "off",
+        meaning: "`smp` ranks use named shared-memory objects, as the mpi conduit does on each host (a testing aid)",
     },
     Variable {
         name: "TESSERA_TUNING",
-        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree), or `none` (the built-in model); default ~/.config/tessera/tuning.json if it exists, else `online` (the model where a host runs more ranks than it has processors)",
+        kind: Kind::Text,
+        default: "`~/.config/tessera/tuning.json` when it exists, else `online`, except where a host runs more ranks than it has processors (there trials time the scheduler, so `none`)",
+        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree on the fastest), or `none` (the built-in model, the same choice every run)",
     },
     Variable {
         name: "TESSERA_COLL_<OP>",
-        meaning: "force a collective algorithm, e.g. TESSERA_COLL_ALLREDUCE=ring",
+        kind: Kind::Text,
+        default: "",
+        meaning: "force a collective algorithm, e.g. `TESSERA_COLL_ALLREDUCE=ring`",
     },
     Variable {
         name: "TESSERA_DIRECT",
-        meaning: "switch (default on): long collective messages between ranks of one host are read straight from the sender's memory (cross-memory attach) where the kernel allows it; off: copied through the team's mailbox",
+        kind: Kind::Switch,
+        default: "on",
+        meaning: "long collective messages (16 KiB or more) between ranks of one host are read straight from the sender's memory, one copy instead of two (Linux cross-memory attach, allowed only where the ranks could debug each other); `off` copies them through the team's mailbox",
     },
     Variable {
         name: "TESSERA_DIRECT_SPLIT",
-        meaning: "switch: a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache); unset: from 1 MiB; off: never",
+        kind: Kind::Switch,
+        default: "from 1 MiB (too large for the receiver's cache to keep anyway)",
+        meaning: "a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait for the read; the call is faster, but the sender's half then sits in the sender's cache, which a receiver reading the data soon pays for; `off`: never",
     },
     Variable {
         name: "TESSERA_MPI_BYPASS",
-        meaning: "switch (default on): on the mpi conduit, reach ranks of the same host through shared memory",
+        kind: Kind::Switch,
+        default: "on",
+        meaning: "on the mpi conduit, ranks of one host reach each other through shared memory",
     },
     Variable {
         name: "TESSERA_MPI_PROGRESS",
-        meaning: "mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread)",
+        kind: Kind::Count,
+        default: "0 (none)",
+        meaning: "mpi conduit: microseconds between the polls of a progress thread",
     },
     Variable {
         name: "TESSERA_MPIRUN",
-        meaning: "the mpirun the launcher calls for `--conduit mpi` (default `mpirun`)",
+        kind: Kind::Text,
+        default: "`mpirun`",
+        meaning: "the mpirun that `--conduit mpi` calls",
     },
     Variable {
         name: "TESSERA_MPIRUN_ARGS",
+        kind: Kind::Text,
+        default: "",
         meaning: "extra arguments for that mpirun (a host file, for instance)",
     },
     Variable {
         name: "TESSERA_SIMD",
-        meaning: "NPB kernels: the vector level of their hot loops, `avx512`, `avx2`, `scalar` or `native` (default: the best the CPU has)",
+        kind: Kind::Choice(&["avx512", "avx2", "scalar", "native"]),
+        default: "the best the CPU has",
+        meaning: "NPB kernels: the vector level of their hot loops",
     },
     Variable {
         name: "TESSERA_MG_FUSED",
-        meaning: "NPB MG: bytes of planes its fused smoothing sweeps work on at a time (default 6M; a measuring aid)",
+        kind: Kind::Count,
+        default: "6291456 (6 MiB)",
+        meaning: "NPB MG: bytes of planes its fused smoothing sweeps work on at a time (a measuring aid)",
     },
     Variable {
         name: "TESSERA_NPB_PROGRESS",
-        meaning: "NPB kernels: seconds after which rank 0 reports progress per iteration (default 30; 0: from the start)",
+        kind: Kind::SecondsOrZero,
+        default: "30",
+        meaning: "NPB kernels: seconds after which rank 0 reports progress per iteration (0: from the start)",
     },
     Variable {
         name: "TESSERA_BIN",
-        meaning: "the scripts in `scripts/`: the tessera executable they run (default target/release/tessera)",
+        kind: Kind::Text,
+        default: "`target/release/tessera`",
+        meaning: "the scripts in `scripts/`: the tessera executable they run",
+    },
+    Variable {
+        name: "TESSERA_CONDUIT",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "`smp`, `threads` or `mpi` (a program started by mpirun picks `mpi` by itself)",
+    },
+    Variable {
+        name: "TESSERA_RANKS",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "number of ranks in the job",
+    },
+    Variable {
+        name: "TESSERA_RANK",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "this process's rank (`smp` only)",
+    },
+    Variable {
+        name: "TESSERA_JOB_ID",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "random job id naming shared-memory objects where names are used",
+    },
+    Variable {
+        name: "TESSERA_JOB_FD",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "descriptor of the job's private shared memory: the status board and, for `smp`, every rank's region",
     },
 ];
 
@@ -415,29 +517,155 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// A number of seconds from `var`, 0 included (`TESSERA_NPB_PROGRESS`).
+pub fn seconds_or_zero(var: &'static str) -> Result<Option<f64>, JobError> {
+    match text(var) {
+        None => Ok(None),
+        Some(value) => value
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && (0.0..=MAX_SECONDS).contains(s))
+            .map(Some)
+            .ok_or_else(|| bad(var, &value, "a number of seconds, 0 or more")),
+    }
+}
+
+/// One of `words` from `var` (any case; returned in lower case).
+pub fn choice(var: &'static str, words: &[&str]) -> Result<Option<String>, JobError> {
+    let Some(value) = text(var) else {
+        return Ok(None);
+    };
+    let lower = value.trim().to_ascii_lowercase();
+    if words.contains(&lower.as_str()) {
+        return Ok(Some(lower));
+    }
+    Err(bad(var, &value, format!("one of {}", words.join(", "))))
+}
+
+/// Check the value of `var` by its kind: `Ok(None)` when unset, its text when it parses,
+/// the refusal naming the variable otherwise. Free text, the launcher's variables and the
+/// `TESSERA_COLL_<OP>` family (the team layer's) are only read here.
+///
+/// ```
+/// use tessera::job::env::{check_variable, VARIABLES};
+/// let segment = VARIABLES.iter().find(|v| v.name == "TESSERA_SEGMENT").unwrap();
+/// assert!(check_variable(segment).is_ok());
+/// ```
+pub fn check_variable(var: &'static Variable) -> Result<Option<String>, JobError> {
+    let name = var.name;
+    if name.contains('<') {
+        return Ok(None);
+    }
+    match var.kind {
+        Kind::Size if name == "TESSERA_AM_QUEUE" => am_queue().map(drop)?,
+        Kind::Size => size(name).map(drop)?,
+        Kind::Seconds => seconds(name).map(drop)?,
+        Kind::Limit => limit(name).map(drop)?,
+        Kind::SecondsOrZero => seconds_or_zero(name).map(drop)?,
+        Kind::Count => {
+            number::<u64>(name, &format!("a whole number: {}", var.meaning)).map(drop)?
+        }
+        Kind::Switch => switch(name).map(drop)?,
+        Kind::Choice(words) => choice(name, words).map(drop)?,
+        Kind::Text | Kind::Launcher => {}
+    }
+    Ok(text(name))
+}
+
 /// Parse every variable a user may set, so that a launcher can refuse a bad value once,
 /// before starting any rank, instead of every rank failing with the same message.
 pub fn check_user_settings() -> Result<(), JobError> {
     check_names()?;
-    size("TESSERA_SEGMENT")?;
-    am_queue()?;
-    limit("TESSERA_WAIT_TIMEOUT")?;
-    seconds("TESSERA_BOOT_TIMEOUT")?;
-    for var in [
-        "TESSERA_CHECK",
-        "TESSERA_HIDE_PEERS",
-        "TESSERA_SHM_NAMES",
-        "TESSERA_DIRECT",
-        "TESSERA_DIRECT_SPLIT",
-        "TESSERA_MPI_BYPASS",
-    ] {
-        switch(var)?;
+    for var in VARIABLES.iter().filter(|v| v.kind != Kind::Launcher) {
+        check_variable(var)?;
     }
-    number::<u64>(
-        "TESSERA_MPI_PROGRESS",
-        "microseconds between progress polls, or 0 for no progress thread",
-    )?;
     Ok(())
+}
+
+/// One setting as `tessera config` shows it.
+#[derive(Clone, Debug)]
+pub struct Setting {
+    /// The variable's name (for `TESSERA_COLL_<OP>`, the name set, if any).
+    pub name: String,
+    /// Its entry in [`VARIABLES`].
+    pub variable: &'static Variable,
+    /// Its value in the environment, if set (and not empty).
+    pub value: Option<String>,
+    /// Why the value is refused, if it is.
+    pub problem: Option<String>,
+}
+
+impl Setting {
+    /// Where the value in force comes from: `environment`, `default` or `launcher`.
+    pub fn source(&self) -> &'static str {
+        match (&self.value, self.variable.kind) {
+            (Some(_), _) => "environment",
+            (None, Kind::Launcher) => "launcher",
+            (None, _) => "default",
+        }
+    }
+}
+
+/// Every variable of [`VARIABLES`] with its value in this process's environment and
+/// whether it is accepted; a set `TESSERA_COLL_<OP>` shows under its own name.
+///
+/// ```
+/// let all = tessera::job::env::settings();
+/// assert!(all.iter().any(|s| s.name == "TESSERA_SEGMENT"));
+/// ```
+pub fn settings() -> Vec<Setting> {
+    let mut out = Vec::new();
+    for var in VARIABLES {
+        if var.name.contains('<') {
+            let mut set: Vec<(String, String)> = std::env::vars_os()
+                .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(n, v)| n.starts_with(COLL_PREFIX) && !v.is_empty())
+                .collect();
+            set.sort();
+            if set.is_empty() {
+                out.push(Setting {
+                    name: var.name.to_string(),
+                    variable: var,
+                    value: None,
+                    problem: None,
+                });
+            }
+            for (name, value) in set {
+                out.push(Setting {
+                    name,
+                    variable: var,
+                    value: Some(value),
+                    problem: None,
+                });
+            }
+            continue;
+        }
+        let problem = check_variable(var).err().map(|e| e.to_string());
+        out.push(Setting {
+            name: var.name.to_string(),
+            variable: var,
+            value: raw(var.name).map(|v| v.to_string_lossy().into_owned()),
+            problem,
+        });
+    }
+    out
+}
+
+/// The README's table of every variable, generated from [`VARIABLES`] (`tessera config
+/// --markdown` prints it; a test keeps the README's copy the same).
+pub fn markdown_table() -> String {
+    let mut t = String::from("| variable | kind | default | meaning |\n|---|---|---|---|\n");
+    for v in VARIABLES {
+        t.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            v.name,
+            v.kind.describe(),
+            v.default,
+            v.meaning
+        ));
+    }
+    t
 }
 
 #[cfg(test)]

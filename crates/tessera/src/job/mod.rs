@@ -6,32 +6,12 @@
 //! applies one parser per kind (sizes, seconds, switches) and never panics on a value;
 //! empty means unset.
 //!
-//! | variable | meaning |
-//! |---|---|
-//! | `TESSERA_CONDUIT` | `smp`, `threads` or `mpi` (set by the launcher; a program started by mpirun picks `mpi` by itself) |
-//! | `TESSERA_RANKS` | number of ranks in the job (set by the launcher) |
-//! | `TESSERA_RANK` | this process's rank (set by the launcher, `smp` only) |
-//! | `TESSERA_JOB_ID` | random job id naming shared-memory objects where names are used (set by the launcher) |
-//! | `TESSERA_JOB_FD` | descriptor of the job's private shared memory: the status board and, for `smp`, every rank's region (set by the launcher) |
-//! | `TESSERA_SEGMENT` | segment size per rank, e.g. `512M`, `4G` (default [`DEFAULT_SEGMENT`], reserved lazily) |
-//! | `TESSERA_AM_QUEUE` | bytes per active-message queue (default 64 KiB per sender, smaller for large jobs) |
-//! | `TESSERA_WAIT_TIMEOUT` | watchdog: seconds a blocking wait may take before it fails naming the ranks it waits for, or `off` (default under `tessera run`: [`launcher::DEFAULT_WAIT_TIMEOUT_S`]; otherwise off) |
-//! | `TESSERA_BOOT_TIMEOUT` | seconds to wait for every rank to attach at start-up (default 60) |
-//! | `TESSERA_CHECK` | switch: checked mode (every collective call and collective allocation compared across ranks in full) |
-//! | `TESSERA_HIDE_PEERS` | switch: treat every peer as unmapped, as on another host (a testing aid) |
-//! | `TESSERA_SHM_NAMES` | switch: `smp` ranks under `tessera run` create named shared-memory objects (as the mpi conduit does on each host) instead of using the launcher's private memory (a testing aid) |
-//! | `TESSERA_TUNING` | collective tuning table to follow (a path, or `none`; default ~/.config/tessera/tuning.json if it exists) |
-//! | `TESSERA_COLL_<OP>` | force a collective algorithm, e.g. `TESSERA_COLL_ALLREDUCE=ring` |
-//! | `TESSERA_DIRECT` | switch (default on): long collective messages between ranks of one host are read straight from the sender's memory (cross-memory attach) where the kernel allows it; off: copied through the team's mailbox |
-//! | `TESSERA_DIRECT_SPLIT` | switch: a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait (faster calls; the sender's half is then in the sender's cache); unset: from 1 MiB; off: never |
-//! | `TESSERA_MPI_BYPASS` | switch (default on): on the mpi conduit, reach ranks of the same host through shared memory |
-//! | `TESSERA_MPI_PROGRESS` | mpi conduit: microseconds between the polls of a progress thread (unset or 0: no thread) |
-//! | `TESSERA_MPIRUN` | the mpirun the launcher calls for `--conduit mpi` (default `mpirun`) |
-//! | `TESSERA_MPIRUN_ARGS` | extra arguments for that mpirun (a host file, for instance) |
-//! | `TESSERA_SIMD` | NPB kernels: the vector level of their hot loops, `avx512`, `avx2`, `scalar` or `native` |
-//! | `TESSERA_MG_FUSED` | NPB MG: bytes of planes its fused smoothing sweeps work on at a time (a measuring aid) |
-//! | `TESSERA_NPB_PROGRESS` | NPB kernels: seconds after which rank 0 reports progress per iteration |
-//! | `TESSERA_BIN` | the scripts in `scripts/`: the tessera executable they run |
+//! Every variable, with its kind, default and meaning, is one entry of
+//! [`env::VARIABLES`]; `tessera config` prints each with the value in force and where it
+//! came from, and `tessera config --markdown` the README's table of them. `TESSERA_SEGMENT`
+//! defaults to [`DEFAULT_SEGMENT`] and `TESSERA_WAIT_TIMEOUT` under `tessera run` to
+//! [`launcher::DEFAULT_WAIT_TIMEOUT_S`] seconds; the launcher sets `TESSERA_CONDUIT`,
+//! `TESSERA_RANKS`, `TESSERA_RANK`, `TESSERA_JOB_ID` and `TESSERA_JOB_FD` for each rank.
 //!
 //! Any other `TESSERA_*` name is refused by the launcher, with the closest known name, and
 //! so is a value that is not UTF-8 text.

@@ -1,0 +1,86 @@
+//! `tessera config`: every setting Tessera reads, the value in force and where it came
+//! from (the environment, the default, or the launcher), each value checked as a job
+//! would check it. `--markdown` prints the README's table of every variable, generated
+//! from the same table (`tessera::job::env::VARIABLES`).
+//!
+//! This module must never change a setting or start a rank: it reads and prints.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+use tessera::job::env;
+
+/// One row of `tessera config --json`.
+#[derive(Serialize)]
+struct Row<'a> {
+    name: &'a str,
+    kind: String,
+    value: Option<&'a str>,
+    source: &'static str,
+    default: &'a str,
+    problem: Option<&'a str>,
+}
+
+/// Print the settings (`json`: as JSON; `markdown`: the variables' table for the README).
+/// Exits 2 when a value would be refused, naming it, so that a script can check a
+/// configuration before it starts a job.
+pub(crate) fn drive(json: bool, markdown: bool) -> Result<ExitCode, String> {
+    if markdown {
+        print!("{}", env::markdown_table());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let settings = env::settings();
+    let mut problems: Vec<String> = settings.iter().filter_map(|s| s.problem.clone()).collect();
+    // Names no table knows, then what only the team layer checks (the tuning table, the
+    // forced algorithms): each refusal once.
+    for extra in [
+        env::check_names().err().map(|e| e.to_string()),
+        tessera::check_settings().err().map(|e| e.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !problems.contains(&extra) {
+            problems.push(extra);
+        }
+    }
+    if json {
+        let rows: Vec<Row> = settings
+            .iter()
+            .map(|s| Row {
+                name: &s.name,
+                kind: s.variable.kind.describe(),
+                value: s.value.as_deref(),
+                source: s.source(),
+                default: s.variable.default,
+                problem: s.problem.as_deref(),
+            })
+            .collect();
+        let doc = serde_json::json!({ "settings": rows, "problems": problems });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        let width = settings.iter().map(|s| s.name.len()).max().unwrap_or(0);
+        // The table's Markdown quoting has no place on a terminal.
+        let plain = |t: &str| t.replace('`', "");
+        for s in &settings {
+            let shown = match (&s.value, s.source()) {
+                (Some(v), _) => format!("{v}  (environment)"),
+                (None, "launcher") => "-  (set by the launcher for each rank)".to_string(),
+                (None, _) if s.variable.default.is_empty() => "-  (unset)".to_string(),
+                (None, _) => format!("{}  (default)", plain(s.variable.default)),
+            };
+            println!("{:<width$}  {shown}", s.name);
+        }
+        for p in &problems {
+            println!("refused: {}", plain(p));
+        }
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
