@@ -8,7 +8,7 @@
 
 use bytemuck::Pod;
 use libc::{c_int, c_long, c_void};
-use tessera::{Op, SyncMode, Team};
+use tessera::{GlobalPtr, Op, Team};
 
 use crate::{check, fatal, state, teams, ComplexD, ComplexF, LongDouble, State};
 
@@ -225,14 +225,35 @@ unsafe fn slice_mut<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
     }
 }
 
+/// Call `f` with every member's copy of the symmetric object `ptr` (in team-rank order),
+/// kept on the stack for teams of up to 16 members so that a small collective allocates
+/// nothing for it.
+#[inline(always)]
+fn with_symmetric<T, R>(
+    team: &Team<'static>,
+    ptr: GlobalPtr<T>,
+    f: impl FnOnce(&mut [GlobalPtr<T>]) -> R,
+) -> R {
+    const SMALL: usize = 16;
+    let n = team.size();
+    if n > SMALL {
+        return f(&mut team.symmetric(ptr));
+    }
+    let mut places = [ptr; SMALL];
+    for (i, place) in places[..n].iter_mut().enumerate() {
+        *place = ptr.on(team.world_rank(i));
+    }
+    f(&mut places[..n])
+}
+
 /// Broadcast `n` elements of `source` on the team's `root` into `dest`; the root's own
 /// `dest` too when `root_dest` (1.5's team broadcast; 1.4's active-set form leaves it).
 ///
 /// The specification makes the caller ensure that every `dest` is ready before any PE
 /// enters, so the broadcast puts straight into the members' symmetric destinations with
-/// no entry synchronisation (the team's single-address form, entry [`SyncMode::No`], exit
-/// [`SyncMode::My`]: each PE returns once its own `dest` holds the data, the root once
-/// its puts are done). The root's source is read in place: for 1.4 it names its symmetric
+/// no entry synchronisation (the team's single-address form; the layer's teams have entry
+/// `SyncMode::No` and exit `SyncMode::My`: each PE returns once its own `dest` holds the
+/// data, the root once its puts are done). The root's source is read in place: for 1.4 it names its symmetric
 /// source as its own destination, so that its `dest` is left alone.
 ///
 /// # Safety
@@ -256,7 +277,6 @@ pub(crate) unsafe fn broadcast<T: Pod>(
     let root = root as usize;
     let at_root = team.rank() == root;
     let sym = crate::symmetric(call);
-    let mut dsts = team.symmetric(sym.own(call, dest.cast_const(), n));
     let from: *const T = if at_root && root_dest {
         if source != dest.cast_const() && n > 0 {
             // SAFETY: both valid for n elements (the caller's guarantee); copy handles
@@ -265,16 +285,18 @@ pub(crate) unsafe fn broadcast<T: Pod>(
         }
         dest
     } else {
-        if at_root {
-            dsts[root] = sym.own(call, source, n);
-        }
         source
     };
-    let loose = team.with_sync(SyncMode::No, SyncMode::My);
     // SAFETY: on the root `from` is valid for n elements (the caller's guarantee); other
     // PEs pass an empty source, which the form does not read.
     let src = unsafe { slice(from, if at_root { n } else { 0 }) };
-    check(call, loose.broadcast_to(root, src, &dsts, n));
+    let r = with_symmetric(team, sym.own(call, dest.cast_const(), n), |dsts| {
+        if at_root && !root_dest {
+            dsts[root] = sym.own(call, source, n);
+        }
+        team.broadcast_to(root, src, dsts, n)
+    });
+    check(call, r);
 }
 
 /// `collect`: every member's `nelems` (which may differ) concatenated in member order.
@@ -324,8 +346,8 @@ pub(crate) unsafe fn fcollect<T: Pod>(
 /// `alltoall`: block `j` of `source` to member `j`'s block `i` of `dest`. As for
 /// [`broadcast`], every `dest` is ready before any PE enters (the caller's duty), so each
 /// PE puts its blocks straight into the others' symmetric destinations (the team's
-/// single-address form, entry [`SyncMode::No`], exit [`SyncMode::My`]) and returns once
-/// every block of its own `dest` has arrived.
+/// single-address form, as the layer's teams synchronise it) and returns once every block
+/// of its own `dest` has arrived.
 ///
 /// # Safety
 /// Buffers as the specification requires.
@@ -339,17 +361,17 @@ pub(crate) unsafe fn alltoall<T: Pod>(
 ) {
     let total = nelems * team.size();
     let sym = crate::symmetric(call);
-    let dsts = team.symmetric(sym.own(call, dest.cast_const(), total));
-    let loose = team.with_sync(SyncMode::No, SyncMode::My);
-    let r = if overlap(source, total, dest.cast_const(), total) {
-        // SAFETY: the caller passes a source of size × nelems elements; the copy is read
-        // while the destination is written.
-        let copy = unsafe { slice(source, total) }.to_vec();
-        loose.exchange_to(&copy, &dsts)
-    } else {
-        // SAFETY: as the caller guarantees; the source is not written by the call.
-        loose.exchange_to(unsafe { slice(source, total) }, &dsts)
-    };
+    let r = with_symmetric(team, sym.own(call, dest.cast_const(), total), |dsts| {
+        if overlap(source, total, dest.cast_const(), total) {
+            // SAFETY: the caller passes a source of size × nelems elements; the copy is
+            // read while the destination is written.
+            let copy = unsafe { slice(source, total) }.to_vec();
+            team.exchange_to(&copy, dsts)
+        } else {
+            // SAFETY: as the caller guarantees; the source is not written by the call.
+            team.exchange_to(unsafe { slice(source, total) }, dsts)
+        }
+    });
     check(call, r);
 }
 

@@ -25,7 +25,7 @@ use libc::{c_char, c_int, c_long, c_void};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Display;
-use tessera::{Context, GlobalPtr, Session, Team};
+use tessera::{Context, GlobalPtr, Session, SyncMode, Team};
 
 use access::{state, symmetric, Symmetric};
 
@@ -219,7 +219,11 @@ fn init(call: &str, requested: c_int) -> c_int {
         spins_per_yield: ctx.spins_per_yield(),
         contexts: ctx::Contexts::default(),
     }));
-    let world = check(call, Team::world(ctx));
+    // Every team of this layer comes from the world team and inherits its synchronisation
+    // of the single-address forms: none on entry (the specification makes the caller ready
+    // every destination of a broadcast or all-to-all before any PE enters), each PE's own
+    // destination filled on exit.
+    let world = check(call, Team::world(ctx)).with_sync(SyncMode::No, SyncMode::My);
     let predefined = check(
         call,
         teams::Teams::predefined(&world, &teams::sharing_memory(ctx)),
