@@ -239,6 +239,25 @@ pub const VARIABLES: &[Variable] = &[
 /// (checked by the team layer, which knows the operations and algorithms).
 pub const COLL_PREFIX: &str = "TESSERA_COLL_";
 
+/// The `TESSERA_COLL_<OP>` variables set (not empty), by name: `(operation, value)`, the
+/// operation as written after the prefix (the team layer checks it).
+///
+/// ```
+/// // A doctest's environment forces no algorithm.
+/// assert!(tessera::job::env::forced_algorithms().is_empty());
+/// ```
+pub fn forced_algorithms() -> Vec<(String, String)> {
+    let mut set: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(n, v)| {
+            let op = n.to_str()?.strip_prefix(COLL_PREFIX)?.to_string();
+            Some((op, v.into_string().ok()?))
+        })
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    set.sort();
+    set
+}
+
 /// Longest duration any variable or option accepts: ten years. Longer ones are refused
 /// rather than overflowing a deadline.
 const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
@@ -618,11 +637,7 @@ pub fn settings() -> Vec<Setting> {
     let mut out = Vec::new();
     for var in VARIABLES {
         if var.name.contains('<') {
-            let mut set: Vec<(String, String)> = std::env::vars_os()
-                .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
-                .filter(|(n, v)| n.starts_with(COLL_PREFIX) && !v.is_empty())
-                .collect();
-            set.sort();
+            let set = forced_algorithms();
             if set.is_empty() {
                 out.push(Setting {
                     name: var.name.to_string(),
@@ -631,9 +646,9 @@ pub fn settings() -> Vec<Setting> {
                     problem: None,
                 });
             }
-            for (name, value) in set {
+            for (op, value) in set {
                 out.push(Setting {
-                    name,
+                    name: format!("{COLL_PREFIX}{op}"),
                     variable: var,
                     value: Some(value),
                     problem: None,

@@ -508,13 +508,7 @@ pub(super) type Forced = [Option<Algorithm>; Collective::ALL.len()];
 /// Every `TESSERA_COLL_<OP>` in the environment names an operation and an algorithm
 /// that implements it (the launcher checks this before any rank starts).
 pub(crate) fn check_forced_env() -> Result<()> {
-    for (name, _) in std::env::vars_os() {
-        let Some(op) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(crate::job::env::COLL_PREFIX))
-        else {
-            continue;
-        };
+    for (op, _) in crate::job::env::forced_algorithms() {
         if !Collective::ALL
             .iter()
             .any(|c| c.name().to_uppercase() == op)
