@@ -29,6 +29,35 @@ use bytemuck::{Pod, Zeroable};
 /// assert_eq!(p.on(0).rank(), 0);
 /// assert_eq!(p.cast::<u8>().add(8).cast::<f64>(), p.add(1));
 /// ```
+///
+/// What the types forbid, each a doctest that must fail to compile. A global pointer
+/// cannot be dereferenced, so remote memory is never read or written as if it were local:
+///
+/// ```compile_fail
+/// let p = tessera::GlobalPtr::<u64>::new(1, 0);
+/// let value: u64 = *p; // no Deref: reach it with ctx.get_value(p)
+/// ```
+///
+/// No `&mut` to segment memory comes without `unsafe` (the caller then promises that no
+/// rank writes it meanwhile), so safe code cannot hold one while another rank puts:
+///
+/// ```compile_fail
+/// # tessera::Job::threads(1).run(|ctx| {
+/// let buf = ctx.alloc_collective::<u64>(4)?;
+/// let local: Option<&mut [u64]> = ctx.local_slice_mut(buf, 4)?; // an unsafe fn
+/// # Ok(()) }).unwrap();
+/// ```
+///
+/// A rank's context stays on its rank's thread: it cannot be sent to another thread
+/// (OpenSHMEM's threads reach the segments through `Context::mapped_segments`):
+///
+/// ```compile_fail
+/// # tessera::Job::threads(1).run(|ctx| {
+/// std::thread::scope(|s| {
+///     s.spawn(|| ctx.rank()); // &Context is not Send: Context is not Sync
+/// });
+/// # Ok(()) }).unwrap();
+/// ```
 #[repr(C)]
 pub struct GlobalPtr<T> {
     offset: u64,
