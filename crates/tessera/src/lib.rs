@@ -68,6 +68,12 @@ pub use crate::model::team::{
     Algorithm, CollHandle, CollRequest, Collective, DataSync, SyncMode, Team,
 };
 
+/// The README's Rust examples, run by `cargo test` as doctests (on one rank, as a program
+/// started without `tessera run` is), so that the first code a user reads compiles and works.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;
+
 /// Check every `TESSERA_*` setting in this process's environment as the ranks would read
 /// it: names, values, forced collective algorithms and the tuning table. A launcher calls
 /// it before starting any rank, so that a bad setting is refused once, by name, instead of
