@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Many-core figures in one prepared run, for a machine with 16 cores or more: every NPB
+# kernel at the given classes and rank counts with --bounds, beside NPB's OpenMP
+# reference binaries where the caller has built them (in turns, one after the other), and
+# `bench coll` at each rank count with the built-in model and with online tuning. Prints
+# a summary table; every JSON and log stays in OUT.
+#
+#   scripts/many-cores.sh [OUT=./many-cores]
+#   RANKS="8 16" CLASSES="B C" KERNELS="ep is cg mg ft" ROUNDS=2 NPB_OMP_DIR=/tmp/npb/bin \
+#       scripts/many-cores.sh /tmp/out
+#
+# NPB_OMP_DIR names a folder of NPB 3.4 OpenMP binaries built by hand (`ep.B.x`, ...);
+# without it only Tessera runs. Each OpenMP binary runs with OMP_NUM_THREADS set to the
+# rank count and OMP_PROC_BIND=true. TESSERA_BIN names the tessera executable (default
+# target/release/tessera). Every Tessera run must verify; a failed one is reported in the
+# table and the script goes on. Quick check on 2 cores:
+#   RANKS=2 CLASSES=S ROUNDS=1 scripts/many-cores.sh /tmp/mc
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-many-cores}
+ranks=${RANKS:-"8 16"}
+classes=${CLASSES:-"B C"}
+kernels=${KERNELS:-"ep is cg mg ft"}
+rounds=${ROUNDS:-2}
+omp=${NPB_OMP_DIR:-}
+tessera=${TESSERA_BIN:-target/release/tessera}
+if [ ! -x "$tessera" ]; then
+  echo "many-cores: no tessera at $tessera; build it (cargo build --release) or set TESSERA_BIN" >&2
+  exit 2
+fi
+if [ -n "$omp" ] && [ ! -d "$omp" ]; then
+  echo "many-cores: NPB_OMP_DIR=$omp is not a folder of NPB OpenMP binaries" >&2
+  exit 2
+fi
+mkdir -p "$out"
+{
+  grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs
+  echo "cores: $(nproc); $(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo 'AVX2 only')"
+  echo "tessera: $("$tessera" --version 2>/dev/null || echo unknown)"
+} > "$out/host.txt"
+cat "$out/host.txt"
+
+for class in $classes; do
+  for n in $ranks; do
+    for k in $kernels; do
+      for r in $(seq "$rounds"); do
+        tag="$k-$class-$n-$r"
+        echo "npb $k class $class, $n ranks, round $r" >&2
+        "$tessera" npb "$k" --class "$class" -n "$n" --bounds --json "$out/npb-$tag.json" \
+          > "$out/npb-$tag.log" 2>&1 || echo "  failed: see $out/npb-$tag.log" >&2
+        if [ -n "$omp" ] && [ -x "$omp/$k.$class.x" ]; then
+          OMP_NUM_THREADS=$n OMP_PROC_BIND=true "$omp/$k.$class.x" > "$out/omp-$tag.log" 2>&1 \
+            || echo "  the OpenMP binary failed: see $out/omp-$tag.log" >&2
+        fi
+      done
+    done
+  done
+done
+
+for n in $ranks; do
+  for tuning in none online; do
+    echo "bench coll, $n ranks, TESSERA_TUNING=$tuning" >&2
+    TESSERA_TUNING=$tuning "$tessera" bench coll -n "$n" --quick --json "$out/coll-$n-$tuning.json" \
+      > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
+  done
+done
+
+python3 - "$out" <<'PY'
+import glob, json, os, re, sys, collections
+out = sys.argv[1]
+best = collections.defaultdict(dict)  # (kernel, class, ranks) -> {tessera, omp, bound, verified}
+for path in glob.glob(os.path.join(out, "npb-*.json")):
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    key = (d["kernel"], d["class"], d["ranks"])
+    row = best[key]
+    if d.get("verified") and d["time_s"] < row.get("tessera", float("inf")):
+        row["tessera"] = d["time_s"]
+        row["bound"] = (d.get("bound") or {}).get("fraction")
+    row["failed"] = row.get("failed", 0) + (0 if d.get("verified") else 1)
+for path in glob.glob(os.path.join(out, "omp-*.log")):
+    k, c, n, _ = os.path.basename(path)[4:-4].split("-")
+    text = open(path, errors="replace").read()
+    t = re.search(r"Time in seconds\s*=\s*([0-9.eE+-]+)", text)
+    ok = re.search(r"Verification\s*=\s*SUCCESSFUL", text)
+    if t and ok:
+        row = best[(k.upper(), c, int(n))]
+        row["omp"] = min(float(t.group(1)), row.get("omp", float("inf")))
+print(f"\n{'kernel':<6} {'class':<5} {'ranks':>5} {'Tessera s':>10} {'OpenMP s':>9} {'OMP/Tessera':>11} {'bound':>6}")
+for key in sorted(best):
+    row = best[key]
+    t, o, b = row.get("tessera"), row.get("omp"), row.get("bound")
+    fmt = lambda v, f: f.format(v) if v is not None else "-"
+    ratio = f"{o / t:.2f}" if (t and o) else "-"
+    note = f"  ({row['failed']} run(s) did not verify)" if row.get("failed") else ""
+    print(f"{key[0]:<6} {key[1]:<5} {key[2]:>5} {fmt(t, '{:.3f}'):>10} {fmt(o, '{:.3f}'):>9} {ratio:>11} {fmt(b and 100 * b, '{:.1f}%'):>6}{note}")
+print()
+for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):
+    summary = [l for l in open(path, errors="replace") if "within" in l]
+    name = os.path.basename(path)[5:-4]
+    for line in summary:
+        print(f"bench coll {name}: {line.strip()}")
+PY
