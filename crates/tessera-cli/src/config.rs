@@ -9,6 +9,20 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use tessera::job::env;
+use tessera::model::tuning;
+
+/// What applies without `TESSERA_TUNING` on this machine: the default table where it
+/// exists, else online trials.
+fn tuning_default() -> String {
+    match tuning::default_path() {
+        Some(p) if p.exists() => format!("the table {}  (default: it exists)", p.display()),
+        Some(p) => format!(
+            "online trials; the model where a host runs more ranks than it has processors  (default: no table at {})",
+            p.display()
+        ),
+        None => "online trials  (default: no home directory to hold a table)".to_string(),
+    }
+}
 
 /// One row of `tessera config --json`.
 #[derive(Serialize)]
@@ -68,6 +82,7 @@ pub(crate) fn drive(json: bool, markdown: bool) -> Result<ExitCode, String> {
         for s in &settings {
             let shown = match (&s.value, s.source()) {
                 (Some(v), _) => format!("{v}  (environment)"),
+                (None, _) if s.name == "TESSERA_TUNING" => tuning_default(),
                 (None, "launcher") => "-  (set by the launcher for each rank)".to_string(),
                 (None, _) if s.variable.default.is_empty() => "-  (unset)".to_string(),
                 (None, _) => format!("{}  (default)", plain(s.variable.default)),

@@ -104,3 +104,26 @@ fn json_for_scripts_and_markdown_for_the_readme() {
     assert!(f.status.success());
     assert_eq!(f.stdout, tessera::job::env::markdown_table());
 }
+
+#[test]
+fn the_tuning_in_force_without_a_setting_is_named() {
+    let dir = common::temp_dir("config-tuning");
+    let home = dir.path().to_str().unwrap();
+    let f = config(&[], &[("XDG_CONFIG_HOME", home)]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(
+        line(&f.stdout, "TESSERA_TUNING").contains("online trials"),
+        "{}",
+        f.stdout
+    );
+    std::fs::create_dir_all(dir.path().join("tessera")).unwrap();
+    let table = dir.path().join("tessera").join("tuning.json");
+    std::fs::write(&table, r#"{"entries":[]}"#).unwrap();
+    let f = config(&[], &[("XDG_CONFIG_HOME", home)]);
+    assert!(f.status.success(), "{}", f.stdout);
+    assert!(
+        line(&f.stdout, "TESSERA_TUNING").contains(&format!("the table {}", table.display())),
+        "{}",
+        f.stdout
+    );
+}
