@@ -412,8 +412,9 @@ fn long_runs_tell_their_progress() {
     let bad = run(Some("soon"));
     assert!(!bad.status.success());
     assert!(
-        bad.stderr
-            .contains("TESSERA_NPB_PROGRESS=\"soon\" is invalid: a number of seconds"),
+        bad.stderr.contains(
+            "TESSERA_NPB_PROGRESS=\"soon\" is invalid: \"soon\" is not a number of seconds"
+        ),
         "{}",
         bad.stderr
     );

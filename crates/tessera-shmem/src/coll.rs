@@ -253,8 +253,8 @@ fn with_symmetric<T, R>(
 /// enters, so the broadcast puts straight into the members' symmetric destinations with
 /// no entry synchronisation (the team's single-address form; the layer's teams have entry
 /// `SyncMode::No` and exit `SyncMode::My`: each PE returns once its own `dest` holds the
-/// data, the root once its puts are done). The root's source is read in place: for 1.4 it names its symmetric
-/// source as its own destination, so that its `dest` is left alone.
+/// data, the root once its puts are done). The root's source is read in place: for 1.4 it
+/// names its symmetric source as its own destination, so that its `dest` is left alone.
 ///
 /// # Safety
 /// `source` valid for `n` elements on the root, `dest` on every PE that receives.

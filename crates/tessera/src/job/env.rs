@@ -536,17 +536,15 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// A number of seconds from `var`, 0 included (`TESSERA_NPB_PROGRESS`).
+/// A number of seconds from `var`, 0 included (`TESSERA_NPB_PROGRESS`): 0, or what
+/// [`parse_seconds`] accepts.
 pub fn seconds_or_zero(var: &'static str) -> Result<Option<f64>, JobError> {
     match text(var) {
         None => Ok(None),
-        Some(value) => value
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && (0.0..=MAX_SECONDS).contains(s))
-            .map(Some)
-            .ok_or_else(|| bad(var, &value, "a number of seconds, 0 or more")),
+        Some(value) if value.trim().parse::<f64>() == Ok(0.0) => Ok(Some(0.0)),
+        Some(value) => parse_seconds(&value)
+            .map(|d| Some(d.as_secs_f64()))
+            .map_err(|why| bad(var, &value, format!("{why}; or 0"))),
     }
 }
 

@@ -287,19 +287,15 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
-    /// A single-address form: blocking (`deliver`), or nonblocking (puts now, "landed"
-    /// messages counted by a handle).
-    pub(super) fn run_single(
+    /// A nonblocking single-address form: the puts now, the "landed" messages counted by
+    /// a handle (they carry the one signature of such messages, as the handle's progress
+    /// may send them inside any later call).
+    pub(super) fn start_single(
         &self,
-        nb: bool,
-        call: SingleCall,
         targets: impl Iterator<Item = usize> + Clone,
         sources: impl Iterator<Item = usize> + Clone,
         put: impl FnOnce() -> Result<()>,
     ) -> Result<Option<CollHandle<'a>>> {
-        if !nb {
-            return self.deliver(call, targets, sources, put).map(|()| None);
-        }
         if self.sync.input != SyncMode::No || self.sync.output == SyncMode::All {
             return Err(CoreError::Invalid(format!(
                 "nonblocking single-address collectives need entry SyncMode::No and exit No or My (this team has {:?}/{:?}); use Team::with_sync(SyncMode::No, SyncMode::My) and make sure the destinations are ready before anyone enters",
@@ -430,9 +426,7 @@ impl<'a> Team<'a> {
         block: impl Fn(usize) -> &'s [T],
     ) -> Result<Option<CollHandle<'a>>> {
         let (n, me) = (self.size(), self.me);
-        self.run_single(
-            true,
-            SingleCall::new::<T>(Collective::BroadcastTo, Some(root), 0),
+        self.start_single(
             (0..n).filter(|&i| me == root && i != root),
             std::iter::once(root).filter(|_| me != root),
             || {
@@ -577,15 +571,20 @@ impl<'a> Team<'a> {
     ) -> Result<Option<CollHandle<'a>>> {
         let (n, me) = (self.size(), self.me);
         let others = (0..n).filter(move |&i| i != me);
-        let call = SingleCall::new::<T>(op, None, len);
-        self.run_single(nb, call, others.clone(), others, || {
+        let put = || {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
                 self.ctx.put(dsts[j].add(me * len), block(j))?;
             }
             Ok(())
-        })
+        };
+        if nb {
+            return self.start_single(others.clone(), others, put);
+        }
+        let call = SingleCall::new::<T>(op, None, len);
+        self.deliver(call, others.clone(), others, put)
+            .map(|()| None)
     }
 
     single_address_pair! {
@@ -623,9 +622,7 @@ impl<'a> Team<'a> {
         let (n, me) = (self.size(), self.me);
         let put = || self.ctx.put(dst.add(me * src.len()), src);
         if nb {
-            return self.run_single(
-                true,
-                SingleCall::new::<T>(Collective::GatherTo, Some(root), src.len()),
+            return self.start_single(
                 std::iter::once(root).filter(|_| me != root),
                 (0..n).filter(|&i| me == root && i != root),
                 put,
