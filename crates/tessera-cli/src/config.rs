@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use tessera::job::env;
+use tessera::model::team::calibration;
 use tessera::model::tuning;
 
 /// What applies without `TESSERA_TUNING` on this machine: the default table where it
@@ -21,6 +22,20 @@ fn tuning_default() -> String {
             p.display()
         ),
         None => "online trials  (default: no home directory to hold a table)".to_string(),
+    }
+}
+
+/// What applies without `TESSERA_CALIBRATION` on this machine: the default calibration
+/// where it exists, else the built-in parameters.
+fn calibration_default() -> String {
+    match calibration::default_path() {
+        Some(p) if p.exists() => format!("the calibration {}  (default: it exists)", p.display()),
+        Some(p) => format!(
+            "the built-in parameters  (default: no calibration at {}; `tessera tune --calibrate` makes one)",
+            p.display()
+        ),
+        None => "the built-in parameters  (default: no home directory to hold a calibration)"
+            .to_string(),
     }
 }
 
@@ -83,6 +98,7 @@ pub(crate) fn drive(json: bool, markdown: bool) -> Result<ExitCode, String> {
             let shown = match (&s.value, s.source()) {
                 (Some(v), _) => format!("{v}  (environment)"),
                 (None, _) if s.name == "TESSERA_TUNING" => tuning_default(),
+                (None, _) if s.name == "TESSERA_CALIBRATION" => calibration_default(),
                 (None, "launcher") => "-  (set by the launcher for each rank)".to_string(),
                 (None, _) if s.variable.default.is_empty() => "-  (unset)".to_string(),
                 (None, _) => format!("{}  (default)", plain(s.variable.default)),

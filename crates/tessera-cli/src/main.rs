@@ -7,11 +7,13 @@
 //! tessera bench rma -n 2 --json rma.json                  # put/get/AM/barrier figures
 //! tessera bench grid -n 2 --json grid.json                # ghost exchange, grid copy
 //! tessera tune -n 4                                       # collective tuning table
+//! tessera tune --calibrate -n 2                           # the cost model's machine parameters
 //! tessera app lu -n 4 --size 4096                         # dense LU (the apps feature)
 //! ```
 
 mod app;
 mod bench;
+mod calibrate;
 mod config;
 mod npb;
 mod selftest;
@@ -213,6 +215,10 @@ enum Command {
         /// Three message sizes and few iterations (a smoke test).
         #[arg(long)]
         quick: bool,
+        /// Measure the cost model's machine parameters instead (about a second, at the
+        /// team size -n gives) and keep them in ~/.config/tessera/calibration.json.
+        #[arg(long, conflicts_with = "quick")]
+        calibrate: bool,
     },
     /// Dense linear algebra on block-cyclic matrices: summa, cholesky or lu, verified and
     /// timed (built with the apps feature; ScaLAPACK beside it with the scalapack feature).
@@ -280,6 +286,10 @@ enum RankCommand {
         out: PathBuf,
         #[arg(long)]
         quick: bool,
+    },
+    Calibrate {
+        #[arg(long)]
+        out: PathBuf,
     },
     BenchGrid {
         #[arg(long)]
@@ -468,7 +478,15 @@ fn main() -> ExitCode {
         Command::Bench { what } => bench::drive(what),
         Command::Config { json, markdown } => config::drive(json, markdown),
         Command::Shmem { what } => shmem::drive(what),
-        Command::Tune { job, output, quick } => tune::drive(&job, output.as_deref(), quick),
+        Command::Tune {
+            job,
+            output,
+            calibrate: true,
+            ..
+        } => calibrate::drive(&job, output.as_deref()),
+        Command::Tune {
+            job, output, quick, ..
+        } => tune::drive(&job, output.as_deref(), quick),
         Command::Rank { what } => {
             let job = match tessera::Job::from_env() {
                 Ok(job) => job,
@@ -503,6 +521,7 @@ fn main() -> ExitCode {
                 RankCommand::Tune { out, quick } => {
                     job.run(|ctx| tune::rank_main(ctx, &out, quick))
                 }
+                RankCommand::Calibrate { out } => job.run(|ctx| calibrate::rank_main(ctx, &out)),
                 RankCommand::BenchGrid { out, edge, quick } => {
                     job.run(|ctx| bench::grid::rank_main(ctx, &out, edge, quick))
                 }

@@ -118,3 +118,68 @@ fn tune_needs_two_ranks() {
         f.stderr
     );
 }
+
+/// `tune --calibrate` measures the cost model's parameters at the team size asked for,
+/// keeps one entry per size and regime (a second run at a size replaces the first), and
+/// a job then reads them: `tessera config` names the file, and a file with a parameter
+/// that is not a positive number is refused by name before any rank starts.
+#[test]
+fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
+    use tessera::model::team::Calibration;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calibration.json");
+    for n in ["2", "3", "2"] {
+        let f = common::run(
+            common::tessera()
+                .args(["tune", "--calibrate", "-n", n, "-o"])
+                .arg(&path),
+            60,
+        );
+        assert!(f.status.success(), "stderr: {}", f.stderr);
+        assert!(
+            f.stdout.contains("round") && f.stdout.contains("GB/s"),
+            "{}",
+            f.stdout
+        );
+    }
+    let cal = Calibration::load(&path).expect("the calibration loads");
+    let sizes: Vec<usize> = cal.entries.iter().map(|e| e.team_size).collect();
+    // 3 ranks on 2 cores share them: an entry of the crowded regime.
+    let crowded_3 = cal.entries.iter().any(|e| e.team_size == 3 && e.crowded);
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 3 {
+        assert!(crowded_3, "{:?}", cal.entries);
+    }
+    for e in &cal.entries {
+        assert!(e.params.check().is_ok(), "{e:?}");
+    }
+    let f = common::run(
+        common::tessera()
+            .arg("config")
+            .env("TESSERA_CALIBRATION", &path),
+        30,
+    );
+    assert!(f.status.success(), "{}", f.stdout);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text = text.replacen("\"round_us\": ", "\"round_us\": -", 1);
+    std::fs::write(&path, text).unwrap();
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "2", "--", "true"])
+            .env("TESSERA_CALIBRATION", &path),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("calibration.json") && f.stderr.contains("round_us is -"),
+        "{}",
+        f.stderr
+    );
+    let f = common::run(
+        common::tessera().args(["tune", "--calibrate", "-n", "1"]),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert!(f.stderr.contains("at least 2 ranks"), "{}", f.stderr);
+}

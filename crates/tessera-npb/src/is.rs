@@ -448,10 +448,12 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         narrow: Vec::new(),
         passed: 0,
         range: (0, 0),
+        phases: [0.0; PHASES.len()],
     };
     world.barrier()?;
     state.rank(1)?; // untimed
     state.passed = 0;
+    state.phases = [0.0; PHASES.len()];
     world.barrier()?;
     let start = Instant::now();
     for iteration in 1..=ITERATIONS {
@@ -459,6 +461,17 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     }
     let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
     crate::note_resident_share(); // every array is still held here
+                                  // Each step's mean over the ranks, and the longest wait for delivery.
+    let mut profile = BTreeMap::new();
+    for (name, &seconds) in PHASES.iter().zip(&state.phases) {
+        let mean = world.allreduce_value(seconds, Op::Sum)? / p as f64;
+        profile.insert(name.to_string(), mean);
+    }
+    let deliver = state.phases[3];
+    profile.insert(
+        "deliver_max_s".to_string(),
+        world.allreduce_value(deliver, Op::Max)?,
+    );
     let sorted_ok = state.full_verify()?;
     let passed = world.allreduce_value(state.passed + u64::from(sorted_ok), Op::Sum)?;
     if me != 0 {
@@ -484,7 +497,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         size: total.to_string(),
         iterations: ITERATIONS as u64,
         operation: "keys ranked".into(),
-        profile: BTreeMap::new(),
+        profile,
         ..Outcome::default()
     }))
 }
@@ -516,7 +529,15 @@ struct State<'a> {
     passed: u64,
     /// The last pass's first key value and received key count, for full verification.
     range: (usize, usize),
+    /// Seconds spent in each of [`PHASES`] by this rank, over the passes so far.
+    phases: [f64; PHASES.len()],
 }
+
+/// The steps of a ranking pass, as reported in the profile: counting (and tallying) the
+/// local keys, the allreduce of the bucket counts, grouping keys into their destinations'
+/// buffers, delivery (signals out, and the wait for every sender), and ranking the keys
+/// of this rank's range.
+const PHASES: [&str; 5] = ["count_s", "allreduce_s", "group_s", "deliver_s", "rank_s"];
 
 impl State<'_> {
     /// One ranking pass (`iteration` is 1-based).
@@ -542,6 +563,12 @@ impl State<'_> {
         // makes every receiver count its keys instead.
         let (buckets, shift) = (self.buckets, self.shift);
         let chunk = local / CHUNKS;
+        let mut clock = Instant::now();
+        let mut lap = |phases: &mut [f64; PHASES.len()], step: usize| {
+            let now = Instant::now();
+            phases[step] += (now - clock).as_secs_f64();
+            clock = now;
+        };
         // The owners read last pass's tallies until they all reach this barrier.
         if self.tallies.phase() == Phase::Shared {
             self.tallies.reclaim()?;
@@ -575,8 +602,10 @@ impl State<'_> {
             // Tallies readable by every rank from here on (a barrier).
             self.tallies.share()?;
         }
+        lap(&mut self.phases, 0);
         let mut totals = vec![0u64; buckets + TESTS];
         self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
+        lap(&mut self.phases, 1);
         let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
         // Keys per destination, per chunk.
         let chunk_dest = |c: usize, d: usize| -> usize {
@@ -644,7 +673,9 @@ impl State<'_> {
         }
         // Deliver (a signal to every destination), and wait for every sender's keys.
         drop(outs);
+        lap(&mut self.phases, 2);
         exchange.finish()?;
+        lap(&mut self.phases, 3);
         // Rank the received keys over this rank's key range.
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
@@ -671,6 +702,7 @@ impl State<'_> {
             let received = &self.inbox.own()?[..mine as usize];
             cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         }
+        lap(&mut self.phases, 4);
         // Partial verification by the rank that owns each test key's value.
         let Some(tests) = self.data.tests else {
             self.range = (lo, mine as usize);

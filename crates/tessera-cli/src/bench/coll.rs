@@ -292,6 +292,15 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
                 ..record(op.name(), bytes, n, "latency_us", best * 1e6)
             });
         }
+        // What the cost model predicts for each algorithm (`bench coll --model`).
+        for &alg in &candidates {
+            if let Some(us) = world.predicted_us(op, alg, bytes) {
+                part.results.push(Record {
+                    algorithm: Some(alg.to_string()),
+                    ..record(op.name(), bytes, n, "predicted_us", us)
+                });
+            }
+        }
         // The nonblocking form, started and waited at once (what the schedule costs).
         let best = best_per_iter_synced(ctx, iters, || run_once_nb(&world, op, len, &bufs))?;
         part.results.push(Record {
@@ -608,6 +617,89 @@ pub(crate) fn print_table(report: &Report) {
         );
     }
     print_beside_mpi(report);
+}
+
+/// The cost model against the measurements (`bench coll --model`): per (operation, size),
+/// the model's choice (the least predicted time) with its predicted and measured time, the
+/// best fixed algorithm with its own, and the measured ratio of the two; then at how many
+/// points the model's choice is within 10 % of the best, and how far predictions fall
+/// from measurements.
+pub(crate) fn print_model(report: &Report) {
+    use std::collections::BTreeMap;
+    // (op, bytes) -> algorithm -> (predicted, measured)
+    let mut points: Vec<(String, u64)> = Vec::new();
+    let mut table: BTreeMap<(String, u64), BTreeMap<String, (f64, f64)>> = BTreeMap::new();
+    for r in report.results.iter().filter(|r| r.metric == "predicted_us") {
+        let key = (r.op.clone(), r.bytes);
+        if !points.contains(&key) {
+            points.push(key.clone());
+        }
+        let alg = r.algorithm.clone().unwrap_or_default();
+        let measured = report
+            .results
+            .iter()
+            .find(|m| {
+                m.metric == "latency_us"
+                    && m.op == r.op
+                    && m.bytes == r.bytes
+                    && m.algorithm.as_deref() == Some(alg.as_str())
+            })
+            .map_or(f64::NAN, |m| m.value);
+        table
+            .entry(key)
+            .or_default()
+            .insert(alg, (r.value, measured));
+    }
+    if points.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<12} {:>8}  {:<18} {:>10} {:>10}  {:<18} {:>10} {:>10}  {:>6}",
+        "op",
+        "bytes",
+        "model's choice",
+        "predicted",
+        "measured",
+        "best fixed",
+        "predicted",
+        "measured",
+        "ratio"
+    );
+    let (mut within, mut counted, mut worst) = (0, 0, (1.0f64, String::new()));
+    let mut errors: Vec<f64> = Vec::new();
+    for key in &points {
+        let algs = &table[key];
+        let by = |f: &dyn Fn(&(f64, f64)) -> f64| {
+            algs.iter()
+                .filter(|(_, v)| !v.1.is_nan())
+                .min_by(|a, b| f(a.1).total_cmp(&f(b.1)))
+        };
+        let (Some((pick, p)), Some((best, b))) = (by(&|v| v.0), by(&|v| v.1)) else {
+            continue;
+        };
+        let ratio = p.1 / b.1;
+        counted += 1;
+        within += usize::from(ratio <= 1.10);
+        if ratio > worst.0 {
+            worst = (ratio, format!("{} {} B", key.0, key.1));
+        }
+        errors.extend(
+            algs.values()
+                .filter(|v| !v.1.is_nan())
+                .map(|v| (v.0 / v.1).ln().abs()),
+        );
+        println!(
+            "{:<12} {:>8}  {:<18} {:>10.3} {:>10.3}  {:<18} {:>10.3} {:>10.3}  {:>6.2}",
+            key.0, key.1, pick, p.0, p.1, best, b.0, b.1, ratio
+        );
+    }
+    errors.sort_by(f64::total_cmp);
+    let median = errors.get(errors.len() / 2).map_or(f64::NAN, |e| e.exp());
+    println!(
+        "the model's choice within 10% of the best fixed algorithm at {within} of {counted} points (worst {:.2}x, {}); predictions within a factor {median:.2} of the measurement at half the (point, algorithm) pairs",
+        worst.0,
+        if worst.1.is_empty() { "none" } else { &worst.1 }
+    );
 }
 
 /// Where MPI's own collectives were timed (the mpi conduit): per (operation, size),

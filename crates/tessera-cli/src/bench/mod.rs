@@ -59,6 +59,10 @@ pub(crate) enum BenchCommand {
         /// Fewer sizes and iterations (a smoke test).
         #[arg(long)]
         quick: bool,
+        /// Also print the cost model's predicted time beside each measured one, and how
+        /// often the model's choice is within 10% of the best fixed algorithm.
+        #[arg(long)]
+        model: bool,
     },
 }
 
@@ -168,6 +172,13 @@ pub(crate) fn system(conduit: &str) -> System {
 }
 
 pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
+    let text = run_rank_job(job, kind, extra)?;
+    serde_json::from_str(&text).map_err(|e| format!("parsing the benchmark's result: {e}"))
+}
+
+/// Run `tessera __rank KIND --out FILE EXTRA...` as a job of `job`'s ranks and return
+/// what its rank 0 wrote to FILE.
+pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<String, String> {
     let result = crate::ResultFile::new(&format!("bench-{}.json", job.ranks))?;
     let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
@@ -183,8 +194,7 @@ pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part
             job.ranks
         ));
     }
-    let text = result.read()?;
-    serde_json::from_str(&text).map_err(|e| format!("parsing the benchmark's result: {e}"))
+    result.read()
 }
 
 fn write_json(path: &Path, report: &Report) -> Result<(), String> {
@@ -301,7 +311,12 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             }
             report.write_json(json.as_deref())
         }
-        BenchCommand::Coll { job, json, quick } => {
+        BenchCommand::Coll {
+            job,
+            json,
+            quick,
+            model,
+        } => {
             eprintln!(
                 "bench coll: {} ranks, {} conduit ...",
                 job.ranks, job.conduit
@@ -310,6 +325,9 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             let part = run_part(&job, "bench-coll", quick_flag)?;
             let report = Report::from_part(part, &job)?;
             coll::print_table(&report);
+            if model {
+                coll::print_model(&report);
+            }
             report.write_json(json.as_deref())
         }
     }

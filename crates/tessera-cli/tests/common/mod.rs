@@ -185,7 +185,8 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
             }
         }
         let mut osu = BTreeSet::new();
-        for r in rows {
+        let mut predicted = BTreeSet::new();
+        for r in &rows {
             assert_eq!(r["ranks"], ranks);
             assert!(r["value"].as_f64().unwrap() > 0.0);
             match r["metric"].as_str() {
@@ -193,7 +194,26 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
                 Some("latency_osu_us") => {
                     osu.insert((r["bytes"].as_u64(), r["algorithm"] == "native"));
                 }
+                Some("predicted_us") => {
+                    predicted.insert((r["bytes"].as_u64(), r["algorithm"].as_str()));
+                }
                 other => panic!("unexpected metric {other:?}"),
+            }
+        }
+        // The cost model priced every algorithm of its own at every size.
+        for r in rows.iter().filter(|r| r["metric"] == "latency_us") {
+            let alg = r["algorithm"].as_str();
+            if op
+                .algorithms()
+                .iter()
+                .any(|a| Some(a.to_string().as_str()) == alg)
+            {
+                assert!(
+                    predicted.contains(&(r["bytes"].as_u64(), alg)),
+                    "{} {}: no prediction for {alg:?}",
+                    op.name(),
+                    r["bytes"]
+                );
             }
         }
         // Beside MPI's own collective, Tessera's fastest own algorithm timed OSU's way too.

@@ -135,7 +135,13 @@ pub const VARIABLES: &[Variable] = &[
         name: "TESSERA_TUNING",
         kind: Kind::Text,
         default: "`~/.config/tessera/tuning.json` when it exists, else `online`, except where a host runs more ranks than it has processors (there trials time the scheduler, so `none`)",
-        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree on the fastest), or `none` (the built-in model, the same choice every run)",
+        meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree on the fastest), or `none` (the cost model alone, the same choice every run)",
+    },
+    Variable {
+        name: "TESSERA_CALIBRATION",
+        kind: Kind::Text,
+        default: "`~/.config/tessera/calibration.json` when it exists, else the built-in parameters",
+        meaning: "the cost model's machine parameters, as `tessera tune --calibrate` measured them: a calibration's path, or `none` for the built-in sets (one for hosts with a core per rank, one for hosts whose ranks outnumber their processors)",
     },
     Variable {
         name: "TESSERA_COLL_<OP>",

@@ -9,7 +9,9 @@
 //! (`tessera tune`) picks one from the team size and message size; where there is none,
 //! the team tunes online: its first calls of an operation at a size try the candidates
 //! and the members agree on the fastest ([`Team::online_decisions`]); with
-//! `TESSERA_TUNING=none`, a documented model ([`default_algorithm`]) picks. `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
+//! `TESSERA_TUNING=none`, and for what the table or the trials leave open, a cost model
+//! picks the algorithm with the least predicted time from the machine's parameters
+//! (`cost` module; [`MachineParams`], calibrated by `tessera tune --calibrate`). `TESSERA_COLL_<OPERATION>=<algorithm>` (for example
 //! `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data moves as
 //! signalling puts into per-member mailboxes (see the `channel` module), so the
 //! collectives work on any conduit. On the mpi conduit every team also has a communicator
@@ -67,8 +69,10 @@ macro_rules! single_address_pair {
 
 mod addressed;
 mod algorithms;
+pub mod calibration;
 mod channel;
 mod checked;
+mod cost;
 mod engine;
 mod movement;
 mod nonblocking;
@@ -80,6 +84,8 @@ mod signature;
 mod topology;
 pub mod tuning;
 
+pub use calibration::{Calibration, CalibrationEntry};
+pub use cost::{MachineParams, Shape, Work, PROBES};
 pub use nonblocking::{CollHandle, CollRequest};
 use nonblocking::{NonblockingState, Schedules};
 use reduction::native_reduction;
@@ -92,8 +98,13 @@ use signature::ALL_OPS;
 /// (operation and algorithm) and `TESSERA_TUNING` (the table is read and checked).
 pub(crate) fn check_settings() -> Result<()> {
     registry::check_forced_env()?;
+    calibration::in_force()?;
     tuning::in_force().map(|_| ())
 }
+
+/// The cost model's last choice per operation ([`Collective::ALL`] order), with the
+/// message size it was for.
+type ModelMemo = [std::cell::Cell<Option<(usize, Algorithm)>>; Collective::ALL.len()];
 
 /// A team of ranks that performs collectives together. See the [module docs](self).
 ///
@@ -138,8 +149,14 @@ pub struct Team<'a> {
     spans_hosts: bool,
     /// Some host of the job runs more ranks than it has processors (agreed when the world
     /// team is made, inherited by the teams made from it): the model then prefers what
-    /// pipelines when ranks take turns on a core (see [`registry::model_algorithm`]).
+    /// pipelines when ranks take turns on a core (see the `cost` module).
     crowded: bool,
+    /// The cost model's machine parameters for this team (its calibration, or the
+    /// built-in set of its regime).
+    params: MachineParams,
+    /// The model's last choice per operation, with the message size it was for: a loop
+    /// of calls of one size prices the candidates once.
+    model_memo: Rc<ModelMemo>,
 }
 
 /// Register the end-of-job check of a team's inbox (when the team is made, so that teams
@@ -245,6 +262,7 @@ impl<'a> Team<'a> {
         let mut team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
         let crowded = team.probe_direct_reads()?;
         team.crowded = crowded;
+        team.params = calibration::params_for(n, crowded)?;
         // Online trials time calls; where ranks wait for a core, they time the scheduler
         // more than the algorithms (4 ranks on 2 cores: the model's choice was within 10 %
         // of the best fixed algorithm at 66-70 of 78 points, online tuning at 54-64), so
@@ -347,6 +365,8 @@ impl<'a> Team<'a> {
             schedules: Rc::new(RefCell::new(Schedules::default())),
             spans_hosts,
             crowded: false,
+            params: calibration::params_for(size, false)?,
+            model_memo: Rc::default(),
         };
         if team.forced.contains(&Some(Algorithm::Native)) {
             team.check_available(Algorithm::Native)?;
@@ -640,6 +660,7 @@ impl<'a> Team<'a> {
         team.channel.set_direct(&direct);
         team.forced = self.forced;
         team.crowded = self.crowded;
+        team.params = calibration::params_for(team.size(), self.crowded)?;
         // A team whose parent does not tune online (a crowded host's default) does not.
         if self.online.is_none() {
             team.online = None;
@@ -715,6 +736,8 @@ impl<'a> Team<'a> {
             native: None,
             spans_hosts: self.spans_hosts,
             crowded: self.crowded,
+            params: calibration::params_for(size, self.crowded)?,
+            model_memo: Rc::default(),
         })
     }
 
@@ -807,16 +830,62 @@ impl<'a> Team<'a> {
         }
     }
 
-    /// The model's choice among the team's own algorithms ([`default_algorithm`], which
-    /// follows whether the members read each other's long messages directly).
+    /// The cost model's choice among the team's own algorithms: the least predicted time
+    /// with this team's parameters, for members that read each other's long messages
+    /// directly or not.
     pub(super) fn local_model(&self, op: Collective, bytes: usize) -> Algorithm {
-        registry::model_algorithm(
-            op,
-            self.size(),
+        let memo = &self.model_memo[op.index()];
+        if let Some((for_bytes, alg)) = memo.get() {
+            if for_bytes == bytes {
+                return alg;
+            }
+        }
+        let alg = self
+            .params
+            .choose(op, self.size(), bytes, self.channel.all_direct());
+        memo.set(Some((bytes, alg)));
+        alg
+    }
+
+    /// Whether some host of this team's job runs more ranks than it has processors (the
+    /// cost model's crowded regime; agreed when the world team was made).
+    pub fn shares_cores(&self) -> bool {
+        self.crowded
+    }
+
+    /// Whether this team's members read each other's long messages directly (see
+    /// `core::direct`).
+    pub fn reads_directly(&self) -> bool {
+        self.channel.all_direct()
+    }
+
+    /// The cost model's machine parameters for this team: its calibration's (`tessera tune
+    /// --calibrate`) or the built-in set for its host.
+    pub fn cost_params(&self) -> MachineParams {
+        self.params
+    }
+
+    /// The cost model's predicted microseconds for one call of `op` by `alg` with `bytes`
+    /// per member on this team, in a loop of such calls (None for an algorithm the model
+    /// does not price, such as [`Algorithm::Native`]).
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// Job::threads(2).segment(8 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?;
+    ///     let t = world.predicted_us(Collective::Barrier, Algorithm::Dissemination, 0);
+    ///     assert!(t.is_some_and(|us| us > 0.0));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn predicted_us(&self, op: Collective, alg: Algorithm, bytes: usize) -> Option<f64> {
+        let shape = Shape {
+            members: self.size(),
             bytes,
-            self.channel.all_direct(),
-            self.crowded,
-        )
+            radix: 2,
+        };
+        self.params
+            .predict(op, alg, shape, self.channel.all_direct())
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).

@@ -4,6 +4,7 @@
 //!
 //! This module must never move data: it only names and chooses.
 
+use super::cost::{self, Shape, Work};
 use super::*;
 
 /// The collective operations, for choosing algorithms.
@@ -199,6 +200,9 @@ pub struct Row {
     pub tuned_radices: &'static [u32],
     /// What it does, in one line.
     pub summary: &'static str,
+    /// Its cost formula: the work of one call for a team size, a message size and a
+    /// radix, which [`MachineParams`](super::MachineParams) prices (see `cost`).
+    pub work: fn(Shape) -> Work,
 }
 
 const fn row(
@@ -206,6 +210,7 @@ const fn row(
     algorithm: Algorithm,
     name: &'static str,
     summary: &'static str,
+    work: fn(Shape) -> Work,
 ) -> Row {
     Row {
         op,
@@ -214,6 +219,7 @@ const fn row(
         radix: None,
         tuned_radices: &[],
         summary,
+        work,
     }
 }
 
@@ -221,7 +227,7 @@ const fn row(
 const MAX_RADIX: u32 = 64;
 
 /// The k-nomial row of `op` (default radix 4).
-const fn knomial(op: Collective) -> Row {
+const fn knomial(op: Collective, work: fn(Shape) -> Work) -> Row {
     Row {
         op,
         algorithm: Algorithm::Knomial(4),
@@ -229,21 +235,23 @@ const fn knomial(op: Collective) -> Row {
         radix: Some((2, MAX_RADIX)),
         tuned_radices: &[3, 4, 8],
         summary: "k-nomial tree: each parent talks to up to k - 1 children per round",
+        work,
     }
 }
 
 /// The k-nomial row of a single-address form (default radix 4).
-const fn knomial_single(op: Collective, summary: &'static str) -> Row {
+const fn knomial_single(op: Collective, summary: &'static str, work: fn(Shape) -> Work) -> Row {
     Row {
         tuned_radices: &[2, 4, 8],
         summary,
-        ..knomial(op)
+        ..knomial(op, work)
     }
 }
 
 /// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
 /// row: every mailbox operation has it on the mpi conduit).
 static REGISTRY: [Row; 32] = {
+    use cost::*;
     use Algorithm::*;
     use Collective::*;
     [
@@ -252,109 +260,150 @@ static REGISTRY: [Row; 32] = {
             Dissemination,
             "dissemination",
             "ceil(log2 n) rounds of signals to rank + 2^i",
+            barrier_dissemination,
         ),
         row(
             Barrier,
             Flat,
             "flat",
             "every member signals rank 0, which releases all",
+            barrier_flat,
         ),
-        row(Broadcast, Flat, "flat", "the root sends to every member"),
+        row(
+            Broadcast,
+            Flat,
+            "flat",
+            "the root sends to every member",
+            broadcast_flat,
+        ),
         row(
             Broadcast,
             Binomial,
             "binomial",
             "binomial tree from the root",
+            broadcast_binomial,
         ),
-        knomial(Broadcast),
+        knomial(Broadcast, broadcast_knomial),
         row(
             Broadcast,
             Chain,
             "chain",
             "pipelined chain: each member forwards chunks as they arrive",
+            broadcast_chain,
         ),
         row(
             Reduce,
             Flat,
             "flat",
             "the root combines every member's data",
+            reduce_flat,
         ),
         row(
             Reduce,
             Binomial,
             "binomial",
             "binomial tree towards the root",
+            reduce_binomial,
         ),
-        knomial(Reduce),
+        knomial(Reduce, reduce_knomial),
         row(
             Allreduce,
             ReduceBroadcast,
             "reduce_broadcast",
             "binomial reduce, then binomial broadcast",
+            allreduce_reduce_broadcast,
         ),
         row(
             Allreduce,
             RecursiveDoubling,
             "recursive_doubling",
             "log2 n pairwise swaps (others folded in)",
+            allreduce_recursive_doubling,
         ),
         row(
             Allreduce,
             Ring,
             "ring",
             "ring reduce-scatter, then ring allgather",
+            allreduce_ring,
         ),
         row(
             Allreduce,
             Rabenseifner,
             "rabenseifner",
             "recursive-halving reduce-scatter, then recursive-doubling allgather",
+            allreduce_rabenseifner,
         ),
-        row(Gather, Flat, "flat", "every member sends to the root"),
+        row(
+            Gather,
+            Flat,
+            "flat",
+            "every member sends to the root",
+            gather_flat,
+        ),
         row(
             Gather,
             Binomial,
             "binomial",
             "binomial tree towards the root, blocks merged",
+            gather_binomial,
         ),
-        row(Allgather, Ring, "ring", "n - 1 neighbour steps"),
+        row(
+            Allgather,
+            Ring,
+            "ring",
+            "n - 1 neighbour steps",
+            allgather_ring,
+        ),
         row(
             Allgather,
             Bruck(2),
             "bruck",
             "Bruck's dissemination: ceil(log2 n) rounds",
+            allgather_bruck,
         ),
         row(
             Allgather,
             GatherBroadcast,
             "gather_broadcast",
             "gather to rank 0, then broadcast",
+            allgather_gather_broadcast,
         ),
         row(
             Allgather,
             AllBroadcast,
             "all_broadcast",
             "every member broadcasts its block to all at once",
+            allgather_all_broadcast,
         ),
         row(
             Scatter,
             Flat,
             "flat",
             "the root sends every member its block",
+            scatter_flat,
         ),
         row(
             Scatter,
             Binomial,
             "binomial",
             "binomial tree from the root, blocks split",
+            scatter_binomial,
         ),
         row(
             Exchange,
             Pairwise,
             "pairwise",
             "n - 1 steps, each with one partner",
+            exchange_pairwise,
         ),
-        row(Exchange, Flat, "flat", "every block sent at once"),
+        row(
+            Exchange,
+            Flat,
+            "flat",
+            "every block sent at once",
+            exchange_flat,
+        ),
         Row {
             op: Exchange,
             algorithm: Bruck(2),
@@ -362,48 +411,57 @@ static REGISTRY: [Row; 32] = {
             radix: Some((2, 8)),
             tuned_radices: &[2, 4, 8],
             summary: "dissemination: ceil(log_r n) phases of r - 1 packed messages",
+            work: exchange_bruck,
         },
         row(
             Scan,
             Linear,
             "linear",
             "partial results passed rank to rank",
+            scan_linear,
         ),
         row(
             Scan,
             RecursiveDoubling,
             "recursive_doubling",
             "log2 n rounds at doubling distances",
+            scan_recursive_doubling,
         ),
         row(
             BroadcastTo,
             Flat,
             "flat",
             "the root puts into every destination",
+            put_flat,
         ),
         knomial_single(
             BroadcastTo,
             "k-nomial tree of puts: each member forwards from its destination to its children's",
+            broadcast_to_knomial,
         ),
         row(
             ScatterTo,
             Flat,
             "flat",
             "the root puts every block and signals every member",
+            put_flat,
         ),
         knomial_single(
             ScatterTo,
             "the root puts every block; entry and landing signalled along a k-nomial tree",
+            scatter_to_knomial,
         ),
         row(
             GatherTo,
             Flat,
             "flat",
             "every member puts its block; the root hears from each",
+            gather_to_flat,
         ),
         knomial_single(
             GatherTo,
             "every member puts its block; entry and landing signalled along a k-nomial tree",
+            gather_to_knomial,
         ),
     ]
 };
@@ -452,7 +510,7 @@ impl Algorithm {
 }
 
 /// `a` and `b` are the same algorithm, whatever their radices.
-fn same_family(a: Algorithm, b: Algorithm) -> bool {
+pub(super) fn same_family(a: Algorithm, b: Algorithm) -> bool {
     std::mem::discriminant(&a) == std::mem::discriminant(&b)
 }
 
@@ -574,120 +632,24 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
     .into())
 }
 
-/// The algorithm the model picks when none is forced and no tuning table covers the
-/// operation, on a team within one host (a team spanning hosts on the mpi conduit uses
-/// [`Algorithm::Native`] for the operations MPI has). The choices follow `tessera bench
-/// coll` at 2 and 4 ranks on shared memory and 8 on threads (docs/PERFORMANCE.md). Moving
-/// every block directly (flat, all-broadcast) wins for gather, scatter, allgather,
-/// exchange and the single-address forms, because a shared-memory "message" or put costs
-/// about one cache-line round trip however many are in flight and whichever member sends
-/// it. Trees and rings win where data would otherwise cross one rank many times, and the
-/// chain pipelines large broadcasts through more than two ranks. This is the choice for
-/// members that cannot read each other's memory directly; where they can (ranks of one
-/// host, `TESSERA_DIRECT` on), a team's model sends broadcasts of 16 KiB or more flat.
+/// The algorithm the cost model picks, with the built-in parameters of a host where every
+/// rank has a core ([`MachineParams::DEDICATED`](super::MachineParams::DEDICATED)), for
+/// members that read each other's long messages directly: the row of `op` with the least
+/// predicted time (see the `cost` module). A team uses its own parameters (calibrated
+/// with `tessera tune --calibrate`, or the built-in set for its host) where none is forced
+/// and no tuning table covers the operation; a team spanning hosts on the mpi conduit
+/// uses [`Algorithm::Native`] for the operations MPI has.
 ///
 /// ```
 /// use tessera::model::team::default_algorithm;
 /// use tessera::{Algorithm, Collective};
-/// assert_eq!(default_algorithm(Collective::Allgather, 4, 8), Algorithm::AllBroadcast);
-/// assert_eq!(default_algorithm(Collective::BroadcastTo, 4, 8), Algorithm::Flat);
+/// // Sixteen members: the barrier takes 4 rounds of signals, not 30 messages via rank 0.
+/// assert_eq!(default_algorithm(Collective::Barrier, 16, 0), Algorithm::Dissemination);
+/// // An all-to-all of 8-byte blocks goes out at once.
+/// assert_eq!(default_algorithm(Collective::Exchange, 16, 8), Algorithm::Flat);
 /// ```
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
-    model_algorithm(op, team_size, bytes, false, false)
-}
-
-/// [`default_algorithm`] for a team whose members read each other's long messages
-/// directly (`direct_reads`; see `core::direct`) or not. With direct reads a broadcast of
-/// 16 KiB or more goes flat: the root offers its buffer once and every receiver copies
-/// it in parallel, where a chain or a tree would first copy it into forwarders' buffers
-/// (at 256 KiB flat took 27 µs against the chain's 55–62 at 4 ranks, 65 against 92 at 8;
-/// docs/PERFORMANCE.md). Where ranks take turns on a core (`crowded`), a broadcast of up to
-/// 256 B among 3 or 4 members goes along a chain: its root sends one message and goes on,
-/// so calls in a loop overlap (4 ranks on 2 cores, 8 and 64 B: 0.16–0.24 µs against the
-/// binomial tree's 0.24–0.38 in a loop, and within noise of it alone; at 8 members alone
-/// the chain took 2.2× as long, and with a core each, n − 1 hops instead of log2 n).
-/// Crowded hosts have a few more rules, each measured at 8 ranks on 2 cores (below).
-pub(crate) fn model_algorithm(
-    op: Collective,
-    team_size: usize,
-    bytes: usize,
-    direct_reads: bool,
-    crowded: bool,
-) -> Algorithm {
-    match op {
-        // Where 5-8 members take turns on cores, the flat barrier (each member signals the
-        // root and waits for its release: two waits instead of ⌈log2 n⌉) won every run at
-        // 8 ranks on 2 cores (threads and processes 10.3-11.9 µs against 12.9-15.1);
-        // at 4 dissemination won (2.7 against 4.5).
-        Collective::Barrier if crowded && (5..=8).contains(&team_size) => Algorithm::Flat,
-        Collective::Barrier => Algorithm::Dissemination,
-        Collective::Broadcast if crowded && (3..=4).contains(&team_size) && bytes <= 256 => {
-            Algorithm::Chain
-        }
-        // Where ranks share cores, a 32 KiB broadcast goes faster down the binomial tree
-        // than flat (8 ranks on 2 cores: flat 1.12-1.24x slower in every run, 1.07x at 4).
-        Collective::Broadcast
-            if direct_reads
-                && bytes >= super::channel::DIRECT_FROM
-                && !(crowded && bytes <= 32 * 1024) =>
-        {
-            Algorithm::Flat
-        }
-        Collective::Broadcast if bytes >= 256 * 1024 && team_size > 2 => Algorithm::Chain,
-        Collective::Broadcast => Algorithm::Binomial,
-        // At 8 ranks the 4-nomial tree beat the binomial tree at every size (1 MiB: 597-626
-        // µs against 687-755, radix 3 902-939), now that a member receives its first child
-        // straight into its accumulator; at 4 the binomial tree won in 6 of 8 runs from
-        // 256 KiB (52-55 µs against 65-69 flat; 80-83 in the other two, by which ranks
-        // shared a core).
-        Collective::Reduce if (5..=8).contains(&team_size) => Algorithm::Knomial(4),
-        // Beyond 8 ranks, unmeasured since that change: kept from when radix 3 beat the
-        // binomial tree from 32 KiB at 4 and 8 ranks.
-        Collective::Reduce if bytes >= 32 * 1024 && team_size > 8 => Algorithm::Knomial(3),
-        Collective::Reduce => Algorithm::Binomial,
-        // At 2 ranks recursive doubling (each member reads the other's whole vector) beats
-        // the ring up to 256 KiB (18-20 µs against 31-33 on the AVX-512 Xeon, both starting
-        // from their input) and loses at 1 MiB (164 against 135), where its three vectors
-        // no longer fit a 2 MiB L2.
-        Collective::Allreduce if team_size == 2 && bytes <= 256 * 1024 => {
-            Algorithm::RecursiveDoubling
-        }
-        // With no member to fold in, Rabenseifner's halving moves as much as the ring in
-        // log2 n steps instead of n − 1, and starts from its input without a copy: 256 KiB
-        // 81-86 µs against the ring's 100-102 at 4 ranks, 1 MiB 430-452 against 500-523;
-        // 8 ranks (threads) 245 against 275 and 1154 against 1236.
-        Collective::Allreduce
-            if bytes > 32 * 1024 && team_size > 2 && team_size.is_power_of_two() =>
-        {
-            Algorithm::Rabenseifner
-        }
-        Collective::Allreduce if bytes > 32 * 1024 => Algorithm::Ring,
-        Collective::Allreduce => Algorithm::RecursiveDoubling,
-        // An 8-byte scatter where ranks share cores: the binomial tree's few small
-        // messages beat the root's n − 1 (8 ranks on 2 cores 0.27-0.28 µs against
-        // 0.44-0.46, 4 ranks 0.30-0.31 against 0.34-0.35); from 64 B flat wins again.
-        Collective::Scatter if crowded && team_size >= 4 && bytes <= 8 => Algorithm::Binomial,
-        Collective::Gather | Collective::Scatter => Algorithm::Flat,
-        // Measured up to 8 ranks, where it beat Bruck and the ring at every size.
-        Collective::Allgather if team_size <= 8 => Algorithm::AllBroadcast,
-        Collective::Allgather if bytes <= 32 * 1024 => Algorithm::Bruck(2),
-        Collective::Allgather => Algorithm::Ring,
-        Collective::Exchange => Algorithm::Flat,
-        // At 2 members up to 64 B the chain is one message and recursive doubling one
-        // each way, and recursive doubling won every run in a loop (8 B: 0.22-0.24 µs
-        // against the chain's 0.27-0.29; equal from 512 B).
-        Collective::Scan if team_size == 2 && bytes <= 64 => Algorithm::RecursiveDoubling,
-        // Otherwise recursive doubling moves the whole vector log2 n times per member:
-        // measured slower than the chain at every size up to 8 ranks (1.2-3.9x).
-        Collective::Scan if team_size <= 8 || bytes >= 32 * 1024 => Algorithm::Linear,
-        Collective::Scan => Algorithm::RecursiveDoubling,
-        // At 8 ranks the 4-nomial tree of puts beats the binomial tree from 256 KiB (1 MiB:
-        // 1.09-1.13x in every run; the binomial tree beat the root's puts by 1.2x); at 4
-        // ranks the binomial tree beats the root's puts from 1 MiB (142 µs against 182).
-        Collective::BroadcastTo if team_size > 4 && bytes >= 256 * 1024 => Algorithm::Knomial(4),
-        Collective::BroadcastTo if team_size > 2 && bytes >= 1 << 20 => Algorithm::Knomial(2),
-        Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => Algorithm::Flat,
-    }
+    super::MachineParams::DEDICATED.choose(op, team_size, bytes, true)
 }
 
 pub(super) fn radix_of(alg: Algorithm, n: usize) -> usize {
@@ -701,54 +663,6 @@ pub(super) fn radix_of(alg: Algorithm, n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The model's crowded-host rule: small broadcasts among 3-4 members go along a
-    /// chain only where ranks share cores; larger teams, larger messages and hosts with a
-    /// core per rank keep the tree.
-    #[test]
-    fn small_broadcasts_chain_only_on_crowded_hosts_of_few_members() {
-        let bcast =
-            |n, bytes, crowded| model_algorithm(Collective::Broadcast, n, bytes, false, crowded);
-        assert_eq!(bcast(4, 8, true), Algorithm::Chain);
-        assert_eq!(bcast(3, 256, true), Algorithm::Chain);
-        assert_eq!(bcast(4, 8, false), Algorithm::Binomial);
-        assert_eq!(bcast(4, 512, true), Algorithm::Binomial);
-        assert_eq!(bcast(8, 8, true), Algorithm::Binomial);
-        assert_eq!(bcast(2, 8, true), Algorithm::Binomial);
-    }
-
-    /// The other crowded-host rules: the flat barrier among 5-8 members, the binomial
-    /// scatter of 8 B among 4 or more, the binomial broadcast up to 32 KiB where long
-    /// messages are read directly; elsewhere the defaults.
-    #[test]
-    fn crowded_hosts_take_the_flat_barrier_and_small_trees() {
-        let model = |op, n, bytes, crowded| model_algorithm(op, n, bytes, false, crowded);
-        use Collective::{Barrier, Scatter};
-        assert_eq!(model(Barrier, 8, 0, true), Algorithm::Flat);
-        assert_eq!(model(Barrier, 5, 0, true), Algorithm::Flat);
-        assert_eq!(model(Barrier, 4, 0, true), Algorithm::Dissemination);
-        assert_eq!(model(Barrier, 16, 0, true), Algorithm::Dissemination);
-        assert_eq!(model(Barrier, 8, 0, false), Algorithm::Dissemination);
-        assert_eq!(model(Scatter, 8, 8, true), Algorithm::Binomial);
-        assert_eq!(model(Scatter, 4, 8, true), Algorithm::Binomial);
-        assert_eq!(model(Scatter, 8, 64, true), Algorithm::Flat);
-        assert_eq!(model(Scatter, 2, 8, true), Algorithm::Flat);
-        assert_eq!(model(Scatter, 8, 8, false), Algorithm::Flat);
-        let bcast =
-            |n, bytes, crowded| model_algorithm(Collective::Broadcast, n, bytes, true, crowded);
-        assert_eq!(bcast(8, 32 * 1024, true), Algorithm::Binomial);
-        assert_eq!(bcast(8, 32 * 1024, false), Algorithm::Flat);
-        assert_eq!(bcast(8, 256 * 1024, true), Algorithm::Flat);
-    }
-
-    /// Small scans at 2 members take recursive doubling; elsewhere the chain.
-    #[test]
-    fn small_scans_of_two_members_double() {
-        let scan = |n, bytes| default_algorithm(Collective::Scan, n, bytes);
-        assert_eq!(scan(2, 8), Algorithm::RecursiveDoubling);
-        assert_eq!(scan(2, 512), Algorithm::Linear);
-        assert_eq!(scan(4, 8), Algorithm::Linear);
-    }
 
     /// Every row's name parses back to its algorithm and prints as it did; every
     /// operation has rows; `check_supported` accepts

@@ -1,0 +1,195 @@
+//! Calibrations: the cost model's machine parameters as measured on this host by
+//! `tessera tune --calibrate`, per team size.
+//!
+//! A calibration is a JSON file meant to be read by people:
+//!
+//! ```json
+//! { "machine": "Intel(R) Xeon(R) Processor, 16 cores",
+//!   "entries": [ { "team_size": 16, "crowded": false,
+//!                  "params": { "round_us": 0.54, "tree_round_us": 0.31, ... } } ] }
+//! ```
+//!
+//! A team takes the entry of the nearest team size (the smaller on a tie) among those
+//! measured in its own regime (`crowded`: some host runs more ranks than it has
+//! processors), and where the file has none for that regime, the built-in parameters
+//! ([`MachineParams::built_in`]).
+//!
+//! Where the file comes from: the one `TESSERA_CALIBRATION` names, else
+//! `$XDG_CONFIG_HOME/tessera/calibration.json` (or `~/.config/tessera/calibration.json`)
+//! if it exists, which is where `tessera tune --calibrate` writes by default;
+//! `TESSERA_CALIBRATION=none` keeps the built-in parameters. A file that cannot be read,
+//! or holds a parameter that is not a positive number, is an error when the first team is
+//! made, naming the file and the problem.
+//!
+//! This module must never measure: it reads, checks and looks up.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::cost::MachineParams;
+use crate::error::CoreError;
+use crate::Result;
+
+/// The parameters measured at one team size.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CalibrationEntry {
+    /// The team size they were measured at.
+    pub team_size: usize,
+    /// Whether that team's host ran more ranks than it has processors.
+    pub crowded: bool,
+    /// The parameters.
+    pub params: MachineParams,
+}
+
+/// A calibration file; see the [module documentation](self).
+///
+/// ```
+/// use tessera::model::team::{Calibration, CalibrationEntry, MachineParams};
+/// let mut cal = Calibration::default();
+/// cal.insert(CalibrationEntry { team_size: 16, crowded: false, params: MachineParams::DEDICATED });
+/// cal.insert(CalibrationEntry { team_size: 4, crowded: true, params: MachineParams::CROWDED });
+/// assert_eq!(cal.params_for(12, false), MachineParams::DEDICATED);
+/// assert_eq!(cal.params_for(8, true), MachineParams::CROWDED);
+/// ```
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    /// Where it was measured (free text).
+    #[serde(default)]
+    pub machine: String,
+    /// The measured parameters, per team size and regime.
+    pub entries: Vec<CalibrationEntry>,
+}
+
+impl Calibration {
+    /// Read and check a calibration.
+    pub fn load(path: &Path) -> Result<Calibration> {
+        let fail = |why: String| -> crate::Error {
+            CoreError::Invalid(format!(
+                "calibration {}: {why} (rerun `tessera tune --calibrate`, or set TESSERA_CALIBRATION=none)",
+                path.display()
+            ))
+            .into()
+        };
+        let text = crate::job::env::read_settings_file(path).map_err(fail)?;
+        let cal: Calibration = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        for e in &cal.entries {
+            e.params
+                .check()
+                .map_err(|why| fail(format!("team size {}: {why}", e.team_size)))?;
+        }
+        Ok(cal)
+    }
+
+    /// Add `entry`, replacing one of the same team size and regime.
+    pub fn insert(&mut self, entry: CalibrationEntry) {
+        self.entries
+            .retain(|e| (e.team_size, e.crowded) != (entry.team_size, entry.crowded));
+        self.entries.push(entry);
+        self.entries.sort_by_key(|e| (e.crowded, e.team_size));
+    }
+
+    /// The parameters for a team of `team_size` in the `crowded` regime: the nearest
+    /// measured size of that regime (the smaller on a tie), else the built-in set.
+    pub fn params_for(&self, team_size: usize, crowded: bool) -> MachineParams {
+        self.entries
+            .iter()
+            .filter(|e| e.crowded == crowded)
+            .min_by_key(|e| (e.team_size.abs_diff(team_size), e.team_size))
+            .map_or(MachineParams::built_in(crowded), |e| e.params)
+    }
+}
+
+/// Where `tessera tune --calibrate` writes by default and where a calibration is looked
+/// for without `TESSERA_CALIBRATION`.
+pub fn default_path() -> Option<PathBuf> {
+    super::tuning::default_path().map(|p| p.with_file_name("calibration.json"))
+}
+
+/// The calibration in force for this process (read once): `None` for the built-in
+/// parameters.
+pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
+    static LOADED: OnceLock<std::result::Result<Option<Calibration>, String>> = OnceLock::new();
+    let loaded = LOADED.get_or_init(|| {
+        let load = |path: &Path| Calibration::load(path).map_err(|e| e.to_string());
+        match crate::job::env::raw("TESSERA_CALIBRATION") {
+            Some(v) if v == "none" => Ok(None),
+            Some(v) => load(Path::new(&v)).map(Some),
+            None => default_path()
+                .filter(|p| p.exists())
+                .map(|p| load(&p))
+                .transpose(),
+        }
+    });
+    match loaded {
+        Ok(cal) => Ok(cal.as_ref()),
+        Err(why) => Err(CoreError::Invalid(why.clone()).into()),
+    }
+}
+
+/// The parameters a team of `team_size` in the `crowded` regime uses.
+pub(crate) fn params_for(team_size: usize, crowded: bool) -> Result<MachineParams> {
+    Ok(match in_force()? {
+        Some(cal) => cal.params_for(team_size, crowded),
+        None => MachineParams::built_in(crowded),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_calibrations_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let mut bad = serde_json::to_value(CalibrationEntry {
+            team_size: 4,
+            crowded: false,
+            params: MachineParams::DEDICATED,
+        })
+        .unwrap();
+        bad["params"]["copy_gbps"] = serde_json::json!(-1.0);
+        for (text, expect) in [
+            ("{".to_string(), "EOF while parsing"),
+            (
+                serde_json::json!({ "entries": [bad] }).to_string(),
+                "copy_gbps is -1",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = Calibration::load(&path).unwrap_err().to_string();
+            assert!(e.contains(expect) && e.contains("c.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_nearest_size_of_the_same_regime_applies() {
+        let mut cal = Calibration::default();
+        let at = |round_us: f64| MachineParams {
+            round_us,
+            ..MachineParams::DEDICATED
+        };
+        for (size, crowded, round) in [(2, false, 1.0), (8, false, 2.0), (8, true, 3.0)] {
+            cal.insert(CalibrationEntry {
+                team_size: size,
+                crowded,
+                params: at(round),
+            });
+        }
+        assert_eq!(cal.params_for(5, false).round_us, 1.0); // tie: the smaller size
+        assert_eq!(cal.params_for(6, false).round_us, 2.0);
+        assert_eq!(cal.params_for(2, true).round_us, 3.0);
+        cal.entries.retain(|e| !e.crowded);
+        assert_eq!(cal.params_for(4, true), MachineParams::CROWDED);
+        // Inserting the same size and regime replaces.
+        cal.insert(CalibrationEntry {
+            team_size: 2,
+            crowded: false,
+            params: at(9.0),
+        });
+        assert_eq!(cal.entries.len(), 2);
+        assert_eq!(cal.params_for(2, false).round_us, 9.0);
+    }
+}

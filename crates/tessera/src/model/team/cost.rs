@@ -1,0 +1,691 @@
+//! The collective cost model: the time of one call of every registry row, predicted from
+//! a few machine parameters, and the choice of the row with the least predicted time.
+//!
+//! Each row of the registry carries a formula ([`Row::work`](super::Row)) that counts the
+//! work of one call of its algorithm for a team size and a message size, as a call in a
+//! loop of back-to-back calls does it (what `tessera bench coll` and the online tuner
+//! measure: a rooted call's members go on to the next call as soon as their part is
+//! done, so trees and chains pipeline):
+//!
+//! - **rounds**: synchronising rounds in sequence, each a message or signal and the wait
+//!   that sees it (a dissemination barrier has ⌈log₂ n⌉);
+//! - **tree rounds**: the depth of a reduction or gather tree, whose root cannot finish
+//!   a call before its deepest child has;
+//! - **messages**, **bytes**, **block copies** and **bytes put** by the busiest member
+//!   (a broadcast's root sends to each of its children; a chain's middle member receives
+//!   and forwards everything).
+//!
+//! [`MachineParams`] turns the counts into microseconds: a round, a tree round, a
+//! message's fixed cost, the copy bandwidth of short messages through the channel and of
+//! long ones (read straight from the sender where the members can, else copied twice),
+//! the bandwidth of puts, and a local block copy. The predicted time of a call is
+//! `rounds · round + max(tree rounds · tree round, the busiest member's work)`.
+//!
+//! Where ranks share cores the same formulas hold with other parameters: a round then
+//! includes waking the partner (5 µs at 8 ranks on 2 cores against 0.5 with a core each),
+//! which is what made flat barriers and chains win there. The parameters come from
+//! `tessera tune --calibrate` (a second's measurements, cached per host beside the tuning
+//! table; see [`calibration`](super::calibration)) or, where none was made, from the
+//! built-in sets [`MachineParams::DEDICATED`] and [`MachineParams::CROWDED`].
+//!
+//! This module must never move data or read the clock: it only predicts.
+
+use serde::{Deserialize, Serialize};
+
+use super::channel::{DEFAULT_CHUNK, DIRECT_FROM};
+use super::registry::{Algorithm, Collective};
+
+/// What a formula is given: the team size, the bytes per member's block, and the radix
+/// of a family that has one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape {
+    /// Members of the team.
+    pub members: usize,
+    /// Bytes per member's block (a broadcast's whole message, an all-to-all's block).
+    pub bytes: usize,
+    /// The tree's or Bruck's radix (2 for a family without one).
+    pub radix: usize,
+}
+
+/// The work of one call, in counts the machine parameters price (see the
+/// [module documentation](self)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    /// Synchronising rounds in sequence.
+    pub rounds: f64,
+    /// Depth of a reduction or gather tree.
+    pub tree_rounds: f64,
+    /// Messages the busiest member sends or receives (a long message counts once per
+    /// channel chunk).
+    pub messages: f64,
+    /// Bytes the busiest member moves through the channel.
+    pub bytes: f64,
+    /// Blocks the busiest member copies locally (packing and unpacking).
+    pub block_copies: f64,
+    /// Bytes the busiest member puts straight into destinations.
+    pub bytes_put: f64,
+}
+
+/// The machine parameters of the cost model: microseconds per event and bandwidths in
+/// GB/s (10⁹ bytes per second). Values measured on a host are kept per team size by
+/// `tessera tune --calibrate`.
+///
+/// ```
+/// use tessera::model::team::{MachineParams, Shape};
+/// use tessera::{Algorithm, Collective};
+/// let p = MachineParams::DEDICATED;
+/// // Sixteen members with a core each: the dissemination barrier's 4 rounds beat the flat
+/// // barrier's 30 messages through one member.
+/// let shape = Shape { members: 16, bytes: 0, radix: 2 };
+/// let diss = p.predict(Collective::Barrier, Algorithm::Dissemination, shape, true).unwrap();
+/// let flat = p.predict(Collective::Barrier, Algorithm::Flat, shape, true).unwrap();
+/// assert!(diss < flat);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineParams {
+    /// One synchronising round: a signal and the wait that sees it (µs).
+    pub round_us: f64,
+    /// One level of a reduction or gather tree (µs).
+    pub tree_round_us: f64,
+    /// The fixed cost of a message at the member that sends or receives it (µs).
+    pub message_us: f64,
+    /// Copy bandwidth of short messages (below 16 KiB) through the channel (GB/s).
+    pub copy_gbps: f64,
+    /// Bandwidth of long messages: read directly from the sender where the members can
+    /// (measured with every receiver of a flat broadcast reading one source), else the
+    /// channel's copies (GB/s).
+    pub long_gbps: f64,
+    /// Bandwidth of short puts into destinations (GB/s).
+    pub put_gbps: f64,
+    /// Bandwidth of long puts (GB/s).
+    pub long_put_gbps: f64,
+    /// One local block copy, packing or unpacking (µs).
+    pub block_copy_us: f64,
+}
+
+impl MachineParams {
+    /// Calibrated on a 16-core Intel Xeon (Emerald Rapids class, family 6 model 207, AVX-512, one socket)
+    /// with 16 ranks, one per core: the parameters for hosts where every rank has a core.
+    pub const DEDICATED: MachineParams = MachineParams {
+        round_us: 0.538,
+        tree_round_us: 0.3085,
+        message_us: 0.1679,
+        copy_gbps: 9.383,
+        long_gbps: 8.813,
+        put_gbps: 13.34,
+        long_put_gbps: 18.76,
+        block_copy_us: 0.0612,
+    };
+
+    /// Calibrated on a 2-core Intel Xeon (AVX-512) with 8 ranks: the parameters for hosts
+    /// whose ranks outnumber their processors. A round there waits for the partner to be
+    /// scheduled (5 µs), while a message costs less than with a core each: a sender
+    /// writes several before its receivers run.
+    pub const CROWDED: MachineParams = MachineParams {
+        round_us: 5.08,
+        tree_round_us: 0.3433,
+        message_us: 0.0709,
+        copy_gbps: 11.69,
+        long_gbps: 10.68,
+        put_gbps: 2.032,
+        long_put_gbps: 23.81,
+        block_copy_us: 0.0311,
+    };
+
+    /// The built-in parameters for a team: [`MachineParams::CROWDED`] where some host of
+    /// the job runs more ranks than it has processors, else [`MachineParams::DEDICATED`].
+    pub fn built_in(crowded: bool) -> MachineParams {
+        if crowded {
+            MachineParams::CROWDED
+        } else {
+            MachineParams::DEDICATED
+        }
+    }
+
+    /// Every parameter is a positive, finite number.
+    pub fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("round_us", self.round_us),
+            ("tree_round_us", self.tree_round_us),
+            ("message_us", self.message_us),
+            ("copy_gbps", self.copy_gbps),
+            ("long_gbps", self.long_gbps),
+            ("put_gbps", self.put_gbps),
+            ("long_put_gbps", self.long_put_gbps),
+            ("block_copy_us", self.block_copy_us),
+        ];
+        for (name, value) in fields {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{name} is {value}; it must be a positive number"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Microseconds for `work` with blocks of `bytes` (which decides short or long), where
+    /// members read long messages directly (`direct`) or not.
+    pub fn price(&self, work: Work, bytes: usize, direct: bool) -> f64 {
+        let long = bytes >= DIRECT_FROM;
+        // µs per byte at `gbps` GB/s.
+        let per_byte = |gbps: f64| 1e-3 / gbps;
+        let channel = if long && direct {
+            per_byte(self.long_gbps)
+        } else {
+            per_byte(self.copy_gbps)
+        };
+        let put = if long {
+            per_byte(self.long_put_gbps)
+        } else {
+            per_byte(self.put_gbps)
+        };
+        let busiest = work.messages * self.message_us
+            + work.bytes * channel
+            + work.block_copies * self.block_copy_us
+            + work.bytes_put * put;
+        work.rounds * self.round_us + busiest.max(work.tree_rounds * self.tree_round_us)
+    }
+
+    /// Predicted microseconds for one call of `op` by `alg` (None where the registry has
+    /// no such row, and for [`Algorithm::Native`], which the model does not price).
+    pub fn predict(
+        &self,
+        op: Collective,
+        alg: Algorithm,
+        shape: Shape,
+        direct: bool,
+    ) -> Option<f64> {
+        let row = super::registry()
+            .iter()
+            .find(|row| row.op == op && super::registry::same_family(row.algorithm, alg))?;
+        let shape = Shape {
+            radix: alg.radix().map_or(2, |k| k as usize),
+            ..shape
+        };
+        Some(self.price((row.work)(shape), shape.bytes, direct))
+    }
+
+    /// The candidate of `op` ([`Collective::candidates`]) with the least predicted time
+    /// for `members` and `bytes` (the first in the registry's order on a tie).
+    ///
+    /// ```
+    /// use tessera::model::team::MachineParams;
+    /// use tessera::{Algorithm, Collective};
+    /// // A 256 KiB broadcast among 16 members with a core each goes down the chain: each
+    /// // member forwards the whole message once, where the root of a flat broadcast
+    /// // would be read 15 times.
+    /// let alg = MachineParams::DEDICATED.choose(Collective::Broadcast, 16, 256 << 10, true);
+    /// assert_eq!(alg, Algorithm::Chain);
+    /// ```
+    pub fn choose(&self, op: Collective, members: usize, bytes: usize, direct: bool) -> Algorithm {
+        let shape = Shape {
+            members,
+            bytes,
+            radix: 2,
+        };
+        let mut best: Option<(f64, Algorithm)> = None;
+        for alg in op.candidates() {
+            let Some(t) = self.predict(op, alg, shape, direct) else {
+                continue;
+            };
+            if best.is_none_or(|(b, _)| t < b) {
+                best = Some((t, alg));
+            }
+        }
+        best.map_or(Algorithm::Flat, |(_, alg)| alg)
+    }
+}
+
+/// What a calibration measures, in the order [`MachineParams::from_probes`] reads the
+/// times: each is a loop of calls of one operation by one algorithm at one size, timed as
+/// `tessera bench coll` times it (a team's member 0, the root, from a common start).
+pub const PROBES: [(Collective, usize, Algorithm); 8] = [
+    (Collective::Barrier, 0, Algorithm::Dissemination),
+    (Collective::Broadcast, 8, Algorithm::Flat),
+    (Collective::Reduce, 8, Algorithm::Binomial),
+    (Collective::Broadcast, 4096, Algorithm::Flat),
+    (Collective::Broadcast, 32768, Algorithm::Flat),
+    (Collective::BroadcastTo, 4096, Algorithm::Flat),
+    (Collective::BroadcastTo, 262_144, Algorithm::Flat),
+    (Collective::Exchange, 8, Algorithm::Bruck(2)),
+];
+
+impl MachineParams {
+    /// The parameters that make each row's formula reproduce the [`PROBES`]' times
+    /// (`us`, microseconds per call, in that order) on a team of `members`: each probe
+    /// isolates one parameter given those before it (the barrier a round, the 8-byte
+    /// broadcast a message, the 8-byte reduce a tree round, the longer broadcasts and
+    /// puts their bandwidths, the Bruck all-to-all a block copy).
+    ///
+    /// ```
+    /// use tessera::model::team::{MachineParams, PROBES};
+    /// // Times the built-in parameters predict calibrate back to them (within the few
+    /// // bytes each probe also moves).
+    /// let p = MachineParams::DEDICATED;
+    /// let us: Vec<f64> = PROBES
+    ///     .iter()
+    ///     .map(|&(op, bytes, alg)| {
+    ///         let shape = tessera::model::team::Shape { members: 16, bytes, radix: 2 };
+    ///         p.predict(op, alg, shape, true).unwrap()
+    ///     })
+    ///     .collect();
+    /// let back = MachineParams::from_probes(16, true, &us).unwrap();
+    /// assert!((back.round_us - p.round_us).abs() < 1e-9);
+    /// assert!((back.copy_gbps / p.copy_gbps - 1.0).abs() < 0.01);
+    /// assert!((back.long_put_gbps / p.long_put_gbps - 1.0).abs() < 0.01);
+    /// ```
+    pub fn from_probes(members: usize, direct: bool, us: &[f64]) -> Result<MachineParams, String> {
+        if members < 2 {
+            return Err("a calibration needs a team of at least 2 members".into());
+        }
+        if us.len() != PROBES.len() || us.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
+            return Err(format!(
+                "a calibration needs {} positive times, one per probe",
+                PROBES.len()
+            ));
+        }
+        let work: Vec<Work> = PROBES
+            .iter()
+            .map(|&(op, bytes, alg)| {
+                let row = super::registry()
+                    .iter()
+                    .find(|r| r.op == op && super::registry::same_family(r.algorithm, alg))
+                    .expect("every probe is a registry row");
+                (row.work)(Shape {
+                    members,
+                    bytes,
+                    radix: alg.radix().map_or(2, |k| k as usize),
+                })
+            })
+            .collect();
+        // Floors keep a probe that measured faster than the parameters before it explain
+        // from giving a zero or negative parameter.
+        const FLOOR_US: f64 = 1e-4;
+        const MOST_GBPS: f64 = 1e4;
+        let round_us = (us[0] / work[0].rounds).max(FLOOR_US);
+        let message_us = (us[1] / work[1].messages).max(FLOOR_US);
+        let tree_round_us = (us[2] / work[2].tree_rounds).max(FLOOR_US);
+        let gbps = |t: f64, w: &Work, bytes: f64| {
+            let per_byte = (t - w.messages * message_us) / bytes;
+            if per_byte > 0.0 {
+                (1e-3 / per_byte).min(MOST_GBPS)
+            } else {
+                MOST_GBPS
+            }
+        };
+        let copy_gbps = gbps(us[3], &work[3], work[3].bytes);
+        let long_gbps = if direct {
+            gbps(us[4], &work[4], work[4].bytes)
+        } else {
+            copy_gbps
+        };
+        let put_gbps = gbps(us[5], &work[5], work[5].bytes_put);
+        let long_put_gbps = gbps(us[6], &work[6], work[6].bytes_put);
+        let w = &work[7];
+        let block_copy_us =
+            ((us[7] - w.rounds * round_us - w.messages * message_us - w.bytes * 1e-3 / copy_gbps)
+                / w.block_copies)
+                .max(FLOOR_US);
+        let params = MachineParams {
+            round_us,
+            tree_round_us,
+            message_us,
+            copy_gbps,
+            long_gbps,
+            put_gbps,
+            long_put_gbps,
+            block_copy_us,
+        };
+        params.check()?;
+        Ok(params)
+    }
+}
+
+// ----- the formulas, one per registry row ---------------------------------------------
+
+/// ⌈log_k n⌉ (0 for n ≤ 1).
+fn ceil_log(n: usize, k: usize) -> usize {
+    let (mut rounds, mut reach) = (0, 1usize);
+    while reach < n {
+        reach = reach.saturating_mul(k.max(2));
+        rounds += 1;
+    }
+    rounds
+}
+
+/// The children of a k-nomial tree's root over n members.
+fn root_children(n: usize, k: usize) -> usize {
+    let (mut children, mut span) = (0, 1usize);
+    while span < n {
+        children += (k - 1).min((n - 1) / span);
+        span = span.saturating_mul(k);
+    }
+    children
+}
+
+/// Per-shape quantities the formulas share.
+struct Terms {
+    n: f64,
+    /// n − 1
+    others: f64,
+    m: f64,
+    /// ⌈log₂ n⌉
+    log2: f64,
+    /// Channel chunks of one block.
+    chunks: f64,
+    /// Extra rounds where n is not a power of two (the fold of recursive doubling).
+    fold: f64,
+}
+
+fn terms(s: Shape) -> Terms {
+    let n = s.members.max(1);
+    Terms {
+        n: n as f64,
+        others: (n - 1) as f64,
+        m: s.bytes as f64,
+        log2: ceil_log(n, 2) as f64,
+        chunks: s.bytes.div_ceil(DEFAULT_CHUNK).max(1) as f64,
+        fold: if n.is_power_of_two() { 0.0 } else { 2.0 },
+    }
+}
+
+/// `count` messages of `m` bytes each from (or to) one member.
+fn messages(t: &Terms, count: f64, bytes: f64) -> Work {
+    Work {
+        messages: count * t.chunks,
+        bytes,
+        ..Work::default()
+    }
+}
+
+pub(super) fn barrier_dissemination(s: Shape) -> Work {
+    Work {
+        rounds: terms(s).log2,
+        ..Work::default()
+    }
+}
+
+pub(super) fn barrier_flat(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: 2.0,
+        messages: 2.0 * t.others,
+        ..Work::default()
+    }
+}
+
+pub(super) fn broadcast_flat(s: Shape) -> Work {
+    let t = terms(s);
+    messages(&t, t.others, t.others * t.m)
+}
+
+pub(super) fn broadcast_binomial(s: Shape) -> Work {
+    let t = terms(s);
+    messages(&t, t.log2, t.log2 * t.m)
+}
+
+pub(super) fn broadcast_knomial(s: Shape) -> Work {
+    let t = terms(s);
+    let children = root_children(s.members, s.radix) as f64;
+    messages(&t, children, children * t.m)
+}
+
+/// A middle member receives (half a send's cost) and forwards every chunk.
+pub(super) fn broadcast_chain(s: Shape) -> Work {
+    let t = terms(s);
+    if s.members > 2 {
+        messages(&t, 1.5, 2.0 * t.m)
+    } else {
+        messages(&t, 1.0, t.m)
+    }
+}
+
+/// A reduction tree's root receives from each child and combines (a copy and a pass).
+fn reduce_tree(s: Shape, depth: usize, children: usize) -> Work {
+    let t = terms(s);
+    Work {
+        tree_rounds: depth as f64,
+        ..messages(&t, children as f64, 2.0 * children as f64 * t.m)
+    }
+}
+
+pub(super) fn reduce_flat(s: Shape) -> Work {
+    reduce_tree(s, 1, s.members.saturating_sub(1))
+}
+
+pub(super) fn reduce_binomial(s: Shape) -> Work {
+    let depth = ceil_log(s.members, 2);
+    reduce_tree(s, depth, depth)
+}
+
+pub(super) fn reduce_knomial(s: Shape) -> Work {
+    reduce_tree(
+        s,
+        ceil_log(s.members, s.radix),
+        root_children(s.members, s.radix),
+    )
+}
+
+/// Each round swaps with a partner and combines.
+pub(super) fn allreduce_recursive_doubling(s: Shape) -> Work {
+    let t = terms(s);
+    let rounds = t.log2 + t.fold;
+    Work {
+        rounds,
+        bytes: 2.0 * rounds * t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn allreduce_reduce_broadcast(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: 2.0 * t.log2,
+        bytes: 3.0 * t.log2 * t.m,
+        ..Work::default()
+    }
+}
+
+/// With fewer elements than members the ring and Rabenseifner's halving cannot split the
+/// vector and run as recursive doubling.
+fn too_short_to_split(s: Shape) -> bool {
+    s.bytes / 8 < s.members
+}
+
+pub(super) fn allreduce_ring(s: Shape) -> Work {
+    if too_short_to_split(s) {
+        return allreduce_recursive_doubling(s);
+    }
+    let t = terms(s);
+    Work {
+        rounds: 2.0 * t.others,
+        bytes: 5.0 * t.others * t.m / t.n,
+        ..Work::default()
+    }
+}
+
+pub(super) fn allreduce_rabenseifner(s: Shape) -> Work {
+    if too_short_to_split(s) {
+        return allreduce_recursive_doubling(s);
+    }
+    let t = terms(s);
+    Work {
+        rounds: 2.0 * t.log2 + t.fold,
+        bytes: 5.0 * t.m * t.others / t.n + 3.0 * t.fold * t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn gather_flat(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        tree_rounds: 1.0,
+        ..messages(&t, t.others, t.others * t.m)
+    }
+}
+
+/// Blocks travel up (or down) the tree merged, each copied once more per level.
+pub(super) fn gather_binomial(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        tree_rounds: t.log2,
+        block_copies: t.others,
+        ..messages(&t, t.log2, 2.0 * t.others * t.m)
+    }
+}
+
+pub(super) fn scatter_flat(s: Shape) -> Work {
+    let t = terms(s);
+    messages(&t, t.others, t.others * t.m)
+}
+
+pub(super) fn scatter_binomial(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        block_copies: t.others,
+        ..messages(&t, t.log2, 2.0 * t.others * t.m)
+    }
+}
+
+/// n − 1 steps, each forwarding a block received the step before.
+pub(super) fn allgather_ring(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: t.others,
+        bytes: 3.0 * t.others * t.m + t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn allgather_bruck(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: t.log2,
+        block_copies: t.n,
+        bytes: 2.0 * t.others * t.m + t.n * t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn allgather_gather_broadcast(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: 2.0,
+        messages: t.others + t.log2,
+        bytes: t.others * t.m + t.log2 * t.n * t.m,
+        ..Work::default()
+    }
+}
+
+/// Every member sends its block to every other and receives theirs in one round.
+fn one_round_of_all_pairs(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: 1.0,
+        messages: 2.0 * (t.others - 1.0).max(0.0),
+        bytes: 2.0 * t.others * t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn allgather_all_broadcast(s: Shape) -> Work {
+    one_round_of_all_pairs(s)
+}
+
+pub(super) fn exchange_pairwise(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: t.others,
+        bytes: 2.0 * t.others * t.m,
+        ..Work::default()
+    }
+}
+
+pub(super) fn exchange_flat(s: Shape) -> Work {
+    one_round_of_all_pairs(s)
+}
+
+/// ⌈log_k n⌉ phases of k − 1 packed messages of ⌈n/k⌉ blocks, and the rotations before
+/// and after.
+pub(super) fn exchange_bruck(s: Shape) -> Work {
+    let t = terms(s);
+    let k = s.radix as f64;
+    let phases = ceil_log(s.members, s.radix) as f64;
+    let per_message = s.members.div_ceil(s.radix) as f64;
+    let blocks = 2.0 * phases * (k - 1.0) * per_message;
+    Work {
+        rounds: phases,
+        messages: 2.0 * phases * (k - 2.0),
+        block_copies: blocks + 2.0 * t.n,
+        bytes: (blocks + 2.0 * t.n) * t.m,
+        ..Work::default()
+    }
+}
+
+/// A middle member receives, combines and forwards; the last only receives.
+pub(super) fn scan_linear(s: Shape) -> Work {
+    let t = terms(s);
+    if s.members > 2 {
+        messages(&t, 1.5, 3.0 * t.m)
+    } else {
+        messages(&t, 1.0, 2.0 * t.m)
+    }
+}
+
+pub(super) fn scan_recursive_doubling(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: t.log2,
+        bytes: 4.0 * t.log2 * t.m,
+        ..Work::default()
+    }
+}
+
+/// The root puts into every destination.
+pub(super) fn put_flat(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        messages: t.others,
+        bytes_put: t.others * t.m,
+        ..Work::default()
+    }
+}
+
+/// Each member forwards from its destination to its children's.
+pub(super) fn broadcast_to_knomial(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: ceil_log(s.members, s.radix) as f64,
+        bytes_put: root_children(s.members, s.radix) as f64 * t.m,
+        ..Work::default()
+    }
+}
+
+/// The root puts every block; the signals travel along the tree.
+pub(super) fn scatter_to_knomial(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: ceil_log(s.members, s.radix) as f64,
+        bytes_put: t.others * t.m,
+        ..Work::default()
+    }
+}
+
+/// Every member puts its own block; the root hears from each.
+pub(super) fn gather_to_flat(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        messages: t.others,
+        bytes_put: t.m,
+        ..Work::default()
+    }
+}
+
+/// Every member puts its own block; the signals gather along the tree.
+pub(super) fn gather_to_knomial(s: Shape) -> Work {
+    let t = terms(s);
+    Work {
+        rounds: ceil_log(s.members, s.radix) as f64,
+        bytes_put: t.m,
+        ..Work::default()
+    }
+}

@@ -1,0 +1,181 @@
+//! The collective cost model against recorded measurements: `tessera bench coll` tables
+//! of every fixed algorithm at every size (tests/data), from a 16-core host with a core
+//! per rank (16 and 8 ranks) and a 2-core host (2 ranks, and 4 and 8 where ranks share
+//! the cores). For each table the parameters are calibrated from the table's own probe
+//! points, as `tessera tune --calibrate` measures them, and the model's choice at every
+//! point is judged by the measured time of what it chose against the fastest algorithm.
+
+use std::collections::BTreeMap;
+
+use tessera::model::team::{MachineParams, Shape, PROBES};
+use tessera::{Algorithm, Collective};
+
+/// (operation, bytes) -> algorithm -> measured µs per call, and the team size.
+struct Table {
+    ranks: usize,
+    points: BTreeMap<(String, usize), BTreeMap<String, f64>>,
+}
+
+fn table(csv: &str) -> Table {
+    let mut points: BTreeMap<(String, usize), BTreeMap<String, f64>> = BTreeMap::new();
+    let mut ranks = 0;
+    for line in csv.lines().filter(|l| !l.starts_with('#')).skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        ranks = f[2].parse().unwrap();
+        points
+            .entry((f[0].to_string(), f[1].parse().unwrap()))
+            .or_default()
+            .insert(f[3].to_string(), f[4].parse().unwrap());
+    }
+    Table { ranks, points }
+}
+
+fn op(name: &str) -> Collective {
+    Collective::ALL
+        .into_iter()
+        .find(|c| c.name() == name)
+        .unwrap()
+}
+
+/// The parameters `tessera tune --calibrate` would have measured on the table's host.
+fn calibrate(t: &Table) -> MachineParams {
+    let us: Vec<f64> = PROBES
+        .iter()
+        .map(|&(o, bytes, alg)| t.points[&(o.name().to_string(), bytes)][&alg.to_string()])
+        .collect();
+    MachineParams::from_probes(t.ranks, true, &us).unwrap()
+}
+
+/// At how many points the model's choice measured within 10 % of the fastest algorithm,
+/// of how many, and the worst ratio.
+fn judge(t: &Table, p: &MachineParams) -> (usize, usize, f64) {
+    let (mut within, mut worst) = (0, 1.0f64);
+    for ((name, bytes), measured) in &t.points {
+        let alg = p.choose(op(name), t.ranks, *bytes, true);
+        let chosen = measured[&alg.to_string()];
+        let best = measured.values().copied().fold(f64::INFINITY, f64::min);
+        within += usize::from(chosen <= 1.10 * best);
+        worst = worst.max(chosen / best);
+    }
+    (within, t.points.len(), worst)
+}
+
+const DEDICATED_16: &str = include_str!("data/coll-16-cores-16-ranks.csv");
+const DEDICATED_8: &str = include_str!("data/coll-16-cores-8-ranks.csv");
+const TWO_ON_2: &str = include_str!("data/coll-2-cores-2-ranks.csv");
+const CROWDED_4: &str = include_str!("data/coll-2-cores-4-ranks.csv");
+const CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks.csv");
+
+/// Calibrated on each table's own probes, the model's choice is within 10 % of the
+/// fastest algorithm at 89 % of the points or more of every table and never more than
+/// 1.9× slower. (The rules the model replaced, fitted on 2 cores, managed 42 of 78 points
+/// on 16 cores, the worst 8.7×.)
+#[test]
+fn calibrated_choices_are_near_the_fastest_on_every_recorded_host() {
+    for (name, csv) in [
+        ("16 cores, 16 ranks", DEDICATED_16),
+        ("16 cores, 8 ranks", DEDICATED_8),
+        ("2 cores, 2 ranks", TWO_ON_2),
+        ("2 cores, 4 ranks", CROWDED_4),
+        ("2 cores, 8 ranks", CROWDED_8),
+    ] {
+        let t = table(csv);
+        let (within, points, worst) = judge(&t, &calibrate(&t));
+        assert_eq!(points, 78, "{name}");
+        assert!(
+            within * 100 >= 89 * points && worst < 1.9,
+            "{name}: within 10% at {within} of {points}, worst {worst:.2}x"
+        );
+    }
+}
+
+/// The built-in parameter sets are those calibrations: a core per rank from 16 ranks on
+/// 16 cores, crowded from 8 ranks on 2 cores; each serves the other team sizes of its
+/// regime about as well as their own calibration would.
+#[test]
+fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
+    let close = |a: &MachineParams, b: &MachineParams| {
+        let pairs = [
+            (a.round_us, b.round_us),
+            (a.tree_round_us, b.tree_round_us),
+            (a.message_us, b.message_us),
+            (a.copy_gbps, b.copy_gbps),
+            (a.long_gbps, b.long_gbps),
+            (a.put_gbps, b.put_gbps),
+            (a.long_put_gbps, b.long_put_gbps),
+            (a.block_copy_us, b.block_copy_us),
+        ];
+        pairs.iter().all(|(x, y)| (x / y - 1.0).abs() < 0.01)
+    };
+    assert!(close(
+        &calibrate(&table(DEDICATED_16)),
+        &MachineParams::DEDICATED
+    ));
+    assert!(close(
+        &calibrate(&table(CROWDED_8)),
+        &MachineParams::CROWDED
+    ));
+    for (name, csv, params) in [
+        ("16 cores, 8 ranks", DEDICATED_8, MachineParams::DEDICATED),
+        ("2 cores, 2 ranks", TWO_ON_2, MachineParams::DEDICATED),
+        ("2 cores, 4 ranks", CROWDED_4, MachineParams::CROWDED),
+    ] {
+        let (within, points, worst) = judge(&table(csv), &params);
+        assert!(
+            within * 100 >= 88 * points && worst < 1.9,
+            "{name} with the built-in set: within 10% at {within} of {points}, worst {worst:.2}x"
+        );
+    }
+}
+
+/// Choices that follow from the parameters, each measured in the tables: with a core per
+/// rank, long broadcasts go down the chain (flat took 6.8× as long at 256 KiB on 16
+/// ranks) and the barrier disseminates; where ranks share cores a round costs a wake-up,
+/// so the flat barrier's two rounds beat dissemination's three at 8 ranks.
+#[test]
+fn the_parameters_decide_the_regime_s_choices() {
+    let d = MachineParams::DEDICATED;
+    let c = MachineParams::CROWDED;
+    assert_eq!(
+        d.choose(Collective::Broadcast, 16, 256 << 10, true),
+        Algorithm::Chain
+    );
+    assert_eq!(
+        d.choose(Collective::Barrier, 16, 0, true),
+        Algorithm::Dissemination
+    );
+    assert_eq!(
+        d.choose(Collective::Barrier, 8, 0, true),
+        Algorithm::Dissemination
+    );
+    assert_eq!(c.choose(Collective::Barrier, 8, 0, true), Algorithm::Flat);
+    // Predictions grow with the message and with the team.
+    let t = |n, bytes| {
+        d.predict(
+            Collective::Allreduce,
+            Algorithm::RecursiveDoubling,
+            Shape {
+                members: n,
+                bytes,
+                radix: 2,
+            },
+            true,
+        )
+        .unwrap()
+    };
+    assert!(t(16, 8) < t(16, 4096) && t(8, 4096) < t(16, 4096));
+    // The conduit's own collectives are not priced.
+    assert_eq!(
+        d.predict(
+            Collective::Allreduce,
+            Algorithm::Native,
+            Shape {
+                members: 4,
+                bytes: 8,
+                radix: 2
+            },
+            true
+        ),
+        None
+    );
+}
