@@ -52,6 +52,9 @@ variants! {
         Tally => "tally",
         /// The owner counts the keys it receives.
         Count => "count",
+        /// `count`, with keys sent a cache line at a time by non-temporal stores (AVX-512;
+        /// elsewhere the same as `count`).
+        Stream => "stream",
     }
 }
 
@@ -224,6 +227,34 @@ fn group_vectorised(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]]) -> bo
     }
     debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
     true
+}
+
+/// Group `keys` into `outs` by destination a cache line at a time (AVX-512's
+/// non-temporal stores; see `avx512::group_streaming`), where the chosen level is AVX-512
+/// and there are at most 255 destinations; false (nothing written) otherwise. `starts`
+/// are the destinations' first buckets and one past the last; a key's bucket is
+/// `key >> shift`.
+#[cfg(target_arch = "x86_64")]
+fn group_by_lines(keys: &[i32], starts: &[usize], shift: u32, outs: &mut [&mut [i32]]) -> bool {
+    let p = outs.len();
+    if p > usize::from(u8::MAX) || crate::simd::level() != crate::simd::Level::Avx512 {
+        return false;
+    }
+    let mut destination = vec![0u8; starts[p]];
+    for d in 0..p {
+        destination[starts[d]..starts[d + 1]].fill(d as u8);
+    }
+    let mut cursor = vec![0usize; p];
+    // SAFETY: the level is AVX-512, so this CPU has AVX-512F.
+    unsafe { avx512::group_streaming(keys, &destination, shift, outs, &mut cursor) };
+    debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
+    true
+}
+
+/// No grouping by lines off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+fn group_by_lines(_: &[i32], _: &[usize], _: u32, _: &mut [&mut [i32]]) -> bool {
+    false
 }
 
 /// No vector grouping off x86-64.
@@ -439,9 +470,10 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         tallies: PhasedArray::new(&world, max_key + 1)?,
         tally: match variant {
             Variant::Tally => true,
-            Variant::Count => false,
+            Variant::Count | Variant::Stream => false,
             Variant::Default => max_key <= TALLY_LIMIT,
         },
+        stream: variant == Variant::Stream,
         counts: vec![0u64; buckets + TESTS],
         chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
@@ -517,6 +549,8 @@ struct State<'a> {
     tallies: PhasedArray<'a, u8>,
     /// Whether senders tally key values (false: receivers count the keys they receive).
     tally: bool,
+    /// Whether keys go out a cache line at a time (`--variant stream`).
+    stream: bool,
     /// Bucket counts, then the test keys' values.
     counts: Vec<u64>,
     /// Bucket counts per interleaved chunk.
@@ -629,7 +663,9 @@ impl State<'_> {
         // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
         // each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
-        if !group_vectorised(&self.keys, &key_starts, &mut outs) {
+        if !(self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))
+            && !group_vectorised(&self.keys, &key_starts, &mut outs)
+        {
             let mut destination = vec![0u32; buckets];
             for d in 0..p {
                 destination[starts[d]..starts[d + 1]].fill(d as u32);
@@ -870,6 +906,54 @@ mod tests {
                 assert_eq!(space, want, "{name}: {p} destinations, {len} keys");
                 let counts: Vec<usize> = want.iter().map(Vec::len).collect();
                 assert_eq!(cursor, counts, "{name}");
+            }
+        }
+    }
+
+    /// The grouping by lines puts every key where the one-at-a-time grouping does, for
+    /// destinations starting anywhere in a cache line and of any length, empty included.
+    #[test]
+    fn grouping_by_lines_puts_every_key_with_its_destination_in_order() {
+        if crate::simd::level() != crate::simd::Level::Avx512 {
+            eprintln!("no AVX-512 here (or TESSERA_SIMD below it): grouping by lines cannot run");
+            return;
+        }
+        let mut x = 314_159_265u64;
+        let mut next = |below: u64| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % below
+        };
+        let shift = 3; // buckets of 8 key values; keys below 1024, so 128 buckets
+        for p in [1, 2, 5, 16, 40] {
+            let len = 16 * next(200) as usize + next(16) as usize;
+            let keys: Vec<i32> = (0..len).map(|_| next(1024) as i32).collect();
+            let mut starts: Vec<usize> = (1..p).map(|_| next(129) as usize).collect();
+            starts.sort_unstable();
+            starts.insert(0, 0);
+            starts.push(128);
+            let want: Vec<Vec<i32>> = (0..p)
+                .map(|d| {
+                    let (lo, hi) = ((starts[d] << shift) as i32, (starts[d + 1] << shift) as i32);
+                    keys.iter()
+                        .copied()
+                        .filter(|&k| lo <= k && k < hi)
+                        .collect()
+                })
+                .collect();
+            // Each destination's block starts at an arbitrary place in one buffer.
+            let mut space = vec![-1i32; len + 16 * p + 64];
+            let mut outs: Vec<&mut [i32]> = Vec::new();
+            let mut rest = &mut space[next(16) as usize..];
+            for w in &want {
+                let (block, tail) = rest.split_at_mut(w.len());
+                outs.push(block);
+                rest = &mut tail[next(17) as usize..];
+            }
+            assert!(super::group_by_lines(&keys, &starts, shift, &mut outs));
+            for (d, (out, w)) in outs.iter().zip(&want).enumerate() {
+                assert_eq!(&out[..], &w[..], "{p} destinations: destination {d}");
             }
         }
     }

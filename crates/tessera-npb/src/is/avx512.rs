@@ -9,13 +9,20 @@
 //! cursor, which then moves on by the mask's population count: one cursor update per
 //! destination per sixteen keys.
 //!
+//! With many destinations the comparisons per vector grow with their number, and every
+//! key's store is a partial store into a line another core will read. [`group_streaming`]
+//! instead collects each destination's keys in a cache line of its own here and writes
+//! each full line once, with a non-temporal store: no read of the destination line before
+//! the write, and no line of this core's cache spent on data only its owner reads.
+//!
 //! Keys reach every destination in the same order as a one-at-a-time pass over `keys`
 //! would put them there. This module must never be called on a CPU without AVX-512F (the
 //! caller checks [`available`]).
 
 use std::arch::x86_64::{
-    __m512i, _mm512_cmpge_epi32_mask, _mm512_loadu_si512, _mm512_mask_storeu_epi32,
-    _mm512_maskz_compress_epi32, _mm512_set1_epi32,
+    __m512i, _mm512_cmpge_epi32_mask, _mm512_load_si512, _mm512_loadu_si512,
+    _mm512_mask_storeu_epi32, _mm512_maskz_compress_epi32, _mm512_set1_epi32, _mm512_stream_si512,
+    _mm_sfence,
 };
 
 /// Keys per vector.
@@ -91,4 +98,78 @@ fn store_first(dst: &mut [i32], v: __m512i) {
     // of `dst`, borrowed exclusively; masked-off lanes are neither read nor written (and
     // cannot fault), so an empty `dst` writes nothing.
     unsafe { _mm512_mask_storeu_epi32(dst.as_mut_ptr(), lanes, v) }
+}
+
+/// One cache line of keys, aligned as a line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([i32; LANES]);
+
+/// Keys that fit in `out` from `at` up to its next 64-byte boundary (a whole line where
+/// `at` sits on one).
+fn to_boundary(out: &[i32], at: usize) -> usize {
+    let address = out.as_ptr() as usize + at * size_of::<i32>();
+    (64 - address % 64) / size_of::<i32>()
+}
+
+/// [`group`] by lines: append every key `k` of `keys` to `outs[d]` at `cursor[d]`, where
+/// `d = destination[k >> shift]`, collecting each destination's keys in a line here and
+/// writing every line that fills an aligned line of the destination with one
+/// non-temporal store (the keys before a destination's first boundary and after its last
+/// are copied as they are). Ends with a store fence, so that every key is visible before
+/// any store the caller makes after it (the signal that delivers them): non-temporal
+/// stores are not ordered with later ones without it. Every `outs[d]` must have room from
+/// `cursor[d]` for its keys (a key past the end panics).
+#[target_feature(enable = "avx512f")]
+pub(super) fn group_streaming(
+    keys: &[i32],
+    destination: &[u8],
+    shift: u32,
+    outs: &mut [&mut [i32]],
+    cursor: &mut [usize],
+) {
+    let p = outs.len();
+    assert_eq!(cursor.len(), p, "one cursor per destination");
+    let mut lines = vec![Line([0; LANES]); p];
+    let mut fill = vec![0usize; p];
+    let mut room: Vec<usize> = (0..p).map(|d| to_boundary(outs[d], cursor[d])).collect();
+    for &key in keys {
+        let d = usize::from(destination[(key >> shift) as usize]);
+        let f = fill[d];
+        lines[d].0[f] = key;
+        if f + 1 < room[d] {
+            fill[d] = f + 1;
+            continue;
+        }
+        let at = cursor[d];
+        let dst = &mut outs[d][at..at + f + 1];
+        if f + 1 == LANES {
+            stream_line(dst, &lines[d]);
+        } else {
+            dst.copy_from_slice(&lines[d].0[..f + 1]);
+        }
+        cursor[d] = at + f + 1;
+        fill[d] = 0;
+        room[d] = LANES;
+    }
+    for d in 0..p {
+        let (at, n) = (cursor[d], fill[d]);
+        outs[d][at..at + n].copy_from_slice(&lines[d].0[..n]);
+        cursor[d] = at + n;
+    }
+    _mm_sfence();
+}
+
+/// Write `line` to `dst` (sixteen keys on a 64-byte boundary) with a non-temporal store.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn stream_line(dst: &mut [i32], line: &Line) {
+    assert!(dst.len() == LANES && (dst.as_ptr() as usize) % 64 == 0);
+    // SAFETY: `line` is 64 bytes aligned to 64 (its type's alignment), `dst` is 64 bytes
+    // borrowed exclusively and aligned to 64 (checked above), which is what the aligned
+    // load and the non-temporal store need.
+    unsafe {
+        let v = _mm512_load_si512(line.0.as_ptr().cast());
+        _mm512_stream_si512(dst.as_mut_ptr().cast(), v);
+    }
 }
