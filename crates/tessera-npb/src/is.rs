@@ -663,9 +663,9 @@ impl State<'_> {
         // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
         // each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
-        if !(self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))
-            && !group_vectorised(&self.keys, &key_starts, &mut outs)
-        {
+        let grouped = (self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))
+            || group_vectorised(&self.keys, &key_starts, &mut outs);
+        if !grouped {
             let mut destination = vec![0u32; buckets];
             for d in 0..p {
                 destination[starts[d]..starts[d + 1]].fill(d as u32);

@@ -164,7 +164,7 @@ pub(super) fn group_streaming(
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn stream_line(dst: &mut [i32], line: &Line) {
-    assert!(dst.len() == LANES && (dst.as_ptr() as usize) % 64 == 0);
+    assert!(dst.len() == LANES && (dst.as_ptr() as usize).is_multiple_of(64));
     // SAFETY: `line` is 64 bytes aligned to 64 (its type's alignment), `dst` is 64 bytes
     // borrowed exclusively and aligned to 64 (checked above), which is what the aligned
     // load and the non-temporal store need.
