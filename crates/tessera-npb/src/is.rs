@@ -16,7 +16,10 @@
 //!    has tallied its keys per value in step 1, in its segment, and the receiver sums the
 //!    senders' tallies over its range (`--variant tally`); the default picks by the size
 //!    of the tally; the rank owning a test key's value checks its rank against the official
-//!    one.
+//!    one. From 16 ranks the default counts, and step 3 writes each destination's keys a
+//!    cache line at a time with non-temporal stores (`--variant stream`): with many
+//!    destinations a vector of keys scatters over many lines, and every partial store
+//!    first reads a line its owner will read again.
 //!
 //! After timing, full verification sorts the keys by their ranks and checks order within
 //! and across ranks.
@@ -45,7 +48,8 @@ const CHUNKS: usize = 4;
 variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
-        /// `tally` where the key range is at most [`TALLY_LIMIT`], `count` above it.
+        /// `stream` beyond [`LINES_FROM`] ranks; below, `tally` where the key range is at
+        /// most [`TALLY_LIMIT`] and `count` above it.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
         /// range.
@@ -112,6 +116,13 @@ impl crate::Benchmark for Is {
 /// the vector grouping (less pressure beside the tally), B's tally is 0.325–0.35 s
 /// against counting's 0.363–0.41 s at 2 ranks (docs/PERFORMANCE.md), so B tallies too.
 pub const TALLY_LIMIT: usize = 2 << 20;
+
+/// From this many ranks the default sends keys a cache line at a time (`stream`). On a
+/// 16-core Xeon (AVX-512, one rank per core) at 16 ranks it took class C from 0.89–0.98 s
+/// to 0.76 and class B from 0.33 to 0.23 (where the tallies' summing over 16 senders also
+/// cost more than counting); at 8 ranks the vector grouping stayed faster for class C
+/// (0.99 s against 1.19) and level for B (docs/PERFORMANCE.md).
+pub const LINES_FROM: usize = 16;
 
 /// One class: log₂ of the key count, of the largest key and of the bucket count; the
 /// test indices; the official ranks of the test keys per iteration.
@@ -471,9 +482,9 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         tally: match variant {
             Variant::Tally => true,
             Variant::Count | Variant::Stream => false,
-            Variant::Default => max_key <= TALLY_LIMIT,
+            Variant::Default => p < LINES_FROM && max_key <= TALLY_LIMIT,
         },
-        stream: variant == Variant::Stream,
+        stream: variant == Variant::Stream || (variant == Variant::Default && p >= LINES_FROM),
         counts: vec![0u64; buckets + TESTS],
         chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
