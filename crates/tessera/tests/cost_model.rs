@@ -68,7 +68,7 @@ const CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks.csv");
 
 /// Calibrated on each table's own probes, the model's choice is within 10 % of the
 /// fastest algorithm at 89 % of the points or more of every table and never more than
-/// 1.9× slower. (The rules the model replaced, fitted on 2 cores, managed 42 of 78 points
+/// 1.6× slower. (The rules the model replaced, fitted on 2 cores, managed 42 of 78 points
 /// on 16 cores, the worst 8.7×.)
 #[test]
 fn calibrated_choices_are_near_the_fastest_on_every_recorded_host() {
@@ -83,7 +83,7 @@ fn calibrated_choices_are_near_the_fastest_on_every_recorded_host() {
         let (within, points, worst) = judge(&t, &calibrate(&t));
         assert_eq!(points, 78, "{name}");
         assert!(
-            within * 100 >= 89 * points && worst < 1.9,
+            within * 100 >= 89 * points && worst < 1.6,
             "{name}: within 10% at {within} of {points}, worst {worst:.2}x"
         );
     }
@@ -122,7 +122,7 @@ fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
     ] {
         let (within, points, worst) = judge(&table(csv), &params);
         assert!(
-            within * 100 >= 88 * points && worst < 1.9,
+            within * 100 >= 88 * points && worst < 1.6,
             "{name} with the built-in set: within 10% at {within} of {points}, worst {worst:.2}x"
         );
     }

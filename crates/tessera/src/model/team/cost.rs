@@ -429,11 +429,16 @@ pub(super) fn broadcast_knomial(s: Shape) -> Work {
     messages(&t, children, children * t.m)
 }
 
-/// A middle member receives (half a send's cost) and forwards every chunk.
+/// A middle member receives (half a send's cost) and forwards every chunk; each chunk
+/// after the first waits for the neighbour to take the one before (a round), which is
+/// what a long chain costs where ranks share cores and must be scheduled to take it.
 pub(super) fn broadcast_chain(s: Shape) -> Work {
     let t = terms(s);
     if s.members > 2 {
-        messages(&t, 1.5, 2.0 * t.m)
+        Work {
+            rounds: t.chunks - 1.0,
+            ..messages(&t, 1.5, 2.0 * t.m)
+        }
     } else {
         messages(&t, 1.0, t.m)
     }
