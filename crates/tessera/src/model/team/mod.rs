@@ -72,7 +72,7 @@ mod algorithms;
 pub mod calibration;
 mod channel;
 mod checked;
-mod cost;
+pub mod cost;
 mod engine;
 mod movement;
 mod nonblocking;
