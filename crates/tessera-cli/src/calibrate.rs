@@ -1,5 +1,5 @@
 //! `tessera tune --calibrate`: measure the cost model's machine parameters on this host
-//! (the eight probes of `tessera::model::team::PROBES`, about a second) and keep them per
+//! (the nine probes of `tessera::model::team::PROBES`, under a second) and keep them per
 //! team size in the calibration file teams read (`tessera::model::team::calibration`).
 //!
 //! This module must never decide an algorithm: it measures and records what the model
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 use tessera::model::team::{calibration, Calibration, CalibrationEntry, MachineParams, PROBES};
-use tessera::{Context, RankResult, Team};
+use tessera::{Algorithm, Collective, Context, RankResult, Team};
 
 use crate::bench::coll::{sweep, Buffers};
 use crate::JobArgs;
@@ -30,18 +30,44 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path) -> RankResult {
     let n = world.size();
     let largest = PROBES.iter().map(|p| p.1).max().unwrap_or(8);
     let mut bufs = Buffers::new(&world, largest)?;
-    let points: Vec<_> = PROBES.iter().map(|&(op, bytes, _)| (op, bytes)).collect();
-    let choices = |op| -> tessera::Result<Vec<Team>> {
-        let (_, _, alg) = PROBES
-            .iter()
-            .find(|p| p.0 == op)
-            .expect("every point is a probe's");
-        Ok(vec![world.with_algorithm(op, *alg)?])
+    // Every (operation, size) a probe times, once, and per operation the probes'
+    // algorithms: a sweep times each point with each of its operation's algorithms.
+    let mut points: Vec<(Collective, usize)> = Vec::new();
+    for &(op, bytes, _) in &PROBES {
+        if !points.contains(&(op, bytes)) {
+            points.push((op, bytes));
+        }
+    }
+    let algorithms = |op: Collective| -> Vec<Algorithm> {
+        let mut algs: Vec<Algorithm> = Vec::new();
+        for &(o, _, alg) in &PROBES {
+            if o == op && !algs.contains(&alg) {
+                algs.push(alg);
+            }
+        }
+        algs
     };
-    // Probes of one operation share its algorithm (the broadcasts are all flat), so one
-    // team per operation serves every size.
+    let choices = |op| -> tessera::Result<Vec<Team>> {
+        algorithms(op)
+            .into_iter()
+            .map(|alg| world.with_algorithm(op, alg))
+            .collect()
+    };
     let timed = sweep(&points, &choices, n, false, &mut bufs, &mut |_, _| {})?;
-    let probes_us: Vec<f64> = timed.iter().map(|t| t[0] * 1e6).collect();
+    let probes_us: Vec<f64> = PROBES
+        .iter()
+        .map(|&(op, bytes, alg)| {
+            let point = points
+                .iter()
+                .position(|&p| p == (op, bytes))
+                .expect("a point per probe");
+            let choice = algorithms(op)
+                .iter()
+                .position(|&a| a == alg)
+                .expect("its algorithm");
+            timed[point][choice] * 1e6
+        })
+        .collect();
     let params = MachineParams::from_probes(n, world.reads_directly(), &probes_us)
         .map_err(tessera::CoreError::Invalid)?;
     if ctx.rank() == 0 {
@@ -123,6 +149,7 @@ fn print_params(p: &MachineParams) {
         ("message", p.message_us, "µs"),
         ("copy, short", p.copy_gbps, "GB/s"),
         ("long messages", p.long_gbps, "GB/s"),
+        ("readers at once", p.readers, ""),
         ("put, short", p.put_gbps, "GB/s"),
         ("put, long", p.long_put_gbps, "GB/s"),
         ("block copy", p.block_copy_us, "µs"),

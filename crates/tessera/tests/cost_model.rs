@@ -101,6 +101,7 @@ fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
             (a.message_us, b.message_us),
             (a.copy_gbps, b.copy_gbps),
             (a.long_gbps, b.long_gbps),
+            (a.readers, b.readers),
             (a.put_gbps, b.put_gbps),
             (a.long_put_gbps, b.long_put_gbps),
             (a.block_copy_us, b.block_copy_us),

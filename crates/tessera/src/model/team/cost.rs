@@ -13,13 +13,17 @@
 //!   a call before its deepest child has;
 //! - **messages**, **bytes**, **block copies** and **bytes put** by the busiest member
 //!   (a broadcast's root sends to each of its children; a chain's middle member receives
-//!   and forwards everything).
+//!   and forwards everything);
+//! - **readers** and **levels** of long messages: how many members read the busiest
+//!   member's long messages (a broadcast root's children), and how many levels one passes
+//!   in sequence (a tree forwards a long message only once it holds all of it).
 //!
 //! [`MachineParams`] turns the counts into microseconds: a round, a tree round, a
 //! message's fixed cost, the copy bandwidth of short messages through the channel and of
 //! long ones (read straight from the sender where the members can, else copied twice),
-//! the bandwidth of puts, and a local block copy. The predicted time of a call is
-//! `rounds · round + max(tree rounds · tree round, the busiest member's work)`.
+//! how many readers of one member proceed at once, the bandwidth of puts, and a local
+//! block copy. The predicted time of a call is `rounds · round + max(tree rounds · tree
+//! round, the busiest member's work, levels · one read of the block)`.
 //!
 //! Where ranks share cores the same formulas hold with other parameters: a round then
 //! includes waking the partner (5 µs at 8 ranks on 2 cores against 0.5 with a core each),
@@ -64,6 +68,12 @@ pub struct Work {
     pub block_copies: f64,
     /// Bytes the busiest member puts straight into destinations.
     pub bytes_put: f64,
+    /// Members that read the busiest member's long messages (a broadcast root's
+    /// children): as many as the host lets read one member at once proceed together.
+    pub readers: f64,
+    /// Levels a long message passes one after the other (a tree forwards a long message
+    /// once it holds all of it): the call takes at least this many reads of the block.
+    pub levels: f64,
 }
 
 /// The machine parameters of the cost model: microseconds per event and bandwidths in
@@ -91,10 +101,12 @@ pub struct MachineParams {
     pub message_us: f64,
     /// Copy bandwidth of short messages (below 16 KiB) through the channel (GB/s).
     pub copy_gbps: f64,
-    /// Bandwidth of long messages: read directly from the sender where the members can
-    /// (measured with every receiver of a flat broadcast reading one source), else the
-    /// channel's copies (GB/s).
+    /// Bandwidth of a long message: read directly from its sender where the members can
+    /// (one reader per sender, as along a chain), else the channel's copies (GB/s).
     pub long_gbps: f64,
+    /// How many members reading one member's long messages proceed at once (1 where
+    /// their reads queue, as on the 16-core host; 2–3 on the 2-core host).
+    pub readers: f64,
     /// Bandwidth of short puts into destinations (GB/s).
     pub put_gbps: f64,
     /// Bandwidth of long puts (GB/s).
@@ -102,6 +114,12 @@ pub struct MachineParams {
     /// One local block copy, packing or unpacking (µs).
     pub block_copy_us: f64,
 }
+
+/// The long-message parameters of the built-in sets (see [`MachineParams::DEDICATED`]).
+const LONG_DEDICATED: f64 = 11.62;
+const READERS_DEDICATED: f64 = 1.074;
+const LONG_CROWDED: f64 = 9.842;
+const READERS_CROWDED: f64 = 3.25;
 
 impl MachineParams {
     /// Calibrated on a 16-core Intel Xeon (Emerald Rapids class, family 6 model 207, AVX-512, one socket)
@@ -111,7 +129,8 @@ impl MachineParams {
         tree_round_us: 0.3085,
         message_us: 0.1679,
         copy_gbps: 9.383,
-        long_gbps: 8.813,
+        long_gbps: LONG_DEDICATED,
+        readers: READERS_DEDICATED,
         put_gbps: 13.34,
         long_put_gbps: 18.76,
         block_copy_us: 0.0612,
@@ -126,7 +145,8 @@ impl MachineParams {
         tree_round_us: 0.3433,
         message_us: 0.0709,
         copy_gbps: 11.69,
-        long_gbps: 10.68,
+        long_gbps: LONG_CROWDED,
+        readers: READERS_CROWDED,
         put_gbps: 2.032,
         long_put_gbps: 23.81,
         block_copy_us: 0.0311,
@@ -150,6 +170,7 @@ impl MachineParams {
             ("message_us", self.message_us),
             ("copy_gbps", self.copy_gbps),
             ("long_gbps", self.long_gbps),
+            ("readers", self.readers),
             ("put_gbps", self.put_gbps),
             ("long_put_gbps", self.long_put_gbps),
             ("block_copy_us", self.block_copy_us),
@@ -158,6 +179,12 @@ impl MachineParams {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!("{name} is {value}; it must be a positive number"));
             }
+        }
+        if self.readers < 1.0 {
+            return Err(format!(
+                "readers is {}; it must be at least 1",
+                self.readers
+            ));
         }
         Ok(())
     }
@@ -168,11 +195,17 @@ impl MachineParams {
         let long = bytes >= DIRECT_FROM;
         // µs per byte at `gbps` GB/s.
         let per_byte = |gbps: f64| 1e-3 / gbps;
-        let channel = if long && direct {
-            per_byte(self.long_gbps)
+        // Long messages read directly: the busiest member's readers proceed up to
+        // `readers` at a time, and a message forwarded level by level is read once per
+        // level.
+        let (channel, at_once, levels) = if long && direct {
+            let at_once = work.readers.max(1.0).min(self.readers);
+            let levels = work.levels * bytes as f64 * per_byte(self.long_gbps);
+            (per_byte(self.long_gbps) / at_once, at_once, levels)
         } else {
-            per_byte(self.copy_gbps)
+            (per_byte(self.copy_gbps), 1.0, 0.0)
         };
+        debug_assert!(at_once >= 1.0);
         let put = if long {
             per_byte(self.long_put_gbps)
         } else {
@@ -182,6 +215,7 @@ impl MachineParams {
             + work.bytes * channel
             + work.block_copies * self.block_copy_us
             + work.bytes_put * put;
+        let busiest = busiest.max(levels);
         work.rounds * self.round_us + busiest.max(work.tree_rounds * self.tree_round_us)
     }
 
@@ -238,12 +272,13 @@ impl MachineParams {
 /// What a calibration measures, in the order [`MachineParams::from_probes`] reads the
 /// times: each is a loop of calls of one operation by one algorithm at one size, timed as
 /// `tessera bench coll` times it (a team's member 0, the root, from a common start).
-pub const PROBES: [(Collective, usize, Algorithm); 8] = [
+pub const PROBES: [(Collective, usize, Algorithm); 9] = [
     (Collective::Barrier, 0, Algorithm::Dissemination),
     (Collective::Broadcast, 8, Algorithm::Flat),
     (Collective::Reduce, 8, Algorithm::Binomial),
     (Collective::Broadcast, 4096, Algorithm::Flat),
-    (Collective::Broadcast, 32768, Algorithm::Flat),
+    (Collective::Broadcast, 262_144, Algorithm::Chain),
+    (Collective::Broadcast, 262_144, Algorithm::Flat),
     (Collective::BroadcastTo, 4096, Algorithm::Flat),
     (Collective::BroadcastTo, 262_144, Algorithm::Flat),
     (Collective::Exchange, 8, Algorithm::Bruck(2)),
@@ -253,8 +288,11 @@ impl MachineParams {
     /// The parameters that make each row's formula reproduce the [`PROBES`]' times
     /// (`us`, microseconds per call, in that order) on a team of `members`: each probe
     /// isolates one parameter given those before it (the barrier a round, the 8-byte
-    /// broadcast a message, the 8-byte reduce a tree round, the longer broadcasts and
-    /// puts their bandwidths, the Bruck all-to-all a block copy).
+    /// broadcast a message, the 8-byte reduce a tree round, the 4 KiB broadcast the copy
+    /// bandwidth, the chain's 256 KiB broadcast a long message's, the flat one how many
+    /// readers of one member proceed at once, the puts their bandwidths, the Bruck
+    /// all-to-all a block copy). Where members do not read each other's memory directly
+    /// (`direct` false), long messages take the copy bandwidth and one reader at a time.
     ///
     /// ```
     /// use tessera::model::team::{MachineParams, PROBES};
@@ -313,16 +351,23 @@ impl MachineParams {
             }
         };
         let copy_gbps = gbps(us[3], &work[3], work[3].bytes);
-        let long_gbps = if direct {
-            gbps(us[4], &work[4], work[4].bytes)
+        let (long_gbps, readers) = if direct {
+            // The chain's rounds come first: its chunks after the first wait a round each.
+            let long = gbps(us[4] - work[4].rounds * round_us, &work[4], work[4].bytes);
+            // The flat broadcast's n − 1 readers of one root: as long as one reader after
+            // another would take, over what it took.
+            let w = &work[5];
+            let alone = w.bytes * 1e-3 / long;
+            let took = (us[5] - w.messages * message_us).max(FLOOR_US);
+            (long, (alone / took).clamp(1.0, w.readers.max(1.0)))
         } else {
-            copy_gbps
+            (copy_gbps, 1.0)
         };
-        let put_gbps = gbps(us[5], &work[5], work[5].bytes_put);
-        let long_put_gbps = gbps(us[6], &work[6], work[6].bytes_put);
-        let w = &work[7];
+        let put_gbps = gbps(us[6], &work[6], work[6].bytes_put);
+        let long_put_gbps = gbps(us[7], &work[7], work[7].bytes_put);
+        let w = &work[8];
         let block_copy_us =
-            ((us[7] - w.rounds * round_us - w.messages * message_us - w.bytes * 1e-3 / copy_gbps)
+            ((us[8] - w.rounds * round_us - w.messages * message_us - w.bytes * 1e-3 / copy_gbps)
                 / w.block_copies)
                 .max(FLOOR_US);
         let params = MachineParams {
@@ -331,6 +376,7 @@ impl MachineParams {
             message_us,
             copy_gbps,
             long_gbps,
+            readers,
             put_gbps,
             long_put_gbps,
             block_copy_us,
@@ -413,20 +459,33 @@ pub(super) fn barrier_flat(s: Shape) -> Work {
     }
 }
 
+/// The root sends to every member, each of which reads it.
 pub(super) fn broadcast_flat(s: Shape) -> Work {
     let t = terms(s);
-    messages(&t, t.others, t.others * t.m)
+    Work {
+        readers: t.others,
+        ..messages(&t, t.others, t.others * t.m)
+    }
 }
 
+/// The root sends to its ⌈log₂ n⌉ children, and a long message passes ⌈log₂ n⌉ levels.
 pub(super) fn broadcast_binomial(s: Shape) -> Work {
     let t = terms(s);
-    messages(&t, t.log2, t.log2 * t.m)
+    Work {
+        readers: t.log2,
+        levels: t.log2,
+        ..messages(&t, t.log2, t.log2 * t.m)
+    }
 }
 
 pub(super) fn broadcast_knomial(s: Shape) -> Work {
     let t = terms(s);
     let children = root_children(s.members, s.radix) as f64;
-    messages(&t, children, children * t.m)
+    Work {
+        readers: children,
+        levels: ceil_log(s.members, s.radix) as f64,
+        ..messages(&t, children, children * t.m)
+    }
 }
 
 /// A middle member receives (half a send's cost) and forwards every chunk; each chunk
