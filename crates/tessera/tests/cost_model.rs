@@ -132,7 +132,8 @@ fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
 /// Choices that follow from the parameters, each measured in the tables: with a core per
 /// rank, long broadcasts go down the chain (flat took 6.8× as long at 256 KiB on 16
 /// ranks) and the barrier disseminates; where ranks share cores a round costs a wake-up,
-/// so the flat barrier's two rounds beat dissemination's three at 8 ranks.
+/// so the flat barrier's two rounds beat dissemination's three at 8 ranks. Among hundreds
+/// of members every choice has logarithmic depth.
 #[test]
 fn the_parameters_decide_the_regime_s_choices() {
     let d = MachineParams::DEDICATED;
@@ -150,6 +151,37 @@ fn the_parameters_decide_the_regime_s_choices() {
         Algorithm::Dissemination
     );
     assert_eq!(c.choose(Collective::Barrier, 8, 0, true), Algorithm::Flat);
+    // A pipeline's depth counts where it is long: 8-byte broadcasts and scans take the
+    // chain at 16 members (measured fastest in a loop) and log-depth algorithms among
+    // hundreds, where one call alone would wait for every member in turn.
+    assert_eq!(
+        d.choose(Collective::Broadcast, 16, 8, true),
+        Algorithm::Chain
+    );
+    for (params, n) in [(d, 256), (d, 1024), (c, 1024)] {
+        let pick = |op| params.choose(op, n, 8, true);
+        assert!(
+            !matches!(
+                pick(Collective::Broadcast),
+                Algorithm::Chain | Algorithm::Flat
+            ),
+            "{n}: {}",
+            pick(Collective::Broadcast)
+        );
+        assert_eq!(pick(Collective::Barrier), Algorithm::Dissemination, "{n}");
+        assert!(
+            matches!(
+                pick(Collective::Allreduce),
+                Algorithm::RecursiveDoubling | Algorithm::Rabenseifner
+            ),
+            "{n}: {}",
+            pick(Collective::Allreduce)
+        );
+    }
+    assert_eq!(
+        d.choose(Collective::Scan, 1024, 8, true),
+        Algorithm::RecursiveDoubling
+    );
     // Predictions grow with the message and with the team.
     let t = |n, bytes| {
         d.predict(

@@ -23,7 +23,8 @@
 //! long ones (read straight from the sender where the members can, else copied twice),
 //! how many readers of one member proceed at once, the bandwidth of puts, and a local
 //! block copy. The predicted time of a call is `rounds · round + max(tree rounds · tree
-//! round, the busiest member's work, levels · one read of the block)`.
+//! round, the busiest member's work, levels · one read of the block)`, plus a pipeline's
+//! fill spread over [`PIPELINED_CALLS`] calls.
 //!
 //! Where ranks share cores the same formulas hold with other parameters: a round then
 //! includes waking the partner (5 µs at 8 ranks on 2 cores against 0.5 with a core each),
@@ -74,7 +75,18 @@ pub struct Work {
     /// Levels a long message passes one after the other (a tree forwards a long message
     /// once it holds all of it): the call takes at least this many reads of the block.
     pub levels: f64,
+    /// Members a call passes through one after another in a pipeline (a chain, a linear
+    /// scan): its fill, spread over [`PIPELINED_CALLS`] calls.
+    pub pipeline: f64,
 }
+
+/// How many back-to-back calls the model spreads a pipeline's fill over: a call is priced
+/// as one of this many in a row, so that a chain or a linear scan wins where its depth is
+/// a small part of such a loop (16 members: 15 hops over 16 calls, as `bench coll`
+/// measured them fastest) and gives way to log-depth algorithms among hundreds of members
+/// (a broadcast among 1024 members alone would wait for 1023 hops). Each member of the
+/// pipeline costs a message (it receives a call and passes it on).
+pub const PIPELINED_CALLS: f64 = 16.0;
 
 /// The machine parameters of the cost model: microseconds per event and bandwidths in
 /// GB/s (10⁹ bytes per second). Values measured on a host are kept per team size by
@@ -216,7 +228,9 @@ impl MachineParams {
             + work.block_copies * self.block_copy_us
             + work.bytes_put * put;
         let busiest = busiest.max(levels);
-        work.rounds * self.round_us + busiest.max(work.tree_rounds * self.tree_round_us)
+        // Each member of a pipeline passes a call on: a message.
+        let fill = work.pipeline * self.message_us / PIPELINED_CALLS;
+        work.rounds * self.round_us + fill + busiest.max(work.tree_rounds * self.tree_round_us)
     }
 
     /// Predicted microseconds for one call of `op` by `alg` (None where the registry has
@@ -496,6 +510,7 @@ pub(super) fn broadcast_chain(s: Shape) -> Work {
     if s.members > 2 {
         Work {
             rounds: t.chunks - 1.0,
+            pipeline: t.others,
             ..messages(&t, 1.5, 2.0 * t.m)
         }
     } else {
@@ -689,7 +704,10 @@ pub(super) fn exchange_bruck(s: Shape) -> Work {
 pub(super) fn scan_linear(s: Shape) -> Work {
     let t = terms(s);
     if s.members > 2 {
-        messages(&t, 1.5, 3.0 * t.m)
+        Work {
+            pipeline: t.others,
+            ..messages(&t, 1.5, 3.0 * t.m)
+        }
     } else {
         messages(&t, 1.0, 2.0 * t.m)
     }

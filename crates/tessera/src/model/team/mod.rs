@@ -85,7 +85,7 @@ mod topology;
 pub mod tuning;
 
 pub use calibration::{Calibration, CalibrationEntry};
-pub use cost::{MachineParams, Shape, Work, PROBES};
+pub use cost::{MachineParams, Shape, Work, PIPELINED_CALLS, PROBES};
 pub use nonblocking::{CollHandle, CollRequest};
 use nonblocking::{NonblockingState, Schedules};
 use reduction::native_reduction;
