@@ -10,7 +10,9 @@
 #       scripts/many-cores.sh /tmp/out
 #
 # NPB_OMP_DIR names a folder of NPB 3.4 OpenMP binaries built by hand (`ep.B.x`, ...);
-# without it only Tessera runs. Each OpenMP binary runs with OMP_NUM_THREADS set to the
+# without it only Tessera runs. Link them dynamically (statically linked gfortran and
+# libgomp binaries crashed at start), and where the machine lacks libgfortran or libgomp,
+# set LD_LIBRARY_PATH to a folder holding them. Each OpenMP binary runs with OMP_NUM_THREADS set to the
 # rank count and OMP_PROC_BIND=true. TESSERA_BIN names the tessera executable (default
 # target/release/tessera). Every Tessera run must verify; a failed one is reported in the
 # table and the script goes on. Quick check on 2 cores:
