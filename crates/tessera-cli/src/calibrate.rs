@@ -68,8 +68,7 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path) -> RankResult {
             timed[point][choice] * 1e6
         })
         .collect();
-    let params = MachineParams::from_probes(n, world.reads_directly(), &probes_us)
-        .map_err(tessera::CoreError::Invalid)?;
+    let params = MachineParams::from_probes(n, world.reads_directly(), &probes_us)?;
     if ctx.rank() == 0 {
         let measured = Measured {
             entry: CalibrationEntry {

@@ -175,7 +175,7 @@ impl MachineParams {
     }
 
     /// Every parameter is a positive, finite number.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> crate::Result<()> {
         let fields = [
             ("round_us", self.round_us),
             ("tree_round_us", self.tree_round_us),
@@ -189,14 +189,16 @@ impl MachineParams {
         ];
         for (name, value) in fields {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("{name} is {value}; it must be a positive number"));
+                return Err(invalid(format!(
+                    "{name} is {value}; it must be a positive number"
+                )));
             }
         }
         if self.readers < 1.0 {
-            return Err(format!(
+            return Err(invalid(format!(
                 "readers is {}; it must be at least 1",
                 self.readers
-            ));
+            )));
         }
         Ok(())
     }
@@ -325,15 +327,17 @@ impl MachineParams {
     /// assert!((back.copy_gbps / p.copy_gbps - 1.0).abs() < 0.01);
     /// assert!((back.long_put_gbps / p.long_put_gbps - 1.0).abs() < 0.01);
     /// ```
-    pub fn from_probes(members: usize, direct: bool, us: &[f64]) -> Result<MachineParams, String> {
+    pub fn from_probes(members: usize, direct: bool, us: &[f64]) -> crate::Result<MachineParams> {
         if members < 2 {
-            return Err("a calibration needs a team of at least 2 members".into());
+            return Err(invalid(
+                "a calibration needs a team of at least 2 members".into(),
+            ));
         }
         if us.len() != PROBES.len() || us.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "a calibration needs {} positive times, one per probe",
                 PROBES.len()
-            ));
+            )));
         }
         let work: Vec<Work> = PROBES
             .iter()
@@ -398,6 +402,11 @@ impl MachineParams {
         params.check()?;
         Ok(params)
     }
+}
+
+/// A parameter or calibration input out of range.
+fn invalid(why: String) -> crate::Error {
+    crate::error::CoreError::Invalid(why).into()
 }
 
 // ----- the formulas, one per registry row ---------------------------------------------
