@@ -941,3 +941,40 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
         .unwrap();
     }
 }
+
+/// With no table and no trials, a team follows its cost model's choice at every size,
+/// also when a program alternates more sizes than the team remembers choices for (the
+/// model's memory of recent sizes must never hand one size another's choice).
+#[test]
+fn the_model_s_choice_holds_at_every_size_in_any_order() {
+    Job::threads(5)
+        .segment(8 << 20)
+        .wait_timeout(Duration::from_secs(60))
+        .run(|ctx| {
+            let world = Team::world(ctx)?.with_tuning_table(&Default::default());
+            let params = world.cost_params();
+            let sizes = [
+                8,
+                1 << 20,
+                64,
+                262_144,
+                8,
+                4096,
+                32_768,
+                1 << 20,
+                512,
+                8,
+                262_144,
+            ];
+            for round in 0..2 {
+                for op in Collective::ALL {
+                    for &bytes in sizes.iter().rev().skip(round) {
+                        let want = params.choose(op, world.size(), bytes, world.reads_directly());
+                        assert_eq!(world.algorithm_for(op, bytes), want, "{op:?} {bytes} B");
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}

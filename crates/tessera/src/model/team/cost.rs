@@ -272,13 +272,28 @@ impl MachineParams {
             bytes,
             radix: 2,
         };
+        // The candidates of `Collective::candidates`, walked in place (no list is made:
+        // a team prices them whenever a call's size differs from its operation's last).
         let mut best: Option<(f64, Algorithm)> = None;
-        for alg in op.candidates() {
-            let Some(t) = self.predict(op, alg, shape, direct) else {
-                continue;
+        for row in super::registry().iter().filter(|row| row.op == op) {
+            let radices: &[u32] = match row.tuned_radices {
+                [] => &[0],
+                radices => radices,
             };
-            if best.is_none_or(|(b, _)| t < b) {
-                best = Some((t, alg));
+            for &k in radices {
+                let alg = if k == 0 {
+                    row.algorithm
+                } else {
+                    row.algorithm.with_radix(k)
+                };
+                let shape = Shape {
+                    radix: alg.radix().map_or(2, |k| k as usize),
+                    ..shape
+                };
+                let t = self.price((row.work)(shape), bytes, direct);
+                if best.is_none_or(|(b, _)| t < b) {
+                    best = Some((t, alg));
+                }
             }
         }
         best.map_or(Algorithm::Flat, |(_, alg)| alg)

@@ -102,9 +102,13 @@ pub(crate) fn check_settings() -> Result<()> {
     tuning::in_force().map(|_| ())
 }
 
-/// The cost model's last choice per operation ([`Collective::ALL`] order), with the
-/// message size it was for.
-type ModelMemo = [std::cell::Cell<Option<(usize, Algorithm)>>; Collective::ALL.len()];
+/// The cost model's last choices per operation ([`Collective::ALL`] order), each with the
+/// message size it was for, the most recent first: a program that alternates a few sizes
+/// prices each once.
+type ModelMemo = [std::cell::Cell<[Option<(usize, Algorithm)>; MODEL_MEMO]>; Collective::ALL.len()];
+
+/// Choices the model remembers per operation.
+const MODEL_MEMO: usize = 4;
 
 /// A team of ranks that performs collectives together. See the [module docs](self).
 ///
@@ -835,15 +839,16 @@ impl<'a> Team<'a> {
     /// directly or not.
     pub(super) fn local_model(&self, op: Collective, bytes: usize) -> Algorithm {
         let memo = &self.model_memo[op.index()];
-        if let Some((for_bytes, alg)) = memo.get() {
-            if for_bytes == bytes {
-                return alg;
-            }
+        let mut kept = memo.get();
+        if let Some((_, alg)) = kept.iter().flatten().find(|(b, _)| *b == bytes) {
+            return *alg;
         }
         let alg = self
             .params
             .choose(op, self.size(), bytes, self.channel.all_direct());
-        memo.set(Some((bytes, alg)));
+        kept.rotate_right(1);
+        kept[0] = Some((bytes, alg));
+        memo.set(kept);
         alg
     }
 
