@@ -82,21 +82,33 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             }
             Ok(())
         };
-        // Whether member `helper`, waiting for its reader, writes a half in one of up to
-        // 30 rounds (it must have a core when its reader posts; on a loaded machine it may
-        // not, and then the reader rightly copies both halves). Every member learns it.
+        // Whether member `helper`, waiting for its reader, writes a half in one of the
+        // rounds of up to 3 s on its clock (it must have a core when its reader posts; on a
+        // loaded machine it may not for a while, and then the reader rightly copies both
+        // halves: 30 rounds once passed by under another job's load). Every member learns
+        // it, and every member runs the same rounds: the helper says when to stop.
         type Outcome = Result<bool, Box<dyn std::error::Error + Send + Sync>>;
         let helps = |helper: usize, round: &dyn Fn(u64) -> tessera::RankResult| -> Outcome {
             if !pinned {
                 round(0)?;
                 return Ok(true);
             }
-            for k in 0..30 {
+            let started = std::time::Instant::now();
+            for k in 0.. {
                 let before = world.split_halves_written();
                 round(k)?;
                 let wrote = world.split_halves_written() - before;
-                if world.broadcast_value(helper, wrote)? > 0 {
-                    return Ok(true);
+                // 1: it wrote a half; 2: it gave up; 0: another round.
+                let verdict = if wrote > 0 {
+                    1
+                } else if started.elapsed() > Duration::from_secs(3) {
+                    2
+                } else {
+                    0
+                };
+                match world.broadcast_value(helper, verdict)? {
+                    0 => continue,
+                    v => return Ok(v == 1),
                 }
             }
             Ok(false)

@@ -227,19 +227,7 @@ impl<'a> Team<'a> {
             .into());
         }
         if !st.on_channel() {
-            let n = self.size();
-            st.reserved.send.clear();
-            st.reserved
-                .send
-                .extend((0..n).map(|p| self.channel.sent_to(p)));
-            st.reserved.recv.clear();
-            st.reserved
-                .recv
-                .extend((0..n).map(|p| self.channel.received_from(p)));
-            st.reserved.direct.clear();
-            st.reserved
-                .direct
-                .extend((0..n).map(|p| self.channel.direct_with(p)));
+            st.reserved.refresh(&self.channel, self.size());
         }
         Ok(())
     }

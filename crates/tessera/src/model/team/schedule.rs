@@ -250,12 +250,22 @@ pub(crate) struct Plan {
 /// Per-pair sequence numbers already promised to schedules of a team, and the scratch
 /// buffers and plans of finished schedules kept for the next ones (fresh large buffers
 /// cost a page fault per page each time).
+///
+/// The per-member entries are read from the channel when a schedule first messages that
+/// member ([`Reserved::fetch`]), not for every member when a call starts: a call costs
+/// its messages, not the team's size.
 #[derive(Default)]
 pub(crate) struct Reserved {
     pub(crate) send: Vec<u64>,
     pub(crate) recv: Vec<u64>,
     /// Per member: whether long messages to it may be read directly (`core::direct`).
     pub(crate) direct: Vec<bool>,
+    /// Per member: the epoch its entries were read from the channel in.
+    fetched: Vec<u64>,
+    /// Entries of an earlier epoch are stale: read again before use.
+    epoch: u64,
+    /// Where stale entries are read from (None: entries are set by hand, in tests).
+    channel: Option<std::rc::Rc<Channel>>,
     /// Spare buffers, each with its capacity in bytes.
     spare: Vec<SpareBuffer>,
     plans: Vec<Plan>,
@@ -271,6 +281,39 @@ const KEEP_FROM: usize = 16 * 1024;
 pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
 
 impl Reserved {
+    /// Start a new epoch on `channel` (of `members`): every entry is read from it again
+    /// when first used. Only while no schedule of the team holds reservations (with some
+    /// in flight the entries are ahead of the channel and must stay).
+    pub(crate) fn refresh(&mut self, channel: &std::rc::Rc<Channel>, members: usize) {
+        if self.fetched.len() != members {
+            self.send = vec![0; members];
+            self.recv = vec![0; members];
+            self.direct = vec![false; members];
+            self.fetched = vec![0; members];
+        }
+        if !self
+            .channel
+            .as_ref()
+            .is_some_and(|c| std::rc::Rc::ptr_eq(c, channel))
+        {
+            self.channel = Some(channel.clone());
+        }
+        self.epoch += 1;
+    }
+
+    /// Make `peer`'s entries current: read them from the channel if they are stale.
+    fn fetch(&mut self, peer: usize) {
+        let Some(channel) = &self.channel else {
+            return;
+        };
+        if self.fetched[peer] != self.epoch {
+            self.send[peer] = channel.sent_to(peer);
+            self.recv[peer] = channel.received_from(peer);
+            self.direct[peer] = channel.direct_with(peer);
+            self.fetched[peer] = self.epoch;
+        }
+    }
+
     /// A buffer of `len` elements holding `from`, reusing a spare one. Past `from` it
     /// holds whatever an earlier schedule left there (zeros where it grew): every
     /// algorithm writes its scratch before reading it, and zeroing a 1 MiB scratch cost
@@ -418,6 +461,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         // both know (the length, the pair, the kind of schedule).
         let long = bytes > 2 * self.chunk;
         let nonblocking = self.schedule.nonblocking;
+        self.reserved.fetch(peer);
         let pair_direct = self.reserved.direct.get(peer).copied().unwrap_or(false);
         let rendezvous = nonblocking && long && !pair_direct;
         let plan = &self.schedule.plan;
