@@ -268,10 +268,10 @@ impl<'a> Team<'a> {
         team.crowded = crowded;
         team.params = calibration::params_for(n, crowded)?;
         // Online trials time calls; where ranks wait for a core, they time the scheduler
-        // more than the algorithms (4 ranks on 2 cores: the model's choice was within 10 %
-        // of the best fixed algorithm at 66-70 of 78 points, online tuning at 54-64), so
-        // there the default is the model unless online tuning is asked for. Teams split
-        // from this one follow it.
+        // more than the algorithms (4 ranks on 2 cores: online tuning's choice was within
+        // 10 % of the best fixed algorithm at 54-64 of 78 points, the cost model's at
+        // 73-75), so there the default is the model unless online tuning is asked for.
+        // Teams split from this one follow it.
         if crowded && !tuning::in_force()?.online_asked {
             team.online = None;
         }
@@ -825,7 +825,7 @@ impl<'a> Team<'a> {
     /// The model's choice: on a team that spans hosts and has the conduit's own
     /// collectives, those for every operation they implement (MPI's beat messages built
     /// from one-sided operations between hosts at every measured size,
-    /// docs/PERFORMANCE.md); otherwise [`default_algorithm`].
+    /// docs/PERFORMANCE.md); otherwise the cost model's ([`Team::local_model`]).
     fn model(&self, op: Collective, bytes: usize) -> Algorithm {
         if self.spans_hosts && self.native.is_some() && !op.is_single_address() {
             Algorithm::Native
