@@ -504,16 +504,18 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     }
     let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
     crate::note_resident_share(); // every array is still held here
-                                  // Each step's mean over the ranks, and the longest wait for delivery.
-    let mut profile = BTreeMap::new();
-    for (name, &seconds) in PHASES.iter().zip(&state.phases) {
-        let mean = world.allreduce_value(seconds, Op::Sum)? / p as f64;
-        profile.insert(name.to_string(), mean);
-    }
-    let deliver = state.phases[3];
+
+    // Each step's mean over the ranks, and the longest wait for delivery.
+    let mut sums = [0.0; PHASES.len()];
+    world.allreduce(&state.phases, &mut sums, Op::Sum)?;
+    let mut profile: BTreeMap<String, f64> = PHASES
+        .iter()
+        .zip(sums)
+        .map(|(name, sum)| (name.to_string(), sum / p as f64))
+        .collect();
     profile.insert(
         "deliver_max_s".to_string(),
-        world.allreduce_value(deliver, Op::Max)?,
+        world.allreduce_value(state.phases[DELIVER], Op::Max)?,
     );
     let sorted_ok = state.full_verify()?;
     let passed = world.allreduce_value(state.passed + u64::from(sorted_ok), Op::Sum)?;
@@ -583,6 +585,12 @@ struct State<'a> {
 /// buffers, delivery (signals out, and the wait for every sender), and ranking the keys
 /// of this rank's range.
 const PHASES: [&str; 5] = ["count_s", "allreduce_s", "group_s", "deliver_s", "rank_s"];
+/// Positions in [`PHASES`].
+const COUNT: usize = 0;
+const ALLREDUCE: usize = 1;
+const GROUP: usize = 2;
+const DELIVER: usize = 3;
+const RANK: usize = 4;
 
 impl State<'_> {
     /// One ranking pass (`iteration` is 1-based).
@@ -647,10 +655,10 @@ impl State<'_> {
             // Tallies readable by every rank from here on (a barrier).
             self.tallies.share()?;
         }
-        lap(&mut self.phases, 0);
+        lap(&mut self.phases, COUNT);
         let mut totals = vec![0u64; buckets + TESTS];
         self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
-        lap(&mut self.phases, 1);
+        lap(&mut self.phases, ALLREDUCE);
         let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
         // Keys per destination, per chunk.
         let chunk_dest = |c: usize, d: usize| -> usize {
@@ -720,9 +728,9 @@ impl State<'_> {
         }
         // Deliver (a signal to every destination), and wait for every sender's keys.
         drop(outs);
-        lap(&mut self.phases, 2);
+        lap(&mut self.phases, GROUP);
         exchange.finish()?;
-        lap(&mut self.phases, 3);
+        lap(&mut self.phases, DELIVER);
         // Rank the received keys over this rank's key range.
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
@@ -749,7 +757,7 @@ impl State<'_> {
             let received = &self.inbox.own()?[..mine as usize];
             cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         }
-        lap(&mut self.phases, 4);
+        lap(&mut self.phases, RANK);
         // Partial verification by the rank that owns each test key's value.
         let Some(tests) = self.data.tests else {
             self.range = (lo, mine as usize);
@@ -813,6 +821,14 @@ impl State<'_> {
 #[cfg(test)]
 mod tests {
     use super::{add_tallies, count_keys, cumulative_counts, CHUNKS};
+
+    /// The next draw below `below` of a linear congruential sequence in `x` (test data).
+    fn lcg(x: &mut u64, below: u64) -> u64 {
+        *x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (*x >> 33) % below
+    }
 
     /// The same counts the plain way.
     fn plain(keys: &[i32], lo: usize, hi: usize) -> Vec<u32> {
@@ -886,12 +902,7 @@ mod tests {
             eprintln!("no AVX2 here (or TESSERA_SIMD=scalar): the vector groupings cannot run");
         }
         let mut x = 271_828_183u64;
-        let mut next = |below: u64| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) % below
-        };
+        let mut next = |below: u64| lcg(&mut x, below);
         for (name, group) in forms {
             for p in 1..=super::avx2::MAX_DESTINATIONS.min(super::avx512::MAX_DESTINATIONS) {
                 // Lengths around whole vectors; boundaries anywhere, empty ranges included.
@@ -930,12 +941,7 @@ mod tests {
             return;
         }
         let mut x = 314_159_265u64;
-        let mut next = |below: u64| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) % below
-        };
+        let mut next = |below: u64| lcg(&mut x, below);
         let shift = 3; // buckets of 8 key values; keys below 1024, so 128 buckets
         for p in [1, 2, 5, 16, 40] {
             let len = 16 * next(200) as usize + next(16) as usize;

@@ -127,22 +127,17 @@ pub struct MachineParams {
     pub block_copy_us: f64,
 }
 
-/// The long-message parameters of the built-in sets (see [`MachineParams::DEDICATED`]).
-const LONG_DEDICATED: f64 = 11.62;
-const READERS_DEDICATED: f64 = 1.074;
-const LONG_CROWDED: f64 = 9.842;
-const READERS_CROWDED: f64 = 3.25;
-
 impl MachineParams {
-    /// Calibrated on a 16-core Intel Xeon (Emerald Rapids class, family 6 model 207, AVX-512, one socket)
-    /// with 16 ranks, one per core: the parameters for hosts where every rank has a core.
+    /// Calibrated on a 16-core Intel Xeon (Emerald Rapids class, family 6 model 207,
+    /// AVX-512, one socket) with 16 ranks, one per core: the parameters for hosts where
+    /// every rank has a core.
     pub const DEDICATED: MachineParams = MachineParams {
         round_us: 0.538,
         tree_round_us: 0.3085,
         message_us: 0.1679,
         copy_gbps: 9.383,
-        long_gbps: LONG_DEDICATED,
-        readers: READERS_DEDICATED,
+        long_gbps: 11.62,
+        readers: 1.074,
         put_gbps: 13.34,
         long_put_gbps: 18.76,
         block_copy_us: 0.0612,
@@ -157,8 +152,8 @@ impl MachineParams {
         tree_round_us: 0.3433,
         message_us: 0.0709,
         copy_gbps: 11.69,
-        long_gbps: LONG_CROWDED,
-        readers: READERS_CROWDED,
+        long_gbps: 9.842,
+        readers: 3.25,
         put_gbps: 2.032,
         long_put_gbps: 23.81,
         block_copy_us: 0.0311,
@@ -212,14 +207,13 @@ impl MachineParams {
         // Long messages read directly: the busiest member's readers proceed up to
         // `readers` at a time, and a message forwarded level by level is read once per
         // level.
-        let (channel, at_once, levels) = if long && direct {
+        let (channel, levels) = if long && direct {
             let at_once = work.readers.max(1.0).min(self.readers);
             let levels = work.levels * bytes as f64 * per_byte(self.long_gbps);
-            (per_byte(self.long_gbps) / at_once, at_once, levels)
+            (per_byte(self.long_gbps) / at_once, levels)
         } else {
-            (per_byte(self.copy_gbps), 1.0, 0.0)
+            (per_byte(self.copy_gbps), 0.0)
         };
-        debug_assert!(at_once >= 1.0);
         let put = if long {
             per_byte(self.long_put_gbps)
         } else {
@@ -247,11 +241,7 @@ impl MachineParams {
         let row = super::registry()
             .iter()
             .find(|row| row.op == op && super::registry::same_family(row.algorithm, alg))?;
-        let shape = Shape {
-            radix: alg.radix().map_or(2, |k| k as usize),
-            ..shape
-        };
-        Some(self.price((row.work)(shape), shape.bytes, direct))
+        Some(self.price(work_of(row, alg, shape), shape.bytes, direct))
     }
 
     /// The candidate of `op` ([`Collective::candidates`]) with the least predicted time
@@ -286,11 +276,7 @@ impl MachineParams {
                 } else {
                     row.algorithm.with_radix(k)
                 };
-                let shape = Shape {
-                    radix: alg.radix().map_or(2, |k| k as usize),
-                    ..shape
-                };
-                let t = self.price((row.work)(shape), bytes, direct);
+                let t = self.price(work_of(row, alg, shape), bytes, direct);
                 if best.is_none_or(|(b, _)| t < b) {
                     best = Some((t, alg));
                 }
@@ -361,11 +347,12 @@ impl MachineParams {
                     .iter()
                     .find(|r| r.op == op && super::registry::same_family(r.algorithm, alg))
                     .expect("every probe is a registry row");
-                (row.work)(Shape {
+                let shape = Shape {
                     members,
                     bytes,
-                    radix: alg.radix().map_or(2, |k| k as usize),
-                })
+                    radix: 2,
+                };
+                work_of(row, alg, shape)
             })
             .collect();
         // Floors keep a probe that measured faster than the parameters before it explain
@@ -419,6 +406,14 @@ impl MachineParams {
     }
 }
 
+/// The work of `row`'s formula for `alg` (the row's family at its radix) on `shape`.
+fn work_of(row: &super::Row, alg: Algorithm, shape: Shape) -> Work {
+    (row.work)(Shape {
+        radix: alg.radix().map_or(2, |k| k as usize),
+        ..shape
+    })
+}
+
 /// A parameter or calibration input out of range.
 fn invalid(why: String) -> crate::Error {
     crate::error::CoreError::Invalid(why).into()
@@ -436,14 +431,9 @@ fn ceil_log(n: usize, k: usize) -> usize {
     rounds
 }
 
-/// The children of a k-nomial tree's root over n members.
+/// The children of a k-nomial tree's root over n members (the tree the algorithms run).
 fn root_children(n: usize, k: usize) -> usize {
-    let (mut children, mut span) = (0, 1usize);
-    while span < n {
-        children += (k - 1).min((n - 1) / span);
-        span = span.saturating_mul(k);
-    }
-    children
+    super::topology::Knomial::new(k, n.max(1), 0).children.len()
 }
 
 /// Per-shape quantities the formulas share.
@@ -589,7 +579,8 @@ pub(super) fn allreduce_reduce_broadcast(s: Shape) -> Work {
 }
 
 /// With fewer elements than members the ring and Rabenseifner's halving cannot split the
-/// vector and run as recursive doubling.
+/// vector and run as recursive doubling (the model knows bytes, not the element type: it
+/// counts 8-byte elements, the common case of reductions).
 fn too_short_to_split(s: Shape) -> bool {
     s.bytes / 8 < s.members
 }
@@ -679,8 +670,9 @@ pub(super) fn allgather_gather_broadcast(s: Shape) -> Work {
     }
 }
 
-/// Every member sends its block to every other and receives theirs in one round.
-fn one_round_of_all_pairs(s: Shape) -> Work {
+/// Every member sends its block to every other and receives theirs in one round (the
+/// all-broadcast allgather and the flat all-to-all).
+pub(super) fn one_round_of_all_pairs(s: Shape) -> Work {
     let t = terms(s);
     Work {
         rounds: 1.0,
@@ -690,10 +682,6 @@ fn one_round_of_all_pairs(s: Shape) -> Work {
     }
 }
 
-pub(super) fn allgather_all_broadcast(s: Shape) -> Work {
-    one_round_of_all_pairs(s)
-}
-
 pub(super) fn exchange_pairwise(s: Shape) -> Work {
     let t = terms(s);
     Work {
@@ -701,10 +689,6 @@ pub(super) fn exchange_pairwise(s: Shape) -> Work {
         bytes: 2.0 * t.others * t.m,
         ..Work::default()
     }
-}
-
-pub(super) fn exchange_flat(s: Shape) -> Work {
-    one_round_of_all_pairs(s)
 }
 
 /// ⌈log_k n⌉ phases of k − 1 packed messages of ⌈n/k⌉ blocks, and the rotations before

@@ -152,14 +152,13 @@ pub struct Team<'a> {
     /// of them.
     spans_hosts: bool,
     /// Some host of the job runs more ranks than it has processors (agreed when the world
-    /// team is made, inherited by the teams made from it): the model then prefers what
-    /// pipelines when ranks take turns on a core (see the `cost` module).
+    /// team is made, inherited by the teams made from it): the cost model then takes the
+    /// crowded regime's parameters (see [`Team::set_crowded`]).
     crowded: bool,
-    /// The cost model's machine parameters for this team (its calibration, or the
-    /// built-in set of its regime).
+    /// The cost model's machine parameters for this team's size and regime (its
+    /// calibration, or the built-in set).
     params: MachineParams,
-    /// The model's last choice per operation, with the message size it was for: a loop
-    /// of calls of one size prices the candidates once.
+    /// The model's recent choices per operation (see [`ModelMemo`]).
     model_memo: Rc<ModelMemo>,
 }
 
@@ -265,8 +264,7 @@ impl<'a> Team<'a> {
         let native = NativeGroup::world(ctx)?;
         let mut team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
         let crowded = team.probe_direct_reads()?;
-        team.crowded = crowded;
-        team.params = calibration::params_for(n, crowded)?;
+        team.set_crowded(crowded)?;
         // Online trials time calls; where ranks wait for a core, they time the scheduler
         // more than the algorithms (4 ranks on 2 cores: online tuning's choice was within
         // 10 % of the best fixed algorithm at 54-64 of 78 points, the cost model's at
@@ -663,8 +661,7 @@ impl<'a> Team<'a> {
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
         team.channel.set_direct(&direct);
         team.forced = self.forced;
-        team.crowded = self.crowded;
-        team.params = calibration::params_for(team.size(), self.crowded)?;
+        team.set_crowded(self.crowded)?;
         // A team whose parent does not tune online (a crowded host's default) does not.
         if self.online.is_none() {
             team.online = None;
@@ -832,6 +829,14 @@ impl<'a> Team<'a> {
         } else {
             self.local_model(op, bytes)
         }
+    }
+
+    /// Put this team in the crowded regime or not, with the cost model's parameters for
+    /// its size in that regime.
+    fn set_crowded(&mut self, crowded: bool) -> Result<()> {
+        self.crowded = crowded;
+        self.params = calibration::params_for(self.size(), crowded)?;
+        Ok(())
     }
 
     /// The cost model's choice among the team's own algorithms: the least predicted time

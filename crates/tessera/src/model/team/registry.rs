@@ -374,7 +374,7 @@ static REGISTRY: [Row; 32] = {
             AllBroadcast,
             "all_broadcast",
             "every member broadcasts its block to all at once",
-            allgather_all_broadcast,
+            one_round_of_all_pairs,
         ),
         row(
             Scatter,
@@ -402,7 +402,7 @@ static REGISTRY: [Row; 32] = {
             Flat,
             "flat",
             "every block sent at once",
-            exchange_flat,
+            one_round_of_all_pairs,
         ),
         Row {
             op: Exchange,
