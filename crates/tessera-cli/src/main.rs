@@ -55,6 +55,11 @@ pub struct JobArgs {
     /// End the job as failed after this many seconds.
     #[arg(long, value_parser = parse_timeout)]
     timeout: Option<Duration>,
+    /// Count communication and write the job's statistics (JSON) to FILE: operations and
+    /// bytes per rank pair and kind, sizes, collective calls, time blocked (as
+    /// TESSERA_STATS=FILE does); `tessera report FILE` draws them.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
 }
 
 /// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
@@ -104,6 +109,17 @@ impl ResultFile {
 }
 
 impl JobArgs {
+    /// These settings for a job of `ranks` ranks, one of several a command runs: its
+    /// statistics (if asked for) go to FILE with the rank count before the extension
+    /// (`stats.json` -> `stats.n4.json`), so no job's overwrite another's.
+    pub fn with_ranks(&self, ranks: u32) -> JobArgs {
+        JobArgs {
+            ranks,
+            stats: self.stats.as_ref().map(|file| numbered(file, ranks)),
+            ..self.clone()
+        }
+    }
+
     /// A launch of `program args` with these settings.
     pub fn launch(&self, program: OsString, args: Vec<OsString>) -> Launch {
         Launch {
@@ -114,7 +130,11 @@ impl JobArgs {
             timeout: self.timeout,
             program,
             args,
-            env: Vec::new(),
+            env: self
+                .stats
+                .iter()
+                .map(|file| ("TESSERA_STATS".into(), file.into()))
+                .collect(),
             remove_if_killed: Vec::new(),
         }
     }
@@ -127,6 +147,16 @@ impl JobArgs {
         args.extend(rank_args.iter().map(OsString::from));
         Ok(self.launch(exe.into(), args))
     }
+}
+
+/// `file` with `.n<ranks>` before its extension.
+fn numbered(file: &std::path::Path, ranks: u32) -> PathBuf {
+    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match file.extension() {
+        Some(ext) => format!("{stem}.n{ranks}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.n{ranks}"),
+    };
+    file.with_file_name(name)
 }
 
 /// `tessera run`'s (and `oshrun`'s) command line.

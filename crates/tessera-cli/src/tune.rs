@@ -166,10 +166,7 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result
     let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
     let mut results = Vec::new();
     for &ranks in &team_sizes {
-        let sub = JobArgs {
-            ranks,
-            ..job.clone()
-        };
+        let sub = job.with_ranks(ranks);
         results.extend(run_part(&sub, "tune", quick_flag)?.results);
     }
     let system = crate::bench::system(job.conduit.name());

@@ -261,10 +261,7 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 .ok_or("the benchmark job reported no baselines")?;
             for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks) {
                 eprintln!("bench rma: barrier at {n} ranks ...");
-                let sub = JobArgs {
-                    ranks: n,
-                    ..job.clone()
-                };
+                let sub = job.with_ranks(n);
                 let mut extra = vec!["--barrier-only"];
                 extra.extend_from_slice(quick_flag);
                 results.extend(run_part(&sub, "bench-rma", &extra)?.results);

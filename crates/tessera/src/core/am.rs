@@ -24,6 +24,7 @@ use std::rc::Rc;
 use bytemuck::{Pod, Zeroable};
 use crossbeam_utils::Backoff;
 
+use super::stats::{Blocked, Traffic};
 use super::{invalid, Context, GlobalPtr, Target};
 use crate::conduit::AmClass;
 use crate::error::CoreError;
@@ -180,16 +181,18 @@ impl Context {
 
     /// Send a short request (arguments only) to `dest`.
     pub fn am_request_short(&self, dest: usize, handler: AmHandlerId, args: &[u64]) -> Result<()> {
-        self.am_send(
-            dest,
-            AmClass::Request,
-            handler,
-            Kind::Short,
-            args,
-            &[],
-            (0, 0),
-            true,
-        )
+        self.counted(Traffic::ActiveMessage, dest, 8 * args.len(), || {
+            self.am_send(
+                dest,
+                AmClass::Request,
+                handler,
+                Kind::Short,
+                args,
+                &[],
+                (0, 0),
+                true,
+            )
+        })
     }
 
     /// Send a medium request: `payload` is copied to the handler.
@@ -216,16 +219,19 @@ impl Context {
         payload: &[u8],
         counted: bool,
     ) -> Result<()> {
-        self.am_send(
-            dest,
-            AmClass::Request,
-            handler,
-            Kind::Medium,
-            args,
-            payload,
-            (0, 0),
-            counted,
-        )
+        let bytes = 8 * args.len() + payload.len();
+        self.counted(Traffic::ActiveMessage, dest, bytes, || {
+            self.am_send(
+                dest,
+                AmClass::Request,
+                handler,
+                Kind::Medium,
+                args,
+                payload,
+                (0, 0),
+                counted,
+            )
+        })
     }
 
     /// Send a long request: `payload` is written at `dest` (in the target's segment) and
@@ -237,18 +243,21 @@ impl Context {
         args: &[u64],
         payload: &[u8],
     ) -> Result<()> {
-        self.put(dest, payload)?;
-        let long = (dest.offset(), payload.len() as u64);
-        self.am_send(
-            dest.rank(),
-            AmClass::Request,
-            handler,
-            Kind::Long,
-            args,
-            &[],
-            long,
-            true,
-        )
+        let bytes = 8 * args.len() + payload.len();
+        self.counted(Traffic::ActiveMessage, dest.rank(), bytes, || {
+            self.put(dest, payload)?;
+            let long = (dest.offset(), payload.len() as u64);
+            self.am_send(
+                dest.rank(),
+                AmClass::Request,
+                handler,
+                Kind::Long,
+                args,
+                &[],
+                long,
+                true,
+            )
+        })
     }
 
     /// From inside a request handler: reply with arguments only.
@@ -345,6 +354,7 @@ impl Context {
             self.am.requested.set(true);
         }
         let backoff = Backoff::new();
+        let mut blocked_since = None;
         let try_send = |parts: &[&[u8]]| {
             if counted {
                 self.conduit().am_try_send(dest, class, parts)
@@ -353,6 +363,9 @@ impl Context {
             }
         };
         while !try_send(&parts)? {
+            if blocked_since.is_none() {
+                blocked_since = self.stats_clock();
+            }
             self.am.backpressure.set(self.am.backpressure.get() + 1);
             // Make room: whoever we wait on may be waiting on us. Inside a handler only
             // reply handlers may run (they never send), which keeps the recursion bounded.
@@ -363,6 +376,9 @@ impl Context {
             }
             self.conduit().check_alive()?;
             backoff.snooze();
+        }
+        if let Some(since) = blocked_since {
+            self.count_blocked_as(Blocked::ActiveMessage, since);
         }
         Ok(())
     }

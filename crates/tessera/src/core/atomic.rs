@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use super::am::AmHandlerId;
+use super::stats::Traffic;
 use super::{Context, GlobalPtr, Target};
 use crate::error::CoreError;
 use crate::Result;
@@ -331,6 +332,22 @@ impl Context {
         op: Remote<u64>,
         acknowledge: Acknowledge,
     ) -> Result<()> {
+        let (kind, peer, bytes) = match data {
+            Some((dst, bytes)) => (Traffic::SignalPut, dst.rank(), bytes.len()),
+            None => (Traffic::Atomic, flag.rank(), 8),
+        };
+        self.counted(kind, peer, bytes, || {
+            self.signal_to(data, flag, op, acknowledge)
+        })
+    }
+
+    fn signal_to(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        op: Remote<u64>,
+        acknowledge: Acknowledge,
+    ) -> Result<()> {
         let (rank, offset) = match self.target(flag, 8, 8)? {
             Target::Direct(p) => {
                 if let Some((dst, bytes)) = data {
@@ -419,6 +436,17 @@ impl Context {
 
     /// Apply `op` at `ptr`, on a mapped word directly or by a round trip to its owner.
     fn atomic_any<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
+        if matches!(op, Remote::Load) && ptr.rank() == self.rank {
+            // Reading a word of one's own segment is polling, not communication.
+            return self.atomic_at(ptr, op);
+        }
+        let size = std::mem::size_of::<T>();
+        self.counted(Traffic::Atomic, ptr.rank(), size, || {
+            self.atomic_at(ptr, op)
+        })
+    }
+
+    fn atomic_at<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
         let size = std::mem::size_of::<T>();
         let (rank, offset) = match self.target(ptr, size, size)? {
             // SAFETY: target checked that p is mapped, in bounds and aligned.

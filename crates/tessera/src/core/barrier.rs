@@ -242,6 +242,7 @@ impl Context {
     }
 
     fn barrier_enter(&self, label: Option<u64>, end_of_job: bool) -> Result<()> {
+        let _counted_as_barrier = self.stats_scope(false);
         let b = &self.barrier;
         if b.active.get() {
             return Err(CoreError::Invalid(
@@ -316,6 +317,7 @@ impl Context {
 
     /// Advance as far as arrived signals allow; true when the barrier is complete.
     pub(crate) fn barrier_advance(&self) -> Result<bool> {
+        let _counted_as_barrier = self.stats_scope(false);
         let b = &self.barrier;
         let epoch = b.epoch.get();
         let parity = protocol::parity(epoch);

@@ -39,6 +39,7 @@ pub mod mapped;
 pub(crate) mod native;
 pub mod rma;
 pub mod rpc;
+pub mod stats;
 pub mod sync;
 pub mod wait;
 
@@ -82,6 +83,8 @@ pub(crate) struct Options {
     pub checked: bool,
     /// The job's status board, where long waits are published.
     pub board: Option<Arc<board::Board>>,
+    /// Where the rank's communication statistics go, when they are on.
+    pub stats: Option<crate::job::stats::Sink>,
 }
 
 impl std::fmt::Debug for Options {
@@ -90,6 +93,7 @@ impl std::fmt::Debug for Options {
             .field("wait_timeout", &self.wait_timeout)
             .field("checked", &self.checked)
             .field("board", &self.board.as_ref().map(|b| b.ranks()))
+            .field("stats", &self.stats)
             .finish()
     }
 }
@@ -98,6 +102,8 @@ impl std::fmt::Debug for Options {
 #[derive(Debug)]
 pub struct Wait {
     what: &'static str,
+    /// When it began, if statistics are on.
+    since: Option<Instant>,
     /// Set once the wait has run past its first spins.
     watch: Option<WaitWatch>,
 }
@@ -150,6 +156,8 @@ pub struct Context {
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
     remote_atomics: atomic::RemoteAtomics,
+    /// Communication statistics, when they are on.
+    stats: Option<Box<stats::Recorder>>,
     /// Checks to run after the end-of-job barrier, when everything any rank sent is
     /// visible (the model layer leaves one per team).
     end_checks: RefCell<Vec<EndCheck>>,
@@ -169,6 +177,9 @@ impl Context {
         // SAFETY: the conduit keeps every segment it reports mapped until it is dropped; the
         // context owns both, and every view of the map borrows the context.
         let segments = unsafe { SegmentMap::new(segment_len, bases) };
+        // Counting starts once the context is built: start-up is the runtime's, not the
+        // program's.
+        let counting = options.stats.is_some();
         let mut ctx = Context {
             conduit,
             rank,
@@ -183,6 +194,7 @@ impl Context {
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
             remote_atomics: atomic::RemoteAtomics::default(),
+            stats: None,
             end_checks: RefCell::new(Vec::new()),
         };
         atomic::register_handlers(&ctx)?;
@@ -190,6 +202,9 @@ impl Context {
         rpc::register_handlers(&ctx)?;
         ctx.barrier()?;
         rpc::check_same_binary(&ctx)?;
+        if counting {
+            ctx.stats = Some(Box::new(stats::Recorder::new(rank, ranks)));
+        }
         Ok(ctx)
     }
 
@@ -496,7 +511,11 @@ impl Context {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler(what).into());
         }
-        Ok(Wait { what, watch: None })
+        Ok(Wait {
+            what,
+            since: self.stats_clock(),
+            watch: None,
+        })
     }
 
     /// One step of a wait begun with [`Context::wait_begin`], once per yield: make
@@ -510,6 +529,7 @@ impl Context {
     /// End a wait begun with [`Context::wait_begin`] with its outcome (taken off the
     /// board, or failed there).
     pub fn wait_end(&self, wait: Wait, outcome: &Result<()>) {
+        self.count_blocked(wait.what, wait.since);
         if let (Some(board), Some(watch)) = (&self.options.board, wait.watch) {
             match outcome {
                 Ok(()) if watch.published => board.record(self.rank).end_wait(),

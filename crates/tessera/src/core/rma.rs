@@ -19,6 +19,7 @@
 
 use bytemuck::Pod;
 
+use super::stats::Traffic;
 use super::{invalid, Context, GlobalPtr, Target};
 use crate::Result;
 
@@ -117,6 +118,14 @@ struct Shape {
 }
 
 impl Shape {
+    /// Elements the shape moves.
+    fn elements(&self) -> usize {
+        if self.span_a == 0 {
+            return 0;
+        }
+        self.run * self.outer.iter().map(|&(n, _, _)| n).product::<usize>()
+    }
+
     fn new(counts: &[usize], a: &[usize], b: &[usize]) -> Result<Shape> {
         if a.len() != counts.len() || b.len() != counts.len() {
             return Err(invalid(format!(
@@ -292,13 +301,19 @@ impl Context {
     /// ```
     pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let target = self.target_of(dst, src.len())?;
-        self.store_bytes(target, bytemuck::cast_slice(src))
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        self.counted(Traffic::Put, dst.rank(), bytes.len(), || {
+            self.store_bytes(target, bytes)
+        })
     }
 
     /// Copy from `src` (possibly on another rank) into `dst`.
     pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
         let target = self.target_of(src, dst.len())?;
-        self.load_bytes(target, bytemuck::cast_slice_mut(dst))
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        self.counted(Traffic::Get, src.rank(), bytes.len(), || {
+            self.load_bytes(target, bytes)
+        })
     }
 
     /// Put one value.
@@ -315,7 +330,14 @@ impl Context {
 
     /// Start a put; `src` stays borrowed until the handle completes.
     pub fn put_nb<'a, T: Pod>(&'a self, dst: GlobalPtr<T>, src: &'a [T]) -> Result<Handle<'a>> {
-        match self.target_of(dst, src.len())? {
+        let target = self.target_of(dst, src.len())?;
+        self.counted(Traffic::Put, dst.rank(), std::mem::size_of_val(src), || {
+            self.put_nb_to(target, src)
+        })
+    }
+
+    fn put_nb_to<'a, T: Pod>(&'a self, target: Target, src: &'a [T]) -> Result<Handle<'a>> {
+        match target {
             Target::Remote { rank, offset } => {
                 let transfer =
                     self.conduit()
@@ -331,7 +353,15 @@ impl Context {
 
     /// Start a get; `dst` stays borrowed until the handle completes.
     pub fn get_nb<'a, T: Pod>(&'a self, src: GlobalPtr<T>, dst: &'a mut [T]) -> Result<Handle<'a>> {
-        match self.target_of(src, dst.len())? {
+        let target = self.target_of(src, dst.len())?;
+        let bytes = std::mem::size_of_val(dst);
+        self.counted(Traffic::Get, src.rank(), bytes, || {
+            self.get_nb_to(target, dst)
+        })
+    }
+
+    fn get_nb_to<'a, T: Pod>(&'a self, target: Target, dst: &'a mut [T]) -> Result<Handle<'a>> {
+        match target {
             Target::Remote { rank, offset } => {
                 let landing: &'a mut [u8] = bytemuck::cast_slice_mut(dst);
                 let (transfer, arrived) =
@@ -352,14 +382,14 @@ impl Context {
     /// Start a put completed by the next [`Context::sync_nbi`]. `src` may be reused as
     /// soon as this returns.
     pub fn put_nbi<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
-        match self.target_of(dst, src.len())? {
+        let target = self.target_of(dst, src.len())?;
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        self.counted(Traffic::Put, dst.rank(), bytes.len(), || match target {
             Target::Remote { rank, offset } => {
-                Ok(self
-                    .conduit()
-                    .put_bytes_nbi(rank, offset, bytemuck::cast_slice(src))?)
+                Ok(self.conduit().put_bytes_nbi(rank, offset, bytes)?)
             }
-            direct => self.store_bytes(direct, bytemuck::cast_slice(src)),
-        }
+            direct => self.store_bytes(direct, bytes),
+        })
     }
 
     /// Start a get of `count` elements from `src` into `dst`, which must be in this rank's
@@ -380,7 +410,8 @@ impl Context {
         }
         let from = self.target_of(src, count)?;
         let to = self.target_of(dst, count)?;
-        match (from, to) {
+        let bytes = count * std::mem::size_of::<T>();
+        self.counted(Traffic::Get, src.rank(), bytes, || match (from, to) {
             (Target::Direct(s), Target::Direct(d)) => {
                 // SAFETY: both ranges were checked for count elements and are mapped.
                 unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), count * std::mem::size_of::<T>()) };
@@ -399,7 +430,7 @@ impl Context {
                 .conduit()
                 .unsupported("get_nbi into an unmapped segment")
                 .into()),
-        }
+        })
     }
 
     /// Complete every implicit (`*_nbi`) operation this rank has started.
@@ -441,6 +472,13 @@ impl Context {
             counts,
             "put reads",
         )?;
+        let bytes = shape.elements() * std::mem::size_of::<T>();
+        self.counted(Traffic::StridedPut, dst.rank(), bytes, || {
+            self.put_strided_to(&shape, base, src)
+        })
+    }
+
+    fn put_strided_to<T: Pod>(&self, shape: &Shape, base: Target, src: &[T]) -> Result<()> {
         if let Target::Direct(p) = base {
             // SAFETY: plan_strided checked the remote span (in bounds, mapped, aligned) and
             // that the local span fits in `src`.
@@ -471,6 +509,13 @@ impl Context {
             counts,
             "get writes",
         )?;
+        let bytes = shape.elements() * std::mem::size_of::<T>();
+        self.counted(Traffic::StridedGet, src.rank(), bytes, || {
+            self.get_strided_to(&shape, base, dst)
+        })
+    }
+
+    fn get_strided_to<T: Pod>(&self, shape: &Shape, base: Target, dst: &mut [T]) -> Result<()> {
         if let Target::Direct(p) = base {
             // SAFETY: as in put_strided, with the sides swapped: `dst` is exclusively
             // borrowed and holds the local span.
@@ -585,10 +630,13 @@ impl Context {
         run: usize,
     ) -> Result<()> {
         check_indexed(dst_offsets.len(), run, src.len())?;
-        for (chunk, &off) in src.chunks_exact(run.max(1)).zip(dst_offsets) {
-            self.put(dst.add(off), chunk)?;
-        }
-        Ok(())
+        let bytes = dst_offsets.len() * run * std::mem::size_of::<T>();
+        self.counted(Traffic::StridedPut, dst.rank(), bytes, || {
+            for (chunk, &off) in src.chunks_exact(run.max(1)).zip(dst_offsets) {
+                self.put(dst.add(off), chunk)?;
+            }
+            Ok(())
+        })
     }
 
     /// Indexed get: `run` elements from `src + src_offsets[k]` into chunk `k` of `dst`.
@@ -600,10 +648,13 @@ impl Context {
         run: usize,
     ) -> Result<()> {
         check_indexed(src_offsets.len(), run, dst.len())?;
-        for (chunk, &off) in dst.chunks_exact_mut(run.max(1)).zip(src_offsets) {
-            self.get(src.add(off), chunk)?;
-        }
-        Ok(())
+        let bytes = src_offsets.len() * run * std::mem::size_of::<T>();
+        self.counted(Traffic::StridedGet, src.rank(), bytes, || {
+            for (chunk, &off) in dst.chunks_exact_mut(run.max(1)).zip(src_offsets) {
+                self.get(src.add(off), chunk)?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -144,6 +144,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "the cost model's machine parameters, as `tessera tune --calibrate` measured them: a calibration's path, or `none` for the built-in sets (one for hosts with a core per rank, one for hosts whose ranks outnumber their processors)",
     },
     Variable {
+        name: "TESSERA_STATS",
+        kind: Kind::Text,
+        default: "",
+        meaning: "count communication and write the job's statistics to this file when it ends: operations and bytes per rank pair and kind, size histograms, collective calls per algorithm, time blocked per kind of wait (`--stats FILE` on the commands; `tessera report FILE` draws them)",
+    },
+    Variable {
         name: "TESSERA_COLL_<OP>",
         kind: Kind::Text,
         default: "",
@@ -232,6 +238,12 @@ pub const VARIABLES: &[Variable] = &[
         kind: Kind::Launcher,
         default: "",
         meaning: "random job id naming shared-memory objects where names are used",
+    },
+    Variable {
+        name: "TESSERA_STATS_DIR",
+        kind: Kind::Launcher,
+        default: "",
+        meaning: "the launcher's private directory where each rank leaves its statistics for the launcher to merge into `TESSERA_STATS`'s file",
     },
     Variable {
         name: "TESSERA_JOB_FD",

@@ -44,7 +44,7 @@ use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, 
 use nix::unistd::Pid;
 
 use super::board::{self, Board, JobFile, RankState};
-use super::{env, ConduitKind};
+use super::{env, stats, ConduitKind};
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 use crate::conduit::smp;
 use crate::error::JobError;
@@ -577,6 +577,43 @@ fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String
 
 /// Start the job described by `spec` and wait until every process has ended.
 pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
+    let Some(file) = spec.env_value("TESSERA_STATS") else {
+        return launch_ranks(spec);
+    };
+    // Statistics: the ranks leave their parts in a private directory, merged here.
+    let file = std::path::PathBuf::from(file);
+    stats::check_file(&file)?;
+    let dir = tempfile::Builder::new()
+        .prefix("tessera-stats-")
+        .tempdir()
+        .map_err(|source| JobError::Os {
+            what: "creating a private directory for statistics".into(),
+            source,
+        })?;
+    let mut with_dir = spec.clone();
+    with_dir
+        .env
+        .push((stats::DIR_VARIABLE.into(), dir.path().into()));
+    with_dir.remove_if_killed.push(dir.path().to_path_buf());
+    let mut outcome = launch_ranks(&with_dir)?;
+    match stats::merge_dir(dir.path(), spec.ranks, &file) {
+        Ok(()) => super::write_stderr(&format!(
+            "tessera: communication statistics in {} (`tessera report {}` draws them)\n",
+            file.display(),
+            file.display()
+        )),
+        Err(e) if outcome.failure.is_none() => {
+            outcome.code = 1;
+            outcome.failure = Some((None, e.to_string()));
+        }
+        // The job's own failure says more than the statistics it could not finish.
+        Err(_) => {}
+    }
+    Ok(outcome)
+}
+
+/// [`launch`] once statistics are arranged for.
+fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
     if spec.ranks == 0 {
         return Err(JobError::Usage(
             "a job needs at least one rank (-n 1 or more)".into(),

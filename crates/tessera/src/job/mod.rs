@@ -32,6 +32,7 @@ pub mod env;
 mod keeper;
 pub mod launcher;
 mod session;
+pub mod stats;
 
 pub use session::Session;
 
@@ -220,6 +221,7 @@ impl Job {
             Some(env::Limit::Off) | None => None,
         };
         job.options.checked = env::switch("TESSERA_CHECK")?.unwrap_or(false);
+        job.options.stats = stats_sink()?;
         job.hide_peers = env::switch("TESSERA_HIDE_PEERS")?.unwrap_or(false);
         let ranks = env::number::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
         let conduit = match env::text("TESSERA_CONDUIT") {
@@ -302,6 +304,13 @@ impl Job {
         self
     }
 
+    /// Count communication (see [`stats`]) and write the job's statistics to `file` when
+    /// it ends (as `TESSERA_STATS=FILE` does); `tessera report FILE` draws them.
+    pub fn stats(mut self, file: impl Into<std::path::PathBuf>) -> Job {
+        self.options.stats = Some(stats::Sink::InProcess(file.into()));
+        self
+    }
+
     /// Treat every peer as unmapped, as if it ran on another host: puts and gets to peers
     /// go through the conduit's transfer calls and atomics through active messages. A
     /// testing aid for the paths a multi-host conduit takes (also `TESSERA_HIDE_PEERS=1`).
@@ -356,8 +365,9 @@ impl Job {
                 let rank = launched.rank;
                 let _watch = RankWatch::enter(board.as_ref(), rank);
                 let conduit = self.attach_smp(launched, board.as_ref())?;
-                run_rank(conduit, self.options_with(board), &body)
-                    .map_err(|why| JobError::RankFailed { rank, why })
+                let part = run_rank(conduit, self.options_with(board), &body)
+                    .map_err(|why| JobError::RankFailed { rank, why })?;
+                self.deliver_stats(vec![part])
             }
             (None, ConduitKind::Smp) => Err(JobError::Usage(
                 "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
@@ -400,8 +410,9 @@ impl Job {
     {
         let conduit = self.attach_mpi()?;
         let rank = conduit.rank();
-        run_rank(conduit, self.options.clone(), body)
-            .map_err(|why| JobError::RankFailed { rank, why })
+        let part = run_rank(conduit, self.options.clone(), body)
+            .map_err(|why| JobError::RankFailed { rank, why })?;
+        self.deliver_stats(vec![part])
     }
 
     /// This process's rank of an mpi job.
@@ -449,12 +460,14 @@ impl Job {
             _ => Board::in_process(self.ranks),
         };
         let job = threads::ThreadsJob::new(self.layout())?;
+        let parts = Mutex::new(Vec::new());
         std::thread::scope(|scope| -> Result<(), JobError> {
             let mut handles = Vec::with_capacity(self.ranks);
             for rank in 0..self.ranks {
                 let job = job.clone();
                 let options = self.options_with(Some(board.clone()));
                 let board = board.clone();
+                let parts = &parts;
                 let handle = std::thread::Builder::new()
                     .name(format!("rank-{rank}"))
                     .stack_size(16 << 20)
@@ -462,8 +475,9 @@ impl Job {
                         let _alive = crate::core::RankThread::enter();
                         let _watch = RankWatch::enter(Some(&board), rank);
                         let conduit = job.conduit(rank).hide_peers(self.hide_peers);
-                        if let Err(why) = run_rank(Box::new(conduit), options, body) {
-                            job.abort.raise(rank, &why);
+                        match run_rank(Box::new(conduit), options, body) {
+                            Ok(part) => parts.lock().unwrap_or_else(|e| e.into_inner()).push(part),
+                            Err(why) => job.abort.raise(rank, &why),
                         }
                     })
                     .map_err(|source| JobError::Os {
@@ -502,7 +516,53 @@ impl Job {
         })?;
         match job.abort.first() {
             Some((rank, why)) => Err(JobError::RankFailed { rank, why }),
-            None => Ok(()),
+            None => self.deliver_stats(parts.into_inner().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+
+    /// Hand the statistics of this process's ranks to where they go (nothing when
+    /// statistics are off).
+    fn deliver_stats(&self, parts: Vec<Option<stats::RankStats>>) -> Result<(), JobError> {
+        let Some(sink) = &self.options.stats else {
+            return Ok(());
+        };
+        let parts: Vec<stats::RankStats> = parts.into_iter().flatten().collect();
+        let conduit = self.conduit.to_string();
+        match sink {
+            stats::Sink::InProcess(file) if self.conduit == ConduitKind::Threads => {
+                stats::JobStats::from_parts(self.ranks, &conduit, parts).write(file)
+            }
+            stats::Sink::Dir(dir) => parts.into_iter().try_for_each(|part| {
+                let path = dir.join(stats::part_name(part.rank));
+                stats::write_part(&path, self.ranks, &conduit, part)
+            }),
+            stats::Sink::InProcess(file) | stats::Sink::Beside(file) => {
+                parts.into_iter().try_for_each(|part| {
+                    let mut path = file.clone().into_os_string();
+                    path.push(format!(".{}", part.rank));
+                    stats::write_part(path.as_ref(), self.ranks, &conduit, part)
+                })
+            }
+        }
+    }
+}
+
+/// Where this process's ranks send their statistics, from the environment: the
+/// launcher's directory (`TESSERA_STATS_DIR`), else `TESSERA_STATS`'s file.
+fn stats_sink() -> Result<Option<stats::Sink>, JobError> {
+    if let Some(dir) = env::raw(stats::DIR_VARIABLE) {
+        return Ok(Some(stats::Sink::Dir(dir.into())));
+    }
+    match env::raw("TESSERA_STATS") {
+        None => Ok(None),
+        Some(file) => {
+            let file = std::path::PathBuf::from(file);
+            stats::check_file(&file)?;
+            Ok(Some(if started_by_mpirun() {
+                stats::Sink::Beside(file)
+            } else {
+                stats::Sink::InProcess(file)
+            }))
         }
     }
 }
@@ -513,13 +573,13 @@ fn run_rank<F>(
     conduit: Box<dyn crate::conduit::Conduit>,
     options: Options,
     body: &F,
-) -> Result<(), String>
+) -> Result<Option<stats::RankStats>, String>
 where
     F: Fn(&Context) -> RankResult + Sync,
 {
     let board = options.board.clone();
     let rank = conduit.rank();
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<_, String> {
         let ctx = Context::new(conduit, options).map_err(|e| format!("start-up: {e}"))?;
         if let Some(b) = &board {
             b.record(rank).set_state(RankState::Running);
@@ -531,7 +591,7 @@ where
             // End the job now, naming the reason (the mpi conduit aborts every rank here).
             ctx.conduit().abort(why);
         }
-        outcome
+        outcome.map(|()| ctx.stats())
     }));
     let outcome = match outcome {
         Ok(result) => result,
@@ -545,7 +605,7 @@ where
     };
     if let Some(b) = &board {
         match &outcome {
-            Ok(()) => b.record(rank).set_state(RankState::Finished),
+            Ok(_) => b.record(rank).set_state(RankState::Finished),
             Err(why) => b.record(rank).fail(why),
         }
     }

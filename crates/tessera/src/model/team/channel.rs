@@ -46,6 +46,7 @@ use bytemuck::Zeroable;
 
 use super::signature::Signature;
 use crate::core::direct::RemoteRange;
+use crate::core::stats::{ScopeGuard, Traffic};
 use crate::error::CoreError;
 use crate::protocol::mailbox;
 use crate::protocol::split::{self, ReceiverStep};
@@ -164,7 +165,15 @@ pub(crate) struct Channel {
 }
 
 /// While alive, a blocking call is in progress on a channel (see [`Channel::enter_call`]).
-pub(crate) struct CallGuard(Rc<Cell<u32>>);
+pub(crate) struct CallGuard(Rc<Cell<u32>>, Option<ScopeGuard>);
+
+impl CallGuard {
+    /// While the call lasts, its traffic and waits count as a collective's (statistics).
+    pub(crate) fn counted(mut self, scope: ScopeGuard) -> CallGuard {
+        self.1 = Some(scope);
+        self
+    }
+}
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
@@ -228,7 +237,7 @@ impl Channel {
             self.call.set(call);
         }
         self.depth.set(self.depth.get() + 1);
-        CallGuard(self.depth.clone())
+        CallGuard(self.depth.clone(), None)
     }
 
     /// The outermost call in progress chose `alg` (a nested call's choice is its own
@@ -521,6 +530,11 @@ impl Channel {
             addr,
             bytes: data.len() as u64,
         };
+        ctx.count_transfer(
+            Traffic::Collective,
+            self.streams.areas[to].rank(),
+            data.len() - head,
+        );
         match target
             .part(head, data.len() - head)
             .write_from(&data[head..])
@@ -821,8 +835,13 @@ impl Channel {
         // The threshold is never below `split::SPLIT_FROM`, so a message split here has a
         // head shorter than itself.
         let bytes = out.len();
+        let sender = self.streams.areas[from].rank();
+        let read = |range: RemoteRange, out: &mut [u8]| {
+            ctx.count_transfer(Traffic::CollectiveRead, sender, out.len());
+            range.read_into(out)
+        };
         if !may_split || bytes < self.streams.split_from.get() {
-            offer.data.read_into(out)?;
+            read(offer.data, out)?;
             return Ok(true);
         }
         let me = self.streams.me;
@@ -851,7 +870,7 @@ impl Channel {
             }
             match step {
                 ReceiverStep::ReadWhole => {
-                    offer.data.read_into(out)?;
+                    read(offer.data, out)?;
                     return Ok(true);
                 }
                 ReceiverStep::Post => {
@@ -866,7 +885,7 @@ impl Channel {
                             Some((std::time::Instant::now(), state));
                         return Ok(false);
                     }
-                    if let Err(e) = offer.data.part(0, head).read_into(&mut out[..head]) {
+                    if let Err(e) = read(offer.data.part(0, head), &mut out[..head]) {
                         self.settle(ctx, state)?;
                         return Err(e);
                     }
@@ -881,14 +900,14 @@ impl Channel {
                     {
                         self.streams.push_posted.borrow_mut()[from] = None;
                         let rest = offer.data.part(head, bytes - head);
-                        rest.read_into(&mut out[head..])?;
+                        read(rest, &mut out[head..])?;
                         return Ok(true);
                     }
                 }
                 ReceiverStep::ReadRest => {
                     // Claimed by this member when an error withdrew the push.
                     let rest = offer.data.part(head, bytes - head);
-                    rest.read_into(&mut out[head..])?;
+                    read(rest, &mut out[head..])?;
                     return Ok(true);
                 }
                 ReceiverStep::Wait => return Ok(false),

@@ -11,7 +11,9 @@ impl<'a> Team<'a> {
     /// if this one is nested inside another collective of the team), until the guard is
     /// dropped.
     pub(super) fn begin_call(&self, call: Signature) -> CallGuard {
-        self.channel.enter_call(call)
+        self.channel
+            .enter_call(call)
+            .counted(self.ctx.stats_scope(true))
     }
 
     /// Start a blocking collective: record its signature for its messages, and in checked

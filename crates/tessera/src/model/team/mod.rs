@@ -256,6 +256,7 @@ impl<'a> Team<'a> {
     /// The team of every rank. Collective over all ranks; create it once and reuse it
     /// (each team keeps a mailbox area in every member's segment).
     pub fn world(ctx: &'a Context) -> Result<Team<'a>> {
+        let _counted_as_collective = ctx.stats_scope(true);
         let n = ctx.ranks();
         let area = ctx.alloc_collective::<u8>(area_len(n, DEFAULT_CHUNK))?;
         zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
@@ -615,6 +616,7 @@ impl<'a> Team<'a> {
     /// `key` (ties by rank in this team). `None` joins no team and returns `None`.
     /// Collective over this team.
     pub fn split(&self, colour: Option<u32>, key: u64) -> Result<Option<Team<'a>>> {
+        let _counted_as_collective = self.ctx.stats_scope(true);
         let n = self.size();
         let mine = [colour.map_or(u64::MAX, u64::from), key];
         let mut all = vec![0u64; 2 * n];
@@ -802,6 +804,9 @@ impl<'a> Team<'a> {
             alg
         };
         self.channel.record_algorithm(alg);
+        let algorithm = (alg.stem(), alg.radix().unwrap_or(0));
+        self.ctx
+            .count_collective(op.name(), algorithm, bytes, || alg.to_string());
         alg
     }
 

@@ -473,7 +473,7 @@ pub fn registry() -> &'static [Row] {
 
 impl Algorithm {
     /// The algorithm's name without its radix, from the registry.
-    fn stem(self) -> &'static str {
+    pub(super) fn stem(self) -> &'static str {
         match self {
             Algorithm::Native => "native",
             alg => REGISTRY

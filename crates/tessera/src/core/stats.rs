@@ -1,0 +1,561 @@
+//! Communication statistics of one rank, on demand (`TESSERA_STATS`, `--stats FILE`).
+//!
+//! While statistics are on, every communication operation a rank starts is counted once,
+//! at the public operation the program called: per peer and [`Traffic`] kind, the number of
+//! operations and their bytes, and per kind a histogram of sizes in powers of two.
+//! Collective calls are counted per operation and algorithm, and the bytes their messages
+//! move are counted per peer as [`Traffic::Collective`] (sent) or
+//! [`Traffic::CollectiveRead`] (read directly), whatever operations carry them; the core
+//! barrier's signals as [`Traffic::Barrier`]. The time every blocking wait lasts is added
+//! to its [`Blocked`] kind.
+//!
+//! The counters are plain per-rank memory ([`Cell`]s of a table allocated when the rank
+//! starts): counting is a few loads and stores, no atomics, no system call and no
+//! allocation. An operation made inside another counted one (the put inside a signalling
+//! put, the active message carrying an atomic to an unmapped peer) is not counted again.
+//! With statistics off, every counting site is one test of an empty `Option`.
+//!
+//! This module must never communicate or block: it only counts. Writing and merging the
+//! counts is the job layer's (`job::stats`).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::Context;
+use crate::job::stats::{BlockedTime, CollectiveCalls, PairTraffic, RankStats, SizeHistogram};
+
+/// What a counted operation was, for the per-peer table. Bytes and operations are counted
+/// at the rank that started the operation (the *origin*); the peer is its *target*. For
+/// the read kinds ([`Traffic::Get`], [`Traffic::StridedGet`], [`Traffic::CollectiveRead`])
+/// the data flows from the target to the origin, for every other kind from the origin to
+/// the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Traffic {
+    /// Contiguous put: blocking, with a handle, or implicit (`*_nbi`).
+    Put,
+    /// Contiguous get.
+    Get,
+    /// Strided or indexed put (one operation however many runs it has).
+    StridedPut,
+    /// Strided or indexed get.
+    StridedGet,
+    /// Remote atomic (its operand's bytes), or a signal without data.
+    Atomic,
+    /// Signalling put: data and its signal (the data's bytes).
+    SignalPut,
+    /// Active-message request (its payload's bytes).
+    ActiveMessage,
+    /// Messages a collective sends (puts, signals and their headers).
+    Collective,
+    /// Long collective messages read directly from the sender's memory.
+    CollectiveRead,
+    /// The core barrier's signals.
+    Barrier,
+}
+
+impl Traffic {
+    /// Every kind, in table order.
+    pub const ALL: [Traffic; 10] = [
+        Traffic::Put,
+        Traffic::Get,
+        Traffic::StridedPut,
+        Traffic::StridedGet,
+        Traffic::Atomic,
+        Traffic::SignalPut,
+        Traffic::ActiveMessage,
+        Traffic::Collective,
+        Traffic::CollectiveRead,
+        Traffic::Barrier,
+    ];
+
+    /// The name used in statistics files and reports.
+    ///
+    /// ```
+    /// assert_eq!(tessera::Traffic::SignalPut.name(), "signal_put");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Traffic::Put => "put",
+            Traffic::Get => "get",
+            Traffic::StridedPut => "strided_put",
+            Traffic::StridedGet => "strided_get",
+            Traffic::Atomic => "atomic",
+            Traffic::SignalPut => "signal_put",
+            Traffic::ActiveMessage => "active_message",
+            Traffic::Collective => "collective",
+            Traffic::CollectiveRead => "collective_read",
+            Traffic::Barrier => "barrier",
+        }
+    }
+
+    /// Whether the data of this kind flows from the target to the origin (a read).
+    ///
+    /// ```
+    /// assert!(tessera::Traffic::Get.is_read() && !tessera::Traffic::Put.is_read());
+    /// ```
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            Traffic::Get | Traffic::StridedGet | Traffic::CollectiveRead
+        )
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a blocked rank was waiting for, for the time-blocked table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blocked {
+    /// The core barrier (the end-of-job barrier included).
+    Barrier,
+    /// A semaphore, or a word of the rank's own segment to change (signals, flags).
+    SignalWait,
+    /// Inside a collective call (its messages, its partners).
+    Collective,
+    /// A lock.
+    Lock,
+    /// Completion: acknowledgements of signals, replies of remote atomics, implicit
+    /// operations, active messages to be handled.
+    Completion,
+    /// A full active-message queue (backpressure), or a remote procedure call's result.
+    ActiveMessage,
+    /// Any other wait (a library's own, through [`Context::wait_begin`]).
+    Other,
+}
+
+impl Blocked {
+    /// Every kind, in table order.
+    pub const ALL: [Blocked; 7] = [
+        Blocked::Barrier,
+        Blocked::SignalWait,
+        Blocked::Collective,
+        Blocked::Lock,
+        Blocked::Completion,
+        Blocked::ActiveMessage,
+        Blocked::Other,
+    ];
+
+    /// The name used in statistics files and reports.
+    ///
+    /// ```
+    /// assert_eq!(tessera::Blocked::SignalWait.name(), "signal_wait");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Blocked::Barrier => "barrier",
+            Blocked::SignalWait => "signal_wait",
+            Blocked::Collective => "collective",
+            Blocked::Lock => "lock",
+            Blocked::Completion => "completion",
+            Blocked::ActiveMessage => "active_message",
+            Blocked::Other => "other",
+        }
+    }
+
+    /// The kind of a wait outside any collective or barrier, from what it waits for (the
+    /// `what` of [`Context::wait_begin`]).
+    fn of_wait(what: &str) -> Blocked {
+        match what {
+            "a semaphore" | "a word to change" | "words to change" => Blocked::SignalWait,
+            "a global lock" | "a lock" => Blocked::Lock,
+            "acknowledgements of signals"
+            | "a remote atomic"
+            | "its active messages to be handled" => Blocked::Completion,
+            "an rpc result" | "active-message replies" => Blocked::ActiveMessage,
+            "team messages" | "a nonblocking collective" | "a native (MPI) collective" => {
+                Blocked::Collective
+            }
+            _ if what == crate::job::board::END_OF_JOB_WAIT || what == "a barrier" => {
+                Blocked::Barrier
+            }
+            _ => Blocked::Other,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Buckets of the size histograms: bucket 0 holds empty operations, bucket `k` sizes in
+/// `[2^(k-1), 2^k)`.
+const BUCKETS: usize = 65;
+
+/// The histogram bucket of an operation of `bytes` bytes.
+fn bucket(bytes: usize) -> usize {
+    (usize::BITS - bytes.leading_zeros()) as usize
+}
+
+/// The smallest size bucket `k` holds.
+pub(crate) fn bucket_floor(k: usize) -> u64 {
+    if k == 0 {
+        0
+    } else {
+        1u64 << (k - 1)
+    }
+}
+
+/// What a rank is inside of, which decides the kind its traffic and waits count as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    Collective,
+    Barrier,
+}
+
+/// Calls of one collective operation with one algorithm.
+#[derive(Debug)]
+struct CollectiveCount {
+    op: &'static str,
+    stem: &'static str,
+    radix: u32,
+    name: String,
+    calls: u64,
+    bytes: u64,
+}
+
+/// One rank's counters.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    me: usize,
+    ranks: usize,
+    /// `[peer][kind] -> (operations, bytes)`.
+    traffic: Box<[(Cell<u64>, Cell<u64>)]>,
+    /// `[kind][bucket] -> operations`.
+    sizes: Box<[Cell<u64>]>,
+    /// `[kind] -> (waits, nanoseconds)`.
+    blocked: [(Cell<u64>, Cell<u64>); Blocked::ALL.len()],
+    collectives: RefCell<Vec<CollectiveCount>>,
+    /// Shared with the scope guards, which restore it.
+    scope: SharedScope,
+    /// Depth of counted operations in progress (only the outermost counts).
+    nested: Cell<u32>,
+    started: Instant,
+}
+
+impl Recorder {
+    pub(crate) fn new(me: usize, ranks: usize) -> Recorder {
+        let kinds = Traffic::ALL.len();
+        Recorder {
+            me,
+            ranks,
+            traffic: (0..ranks * kinds).map(|_| Default::default()).collect(),
+            sizes: (0..kinds * BUCKETS).map(|_| Cell::new(0)).collect(),
+            blocked: Default::default(),
+            collectives: RefCell::new(Vec::new()),
+            scope: Rc::new(Cell::new(None)),
+            nested: Cell::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    /// The kind `kind` counts as inside the current scope.
+    fn in_scope(&self, kind: Traffic) -> Traffic {
+        match self.scope.get() {
+            None => kind,
+            Some(Scope::Collective) if kind.is_read() => Traffic::CollectiveRead,
+            Some(Scope::Collective) => Traffic::Collective,
+            Some(Scope::Barrier) => Traffic::Barrier,
+        }
+    }
+
+    fn record(&self, kind: Traffic, peer: usize, bytes: usize) {
+        if peer == self.me && self.scope.get().is_some() {
+            // A collective's or the barrier's work in the rank's own memory is no message.
+            return;
+        }
+        let kind = self.in_scope(kind);
+        if peer < self.ranks {
+            let (ops, total) = &self.traffic[peer * Traffic::ALL.len() + kind.index()];
+            ops.set(ops.get() + 1);
+            total.set(total.get() + bytes as u64);
+        }
+        let cell = &self.sizes[kind.index() * BUCKETS + bucket(bytes)];
+        cell.set(cell.get() + 1);
+    }
+
+    fn counted<R>(&self, kind: Traffic, peer: usize, bytes: usize, op: impl FnOnce() -> R) -> R {
+        let depth = self.nested.get();
+        if depth == 0 {
+            self.record(kind, peer, bytes);
+        }
+        self.nested.set(depth + 1);
+        let result = op();
+        self.nested.set(depth);
+        result
+    }
+
+    fn add_blocked(&self, kind: Blocked, since: Instant) {
+        let (waits, ns) = &self.blocked[kind.index()];
+        waits.set(waits.get() + 1);
+        ns.set(ns.get() + since.elapsed().as_nanos() as u64);
+    }
+
+    /// The kind a wait for `what` counts as in the current scope.
+    fn blocked_kind(&self, what: &str) -> Blocked {
+        match self.scope.get() {
+            Some(Scope::Collective) => Blocked::Collective,
+            Some(Scope::Barrier) => Blocked::Barrier,
+            None => Blocked::of_wait(what),
+        }
+    }
+
+    fn collective(
+        &self,
+        op: &'static str,
+        algorithm: (&'static str, u32),
+        bytes: usize,
+        name: impl FnOnce() -> String,
+    ) {
+        let mut calls = self.collectives.borrow_mut();
+        let (stem, radix) = algorithm;
+        let at = match calls
+            .iter()
+            .position(|c| c.op == op && c.stem == stem && c.radix == radix)
+        {
+            Some(at) => at,
+            None => {
+                calls.push(CollectiveCount {
+                    op,
+                    stem,
+                    radix,
+                    name: name(),
+                    calls: 0,
+                    bytes: 0,
+                });
+                calls.len() - 1
+            }
+        };
+        calls[at].calls += 1;
+        calls[at].bytes += bytes as u64;
+    }
+
+    /// The counts so far, as rank `rank`'s part of a statistics file.
+    pub(crate) fn snapshot(&self, rank: usize) -> RankStats {
+        let kinds = Traffic::ALL.len();
+        let mut traffic = Vec::new();
+        for peer in 0..self.ranks {
+            for kind in Traffic::ALL {
+                let (ops, bytes) = &self.traffic[peer * kinds + kind.index()];
+                if ops.get() > 0 {
+                    traffic.push(PairTraffic {
+                        target: peer,
+                        kind,
+                        ops: ops.get(),
+                        bytes: bytes.get(),
+                    });
+                }
+            }
+        }
+        let sizes = Traffic::ALL
+            .iter()
+            .filter_map(|&kind| {
+                let buckets: Vec<(u64, u64)> = (0..BUCKETS)
+                    .map(|k| {
+                        (
+                            bucket_floor(k),
+                            self.sizes[kind.index() * BUCKETS + k].get(),
+                        )
+                    })
+                    .filter(|&(_, n)| n > 0)
+                    .collect();
+                (!buckets.is_empty()).then_some(SizeHistogram { kind, buckets })
+            })
+            .collect();
+        let collectives = self
+            .collectives
+            .borrow()
+            .iter()
+            .map(|c| CollectiveCalls {
+                op: c.op.to_string(),
+                algorithm: c.name.clone(),
+                calls: c.calls,
+                bytes: c.bytes,
+            })
+            .collect();
+        let blocked = Blocked::ALL
+            .iter()
+            .filter_map(|&kind| {
+                let (waits, ns) = &self.blocked[kind.index()];
+                (waits.get() > 0).then(|| BlockedTime {
+                    kind,
+                    waits: waits.get(),
+                    seconds: ns.get() as f64 * 1e-9,
+                })
+            })
+            .collect();
+        RankStats {
+            rank,
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            traffic,
+            sizes,
+            collectives,
+            blocked,
+        }
+    }
+}
+
+/// While alive, the rank is inside a collective call or the core barrier (see
+/// [`Context::stats_scope`]); dropping it restores the scope it was in.
+pub(crate) struct ScopeGuard(Option<(SharedScope, Option<Scope>)>);
+
+/// The recorder's scope, shared with the guards that restore it.
+type SharedScope = Rc<Cell<Option<Scope>>>;
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        if let Some((scope, before)) = &self.0 {
+            scope.set(*before);
+        }
+    }
+}
+
+impl Context {
+    /// Run `op`, counted as one operation of `kind` to `peer` moving `bytes` bytes (when
+    /// statistics are on and no counted operation encloses it).
+    #[inline]
+    pub(crate) fn counted<R>(
+        &self,
+        kind: Traffic,
+        peer: usize,
+        bytes: usize,
+        op: impl FnOnce() -> R,
+    ) -> R {
+        match &self.stats {
+            None => op(),
+            Some(recorder) => recorder.counted(kind, peer, bytes, op),
+        }
+    }
+
+    /// Count bytes moved without an operation of the core (a collective's direct read).
+    #[inline]
+    pub(crate) fn count_transfer(&self, kind: Traffic, peer: usize, bytes: usize) {
+        if let Some(recorder) = &self.stats {
+            if recorder.nested.get() == 0 {
+                recorder.record(kind, peer, bytes);
+            }
+        }
+    }
+
+    /// Count one call of collective `op` with an algorithm (its name's stem and radix,
+    /// `name` spelling it out) moving `bytes` per member.
+    #[inline]
+    pub(crate) fn count_collective(
+        &self,
+        op: &'static str,
+        algorithm: (&'static str, u32),
+        bytes: usize,
+        name: impl FnOnce() -> String,
+    ) {
+        if let Some(recorder) = &self.stats {
+            recorder.collective(op, algorithm, bytes, name);
+        }
+    }
+
+    /// Enter a collective call (`collective`) or the core barrier: until the guard is
+    /// dropped, traffic and waits count as the collective's or the barrier's. Inside a
+    /// collective, a barrier stays the collective's.
+    pub(crate) fn stats_scope(&self, collective: bool) -> ScopeGuard {
+        let Some(recorder) = &self.stats else {
+            return ScopeGuard(None);
+        };
+        let before = recorder.scope.get();
+        let scope = match (before, collective) {
+            (Some(Scope::Collective), _) | (_, true) => Scope::Collective,
+            _ => Scope::Barrier,
+        };
+        recorder.scope.set(Some(scope));
+        ScopeGuard(Some((recorder.scope.clone(), before)))
+    }
+
+    /// When a wait starts, if statistics are on.
+    #[inline]
+    pub(crate) fn stats_clock(&self) -> Option<Instant> {
+        self.stats.as_ref().map(|_| Instant::now())
+    }
+
+    /// Add the time since `since` to the blocked time of a wait for `what`.
+    pub(crate) fn count_blocked(&self, what: &str, since: Option<Instant>) {
+        if let (Some(recorder), Some(since)) = (&self.stats, since) {
+            recorder.add_blocked(recorder.blocked_kind(what), since);
+        }
+    }
+
+    /// Add the time since `since` to the blocked time of `kind`.
+    pub(crate) fn count_blocked_as(&self, kind: Blocked, since: Instant) {
+        if let Some(recorder) = &self.stats {
+            recorder.add_blocked(kind, since);
+        }
+    }
+
+    /// Whether this rank counts communication (`TESSERA_STATS`, `--stats`).
+    ///
+    /// ```
+    /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
+    ///     assert!(ctx.stats().is_none());
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn stats(&self) -> Option<RankStats> {
+        self.stats.as_ref().map(|r| r.snapshot(self.rank))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_powers_of_two() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1), 1);
+        assert_eq!(bucket(2), 2);
+        assert_eq!(bucket(3), 2);
+        assert_eq!(bucket(4), 3);
+        assert_eq!(bucket(4096), 13);
+        assert_eq!(bucket_floor(13), 4096);
+        assert_eq!(bucket(usize::MAX), 64);
+    }
+
+    #[test]
+    fn nested_operations_count_once_and_scopes_rename_kinds() {
+        let r = Recorder::new(0, 4);
+        r.counted(Traffic::SignalPut, 2, 64, || {
+            r.counted(Traffic::Put, 2, 64, || ());
+        });
+        r.scope.set(Some(Scope::Collective));
+        r.counted(Traffic::Get, 1, 8, || ());
+        r.counted(Traffic::Put, 1, 8, || ());
+        let s = r.snapshot(0);
+        let find = |peer, kind| {
+            s.traffic
+                .iter()
+                .find(|t| t.target == peer && t.kind == kind)
+                .map(|t| (t.ops, t.bytes))
+        };
+        assert_eq!(find(2, Traffic::SignalPut), Some((1, 64)));
+        assert_eq!(find(2, Traffic::Put), None);
+        assert_eq!(find(1, Traffic::CollectiveRead), Some((1, 8)));
+        assert_eq!(find(1, Traffic::Collective), Some((1, 8)));
+        assert_eq!(s.traffic.len(), 3);
+    }
+
+    #[test]
+    fn waits_are_classified_by_what_they_wait_for() {
+        assert_eq!(Blocked::of_wait("a semaphore"), Blocked::SignalWait);
+        assert_eq!(Blocked::of_wait("a barrier"), Blocked::Barrier);
+        assert_eq!(
+            Blocked::of_wait(crate::job::board::END_OF_JOB_WAIT),
+            Blocked::Barrier
+        );
+        assert_eq!(Blocked::of_wait("a lock"), Blocked::Lock);
+        assert_eq!(Blocked::of_wait("a remote atomic"), Blocked::Completion);
+        assert_eq!(Blocked::of_wait("something else"), Blocked::Other);
+    }
+}
