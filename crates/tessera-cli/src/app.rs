@@ -20,7 +20,7 @@ pub(crate) struct AppArgs {
     /// The application: summa, cholesky or lu.
     app: String,
     #[command(flatten)]
-    job: JobArgs,
+    pub(crate) job: JobArgs,
     /// Matrix order N (every matrix is N × N).
     #[arg(long, default_value_t = 2048, allow_negative_numbers = true)]
     size: i64,
@@ -81,9 +81,9 @@ mod with_apps {
     use tessera_apps::{App, Problem, Report};
 
     /// Everything checked before a rank starts.
-    fn plan(args: &AppArgs) -> Result<Problem, String> {
+    fn plan(args: &AppArgs, job: &JobArgs) -> Result<Problem, String> {
         let app: App = args.app.parse()?;
-        let ranks = args.job.ranks as usize;
+        let ranks = job.ranks() as usize;
         let problem = Problem {
             app,
             n: positive(args.size, "--size")?,
@@ -107,7 +107,7 @@ mod with_apps {
             if !b.eq_ignore_ascii_case("scalapack") {
                 return Err(format!("--baseline {b:?}: the only baseline is scalapack"));
             }
-            tessera_apps::scalapack::available(args.job.conduit)?;
+            tessera_apps::scalapack::available(job.conduit)?;
         }
         // Three n × n matrices at most (SUMMA), shared by the ranks of one host; in 128
         // bits, so that no --size wraps around to a small number.
@@ -119,7 +119,7 @@ mod with_apps {
             ));
         }
         if let Some(available) = tessera::job::available_memory() {
-            if need > available as u128 && args.job.conduit != tessera::ConduitKind::Mpi {
+            if need > available as u128 && job.conduit != tessera::ConduitKind::Mpi {
                 return Err(format!(
                     "{} of order {} needs about {:.1} GiB, but {:.1} GiB is available; choose a smaller --size",
                     app,
@@ -161,9 +161,54 @@ mod with_apps {
     }
 
     pub(crate) fn drive(args: &AppArgs) -> Result<ExitCode, String> {
-        let problem = plan(args)?;
+        if args.job.is_sweep() && args.grid.is_some() {
+            return Err(
+                "--grid names one process grid, but a sweep (-n with several counts) needs one per count; leave --grid out and each count takes its default grid".into(),
+            );
+        }
+        // Every count of a sweep is checked before any runs.
+        let jobs = args.job.sweep();
+        let problems = jobs
+            .iter()
+            .map(|job| plan(args, job))
+            .collect::<Result<Vec<_>, String>>()?;
         eprintln!("app: measuring one core's DGEMM rate ...");
         let core = dgemm_rate();
+        let mut reports = Vec::new();
+        for (job, problem) in jobs.iter().zip(problems) {
+            match run_one(args, job, problem, core)? {
+                Ok(report) => reports.push(report),
+                Err(quietly) => return Ok(quietly),
+            }
+        }
+        if let Some(path) = &args.json {
+            let text = if let [one] = reports.as_slice() {
+                serde_json::to_string_pretty(one)
+            } else {
+                serde_json::to_string_pretty(&reports)
+            }
+            .map_err(|e| e.to_string())?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        }
+        if let Some(why) = reports.iter().find_map(|r| r.outcome.failure.as_ref()) {
+            return Err(format!("{}: {why}", reports[0].problem.app));
+        }
+        Ok(if reports.iter().all(Report::verified) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    /// Run `problem` as one job of `job`'s ranks; the exit code to end with quietly when
+    /// the output was closed.
+    fn run_one(
+        args: &AppArgs,
+        job: &JobArgs,
+        problem: Problem,
+        core: f64,
+    ) -> Result<Result<Report, ExitCode>, String> {
         if let Some(b0) = problem.input_block {
             eprintln!(
                 "app: input generated in {b0}×{b0} blocks, redistributed to {}×{}",
@@ -178,7 +223,7 @@ mod with_apps {
             problem.block,
             problem.grid.0,
             problem.grid.1,
-            args.job.conduit
+            job.conduit
         );
         let result = crate::ResultFile::new("app.json")?;
         let spec = serde_json::to_string(&problem).map_err(|e| e.to_string())?;
@@ -192,10 +237,10 @@ mod with_apps {
         if args.baseline.is_some() {
             rank_args.push("--baseline");
         }
-        let mut launch = result.guard(args.job.launch_self(&rank_args)?);
+        let mut launch = result.guard(job.launch_self(&rank_args)?);
         // Three matrices and the panels, with room to spare, unless the user chose.
         if launch.segment.is_none() && tessera::job::env::raw("TESSERA_SEGMENT").is_none() {
-            let ranks = args.job.ranks as usize;
+            let ranks = job.ranks() as usize;
             // `plan` bounded 3·N²·8 by isize::MAX, so 4·N²·8 fits in 128 bits and the
             // share of one rank in usize after the division by at least one rank.
             let per_rank = usize::try_from(4 * (problem.n as u128).pow(2) * 8 / ranks as u128)
@@ -208,7 +253,7 @@ mod with_apps {
         }
         let outcome = launch.run().map_err(|e| e.to_string())?;
         if outcome.broken_pipe {
-            return Ok(crate::report(&outcome));
+            return Ok(Err(crate::report(&outcome)));
         }
         if outcome.code != 0 {
             let why = outcome.failure.map(|f| f.1).unwrap_or_default();
@@ -219,29 +264,14 @@ mod with_apps {
             serde_json::from_str(&text).map_err(|e| e.to_string())?;
         let report = Report {
             problem,
-            ranks: args.job.ranks as usize,
-            conduit: args.job.conduit.to_string(),
+            ranks: job.ranks() as usize,
+            conduit: job.conduit.to_string(),
             outcome: o,
             dgemm_flops_per_core: Some(core),
             baseline,
         };
         print!("{report}");
-        if let Some(path) = &args.json {
-            write_json(path, &report)?;
-        }
-        if let Some(why) = &report.outcome.failure {
-            return Err(format!("{}: {why}", problem.app));
-        }
-        Ok(if report.verified() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        })
-    }
-
-    fn write_json(path: &Path, report: &Report) -> Result<(), String> {
-        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+        Ok(Ok(report))
     }
 
     /// Inside each rank: run the application (then ScaLAPACK when asked); rank 0 writes

@@ -83,11 +83,11 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path) -> RankResult {
     Ok(())
 }
 
-/// `tessera tune --calibrate`: one job of `job.ranks` ranks; its parameters replace those
+/// `tessera tune --calibrate`: one job of `job.ranks()` ranks; its parameters replace those
 /// of the same team size and regime in the calibration at `output` (default:
 /// `calibration::default_path`), which is created if it does not exist.
 pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, String> {
-    if job.ranks < 2 {
+    if job.ranks() < 2 {
         return Err("tune --calibrate needs at least 2 ranks (-n 2 or more; a team's size, ideally one rank per core)".into());
     }
     let path: PathBuf = match output {

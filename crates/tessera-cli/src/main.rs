@@ -16,6 +16,7 @@ mod bench;
 mod calibrate;
 mod config;
 mod npb;
+mod report;
 mod selftest;
 mod shmem;
 mod tune;
@@ -43,9 +44,10 @@ struct Cli {
 /// How to start a job's ranks; shared by every command that starts ranks.
 #[derive(Args, Clone, Debug)]
 pub struct JobArgs {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", visible_alias = "np", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    ranks: u32,
+    /// Number of ranks; `npb` and `app` also take a list (`-n 1,2,4,8`), a sweep that runs
+    /// each count in turn and reports them together.
+    #[arg(short = 'n', long = "ranks", visible_alias = "np", value_delimiter = ',', num_args = 1, default_value = "2", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    counts: Vec<u32>,
     /// Conduit: smp (processes over shared memory), threads (one process) or mpi (ranks started by mpirun; needs the mpi feature).
     #[arg(long, default_value = "smp")]
     conduit: ConduitKind,
@@ -99,6 +101,11 @@ impl ResultFile {
         launch
     }
 
+    /// A path for another file in the same private directory (gone with it).
+    pub fn beside(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
     /// What the rank wrote; the directory is gone when this returns.
     pub fn read(self) -> Result<String, String> {
         let text = std::fs::read_to_string(&self.path)
@@ -109,12 +116,34 @@ impl ResultFile {
 }
 
 impl JobArgs {
+    /// The number of ranks (the first count of a sweep).
+    pub fn ranks(&self) -> u32 {
+        self.counts[0]
+    }
+
+    /// The jobs of a sweep (`-n 1,2,4`), one per count, in the order given; one job
+    /// without a sweep.
+    pub fn sweep(&self) -> Vec<JobArgs> {
+        self.counts
+            .iter()
+            .map(|&n| JobArgs {
+                counts: vec![n],
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// Whether `-n` gave several counts.
+    pub fn is_sweep(&self) -> bool {
+        self.counts.len() > 1
+    }
+
     /// These settings for a job of `ranks` ranks, one of several a command runs: its
     /// statistics (if asked for) go to FILE with the rank count before the extension
     /// (`stats.json` -> `stats.n4.json`), so no job's overwrite another's.
     pub fn with_ranks(&self, ranks: u32) -> JobArgs {
         JobArgs {
-            ranks,
+            counts: vec![ranks],
             stats: self.stats.as_ref().map(|file| numbered(file, ranks)),
             ..self.clone()
         }
@@ -123,7 +152,7 @@ impl JobArgs {
     /// A launch of `program args` with these settings.
     pub fn launch(&self, program: OsString, args: Vec<OsString>) -> Launch {
         Launch {
-            ranks: self.ranks as usize,
+            ranks: self.ranks() as usize,
             conduit: self.conduit,
             segment: self.segment.clone(),
             label: false,
@@ -149,12 +178,51 @@ impl JobArgs {
     }
 }
 
+/// Say where the statistics a command was asked for are, and how to draw them.
+fn announce_stats(file: Option<PathBuf>) {
+    if let Some(file) = file.filter(|f| f.is_file()) {
+        eprintln!(
+            "tessera: communication statistics in {} (`tessera report {}` draws them)",
+            file.display(),
+            file.display()
+        );
+    }
+}
+
+impl Command {
+    /// The statistics file this command was asked for (`--stats`, or `TESSERA_STATS`).
+    fn stats_file(&self) -> Option<PathBuf> {
+        self.job()?
+            .stats
+            .clone()
+            .or_else(|| tessera::job::env::raw("TESSERA_STATS").map(PathBuf::from))
+    }
+
+    /// How this command starts jobs, if it does.
+    fn job(&self) -> Option<&JobArgs> {
+        match self {
+            Command::Run(r) | Command::Oshrun(r) => Some(&r.job),
+            Command::Selftest { job, .. }
+            | Command::Npb { job, .. }
+            | Command::Tune { job, .. } => Some(job),
+            Command::App(args) => Some(&args.job),
+            Command::Bench { what } => Some(what.job()),
+            _ => None,
+        }
+    }
+}
+
 /// `file` with `.n<ranks>` before its extension.
 fn numbered(file: &std::path::Path, ranks: u32) -> PathBuf {
+    named(file, &format!("n{ranks}"))
+}
+
+/// `file` with `.<part>` before its extension (`stats.json` -> `stats.cg.json`).
+pub fn named(file: &std::path::Path, part: &str) -> PathBuf {
     let stem = file.file_stem().unwrap_or_default().to_string_lossy();
     let name = match file.extension() {
-        Some(ext) => format!("{stem}.n{ranks}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.n{ranks}"),
+        Some(ext) => format!("{stem}.{part}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{part}"),
     };
     file.with_file_name(name)
 }
@@ -251,6 +319,9 @@ enum Command {
         #[arg(long, conflicts_with = "quick")]
         calibrate: bool,
     },
+    /// Tables and pictures (SVG, PNG) from statistics (--stats), npb/app results and
+    /// sweeps (--json), or bench rma/coll results (--json).
+    Report(report::ReportArgs),
     /// Dense linear algebra on block-cyclic matrices: summa, cholesky or lu, verified and
     /// timed (built with the apps feature; ScaLAPACK beside it with the scalapack feature).
     App(app::AppArgs),
@@ -467,6 +538,19 @@ fn launches(command: &Command) -> bool {
 
 /// Everything checked before a command starts a rank.
 fn preflight(command: &Command) -> Result<(), String> {
+    if let Some(job) = command.job() {
+        let sweeps = matches!(command, Command::Npb { .. } | Command::App(_));
+        if job.is_sweep() && !sweeps {
+            return Err(format!(
+                "-n {} is a sweep, which only npb and app run; give one rank count",
+                job.counts
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+    }
     if launches(command) {
         tessera::check_settings().map_err(|e| e.to_string())?;
     }
@@ -486,6 +570,7 @@ fn main() -> ExitCode {
         tessera::job::write_stderr(&format!("tessera: {e}\n"));
         return ExitCode::from(2);
     }
+    let stats_asked = cli.command.stats_file();
     let result = match cli.command {
         Command::Run(run) => run.run(),
         Command::Oshrun(mut run) => shmem::oshrun_segment(&mut run.job).and_then(|()| run.run()),
@@ -506,6 +591,7 @@ fn main() -> ExitCode {
             bounds,
         ),
         Command::App(args) => app::drive(&args),
+        Command::Report(args) => report::drive(&args),
         Command::Bench { what } => bench::drive(what),
         Command::Config { json, markdown } => config::drive(json, markdown),
         Command::Shmem { what } => shmem::drive(what),
@@ -571,6 +657,11 @@ fn main() -> ExitCode {
             }
         }
     };
+    if let Ok(code) = &result {
+        if *code == ExitCode::SUCCESS {
+            announce_stats(stats_asked);
+        }
+    }
     result.unwrap_or_else(|e| {
         tessera::job::write_stderr(&format!("tessera: {e}\n"));
         ExitCode::from(2)

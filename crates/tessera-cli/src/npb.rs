@@ -18,7 +18,7 @@ fn plan(
     job: &JobArgs,
     variant: Option<&str>,
 ) -> Result<(Vec<Kernel>, Class), String> {
-    let ranks = job.ranks as usize;
+    let ranks = job.ranks() as usize;
     let kernels = if kernel.eq_ignore_ascii_case("all") {
         // Every kernel that runs at this rank count; say which ones cannot.
         let (runnable, skipped): (Vec<Kernel>, Vec<Kernel>) = Kernel::ALL
@@ -54,7 +54,7 @@ fn check_memory(kernel: Kernel, class: Class, job: &JobArgs) -> Result<(), Strin
     if job.conduit == ConduitKind::Mpi {
         return Ok(());
     }
-    let ranks = job.ranks as usize;
+    let ranks = job.ranks() as usize;
     let need = peak_per_rank(kernel.footprint(class, ranks).total()).saturating_mul(ranks as u64);
     match tessera::job::available_memory() {
         Some(available) if need > available => Err(format!(
@@ -150,17 +150,28 @@ pub(crate) fn drive(
     json: Option<&Path>,
     bounds: bool,
 ) -> Result<ExitCode, String> {
-    let (kernels, class) = plan(kernel, class, job, variant)?;
-    let hardware = bounds.then(|| measure_hardware(job.ranks as usize));
+    // A sweep (-n 1,2,4) runs every count in turn; every count is checked before any runs.
+    let jobs = job.sweep();
+    let plans = jobs
+        .iter()
+        .map(|j| plan(kernel, class, j, variant))
+        .collect::<Result<Vec<_>, String>>()?;
+    let class = plans[0].1;
+    let most = jobs.iter().map(|j| j.ranks()).max().unwrap_or(1);
+    let hardware = bounds.then(|| measure_hardware(most as usize));
+    let runs: Vec<(&JobArgs, Kernel)> = jobs
+        .iter()
+        .zip(&plans)
+        .flat_map(|(j, (kernels, _))| kernels.iter().map(move |&k| (j, k)))
+        .collect();
     let mut outcomes = Vec::new();
-    let bar = progress(kernels.len());
-    for (done, k) in kernels.iter().enumerate() {
-        let v = variant.unwrap_or(k.variants()[0]);
+    let bar = progress(runs.len());
+    for (done, &(job_n, k)) in runs.iter().enumerate() {
         let line = format!(
             "npb: {} class {class} on {} rank(s) of the {} conduit ...",
             k.name().to_uppercase(),
-            job.ranks,
-            job.conduit
+            job_n.ranks(),
+            job_n.conduit
         );
         if bar.is_hidden() {
             eprintln!("{line}");
@@ -168,44 +179,28 @@ pub(crate) fn drive(
             bar.println(line);
         }
         bar.set_position(done as u64);
-        bar.set_message(format!("{} class {class}", k.name().to_uppercase()));
-        let result = crate::ResultFile::new(&format!("npb-{}.json", k.name()))?;
-        let file = result.path();
-        let mut launch = result.guard(job.launch_self(&[
-            "npb",
-            k.name(),
-            "--class",
-            &class.to_string(),
-            "--variant",
-            v,
-            "--out",
-            &file.to_string_lossy(),
-        ])?);
-        // Size the segment for the kernel unless the user chose one.
-        if launch.segment.is_none() && tessera::job::env::raw("TESSERA_SEGMENT").is_none() {
-            let bytes = segment_for(*k, class, job.ranks as usize);
-            launch.segment = Some(format!("{}M", bytes >> 20));
-        }
-        // No kernel waits long in a correct run, so a wait that does is a bug: fail naming
-        // it instead of hanging (TESSERA_WAIT_TIMEOUT in the environment overrides this).
-        if tessera::job::env::raw("TESSERA_WAIT_TIMEOUT").is_none() {
-            launch
-                .env
-                .push(("TESSERA_WAIT_TIMEOUT".into(), wait_timeout_s(class).into()));
-        }
-        let outcome = launch.run().map_err(|e| e.to_string())?;
-        if outcome.broken_pipe {
-            return Ok(crate::report(&outcome));
-        }
-        if outcome.code != 0 {
-            let why = outcome.failure.map(|f| f.1).unwrap_or_default();
-            return Err(format!(
-                "{} class {class} failed: {why}",
-                k.name().to_uppercase()
-            ));
-        }
-        let text = result.read()?;
-        let mut o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        bar.set_message(format!(
+            "{} class {class} on {} rank(s)",
+            k.name().to_uppercase(),
+            job_n.ranks()
+        ));
+        // The user's statistics file, one per kernel and rank count when several run.
+        let stats = job.stats.as_ref().map(|f| {
+            let f = if job.is_sweep() {
+                crate::named(f, &format!("n{}", job_n.ranks()))
+            } else {
+                f.clone()
+            };
+            if runs.len() > jobs.len() {
+                crate::named(&f, k.name())
+            } else {
+                f
+            }
+        });
+        let mut o = match run_kernel(k, class, job_n, variant, stats)? {
+            Ok(o) => o,
+            Err(quietly) => return Ok(quietly),
+        };
         o.bound = hardware.as_ref().and_then(|hw| hw.bound(&o));
         bar.suspend(|| print!("{o}"));
         outcomes.push(o);
@@ -249,6 +244,66 @@ pub(crate) fn drive(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Run kernel `k` as one job and read its outcome, with the communication its statistics
+/// counted (kept in `stats` when given); the exit code to end with quietly when the
+/// output was closed.
+fn run_kernel(
+    k: Kernel,
+    class: Class,
+    job: &JobArgs,
+    variant: Option<&str>,
+    stats: Option<std::path::PathBuf>,
+) -> Result<Result<Outcome, ExitCode>, String> {
+    let v = variant.unwrap_or(k.variants()[0]);
+    let result = crate::ResultFile::new(&format!("npb-{}.json", k.name()))?;
+    let file = result.path();
+    // Every run counts its communication for the report; the statistics go where the
+    // user asked, else beside the result.
+    let stats_file = stats.unwrap_or_else(|| result.beside("stats.json"));
+    let mut launch = result.guard(job.launch_self(&[
+        "npb",
+        k.name(),
+        "--class",
+        &class.to_string(),
+        "--variant",
+        v,
+        "--out",
+        &file.to_string_lossy(),
+    ])?);
+    // Size the segment for the kernel unless the user chose one.
+    if launch.segment.is_none() && tessera::job::env::raw("TESSERA_SEGMENT").is_none() {
+        let bytes = segment_for(k, class, job.ranks() as usize);
+        launch.segment = Some(format!("{}M", bytes >> 20));
+    }
+    // No kernel waits long in a correct run, so a wait that does is a bug: fail naming
+    // it instead of hanging (TESSERA_WAIT_TIMEOUT in the environment overrides this).
+    if tessera::job::env::raw("TESSERA_WAIT_TIMEOUT").is_none() {
+        launch
+            .env
+            .push(("TESSERA_WAIT_TIMEOUT".into(), wait_timeout_s(class).into()));
+    }
+    launch
+        .env
+        .push(("TESSERA_STATS".into(), stats_file.clone().into()));
+    let outcome = launch.run().map_err(|e| e.to_string())?;
+    if outcome.broken_pipe {
+        return Ok(Err(crate::report(&outcome)));
+    }
+    if outcome.code != 0 {
+        let why = outcome.failure.map(|f| f.1).unwrap_or_default();
+        return Err(format!(
+            "{} class {class} on {} rank(s) failed: {why}",
+            k.name().to_uppercase(),
+            job.ranks()
+        ));
+    }
+    let stats = tessera::JobStats::read(&stats_file).map_err(|e| e.to_string())?;
+    let text = result.read()?;
+    let mut o: Outcome = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    o.communication = stats.between_ranks();
+    Ok(Ok(o))
 }
 
 pub(crate) fn rank_main(

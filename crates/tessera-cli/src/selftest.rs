@@ -33,7 +33,7 @@ pub(crate) fn drive(job: &JobArgs, case: Option<&str>) -> Result<ExitCode, Strin
         println!(
             "conformance: {} case(s) passed on {} rank(s) of the {} conduit in {:.2} s ({})",
             cases.len(),
-            job.ranks,
+            job.ranks(),
             job.conduit,
             started.elapsed().as_secs_f64(),
             cases.join(", ")

@@ -146,7 +146,7 @@ pub(crate) fn table_from(results: &[Record], machine: String) -> TuningTable {
 
 /// `tessera tune -n N [-o FILE] [--quick]`.
 pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result<ExitCode, String> {
-    if job.ranks < 2 {
+    if job.ranks() < 2 {
         return Err("tune needs at least 2 ranks (-n 2 or more)".into());
     }
     let path: PathBuf = match output {
@@ -158,10 +158,10 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result
     let started = Instant::now();
     let mut team_sizes: Vec<u32> = (1..)
         .map(|k| 1u32 << k)
-        .take_while(|&s| s <= job.ranks)
+        .take_while(|&s| s <= job.ranks())
         .collect();
-    if team_sizes.last() != Some(&job.ranks) {
-        team_sizes.push(job.ranks);
+    if team_sizes.last() != Some(&job.ranks()) {
+        team_sizes.push(job.ranks());
     }
     let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
     let mut results = Vec::new();

@@ -6,7 +6,8 @@
 //! - a program started by `mpirun` directly picks the mpi conduit;
 //! - a failing rank ends the job, named, without a hang;
 //! - the conformance suite with the progress thread on (`TESSERA_MPI_PROGRESS`);
-//! - `bench coll` measures MPI's own collectives (`native`) beside Tessera's.
+//! - `bench coll` measures MPI's own collectives (`native`) beside Tessera's;
+//! - communication statistics count the same as on one host.
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -268,4 +269,19 @@ fn ranks_killed_during_start_up_leave_no_named_objects() {
     );
     let left: Vec<&str> = lines.collect();
     assert_eq!(left, vec!["filler"], "left in /dev/shm: {left:?}");
+}
+
+/// `--stats` on the mpi conduit: the ring example's signalling puts are counted exactly,
+/// through shared memory between the ranks of this host and through MPI alone.
+#[test]
+fn communication_statistics_count_the_same_over_mpi() {
+    let dir = common::temp_dir("mpi-stats");
+    let (ranks, laps) = (3usize, 20u64);
+    for bypass in ["1", "0"] {
+        let file = dir.path().join(format!("ring-{bypass}.json"));
+        let env = [("TESSERA_MPI_BYPASS", bypass)];
+        let stats = common::ring_stats("mpi", ranks, laps, &file, &env);
+        assert_eq!(stats.conduit, "mpi");
+        common::check_ring_stats(&stats, ranks, laps);
+    }
 }

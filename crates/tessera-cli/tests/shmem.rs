@@ -736,3 +736,49 @@ fn a_profiling_tool_wraps_routines_through_their_pshmem_names() {
         );
     }
 }
+
+/// `TESSERA_STATS` through `oshrun`: an OpenSHMEM program's puts, gets and atomics are
+/// counted exactly, per PE and target.
+#[test]
+fn an_openshmem_programs_communication_is_counted_through_oshrun() {
+    let prefix = install("stats");
+    let prefix = prefix.path();
+    let file = prefix.join("stats.json");
+    let body = "    shmem_init();\n    me = shmem_my_pe();\n    n = shmem_n_pes();\n    for (int i = 0; i < 5; i++) shmem_long_put(g, local, 4, (me + 1) % n);\n    shmem_barrier_all();\n    for (int i = 0; i < 3; i++) shmem_long_get(local, g, 2, (me + n - 1) % n);\n    shmem_long_atomic_inc(&g[3], 0);\n    shmem_barrier_all();\n    shmem_finalize();";
+    let pes = 3;
+    let f = bad(
+        prefix,
+        "counted",
+        body,
+        pes,
+        &[("TESSERA_STATS", file.to_str().unwrap())],
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let stats = tessera::JobStats::read(&file).unwrap();
+    assert_eq!(stats.per_rank.len(), pes as usize);
+    let n = pes as usize;
+    for part in &stats.per_rank {
+        let me = part.rank;
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        for peer in (0..n).filter(|&p| p != me) {
+            let put = if peer == right { (5, 5 * 32) } else { (0, 0) };
+            let get = if peer == left { (3, 3 * 16) } else { (0, 0) };
+            let atomic = if peer == 0 { (1, 8) } else { (0, 0) };
+            assert_eq!(
+                part.to(peer, tessera::Traffic::Put),
+                put,
+                "PE {me} to {peer}"
+            );
+            assert_eq!(
+                part.to(peer, tessera::Traffic::Get),
+                get,
+                "PE {me} to {peer}"
+            );
+            assert_eq!(
+                part.to(peer, tessera::Traffic::Atomic),
+                atomic,
+                "PE {me} to {peer}"
+            );
+        }
+    }
+}

@@ -64,6 +64,11 @@ pub struct Outcome {
     /// measured the hardware (`tessera npb --bounds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound: Option<Bound>,
+    /// Operations and bytes between ranks per kind over the whole run, summed over the
+    /// ranks (from the job's communication statistics; filled in by the `tessera npb`
+    /// driver).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communication: Vec<tessera::job::stats::KindTotals>,
 }
 
 impl fmt::Display for Outcome {
@@ -131,6 +136,18 @@ impl fmt::Display for Outcome {
         }
         for (name, seconds) in &self.profile {
             writeln!(f, " {name:<16}= {seconds:>24.4}")?;
+        }
+        let ranks = self.ranks.max(1) as f64;
+        for t in &self.communication {
+            let per_rank = t.ops as f64 / ranks;
+            let bytes = t.bytes as f64 / ranks;
+            writeln!(
+                f,
+                " {:<16}= {per_rank:>12.0} per rank, {:>9.3} MiB per rank, {:>9.0} B each",
+                t.kind.name(),
+                bytes / (1 << 20) as f64,
+                t.bytes as f64 / t.ops.max(1) as f64
+            )?;
         }
         for (name, value) in &self.values {
             match self.reference.get(name) {

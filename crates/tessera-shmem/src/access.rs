@@ -213,6 +213,9 @@ pub(crate) fn symmetric(call: &str) -> &'static Symmetric {
 /// symmetric objects are in this process, and the runtime's view of the mapped segments.
 /// Written once at `shmem_init`, then only read.
 pub(crate) struct Symmetric {
+    /// Statistics are on: transfers and atomics go through the context, which counts
+    /// them, instead of straight to the mapped segments.
+    pub(crate) counted: bool,
     pub(crate) rank: usize,
     pub(crate) ranks: usize,
     /// This PE's segment in this process's memory.

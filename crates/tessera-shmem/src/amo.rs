@@ -50,7 +50,12 @@ fn on_word<W: AtomicInt, R>(
 ) -> R {
     let sym = symmetric(call);
     let at = sym.remote(call, addr, 1, pe);
-    match check(call, direct(sym.mapped, at)) {
+    let done = if sym.counted {
+        None
+    } else {
+        check(call, direct(sym.mapped, at))
+    };
+    match done {
         Some(r) => r,
         None => check(call, through(state(call).session.context(), at)),
     }

@@ -208,7 +208,11 @@ fn init(call: &str, requested: c_int) -> c_int {
     } else {
         requested
     };
+    // With statistics on, transfers go through the context, which counts them (its
+    // counters belong to one thread: under MULTIPLE they stay direct and uncounted).
+    let counted = ctx.counts_communication() && provided != access::MULTIPLE;
     let sym: &'static Symmetric = Box::leak(Box::new(Symmetric {
+        counted,
         rank: ctx.rank(),
         ranks: ctx.ranks(),
         seg_base,

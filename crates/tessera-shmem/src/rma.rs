@@ -62,7 +62,7 @@ pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usi
 /// Put `data` at `to`: directly if it is mapped here (no lock), else through the context.
 #[inline(always)]
 fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
-    if !check(call, sym.mapped.put(to, data)) {
+    if sym.counted || !check(call, sym.mapped.put(to, data)) {
         check(call, state(call).session.context().put(to, data));
     }
 }
@@ -71,7 +71,7 @@ fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
 /// context.
 #[inline(always)]
 fn get_from<T: Pod>(call: &str, sym: &Symmetric, from: GlobalPtr<T>, out: &mut [T]) {
-    if !check(call, sym.mapped.get(from, out)) {
+    if sym.counted || !check(call, sym.mapped.get(from, out)) {
         check(call, state(call).session.context().get(from, out));
     }
 }
@@ -297,7 +297,7 @@ pub(crate) unsafe fn put_signal<T: Pod>(
     let flag = sym.remote(call, sig_addr.cast_const(), 1, pe);
     // SAFETY: the caller passes a source valid for n elements.
     let data = unsafe { local(call, src, n) };
-    if !check(call, sym.mapped.put_with_signal(to, data, flag, op)) {
+    if sym.counted || !check(call, sym.mapped.put_with_signal(to, data, flag, op)) {
         check(
             call,
             state(call)

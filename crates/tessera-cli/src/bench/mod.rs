@@ -67,6 +67,15 @@ pub(crate) enum BenchCommand {
 }
 
 impl BenchCommand {
+    /// How its jobs start.
+    pub(crate) fn job(&self) -> &JobArgs {
+        match self {
+            BenchCommand::Rma { job, .. }
+            | BenchCommand::Grid { job, .. }
+            | BenchCommand::Coll { job, .. } => job,
+        }
+    }
+
     /// Where the report goes as JSON, if anywhere.
     pub(crate) fn json(&self) -> Option<&Path> {
         match self {
@@ -179,7 +188,7 @@ pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part
 /// Run `tessera __rank KIND --out FILE EXTRA...` as a job of `job`'s ranks and return
 /// what its rank 0 wrote to FILE.
 pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<String, String> {
-    let result = crate::ResultFile::new(&format!("bench-{}.json", job.ranks))?;
+    let result = crate::ResultFile::new(&format!("bench-{}.json", job.ranks()))?;
     let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
     args.extend_from_slice(extra);
@@ -191,7 +200,7 @@ pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<
         let why = outcome.failure.map(|f| f.1).unwrap_or_default();
         return Err(format!(
             "benchmark job on {} ranks failed: {why}",
-            job.ranks
+            job.ranks()
         ));
     }
     result.read()
@@ -246,20 +255,21 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             barrier_ranks,
             quick,
         } => {
-            if job.ranks < 2 {
+            if job.ranks() < 2 {
                 return Err("bench rma needs at least 2 ranks (-n 2)".into());
             }
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
             eprintln!(
                 "bench rma: {} ranks, {} conduit ...",
-                job.ranks, job.conduit
+                job.ranks(),
+                job.conduit
             );
             let main = run_part(&job, "bench-rma", quick_flag)?;
             let mut results = main.results;
             let baselines = main
                 .baselines
                 .ok_or("the benchmark job reported no baselines")?;
-            for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks) {
+            for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks()) {
                 eprintln!("bench rma: barrier at {n} ranks ...");
                 let sub = job.with_ranks(n);
                 let mut extra = vec!["--barrier-only"];
@@ -280,14 +290,15 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             edge,
             quick,
         } => {
-            if job.ranks < 2 || edge < 2 {
+            if job.ranks() < 2 || edge < 2 {
                 return Err(
                     "bench grid needs at least 2 ranks (-n 2) and --edge of at least 2".into(),
                 );
             }
             eprintln!(
                 "bench grid: {} ranks, {} conduit, {edge}^3 points per rank ...",
-                job.ranks, job.conduit
+                job.ranks(),
+                job.conduit
             );
             let edge_arg = edge.to_string();
             let mut extra = vec!["--edge", edge_arg.as_str()];
@@ -316,7 +327,8 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
         } => {
             eprintln!(
                 "bench coll: {} ranks, {} conduit ...",
-                job.ranks, job.conduit
+                job.ranks(),
+                job.conduit
             );
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
             let part = run_part(&job, "bench-coll", quick_flag)?;

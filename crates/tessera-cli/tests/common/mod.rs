@@ -291,3 +291,81 @@ pub(crate) fn install_shmem(name: &str) -> tempfile::TempDir {
     assert!(f.status.success(), "install: {}", f.stderr);
     prefix
 }
+
+/// The ring example's statistics after `laps` laps on `ranks` ranks: every rank sends the
+/// token (one word per rank) to its right neighbour once per lap, as one signalling put,
+/// and nothing else to anyone but the barrier's signals.
+pub(crate) fn check_ring_stats(stats: &tessera::JobStats, ranks: usize, laps: u64) {
+    use tessera::Traffic;
+    assert_eq!(stats.ranks, ranks);
+    assert_eq!(stats.per_rank.len(), ranks);
+    for part in &stats.per_rank {
+        let right = (part.rank + 1) % ranks;
+        for peer in (0..ranks).filter(|&p| p != part.rank) {
+            let expected = if peer == right {
+                (laps, laps * 8 * ranks as u64)
+            } else {
+                (0, 0)
+            };
+            assert_eq!(
+                part.to(peer, Traffic::SignalPut),
+                expected,
+                "rank {} to {peer}",
+                part.rank
+            );
+            for kind in [
+                Traffic::Put,
+                Traffic::Get,
+                Traffic::Atomic,
+                Traffic::Collective,
+            ] {
+                assert_eq!(
+                    part.to(peer, kind),
+                    (0, 0),
+                    "rank {} to {peer}: {kind:?}",
+                    part.rank
+                );
+            }
+        }
+    }
+}
+
+/// Run the ring example for `laps` laps on `ranks` ranks of `conduit` with `--stats FILE`
+/// and `env` set; its statistics.
+pub(crate) fn ring_stats(
+    conduit: &str,
+    ranks: usize,
+    laps: u64,
+    file: &std::path::Path,
+    env: &[(&str, &str)],
+) -> tessera::JobStats {
+    let f = run(
+        tessera()
+            .envs(env.iter().copied())
+            .args([
+                "run",
+                "--conduit",
+                conduit,
+                "-n",
+                &ranks.to_string(),
+                "--stats",
+            ])
+            .arg(file)
+            .arg("--")
+            .arg(example("ring"))
+            .arg(laps.to_string()),
+        90,
+    );
+    assert!(
+        f.status.success(),
+        "{conduit} {env:?}: {}\n{}",
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        f.stderr.contains("communication statistics in"),
+        "the command says where the statistics are: {}",
+        f.stderr
+    );
+    tessera::JobStats::read(file).unwrap()
+}

@@ -494,7 +494,21 @@ impl Context {
         }
     }
 
-    /// Whether this rank counts communication (`TESSERA_STATS`, `--stats`).
+    /// Whether this rank counts communication (`TESSERA_STATS`, `--stats`): a library
+    /// that moves data without the context's operations should then use them.
+    ///
+    /// ```
+    /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
+    ///     assert!(!ctx.counts_communication());
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn counts_communication(&self) -> bool {
+        self.stats.is_some()
+    }
+
+    /// This rank's counts so far, when it counts communication (`TESSERA_STATS`,
+    /// `--stats`).
     ///
     /// ```
     /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {

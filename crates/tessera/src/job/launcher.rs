@@ -597,11 +597,7 @@ pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     with_dir.remove_if_killed.push(dir.path().to_path_buf());
     let mut outcome = launch_ranks(&with_dir)?;
     match stats::merge_dir(dir.path(), spec.ranks, &file) {
-        Ok(()) => super::write_stderr(&format!(
-            "tessera: communication statistics in {} (`tessera report {}` draws them)\n",
-            file.display(),
-            file.display()
-        )),
+        Ok(()) => {}
         Err(e) if outcome.failure.is_none() => {
             outcome.code = 1;
             outcome.failure = Some((None, e.to_string()));

@@ -26,6 +26,8 @@ use crate::error::JobError;
 /// ```
 pub struct Session {
     ctx: Context,
+    /// The job it belongs to (where its statistics go).
+    job: Job,
     board: Option<Arc<Board>>,
     ended: std::cell::Cell<bool>,
     _watch: RankWatch,
@@ -55,17 +57,18 @@ impl Session {
             return Ok(());
         }
         let rank = self.ctx.rank();
-        let outcome = self.ctx.finish();
+        let outcome = self.ctx.finish().map_err(|e| e.to_string()).and_then(|()| {
+            self.job
+                .deliver_stats(vec![self.ctx.stats()])
+                .map_err(|e| e.to_string())
+        });
         if let Some(b) = &self.board {
             match &outcome {
                 Ok(()) => b.record(rank).set_state(RankState::Finished),
-                Err(e) => b.record(rank).fail(&e.to_string()),
+                Err(why) => b.record(rank).fail(why),
             }
         }
-        outcome.map_err(|e| JobError::RankFailed {
-            rank,
-            why: e.to_string(),
-        })
+        outcome.map_err(|why| JobError::RankFailed { rank, why })
     }
 
     /// Say that other threads of this rank may end its waits (OpenSHMEM's
@@ -136,6 +139,7 @@ impl Job {
         }
         Ok(Session {
             ctx,
+            job: self.clone(),
             board,
             ended: std::cell::Cell::new(false),
             _watch: watch,

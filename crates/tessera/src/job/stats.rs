@@ -110,6 +110,17 @@ pub struct CollectiveCalls {
     pub bytes: u64,
 }
 
+/// Operations of one kind and their bytes, summed over ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindTotals {
+    /// The kind.
+    pub kind: Traffic,
+    /// Operations.
+    pub ops: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
 /// Time blocked in one kind of wait.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlockedTime {
@@ -216,6 +227,50 @@ impl JobStats {
             .iter()
             .find(|p| p.rank == origin)
             .map_or(0, |p| p.to(target, kind).1)
+    }
+
+    /// Operations and bytes between different ranks (a rank's operations on its own
+    /// memory left out), per kind, summed over the ranks, in [`Traffic::ALL`]'s order;
+    /// kinds with none are left out.
+    ///
+    /// ```
+    /// use tessera::job::stats::{JobStats, PairTraffic, RankStats};
+    /// use tessera::Traffic;
+    /// let part = |rank, target| RankStats {
+    ///     rank,
+    ///     elapsed_s: 1.0,
+    ///     traffic: vec![PairTraffic { target, kind: Traffic::Put, ops: 2, bytes: 64 }],
+    ///     sizes: vec![],
+    ///     collectives: vec![],
+    ///     blocked: vec![],
+    /// };
+    /// let stats = JobStats::from_parts(2, "smp", vec![part(0, 1), part(1, 1)]);
+    /// let totals = stats.between_ranks();
+    /// assert_eq!((totals[0].kind, totals[0].ops, totals[0].bytes), (Traffic::Put, 2, 64));
+    /// ```
+    pub fn between_ranks(&self) -> Vec<KindTotals> {
+        Traffic::ALL
+            .iter()
+            .map(|&kind| {
+                let mut totals = KindTotals {
+                    kind,
+                    ops: 0,
+                    bytes: 0,
+                };
+                for part in &self.per_rank {
+                    for t in part
+                        .traffic
+                        .iter()
+                        .filter(|t| t.kind == kind && t.target != part.rank)
+                    {
+                        totals.ops += t.ops;
+                        totals.bytes += t.bytes;
+                    }
+                }
+                totals
+            })
+            .filter(|t| t.ops > 0)
+            .collect()
     }
 
     /// Write the file (JSON, pretty-printed).

@@ -1,0 +1,184 @@
+//! Statistics through the command, and `tessera report`: the ring example's signalling
+//! puts counted exactly on smp and threads (more ranks than cores), and every picture
+//! kind drawn from recorded files as SVG and PNG of the right size with something on
+//! them; bad input gets a one-line error.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use tessera::JobStats;
+
+const LAPS: u64 = 20;
+
+#[test]
+fn the_rings_signalling_puts_are_counted_exactly_on_smp_and_threads() {
+    let dir = common::temp_dir("stats-ring");
+    for conduit in ["smp", "threads"] {
+        let file = dir.path().join(format!("ring-{conduit}.json"));
+        let stats = common::ring_stats(conduit, 5, LAPS, &file, &[]);
+        common::check_ring_stats(&stats, 5, LAPS);
+    }
+}
+
+#[test]
+fn a_statistics_file_that_cannot_be_written_is_refused_before_the_job_starts() {
+    let f = common::run(
+        common::tessera()
+            .args(["run", "-n", "2", "--stats", "/nonexistent-dir/s.json", "--"])
+            .arg(common::example("ring")),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert!(f.stderr.contains("does not exist"), "{}", f.stderr);
+    let f = common::run(
+        common::tessera().args(["run", "-n", "1,2", "--", "true"]),
+        30,
+    );
+    assert_eq!(f.status.code(), Some(2));
+    assert!(f.stderr.contains("sweep"), "{}", f.stderr);
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/report")
+        .join(name)
+}
+
+/// Run `tessera report` on `files` into `out`; the outcome.
+fn report(files: &[PathBuf], out: &Path) -> common::Finished {
+    common::run(
+        common::tessera()
+            .arg("report")
+            .args(files)
+            .arg("-o")
+            .arg(out),
+        60,
+    )
+}
+
+/// The PNG is `size` pixels and not one colour: at least `colours` distinct ones.
+fn check_png(path: &Path, size: (u32, u32), colours: usize) {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb8();
+    assert_eq!(img.dimensions(), size, "{}", path.display());
+    let mut seen = std::collections::HashSet::new();
+    for p in img.pixels() {
+        seen.insert(p.0);
+        if seen.len() >= colours {
+            return;
+        }
+    }
+    panic!("{} has only {} colours", path.display(), seen.len());
+}
+
+fn check_svg(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        text.starts_with("<svg") && text.contains("<rect"),
+        "{}",
+        path.display()
+    );
+}
+
+/// A picture's name and its size in pixels.
+type Picture = (&'static str, (u32, u32));
+
+#[test]
+fn every_picture_kind_is_drawn_as_svg_and_png() {
+    let dir = common::temp_dir("report-pictures");
+    let cases: [(&str, &[Picture]); 4] = [
+        (
+            "stats-cg-s-4.json",
+            &[
+                ("heatmap", (860, 720)),
+                ("sizes", (900, 600)),
+                ("blocked", (900, 248)),
+            ],
+        ),
+        ("npb-ep-s-sweep.json", &[("scaling-1", (1350, 480))]),
+        (
+            "bench-rma-2.json",
+            &[("bandwidth-mbs", (900, 600)), ("latency-us", (900, 600))],
+        ),
+        (
+            "bench-coll-4.json",
+            &[
+                ("coll-allreduce-4", (900, 600)),
+                ("coll-broadcast-4", (900, 600)),
+            ],
+        ),
+    ];
+    for (file, pictures) in cases {
+        let out = dir.path().join(file);
+        let f = report(&[fixture(file)], &out);
+        assert!(f.status.success(), "{file}: {}", f.stderr);
+        let index = std::fs::read_to_string(out.join("index.md")).unwrap();
+        for (name, size) in pictures {
+            check_png(&out.join(format!("{name}.png")), *size, 8);
+            check_svg(&out.join(format!("{name}.svg")));
+            assert!(index.contains(&format!("({name}.svg)")), "{index}");
+        }
+    }
+    // The statistics' tables: the kinds of traffic the CG run had, computed from the file.
+    let f = report(&[fixture("stats-cg-s-4.json")], &dir.path().join("again"));
+    let stats = JobStats::read(&fixture("stats-cg-s-4.json")).unwrap();
+    for t in stats.between_ranks() {
+        let line = f
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", t.kind.name())))
+            .unwrap_or_else(|| panic!("no row for {:?} in {}", t.kind, f.stdout));
+        assert!(line.contains(&format!(" {} ", t.ops)), "{line}");
+    }
+}
+
+#[test]
+fn a_run_split_in_parts_merges_and_bad_input_is_named() {
+    let dir = common::temp_dir("report-errors");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let out = dir.path().join("out");
+    let cases = [
+        (vec![write("bad.json", "{ not json")], "is not JSON"),
+        (
+            vec![write("other.json", "{\"a\": 1}")],
+            "unknown kind of JSON",
+        ),
+        (vec![write("empty.json", "[]")], "holds no results"),
+        (
+            vec![fixture("stats-cg-s-4.json"), fixture("npb-ep-s-sweep.json")],
+            "one kind at a time",
+        ),
+        (vec![dir.path().join("missing.json")], "reading"),
+        (
+            vec![fixture("stats-cg-s-4.json"), fixture("stats-cg-s-4.json")],
+            "appears twice",
+        ),
+    ];
+    for (files, expected) in cases {
+        let f = report(&files, &out);
+        assert_eq!(f.status.code(), Some(2), "{files:?}: {}", f.stderr);
+        assert!(f.stderr.contains(expected), "{files:?}: {}", f.stderr);
+        assert_eq!(f.stderr.lines().count(), 1, "one line: {}", f.stderr);
+    }
+    // One rank's part per file, as ranks started by mpirun leave them, merge into the job.
+    let whole = JobStats::read(&fixture("stats-cg-s-4.json")).unwrap();
+    let parts: Vec<PathBuf> = whole
+        .per_rank
+        .iter()
+        .map(|p| {
+            let part = JobStats::from_parts(whole.ranks, &whole.conduit, vec![p.clone()]);
+            let path = dir.path().join(format!("part.{}", p.rank));
+            part.write(&path).unwrap();
+            path
+        })
+        .collect();
+    let f = report(&parts, &out);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(out.join("heatmap.png").is_file());
+}
