@@ -251,7 +251,16 @@ mod with_apps {
                 .max(tessera::job::DEFAULT_SEGMENT);
             launch.segment = Some(format!("{}M", bytes >> 20));
         }
-        let outcome = launch.run().map_err(|e| e.to_string())?;
+        let bar = job.progress(None, "app: {spinner} {msg} ({elapsed})");
+        bar.set_message(format!(
+            "{} of order {} on {} rank(s)",
+            problem.app,
+            problem.n,
+            job.ranks()
+        ));
+        let outcome = launch.run();
+        bar.finish_and_clear();
+        let outcome = outcome.map_err(|e| e.to_string())?;
         if outcome.broken_pipe {
             return Ok(Err(crate::report(&outcome)));
         }

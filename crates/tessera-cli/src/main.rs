@@ -62,6 +62,10 @@ pub struct JobArgs {
     /// TESSERA_STATS=FILE does); `tessera report FILE` draws them.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// No progress bars or status lines on standard error (they are left out anyway when
+    /// it is not a terminal).
+    #[arg(short = 'q', long)]
+    quiet: bool,
 }
 
 /// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
@@ -131,6 +135,44 @@ impl JobArgs {
                 ..self.clone()
             })
             .collect()
+    }
+
+    /// A progress bar of `len` steps (a spinner without), drawn on standard error while
+    /// it is a terminal and `--quiet` is not given; `template` as indicatif's.
+    pub fn progress(&self, len: Option<u64>, template: &str) -> indicatif::ProgressBar {
+        let bar = match len {
+            _ if self.quiet => return indicatif::ProgressBar::hidden(),
+            Some(len) => indicatif::ProgressBar::new(len),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        if bar.is_hidden() {
+            return bar;
+        }
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(template)
+                .expect("the template is valid")
+                .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    }
+
+    /// Say `line` on standard error, above `bar` if it is drawn (not with `--quiet`).
+    pub fn status(&self, bar: &indicatif::ProgressBar, line: &str) {
+        if self.quiet {
+        } else if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+    }
+
+    /// These settings without statistics.
+    pub fn without_stats(&self) -> JobArgs {
+        JobArgs {
+            stats: None,
+            ..self.clone()
+        }
     }
 
     /// Whether `-n` gave several counts.

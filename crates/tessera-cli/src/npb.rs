@@ -3,7 +3,6 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use tessera::{ConduitKind, Context, RankResult};
 use tessera_npb::hardware::Hardware;
 use tessera_npb::{Class, Kernel, Outcome};
@@ -108,24 +107,6 @@ fn wait_timeout_s(class: Class) -> &'static str {
     }
 }
 
-/// A bar over the kernels of one command, with the running kernel's elapsed time ticking
-/// (hidden when standard error is not a terminal, where the plain lines stand instead).
-fn progress(kernels: usize) -> ProgressBar {
-    let bar = ProgressBar::new(kernels as u64);
-    if bar.is_hidden() {
-        return bar;
-    }
-    bar.set_style(
-        ProgressStyle::with_template(
-            "npb: {spinner} [{bar:20}] {pos}/{len} running {msg} ({elapsed} in all)",
-        )
-        .expect("the template is valid")
-        .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
-}
-
 /// Measure the limits the kernels are compared with, before any rank starts, and say
 /// what they are.
 fn measure_hardware(ranks: usize) -> Hardware {
@@ -165,7 +146,10 @@ pub(crate) fn drive(
         .flat_map(|(j, (kernels, _))| kernels.iter().map(move |&k| (j, k)))
         .collect();
     let mut outcomes = Vec::new();
-    let bar = progress(runs.len());
+    let bar = job.progress(
+        Some(runs.len() as u64),
+        "npb: {spinner} [{bar:20}] {pos}/{len} running {msg} ({elapsed} in all)",
+    );
     for (done, &(job_n, k)) in runs.iter().enumerate() {
         let line = format!(
             "npb: {} class {class} on {} rank(s) of the {} conduit ...",
@@ -173,11 +157,7 @@ pub(crate) fn drive(
             job_n.ranks(),
             job_n.conduit
         );
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-        }
+        job.status(&bar, &line);
         bar.set_position(done as u64);
         bar.set_message(format!(
             "{} class {class} on {} rank(s)",

@@ -28,7 +28,16 @@ pub(crate) fn drive(job: &JobArgs, case: Option<&str>) -> Result<ExitCode, Strin
     }
     let launch = job.launch_self(&rank_args)?;
     let started = std::time::Instant::now();
-    let outcome = launch.run().map_err(|e| e.to_string())?;
+    let bar = job.progress(None, "selftest: {spinner} {msg} ({elapsed})");
+    bar.set_message(format!(
+        "{} case(s) on {} rank(s) of the {} conduit",
+        cases.len(),
+        job.ranks(),
+        job.conduit
+    ));
+    let outcome = launch.run().map_err(|e| e.to_string());
+    bar.finish_and_clear();
+    let outcome = outcome?;
     if outcome.code == 0 {
         println!(
             "conformance: {} case(s) passed on {} rank(s) of the {} conduit in {:.2} s ({})",

@@ -192,10 +192,20 @@ pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<
     let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
     args.extend_from_slice(extra);
-    let outcome = result
-        .guard(job.launch_self(&args)?)
-        .run()
-        .map_err(|e| e.to_string())?;
+    // The tuner's rank 0 draws a bar of its own.
+    let bar = if kind == "tune" {
+        indicatif::ProgressBar::hidden()
+    } else {
+        job.progress(None, "{spinner} {msg} ({elapsed})")
+    };
+    bar.set_message(format!(
+        "{kind} on {} rank(s) of the {} conduit",
+        job.ranks(),
+        job.conduit
+    ));
+    let outcome = result.guard(job.launch_self(&args)?).run();
+    bar.finish_and_clear();
+    let outcome = outcome.map_err(|e| e.to_string())?;
     if outcome.code != 0 {
         let why = outcome.failure.map(|f| f.1).unwrap_or_default();
         return Err(format!(
@@ -247,6 +257,46 @@ fn print_table(report: &Report) {
     }
 }
 
+/// Time per operation of a figure, in microseconds (latencies as they are, bandwidths
+/// as the time of one transfer of their size).
+fn time_per_op_us(r: &Record) -> Option<f64> {
+    match r.metric.as_str() {
+        "latency_us" => Some(r.value),
+        "bandwidth_mbs" if r.value > 0.0 => Some(r.bytes as f64 / r.value),
+        _ => None,
+    }
+}
+
+/// What counting communication (`--stats`) added to each operation: the same figures
+/// measured in a job without statistics and one with, side by side.
+fn print_counting_cost(plain: &[Record], counted: &[Record]) {
+    println!(
+        "counting communication (--stats): time per operation without and with it\n{:<24} {:>9} {:>12} {:>12} {:>10}",
+        "op", "bytes", "without us", "with us", "added ns"
+    );
+    let mut added = Vec::new();
+    for c in counted {
+        let Some(p) = plain.iter().find(|p| {
+            (&p.op, &p.algorithm, p.bytes, p.ranks) == (&c.op, &c.algorithm, c.bytes, c.ranks)
+        }) else {
+            continue;
+        };
+        if let (Some(tp), Some(tc)) = (time_per_op_us(p), time_per_op_us(c)) {
+            let ns = (tc - tp) * 1e3;
+            added.push(ns);
+            let op = match &c.algorithm {
+                Some(alg) => format!("{} {alg}", c.op),
+                None => c.op.clone(),
+            };
+            println!("{op:<24} {:>9} {tp:>12.4} {tc:>12.4} {ns:>10.1}", c.bytes);
+        }
+    }
+    added.sort_by(f64::total_cmp);
+    if let Some(median) = added.get(added.len() / 2) {
+        println!("median added per operation: {median:.1} ns (noise included: compare rows with themselves across runs)\n");
+    }
+}
+
 pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
     match command {
         BenchCommand::Rma {
@@ -264,13 +314,24 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 job.ranks(),
                 job.conduit
             );
+            // With statistics on, the same job without them first, for what counting costs.
+            let uncounted = match job.stats {
+                Some(_) => Some(run_part(&job.without_stats(), "bench-rma", quick_flag)?),
+                None => None,
+            };
             let main = run_part(&job, "bench-rma", quick_flag)?;
+            if let Some(plain) = &uncounted {
+                print_counting_cost(&plain.results, &main.results);
+            }
             let mut results = main.results;
             let baselines = main
                 .baselines
                 .ok_or("the benchmark job reported no baselines")?;
             for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks()) {
-                eprintln!("bench rma: barrier at {n} ranks ...");
+                job.status(
+                    &indicatif::ProgressBar::hidden(),
+                    &format!("bench rma: barrier at {n} ranks ..."),
+                );
                 let sub = job.with_ranks(n);
                 let mut extra = vec!["--barrier-only"];
                 extra.extend_from_slice(quick_flag);
@@ -331,7 +392,14 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 job.conduit
             );
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
+            let uncounted = match job.stats {
+                Some(_) => Some(run_part(&job.without_stats(), "bench-coll", quick_flag)?),
+                None => None,
+            };
             let part = run_part(&job, "bench-coll", quick_flag)?;
+            if let Some(plain) = &uncounted {
+                print_counting_cost(&plain.results, &part.results);
+            }
             let report = Report::from_part(part, &job)?;
             coll::print_table(&report);
             if model {

@@ -332,6 +332,22 @@ impl Context {
         op: Remote<u64>,
         acknowledge: Acknowledge,
     ) -> Result<()> {
+        if self.counts_communication() {
+            return self.signal_counted(data, flag, op, acknowledge);
+        }
+        self.signal_to(data, flag, op, acknowledge)
+    }
+
+    /// [`Context::signal_as`] with statistics on: counted once, as a signalling put (or,
+    /// without data, an atomic), however many operations carry it.
+    #[cold]
+    fn signal_counted(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        op: Remote<u64>,
+        acknowledge: Acknowledge,
+    ) -> Result<()> {
         let (kind, peer, bytes) = match data {
             Some((dst, bytes)) => (Traffic::SignalPut, dst.rank(), bytes.len()),
             None => (Traffic::Atomic, flag.rank(), 8),
@@ -341,6 +357,7 @@ impl Context {
         })
     }
 
+    #[inline]
     fn signal_to(
         &self,
         data: Option<(GlobalPtr<u8>, &[u8])>,
@@ -436,23 +453,24 @@ impl Context {
 
     /// Apply `op` at `ptr`, on a mapped word directly or by a round trip to its owner.
     fn atomic_any<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
-        if matches!(op, Remote::Load) && ptr.rank() == self.rank {
-            // Reading a word of one's own segment is polling, not communication.
-            return self.atomic_at(ptr, op);
-        }
         let size = std::mem::size_of::<T>();
-        self.counted(Traffic::Atomic, ptr.rank(), size, || {
-            self.atomic_at(ptr, op)
-        })
+        let target = self.target(ptr, size, size)?;
+        // Reading a word of one's own segment is polling, not communication.
+        if !(matches!(op, Remote::Load) && ptr.rank() == self.rank) {
+            self.count(Traffic::Atomic, ptr.rank(), size);
+        }
+        match target {
+            // SAFETY: target checked that p is mapped, in bounds and aligned.
+            Target::Direct(p) => Ok(unsafe { op.apply(p.as_ptr() as *mut T) }),
+            // The active messages that carry it are the atomic's, not counted again.
+            Target::Remote { rank, offset } => {
+                self.uncounted(|| self.atomic_remote(rank, offset as u64, op))
+            }
+        }
     }
 
-    fn atomic_at<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
-        let size = std::mem::size_of::<T>();
-        let (rank, offset) = match self.target(ptr, size, size)? {
-            // SAFETY: target checked that p is mapped, in bounds and aligned.
-            Target::Direct(p) => return Ok(unsafe { op.apply(p.as_ptr() as *mut T) }),
-            Target::Remote { rank, offset } => (rank, offset as u64),
-        };
+    /// An atomic on a word of unmapped rank `rank`: a round trip to its owner.
+    fn atomic_remote<T: AtomicInt>(&self, rank: usize, offset: u64, op: Remote<T>) -> Result<T> {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler("an atomic on an unmapped peer").into());
         }

@@ -67,6 +67,7 @@ impl<'a> Handle<'a> {
     }
 
     /// Block until the transfer is complete.
+    #[inline]
     pub fn wait(mut self) -> Result<()> {
         self.finish()
     }
@@ -86,6 +87,7 @@ impl<'a> Handle<'a> {
         Ok(self.complete)
     }
 
+    #[inline]
     fn finish(&mut self) -> Result<()> {
         // Transfers to mapped peers complete before their handle exists; a conduit's
         // transfer to an unmapped peer completes here.
@@ -301,19 +303,15 @@ impl Context {
     /// ```
     pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let target = self.target_of(dst, src.len())?;
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        self.counted(Traffic::Put, dst.rank(), bytes.len(), || {
-            self.store_bytes(target, bytes)
-        })
+        self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
+        self.store_bytes(target, bytemuck::cast_slice(src))
     }
 
     /// Copy from `src` (possibly on another rank) into `dst`.
     pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
         let target = self.target_of(src, dst.len())?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        self.counted(Traffic::Get, src.rank(), bytes.len(), || {
-            self.load_bytes(target, bytes)
-        })
+        self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
+        self.load_bytes(target, bytemuck::cast_slice_mut(dst))
     }
 
     /// Put one value.
@@ -329,14 +327,10 @@ impl Context {
     }
 
     /// Start a put; `src` stays borrowed until the handle completes.
+    #[inline]
     pub fn put_nb<'a, T: Pod>(&'a self, dst: GlobalPtr<T>, src: &'a [T]) -> Result<Handle<'a>> {
         let target = self.target_of(dst, src.len())?;
-        self.counted(Traffic::Put, dst.rank(), std::mem::size_of_val(src), || {
-            self.put_nb_to(target, src)
-        })
-    }
-
-    fn put_nb_to<'a, T: Pod>(&'a self, target: Target, src: &'a [T]) -> Result<Handle<'a>> {
+        self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
         match target {
             Target::Remote { rank, offset } => {
                 let transfer =
@@ -352,15 +346,10 @@ impl Context {
     }
 
     /// Start a get; `dst` stays borrowed until the handle completes.
+    #[inline]
     pub fn get_nb<'a, T: Pod>(&'a self, src: GlobalPtr<T>, dst: &'a mut [T]) -> Result<Handle<'a>> {
         let target = self.target_of(src, dst.len())?;
-        let bytes = std::mem::size_of_val(dst);
-        self.counted(Traffic::Get, src.rank(), bytes, || {
-            self.get_nb_to(target, dst)
-        })
-    }
-
-    fn get_nb_to<'a, T: Pod>(&'a self, target: Target, dst: &'a mut [T]) -> Result<Handle<'a>> {
+        self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
         match target {
             Target::Remote { rank, offset } => {
                 let landing: &'a mut [u8] = bytemuck::cast_slice_mut(dst);
@@ -383,13 +372,15 @@ impl Context {
     /// soon as this returns.
     pub fn put_nbi<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let target = self.target_of(dst, src.len())?;
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        self.counted(Traffic::Put, dst.rank(), bytes.len(), || match target {
+        self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
+        match target {
             Target::Remote { rank, offset } => {
-                Ok(self.conduit().put_bytes_nbi(rank, offset, bytes)?)
+                Ok(self
+                    .conduit()
+                    .put_bytes_nbi(rank, offset, bytemuck::cast_slice(src))?)
             }
-            direct => self.store_bytes(direct, bytes),
-        })
+            direct => self.store_bytes(direct, bytemuck::cast_slice(src)),
+        }
     }
 
     /// Start a get of `count` elements from `src` into `dst`, which must be in this rank's
@@ -410,8 +401,8 @@ impl Context {
         }
         let from = self.target_of(src, count)?;
         let to = self.target_of(dst, count)?;
-        let bytes = count * std::mem::size_of::<T>();
-        self.counted(Traffic::Get, src.rank(), bytes, || match (from, to) {
+        self.count(Traffic::Get, src.rank(), count * std::mem::size_of::<T>());
+        match (from, to) {
             (Target::Direct(s), Target::Direct(d)) => {
                 // SAFETY: both ranges were checked for count elements and are mapped.
                 unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), count * std::mem::size_of::<T>()) };
@@ -430,7 +421,7 @@ impl Context {
                 .conduit()
                 .unsupported("get_nbi into an unmapped segment")
                 .into()),
-        })
+        }
     }
 
     /// Complete every implicit (`*_nbi`) operation this rank has started.
@@ -473,12 +464,7 @@ impl Context {
             "put reads",
         )?;
         let bytes = shape.elements() * std::mem::size_of::<T>();
-        self.counted(Traffic::StridedPut, dst.rank(), bytes, || {
-            self.put_strided_to(&shape, base, src)
-        })
-    }
-
-    fn put_strided_to<T: Pod>(&self, shape: &Shape, base: Target, src: &[T]) -> Result<()> {
+        self.count(Traffic::StridedPut, dst.rank(), bytes);
         if let Target::Direct(p) = base {
             // SAFETY: plan_strided checked the remote span (in bounds, mapped, aligned) and
             // that the local span fits in `src`.
@@ -510,12 +496,7 @@ impl Context {
             "get writes",
         )?;
         let bytes = shape.elements() * std::mem::size_of::<T>();
-        self.counted(Traffic::StridedGet, src.rank(), bytes, || {
-            self.get_strided_to(&shape, base, dst)
-        })
-    }
-
-    fn get_strided_to<T: Pod>(&self, shape: &Shape, base: Target, dst: &mut [T]) -> Result<()> {
+        self.count(Traffic::StridedGet, src.rank(), bytes);
         if let Target::Direct(p) = base {
             // SAFETY: as in put_strided, with the sides swapped: `dst` is exclusively
             // borrowed and holds the local span.

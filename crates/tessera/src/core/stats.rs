@@ -280,21 +280,32 @@ impl Recorder {
         cell.set(cell.get() + 1);
     }
 
-    fn counted<R>(&self, kind: Traffic, peer: usize, bytes: usize, op: impl FnOnce() -> R) -> R {
-        let depth = self.nested.get();
-        if depth == 0 {
+    /// [`Context::count`] with statistics on: out of line, so that the operations' own
+    /// code stays as small as without statistics.
+    #[inline(never)]
+    fn count(&self, kind: Traffic, peer: usize, bytes: usize) {
+        if self.nested.get() == 0 {
             self.record(kind, peer, bytes);
         }
-        self.nested.set(depth + 1);
-        let result = op();
-        self.nested.set(depth);
-        result
     }
 
+    #[inline(never)]
     fn add_blocked(&self, kind: Blocked, since: Instant) {
         let (waits, ns) = &self.blocked[kind.index()];
         waits.set(waits.get() + 1);
         ns.set(ns.get() + since.elapsed().as_nanos() as u64);
+    }
+
+    /// Enter a collective (`collective`) or the barrier (see [`Context::stats_scope`]).
+    #[inline(never)]
+    fn enter(&self, collective: bool) -> ScopeGuard {
+        let before = self.scope.get();
+        let scope = match (before, collective) {
+            (Some(Scope::Collective), _) | (_, true) => Scope::Collective,
+            _ => Scope::Barrier,
+        };
+        self.scope.set(Some(scope));
+        ScopeGuard(Some((self.scope.clone(), before)))
     }
 
     /// The kind a wait for `what` counts as in the current scope.
@@ -409,6 +420,7 @@ pub(crate) struct ScopeGuard(Option<(SharedScope, Option<Scope>)>);
 type SharedScope = Rc<Cell<Option<Scope>>>;
 
 impl Drop for ScopeGuard {
+    #[inline]
     fn drop(&mut self) {
         if let Some((scope, before)) = &self.0 {
             scope.set(*before);
@@ -427,18 +439,31 @@ impl Context {
         bytes: usize,
         op: impl FnOnce() -> R,
     ) -> R {
-        match &self.stats {
-            None => op(),
-            Some(recorder) => recorder.counted(kind, peer, bytes, op),
+        self.count(kind, peer, bytes);
+        self.uncounted(op)
+    }
+
+    /// Count one operation of `kind` to `peer` moving `bytes` bytes, unless a counted
+    /// operation encloses it (for operations that call no other counted one).
+    #[inline(always)]
+    pub(crate) fn count(&self, kind: Traffic, peer: usize, bytes: usize) {
+        if let Some(recorder) = &self.stats {
+            recorder.count(kind, peer, bytes);
         }
     }
 
-    /// Count bytes moved without an operation of the core (a collective's direct read).
+    /// Run `op` without counting what it does (the messages that carry an operation
+    /// already counted).
     #[inline]
-    pub(crate) fn count_transfer(&self, kind: Traffic, peer: usize, bytes: usize) {
-        if let Some(recorder) = &self.stats {
-            if recorder.nested.get() == 0 {
-                recorder.record(kind, peer, bytes);
+    pub(crate) fn uncounted<R>(&self, op: impl FnOnce() -> R) -> R {
+        match &self.stats {
+            None => op(),
+            Some(recorder) => {
+                let depth = recorder.nested.get();
+                recorder.nested.set(depth + 1);
+                let result = op();
+                recorder.nested.set(depth);
+                result
             }
         }
     }
@@ -461,17 +486,12 @@ impl Context {
     /// Enter a collective call (`collective`) or the core barrier: until the guard is
     /// dropped, traffic and waits count as the collective's or the barrier's. Inside a
     /// collective, a barrier stays the collective's.
+    #[inline]
     pub(crate) fn stats_scope(&self, collective: bool) -> ScopeGuard {
-        let Some(recorder) = &self.stats else {
-            return ScopeGuard(None);
-        };
-        let before = recorder.scope.get();
-        let scope = match (before, collective) {
-            (Some(Scope::Collective), _) | (_, true) => Scope::Collective,
-            _ => Scope::Barrier,
-        };
-        recorder.scope.set(Some(scope));
-        ScopeGuard(Some((recorder.scope.clone(), before)))
+        match &self.stats {
+            None => ScopeGuard(None),
+            Some(recorder) => recorder.enter(collective),
+        }
     }
 
     /// When a wait starts, if statistics are on.
@@ -481,6 +501,7 @@ impl Context {
     }
 
     /// Add the time since `since` to the blocked time of a wait for `what`.
+    #[inline]
     pub(crate) fn count_blocked(&self, what: &str, since: Option<Instant>) {
         if let (Some(recorder), Some(since)) = (&self.stats, since) {
             recorder.add_blocked(recorder.blocked_kind(what), since);
@@ -503,6 +524,7 @@ impl Context {
     ///     Ok(())
     /// }).unwrap();
     /// ```
+    #[inline]
     pub fn counts_communication(&self) -> bool {
         self.stats.is_some()
     }
@@ -540,12 +562,13 @@ mod tests {
     #[test]
     fn nested_operations_count_once_and_scopes_rename_kinds() {
         let r = Recorder::new(0, 4);
-        r.counted(Traffic::SignalPut, 2, 64, || {
-            r.counted(Traffic::Put, 2, 64, || ());
-        });
+        r.count(Traffic::SignalPut, 2, 64);
+        r.nested.set(1);
+        r.count(Traffic::Put, 2, 64);
+        r.nested.set(0);
         r.scope.set(Some(Scope::Collective));
-        r.counted(Traffic::Get, 1, 8, || ());
-        r.counted(Traffic::Put, 1, 8, || ());
+        r.count(Traffic::Get, 1, 8);
+        r.count(Traffic::Put, 1, 8);
         let s = r.snapshot(0);
         let find = |peer, kind| {
             s.traffic

@@ -530,7 +530,7 @@ impl Channel {
             addr,
             bytes: data.len() as u64,
         };
-        ctx.count_transfer(
+        ctx.count(
             Traffic::Collective,
             self.streams.areas[to].rank(),
             data.len() - head,
@@ -837,7 +837,7 @@ impl Channel {
         let bytes = out.len();
         let sender = self.streams.areas[from].rank();
         let read = |range: RemoteRange, out: &mut [u8]| {
-            ctx.count_transfer(Traffic::CollectiveRead, sender, out.len());
+            ctx.count(Traffic::CollectiveRead, sender, out.len());
             range.read_into(out)
         };
         if !may_split || bytes < self.streams.split_from.get() {

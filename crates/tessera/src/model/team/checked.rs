@@ -11,9 +11,12 @@ impl<'a> Team<'a> {
     /// if this one is nested inside another collective of the team), until the guard is
     /// dropped.
     pub(super) fn begin_call(&self, call: Signature) -> CallGuard {
-        self.channel
-            .enter_call(call)
-            .counted(self.ctx.stats_scope(true))
+        let guard = self.channel.enter_call(call);
+        if self.ctx.counts_communication() {
+            guard.counted(self.ctx.stats_scope(true))
+        } else {
+            guard
+        }
     }
 
     /// Start a blocking collective: record its signature for its messages, and in checked

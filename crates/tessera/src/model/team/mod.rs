@@ -804,9 +804,11 @@ impl<'a> Team<'a> {
             alg
         };
         self.channel.record_algorithm(alg);
-        let algorithm = (alg.stem(), alg.radix().unwrap_or(0));
-        self.ctx
-            .count_collective(op.name(), algorithm, bytes, || alg.to_string());
+        if self.ctx.counts_communication() {
+            let algorithm = (alg.stem(), alg.radix().unwrap_or(0));
+            self.ctx
+                .count_collective(op.name(), algorithm, bytes, || alg.to_string());
+        }
         alg
     }
 
