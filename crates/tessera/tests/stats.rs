@@ -224,3 +224,68 @@ fn statistics_files_merge_by_rank_and_refuse_what_is_not_one() {
         .to_string();
     assert!(e.contains("does not exist"), "{e}");
 }
+
+/// Copies between global addresses count as puts from the source's rank and gets to the
+/// destination's, and blocks a phased array's exchange hands out in peers' memory as one
+/// put each.
+#[test]
+fn global_copies_and_phased_exchanges_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("copies.json");
+    let ranks = 4;
+    job(ranks, &file)
+        .run(|ctx| {
+            let (me, n) = (ctx.rank(), ctx.ranks());
+            let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+            let a = ctx.alloc_collective::<u64>(64)?;
+            ctx.barrier()?;
+            // 4 x 4 out of rows of 8: 16 elements each time.
+            ctx.copy_strided(a.on(right), &[8, 1], a, &[8, 1], &[4, 4])?;
+            ctx.copy_strided(a.add(32), &[8, 1], a.on(left), &[8, 1], &[4, 4])?;
+            ctx.copy_strided(
+                a.on((me + 3) % n),
+                &[8, 1],
+                a.on((me + 2) % n),
+                &[8, 1],
+                &[4, 4],
+            )?;
+            ctx.barrier()?;
+            let team = Team::world(ctx)?;
+            let mut array = tessera::PhasedArray::<u32>::new(&team, 16)?;
+            let counts: Vec<usize> = (0..n).map(|d| d + 1).collect();
+            let mut exchange = array.exchange(&counts)?;
+            for (d, block) in exchange.blocks()?.into_iter().enumerate() {
+                block.fill(d as u32);
+            }
+            exchange.finish()?;
+            Ok(())
+        })
+        .unwrap();
+    let stats = JobStats::read(&file).unwrap();
+    let block = 16 * 8;
+    for part in &stats.per_rank {
+        let me = part.rank;
+        let (right, left) = ((me + 1) % ranks, (me + ranks - 1) % ranks);
+        let (third_from, third_to) = ((me + 2) % ranks, (me + 3) % ranks);
+        for peer in (0..ranks).filter(|&p| p != me) {
+            let puts = u64::from(peer == right) + u64::from(peer == third_to);
+            let gets = u64::from(peer == left) + u64::from(peer == third_from);
+            assert_eq!(
+                part.to(peer, Traffic::StridedPut),
+                (puts, puts * block),
+                "rank {me} to {peer}"
+            );
+            assert_eq!(
+                part.to(peer, Traffic::StridedGet),
+                (gets, gets * block),
+                "rank {me} from {peer}"
+            );
+            // The exchange: peer + 1 elements of 4 bytes to every peer.
+            assert_eq!(
+                part.to(peer, Traffic::Put),
+                (1, 4 * (peer as u64 + 1)),
+                "rank {me}'s exchange block for {peer}"
+            );
+        }
+    }
+}

@@ -547,6 +547,14 @@ impl Context {
             self.target_of(dst, shape.span_a)?,
             self.target_of(src, shape.span_b)?,
         );
+        // A copy from this rank is a put, to it a get; between two others, both.
+        let bytes = shape.elements() * std::mem::size_of::<T>();
+        if src.rank() != self.rank {
+            self.count(Traffic::StridedGet, src.rank(), bytes);
+        }
+        if dst.rank() != self.rank || src.rank() == self.rank {
+            self.count(Traffic::StridedPut, dst.rank(), bytes);
+        }
         let size = std::mem::size_of::<T>();
         let (dst_bytes, src_bytes) = (
             dst.offset()..dst.offset() + (shape.span_a * size) as u64,
@@ -561,8 +569,11 @@ impl Context {
             let len: usize = counts.iter().product();
             let mut bounce = vec![T::zeroed(); len];
             let packed = packed_strides(counts);
-            self.get_strided(src, src_strides, &mut bounce, &packed, counts)?;
-            return self.put_strided(dst, dst_strides, &bounce, &packed, counts);
+            // Counted above, as one copy.
+            return self.uncounted(|| {
+                self.get_strided(src, src_strides, &mut bounce, &packed, counts)?;
+                self.put_strided(dst, dst_strides, &bounce, &packed, counts)
+            });
         }
         let run_bytes = shape.run * size;
         match (to, from) {

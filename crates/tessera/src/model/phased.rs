@@ -378,7 +378,13 @@ impl<T: Pod> Exchange<'_, '_, T> {
             // `finish` consumes.
             let block = unsafe { ctx.local_slice_mut(at, n)? };
             match block {
-                Some(block) => mapped.push(Some(block)),
+                Some(block) => {
+                    // The sender stores straight into the receiver's memory: counted as
+                    // one put of the block (statistics).
+                    let bytes = std::mem::size_of_val::<[T]>(block);
+                    ctx.count(crate::Traffic::Put, at.rank(), bytes);
+                    mapped.push(Some(block))
+                }
                 None => {
                     mapped.push(None);
                     self.staged.push((d, vec![T::zeroed(); n]));
