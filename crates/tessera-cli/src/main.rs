@@ -220,6 +220,26 @@ impl JobArgs {
     }
 }
 
+/// `tessera status`: every running job of this user (or the one named), its ranks' waits.
+fn status(only: Option<&str>) -> Result<ExitCode, String> {
+    let jobs: Vec<_> = tessera::job::status::running_jobs()
+        .into_iter()
+        .filter(|j| only.is_none_or(|id| j.id == id))
+        .collect();
+    if jobs.is_empty() {
+        return Err(match only {
+            Some(id) => format!(
+                "no running job {id} of this user on this machine (`tessera status` lists them)"
+            ),
+            None => "no Tessera job of this user is running on this machine".into(),
+        });
+    }
+    for job in jobs {
+        print!("{}", job.describe());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Say where the statistics a command was asked for are, and how to draw them.
 fn announce_stats(file: Option<PathBuf>) {
     if let Some(file) = file.filter(|f| f.is_file()) {
@@ -364,6 +384,12 @@ enum Command {
     /// Tables and pictures (SVG, PNG) from statistics (--stats), npb/app results and
     /// sweeps (--json), or bench rma/coll results (--json).
     Report(report::ReportArgs),
+    /// What every rank of this user's running jobs is doing now (as Ctrl-\ prints on the
+    /// job's own terminal), from any terminal.
+    Status {
+        /// Only the job with this id (as `tessera status` lists it).
+        job: Option<String>,
+    },
     /// Dense linear algebra on block-cyclic matrices: summa, cholesky or lu, verified and
     /// timed (built with the apps feature; ScaLAPACK beside it with the scalapack feature).
     App(app::AppArgs),
@@ -634,6 +660,7 @@ fn main() -> ExitCode {
         ),
         Command::App(args) => app::drive(&args),
         Command::Report(args) => report::drive(&args),
+        Command::Status { job } => status(job.as_deref()),
         Command::Bench { what } => bench::drive(what),
         Command::Config { json, markdown } => config::drive(json, markdown),
         Command::Shmem { what } => shmem::drive(what),

@@ -7,7 +7,8 @@
 //! - a failing rank ends the job, named, without a hang;
 //! - the conformance suite with the progress thread on (`TESSERA_MPI_PROGRESS`);
 //! - `bench coll` measures MPI's own collectives (`native`) beside Tessera's;
-//! - communication statistics count the same as on one host.
+//! - communication statistics count the same as on one host, and ranks started by
+//!   mpirun directly gather theirs at rank 0.
 #![cfg(feature = "mpi")]
 
 mod common;
@@ -284,4 +285,34 @@ fn communication_statistics_count_the_same_over_mpi() {
         assert_eq!(stats.conduit, "mpi");
         common::check_ring_stats(&stats, ranks, laps);
     }
+}
+
+/// Ranks started by `mpirun` itself with `TESSERA_STATS=FILE`: rank 0 gathers every rank's
+/// counts over MPI and writes the one file (ranks of other hosts need no shared file
+/// system), and no per-rank part is left beside it.
+#[test]
+fn ranks_started_by_mpirun_gather_their_statistics_at_rank_0() {
+    let dir = common::temp_dir("mpirun-stats");
+    let file = dir.path().join("ring.json");
+    let (ranks, laps) = (3usize, 20u64);
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &ranks.to_string()]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--allow-run-as-root");
+    }
+    cmd.arg("-x")
+        .arg(format!("TESSERA_STATS={}", file.display()));
+    let f = common::run(cmd.arg(common::example("ring")).arg(laps.to_string()), 60);
+    assert!(f.status.success(), "{}\n{}", f.stdout, f.stderr);
+    let stats = tessera::JobStats::read(&file).unwrap();
+    assert_eq!(stats.conduit, "mpi");
+    common::check_ring_stats(&stats, ranks, laps);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("ring.json."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

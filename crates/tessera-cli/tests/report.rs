@@ -88,7 +88,7 @@ type Picture = (&'static str, (u32, u32));
 #[test]
 fn every_picture_kind_is_drawn_as_svg_and_png() {
     let dir = common::temp_dir("report-pictures");
-    let cases: [(&str, &[Picture]); 4] = [
+    let cases: [(&str, &[Picture]); 5] = [
         (
             "stats-cg-s-4.json",
             &[
@@ -98,6 +98,8 @@ fn every_picture_kind_is_drawn_as_svg_and_png() {
             ],
         ),
         ("npb-ep-s-sweep.json", &[("scaling-1", (1350, 480))]),
+        // A dense LU at 1 and 2 ranks with ScaLAPACK's time beside Tessera's.
+        ("app-lu-sweep.json", &[("scaling-1", (1350, 480))]),
         (
             "bench-rma-2.json",
             &[("bandwidth-mbs", (900, 600)), ("latency-us", (900, 600))],
@@ -121,6 +123,9 @@ fn every_picture_kind_is_drawn_as_svg_and_png() {
             assert!(index.contains(&format!("({name}.svg)")), "{index}");
         }
     }
+    // The baseline measured in the same job stands beside Tessera's times.
+    let f = report(&[fixture("app-lu-sweep.json")], &dir.path().join("app"));
+    assert!(f.stdout.contains("PDGETRF (s)"), "{}", f.stdout);
     // The statistics' tables: the kinds of traffic the CG run had, computed from the file.
     let f = report(&[fixture("stats-cg-s-4.json")], &dir.path().join("again"));
     let stats = JobStats::read(&fixture("stats-cg-s-4.json")).unwrap();
@@ -181,4 +186,50 @@ fn a_run_split_in_parts_merges_and_bad_input_is_named() {
     let f = report(&parts, &out);
     assert!(f.status.success(), "{}", f.stderr);
     assert!(out.join("heatmap.png").is_file());
+}
+
+/// `tessera status` from another terminal: the running job, every rank's state, and with
+/// statistics on the counts published so far; nothing once the job has ended.
+#[test]
+fn status_shows_a_running_jobs_ranks_and_their_counts() {
+    let dir = common::temp_dir("status");
+    let stats = dir.path().join("stats.json");
+    let child = common::spawn(
+        common::tessera()
+            .args(["run", "-n", "3", "--stats"])
+            .arg(&stats)
+            .arg("--")
+            .arg(common::example("failure_demo"))
+            .args(["--forever", "--pid-dir"])
+            .arg(dir.path()),
+    );
+    let (pids, job) = common::wait_for_ranks(dir.path(), 3);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let shown = loop {
+        let f = common::run(common::tessera().args(["status", &job]), 20);
+        assert!(f.status.success(), "{}", f.stderr);
+        if f.stdout.contains("operations to other ranks") || std::time::Instant::now() > deadline {
+            break f.stdout;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        shown.contains(&format!("job {job}: 3 rank(s) of the smp conduit")),
+        "{shown}"
+    );
+    for (rank, pid) in pids.iter().enumerate() {
+        assert!(shown.contains(&format!("rank {rank}:")), "{shown}");
+        assert!(shown.contains(&pid.to_string()), "{shown}");
+    }
+    assert!(shown.contains("operations to other ranks"), "{shown}");
+    // End the job; then there is nothing to show.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    common::finish(child, std::time::Duration::from_secs(20));
+    let f = common::run(common::tessera().args(["status", &job]), 20);
+    assert_eq!(f.status.code(), Some(2), "{}", f.stdout);
+    assert!(f.stderr.contains("no running job"), "{}", f.stderr);
 }

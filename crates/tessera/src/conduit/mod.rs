@@ -347,6 +347,14 @@ pub trait Conduit {
     fn global_exit(&self, _status: i32) {}
     /// The job's final barrier has passed on this rank: teardown may now be collective.
     fn job_done(&self) {}
+
+    /// After [`Conduit::job_done`], collective: every rank's `bytes` at rank 0, in rank
+    /// order (`Some` of them all at rank 0, `Some` of none elsewhere), for conduits whose
+    /// ranks may not share a file system (the `mpi` conduit: the ranks' statistics are
+    /// merged over MPI). `None` (the default): not gathered, each rank hands in its own.
+    fn gather_at_root(&self, _bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, ConduitError> {
+        Ok(None)
+    }
     /// Ranks running on this rank's host (for the wait policy).
     fn host_ranks(&self) -> usize {
         self.ranks()

@@ -529,6 +529,21 @@ impl Context {
         self.stats.is_some()
     }
 
+    /// With statistics on: the operations this rank has started to other ranks so far and
+    /// their bytes (for the status board).
+    pub(crate) fn stats_totals(&self) -> Option<(u64, u64)> {
+        let recorder = self.stats.as_ref()?;
+        let kinds = Traffic::ALL.len();
+        let (mut ops, mut bytes) = (0, 0);
+        for (i, (o, b)) in recorder.traffic.iter().enumerate() {
+            if i / kinds != self.rank {
+                ops += o.get();
+                bytes += b.get();
+            }
+        }
+        Some((ops, bytes))
+    }
+
     /// This rank's counts so far, when it counts communication (`TESSERA_STATS`,
     /// `--stats`).
     ///

@@ -53,7 +53,7 @@ pub const PUBLISH_AFTER: Duration = Duration::from_millis(100);
 pub const DEADLOCK_WINDOW: Duration = Duration::from_millis(500);
 
 /// Bytes of wait text a record holds.
-const TEXT_WORDS: usize = 23;
+const TEXT_WORDS: usize = 21;
 const TEXT_BYTES: usize = TEXT_WORDS * 8;
 
 /// Value of the job file's first word once the launcher has written its header.
@@ -121,6 +121,10 @@ pub struct RankRecord {
     /// [`OTHER_THREADS`] where other threads of the rank may end its waits. Advisory
     /// (Relaxed): the deadlock detector reads it across many snapshots.
     flags: AtomicU64,
+    /// With statistics on: operations the rank started and their bytes, as of its last
+    /// long wait (for `tessera status`). Advisory (Relaxed).
+    sent_ops: AtomicU64,
+    sent_bytes: AtomicU64,
     text: [AtomicU64; TEXT_WORDS],
 }
 
@@ -252,6 +256,12 @@ impl RankRecord {
         self.flags.store(flags, Ordering::Relaxed);
     }
 
+    /// With statistics on: the operations the rank has started so far and their bytes.
+    pub fn publish_counts(&self, ops: u64, bytes: u64) {
+        self.sent_ops.store(ops, Ordering::Relaxed);
+        self.sent_bytes.store(bytes, Ordering::Relaxed);
+    }
+
     /// The status of a global exit (meaningful in state [`RankState::GlobalExit`]).
     pub fn exit_status(&self) -> i32 {
         self.status.load(Ordering::Relaxed) as u32 as i32
@@ -268,6 +278,10 @@ impl RankRecord {
             heartbeat: self.heartbeat.load(Ordering::Relaxed),
             since_ms: self.since_ms.load(Ordering::Relaxed),
             other_threads: self.flags.load(Ordering::Relaxed) & OTHER_THREADS != 0,
+            sent: (
+                self.sent_ops.load(Ordering::Relaxed),
+                self.sent_bytes.load(Ordering::Relaxed),
+            ),
             text: match state {
                 RankState::Waiting | RankState::Failed => self.read_text(),
                 _ => String::new(),
@@ -293,6 +307,9 @@ pub struct RankView {
     pub since_ms: u64,
     /// Other threads of the rank may end its waits (see [`RankRecord::set_other_threads`]).
     pub other_threads: bool,
+    /// With statistics on: operations started and their bytes, as of the last long wait
+    /// (see [`RankRecord::publish_counts`]).
+    pub sent: (u64, u64),
     /// The wait (state `Waiting`) or the failure (state `Failed`).
     pub text: String,
 }
@@ -358,6 +375,8 @@ impl RankRecord {
             seq: AtomicU64::new(0),
             status: AtomicU64::new(0),
             flags: AtomicU64::new(0),
+            sent_ops: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
             text: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }

@@ -33,6 +33,7 @@ mod keeper;
 pub mod launcher;
 mod session;
 pub mod stats;
+pub mod status;
 
 pub use session::Session;
 
@@ -307,7 +308,7 @@ impl Job {
     /// Count communication (see [`stats`]) and write the job's statistics to `file` when
     /// it ends (as `TESSERA_STATS=FILE` does); `tessera report FILE` draws them.
     pub fn stats(mut self, file: impl Into<std::path::PathBuf>) -> Job {
-        self.options.stats = Some(stats::Sink::InProcess(file.into()));
+        self.options.stats = Some(stats::Sink::File(file.into()));
         self
     }
 
@@ -367,7 +368,7 @@ impl Job {
                 let conduit = self.attach_smp(launched, board.as_ref())?;
                 let part = run_rank(conduit, self.options_with(board), &body)
                     .map_err(|why| JobError::RankFailed { rank, why })?;
-                self.deliver_stats(vec![part])
+                self.deliver_stats(part)
             }
             (None, ConduitKind::Smp) => Err(JobError::Usage(
                 "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
@@ -412,7 +413,7 @@ impl Job {
         let rank = conduit.rank();
         let part = run_rank(conduit, self.options.clone(), body)
             .map_err(|why| JobError::RankFailed { rank, why })?;
-        self.deliver_stats(vec![part])
+        self.deliver_stats(part)
     }
 
     /// This process's rank of an mpi job.
@@ -476,7 +477,9 @@ impl Job {
                         let _watch = RankWatch::enter(Some(&board), rank);
                         let conduit = job.conduit(rank).hide_peers(self.hide_peers);
                         match run_rank(Box::new(conduit), options, body) {
-                            Ok(part) => parts.lock().unwrap_or_else(|e| e.into_inner()).push(part),
+                            Ok(part) => {
+                                parts.lock().unwrap_or_else(|e| e.into_inner()).extend(part)
+                            }
                             Err(why) => job.abort.raise(rank, &why),
                         }
                     })
@@ -520,30 +523,51 @@ impl Job {
         }
     }
 
-    /// Hand the statistics of this process's ranks to where they go (nothing when
-    /// statistics are off).
-    fn deliver_stats(&self, parts: Vec<Option<stats::RankStats>>) -> Result<(), JobError> {
+    /// Hand the statistics this process holds to where they go (nothing when statistics
+    /// are off): its ranks' parts, or on the mpi conduit at rank 0 every rank's.
+    pub(crate) fn deliver_stats(&self, parts: Vec<stats::RankStats>) -> Result<(), JobError> {
         let Some(sink) = &self.options.stats else {
             return Ok(());
         };
-        let parts: Vec<stats::RankStats> = parts.into_iter().flatten().collect();
         let conduit = self.conduit.to_string();
+        let ranks = parts
+            .iter()
+            .map(|p| p.rank + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.ranks);
         match sink {
-            stats::Sink::InProcess(file) if self.conduit == ConduitKind::Threads => {
-                stats::JobStats::from_parts(self.ranks, &conduit, parts).write(file)
+            stats::Sink::File(file) if !parts.is_empty() && parts.len() == ranks => {
+                stats::JobStats::from_parts(ranks, &conduit, parts).write(file)
             }
             stats::Sink::Dir(dir) => parts.into_iter().try_for_each(|part| {
                 let path = dir.join(stats::part_name(part.rank));
-                stats::write_part(&path, self.ranks, &conduit, part)
+                stats::write_part(&path, ranks, &conduit, part)
             }),
-            stats::Sink::InProcess(file) | stats::Sink::Beside(file) => {
-                parts.into_iter().try_for_each(|part| {
-                    let mut path = file.clone().into_os_string();
-                    path.push(format!(".{}", part.rank));
-                    stats::write_part(path.as_ref(), self.ranks, &conduit, part)
-                })
-            }
+            stats::Sink::File(file) => parts.into_iter().try_for_each(|part| {
+                let mut path = file.clone().into_os_string();
+                path.push(format!(".{}", part.rank));
+                stats::write_part(path.as_ref(), ranks, &conduit, part)
+            }),
         }
+    }
+}
+
+/// After the end-of-job barrier: the statistics this rank hands in, if it counts: its own
+/// part, or, where the conduit gathers them (`mpi`), every rank's at rank 0 and none
+/// elsewhere.
+pub(crate) fn stats_parts(ctx: &Context) -> Result<Vec<stats::RankStats>, String> {
+    let Some(part) = ctx.stats() else {
+        return Ok(Vec::new());
+    };
+    let bytes = serde_json::to_vec(&part).map_err(|e| e.to_string())?;
+    match ctx.conduit().gather_at_root(&bytes) {
+        Ok(None) => Ok(vec![part]),
+        Ok(Some(all)) => all
+            .iter()
+            .map(|b| serde_json::from_slice(b).map_err(|e| format!("a rank's statistics: {e}")))
+            .collect(),
+        Err(e) => Err(format!("gathering the statistics: {e}")),
     }
 }
 
@@ -558,11 +582,7 @@ fn stats_sink() -> Result<Option<stats::Sink>, JobError> {
         Some(file) => {
             let file = std::path::PathBuf::from(file);
             stats::check_file(&file)?;
-            Ok(Some(if started_by_mpirun() {
-                stats::Sink::Beside(file)
-            } else {
-                stats::Sink::InProcess(file)
-            }))
+            Ok(Some(stats::Sink::File(file)))
         }
     }
 }
@@ -573,7 +593,7 @@ fn run_rank<F>(
     conduit: Box<dyn crate::conduit::Conduit>,
     options: Options,
     body: &F,
-) -> Result<Option<stats::RankStats>, String>
+) -> Result<Vec<stats::RankStats>, String>
 where
     F: Fn(&Context) -> RankResult + Sync,
 {
@@ -591,7 +611,7 @@ where
             // End the job now, naming the reason (the mpi conduit aborts every rank here).
             ctx.conduit().abort(why);
         }
-        outcome.map(|()| ctx.stats())
+        outcome.and_then(|()| stats_parts(&ctx))
     }));
     let outcome = match outcome {
         Ok(result) => result,

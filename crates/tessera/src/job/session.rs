@@ -58,9 +58,8 @@ impl Session {
         }
         let rank = self.ctx.rank();
         let outcome = self.ctx.finish().map_err(|e| e.to_string()).and_then(|()| {
-            self.job
-                .deliver_stats(vec![self.ctx.stats()])
-                .map_err(|e| e.to_string())
+            let parts = super::stats_parts(&self.ctx)?;
+            self.job.deliver_stats(parts).map_err(|e| e.to_string())
         });
         if let Some(b) = &self.board {
             match &outcome {

@@ -8,8 +8,11 @@
 //!   `FILE` when the job ends and then removes;
 //! - in a process that runs every rank as a thread without the launcher ([`crate::Job`]'s
 //!   own `threads` jobs), in memory: the job writes `FILE` itself;
-//! - a rank started by `mpirun` directly writes `FILE.N`; `tessera report` merges the
-//!   parts it is given.
+//! - on the mpi conduit, whose ranks may not share a file system, rank 0 gathers every
+//!   rank's part over MPI after the end-of-job barrier and writes them (as parts into the
+//!   launcher's directory, or as `FILE` for ranks started by `mpirun` directly);
+//! - any other process that holds only its own part writes `FILE.N`; `tessera report`
+//!   merges the parts it is given.
 //!
 //! A file is one [`JobStats`]: the job's rank count and conduit and one [`RankStats`] per
 //! rank. Merging is putting the ranks' parts side by side, so files of one job's parts can
@@ -314,10 +317,10 @@ pub fn check_file(path: &Path) -> Result<(), JobError> {
 pub(crate) enum Sink {
     /// A part file in the launcher's private directory.
     Dir(PathBuf),
-    /// The job (in this process) writes this file from every rank's counts.
-    InProcess(PathBuf),
-    /// A part file next to this path (`FILE.N`), for ranks started by `mpirun` directly.
-    Beside(PathBuf),
+    /// This file, written by the process that holds every rank's part (the threads of one
+    /// process, or rank 0 of the mpi conduit, which gathers them); `FILE.N` from a process
+    /// that holds only its own.
+    File(PathBuf),
 }
 
 /// The name of rank `rank`'s part in the launcher's directory.

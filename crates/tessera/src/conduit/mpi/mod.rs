@@ -412,6 +412,41 @@ impl Conduit for MpiConduit {
         self.messenger.drain();
         self.done.set(true);
     }
+    fn gather_at_root(&self, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, ConduitError> {
+        let root = self.world.process_at_rank(0);
+        let length = bytes.len() as i32;
+        if self.rank != 0 {
+            raw::serial(|| {
+                root.gather_into(&length);
+                root.gather_varcount_into(bytes);
+            });
+            return Ok(Some(Vec::new()));
+        }
+        let mut lengths = vec![0i32; self.ranks];
+        raw::serial(|| root.gather_into_root(&length, &mut lengths[..]));
+        let starts: Vec<i32> = lengths
+            .iter()
+            .scan(0i32, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
+        let total: usize = lengths.iter().map(|&n| n as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut partition =
+                mpi::datatype::PartitionMut::new(&mut all[..], &lengths[..], &starts[..]);
+            raw::serial(|| root.gather_varcount_into_root(bytes, &mut partition));
+        }
+        Ok(Some(
+            lengths
+                .iter()
+                .zip(&starts)
+                .map(|(&n, &at)| all[at as usize..(at + n) as usize].to_vec())
+                .collect(),
+        ))
+    }
     fn host_ranks(&self) -> usize {
         self.world_rank.len()
     }
