@@ -289,3 +289,45 @@ fn global_copies_and_phased_exchanges_are_counted() {
         }
     }
 }
+
+/// A nonblocking collective's messages count as a collective's, and its call as one of
+/// its algorithm.
+#[test]
+fn nonblocking_collectives_count_as_collectives() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nb.json");
+    let ranks = 3;
+    job(ranks, &file)
+        .run(|ctx| {
+            let world = Team::world(ctx)?;
+            let flat = world.with_algorithm(Collective::Exchange, Algorithm::Pairwise)?;
+            let mine = [ctx.rank() as u64; 64 * 3];
+            let all = flat.exchange_nb(&mine)?.wait()?;
+            assert_eq!(all.len(), 64 * ctx.ranks());
+            Ok(())
+        })
+        .unwrap();
+    let stats = JobStats::read(&file).unwrap();
+    for part in &stats.per_rank {
+        assert!(
+            part.collectives
+                .iter()
+                .any(|c| c.op == "exchange" && c.algorithm == "pairwise" && c.calls == 1),
+            "{part:?}"
+        );
+        for peer in (0..ranks).filter(|&p| p != part.rank) {
+            assert_eq!(
+                part.to(peer, Traffic::Put),
+                (0, 0),
+                "rank {} to {peer}",
+                part.rank
+            );
+            assert!(
+                part.to(peer, Traffic::Collective).1 + part.to(peer, Traffic::CollectiveRead).1
+                    >= 8 * 64,
+                "rank {} to {peer}: {part:?}",
+                part.rank
+            );
+        }
+    }
+}

@@ -530,16 +530,13 @@ impl Channel {
             addr,
             bytes: data.len() as u64,
         };
-        ctx.count(
-            Traffic::Collective,
-            self.streams.areas[to].rank(),
-            data.len() - head,
-        );
         match target
             .part(head, data.len() - head)
             .write_from(&data[head..])
         {
             Ok(()) => {
+                let receiver = self.streams.areas[to].rank();
+                ctx.count(Traffic::Collective, receiver, data.len() - head);
                 ctx.atomic_store(state, split::SENDER_DONE)?;
                 let written = &self.streams.halves_written;
                 written.set(written.get() + 1);

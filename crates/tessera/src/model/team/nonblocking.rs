@@ -280,6 +280,7 @@ impl<'a> Team<'a> {
     /// Advance every nonblocking collective in flight, oldest first. One that is done
     /// behind an unfinished agreement check (checked mode) stays until the check is done.
     pub(super) fn advance_schedules(&self) -> Result<()> {
+        let _counted_as_collective = self.ctx.stats_scope(true);
         let mut st = self.schedules.borrow_mut();
         let (mut i, mut gated) = (0, false);
         while i < st.pending.len() {
