@@ -148,7 +148,7 @@ pub(crate) fn drive(args: &ReportArgs) -> Result<ExitCode, String> {
                     _ => None,
                 })
                 .collect();
-            let merged = tessera::JobStats::merge(parts)?;
+            let merged = tessera::JobStats::merge(parts).map_err(|e| e.to_string())?;
             stats::report(&merged, &out)?;
         }
         Input::Runs(_) => {

@@ -27,6 +27,46 @@ use serde::{Deserialize, Serialize};
 use crate::core::stats::{Blocked, Traffic};
 use crate::error::JobError;
 
+/// Why text is not a statistics file, or parts do not make one job's.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    /// Not JSON of the statistics' shape.
+    #[error("{0}")]
+    Json(String),
+    /// JSON of another format.
+    #[error("its format is {found:?}, not {FORMAT:?}")]
+    Format {
+        /// What the `format` field said.
+        found: String,
+    },
+    /// A part for a rank the job does not have.
+    #[error("it has a part for rank {rank} of a {ranks}-rank job")]
+    RankOutOfRange {
+        /// The part's rank.
+        rank: usize,
+        /// The job's ranks.
+        ranks: usize,
+    },
+    /// Parts of different jobs.
+    #[error("parts of different jobs: {ranks} ranks on {conduit} and {other_ranks} ranks on {other_conduit}")]
+    DifferentJobs {
+        /// The first part's job size.
+        ranks: usize,
+        /// Its conduit.
+        conduit: String,
+        /// The other part's job size.
+        other_ranks: usize,
+        /// Its conduit.
+        other_conduit: String,
+    },
+    /// A rank in two parts.
+    #[error("rank {0} appears twice")]
+    Duplicate(usize),
+    /// Nothing to merge.
+    #[error("no statistics to merge")]
+    Empty,
+}
+
 /// What the `format` field of a statistics file says.
 pub const FORMAT: &str = "tessera-stats";
 
@@ -181,39 +221,44 @@ impl JobStats {
     }
 
     /// Parse a statistics file's text.
-    pub fn parse(text: &str) -> Result<JobStats, String> {
-        let stats: JobStats = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<JobStats, StatsError> {
+        let stats: JobStats =
+            serde_json::from_str(text).map_err(|e| StatsError::Json(e.to_string()))?;
         if stats.format != FORMAT {
-            return Err(format!("its format is {:?}, not {FORMAT:?}", stats.format));
+            return Err(StatsError::Format {
+                found: stats.format,
+            });
         }
         if let Some(p) = stats.per_rank.iter().find(|p| p.rank >= stats.ranks) {
-            return Err(format!(
-                "it has a part for rank {} of a {}-rank job",
-                p.rank, stats.ranks
-            ));
+            return Err(StatsError::RankOutOfRange {
+                rank: p.rank,
+                ranks: stats.ranks,
+            });
         }
         Ok(stats)
     }
 
     /// Merge files of parts of one job into one: every rank at most once, and every part
     /// from a job of the same size.
-    pub fn merge(parts: Vec<JobStats>) -> Result<JobStats, String> {
+    pub fn merge(parts: Vec<JobStats>) -> Result<JobStats, StatsError> {
         let mut iter = parts.into_iter();
         let Some(mut merged) = iter.next() else {
-            return Err("no statistics to merge".into());
+            return Err(StatsError::Empty);
         };
         for part in iter {
             if part.ranks != merged.ranks || part.conduit != merged.conduit {
-                return Err(format!(
-                    "parts of different jobs: {} ranks on {} and {} ranks on {}",
-                    merged.ranks, merged.conduit, part.ranks, part.conduit
-                ));
+                return Err(StatsError::DifferentJobs {
+                    ranks: merged.ranks,
+                    conduit: merged.conduit,
+                    other_ranks: part.ranks,
+                    other_conduit: part.conduit,
+                });
             }
             merged.per_rank.extend(part.per_rank);
         }
         merged.per_rank.sort_by_key(|p| p.rank);
         if let Some(w) = merged.per_rank.windows(2).find(|w| w[0].rank == w[1].rank) {
-            return Err(format!("rank {} appears twice", w[0].rank));
+            return Err(StatsError::Duplicate(w[0].rank));
         }
         Ok(merged)
     }
@@ -356,7 +401,7 @@ pub fn merge_dir(dir: &Path, ranks: usize, file: &Path) -> Result<(), JobError> 
             file.display()
         )));
     }
-    let merged = JobStats::merge(parts).map_err(JobError::Usage)?;
+    let merged = JobStats::merge(parts).map_err(|e| JobError::Usage(e.to_string()))?;
     merged.write(file)?;
     if missing.is_empty() {
         Ok(())
