@@ -9,6 +9,10 @@
 //! tessera tune -n 4                                       # collective tuning table
 //! tessera tune --calibrate -n 2                           # the cost model's machine parameters
 //! tessera app lu -n 4 --size 4096                         # dense LU (the apps feature)
+//! tessera npb cg --class B -n 4 --stats cg.json           # count communication
+//! tessera report cg.json -o cg-report                     # heat map, sizes, waits, tables
+//! tessera npb ft --class A -n 1,2,4 --json ft.json        # a sweep for a scaling plot
+//! tessera status                                          # what running jobs' ranks do
 //! ```
 
 mod app;
