@@ -155,17 +155,15 @@ fn collectives_are_counted_per_algorithm_and_their_bytes_flow_where_the_algorith
         }
     }
     // The flat broadcasts send the root's data to every member straight from the root,
-    // the exchange one block between every pair: between non-roots only the exchange's
-    // (a broadcast relayed by a member would add two blocks there). The flow counted from
-    // the root to a member varies from run to run, up to 1.4 times its data in some runs
-    // (long messages go by direct reads split between both sides; the excess is not yet
-    // explained), so the bound is below double, where a wrong path would put it.
+    // the exchange one block between every pair: between non-roots only the exchange's.
+    // (Polls of a partner's flag inside a collective are not counted: they would make the
+    // counts measure timing.)
     for a in 0..ranks {
         for b in (0..ranks).filter(|&b| b != a) {
             let flow = collective_flow(&stats, a, b);
             let expected = if a == 0 { 3 * bytes } else { bytes };
             assert!(
-                flow >= expected && flow < 2 * expected,
+                flow >= expected && flow < expected + bytes / 4,
                 "{a} -> {b}: {flow} bytes, expected {expected} and headers"
             );
         }

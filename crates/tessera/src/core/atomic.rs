@@ -455,8 +455,9 @@ impl Context {
     fn atomic_any<T: AtomicInt>(&self, ptr: GlobalPtr<T>, op: Remote<T>) -> Result<T> {
         let size = std::mem::size_of::<T>();
         let target = self.target(ptr, size, size)?;
-        // Reading a word of one's own segment is polling, not communication.
-        if !(matches!(op, Remote::Load) && ptr.rank() == self.rank) {
+        if matches!(op, Remote::Load) {
+            self.count_word_read(ptr.rank(), size);
+        } else {
             self.count(Traffic::Atomic, ptr.rank(), size);
         }
         match target {

@@ -452,6 +452,19 @@ impl Context {
         }
     }
 
+    /// Count an atomic read of a word at `peer`, unless it is polling: a read of the rank's
+    /// own segment, or one inside a collective or the barrier, whose waits read their
+    /// partners' flags as often as the partners take (the counts would measure timing,
+    /// not communication).
+    #[inline(always)]
+    pub(crate) fn count_word_read(&self, peer: usize, bytes: usize) {
+        if let Some(recorder) = &self.stats {
+            if peer != self.rank && recorder.scope.get().is_none() {
+                recorder.count(Traffic::Atomic, peer, bytes);
+            }
+        }
+    }
+
     /// Run `op` without counting what it does (the messages that carry an operation
     /// already counted).
     #[inline]
