@@ -172,7 +172,7 @@ mod with_apps {
             .iter()
             .map(|job| plan(args, job))
             .collect::<Result<Vec<_>, String>>()?;
-        eprintln!("app: measuring one core's DGEMM rate ...");
+        args.job.say("app: measuring one core's DGEMM rate ...");
         let core = dgemm_rate();
         let mut reports = Vec::new();
         for (job, problem) in jobs.iter().zip(problems) {
@@ -210,12 +210,12 @@ mod with_apps {
         core: f64,
     ) -> Result<Result<Report, ExitCode>, String> {
         if let Some(b0) = problem.input_block {
-            eprintln!(
+            job.say(&format!(
                 "app: input generated in {b0}×{b0} blocks, redistributed to {}×{}",
                 problem.block, problem.block
-            );
+            ));
         }
-        eprintln!(
+        job.say(&format!(
             "app: {} of order {} in {}×{} blocks on a {}×{} grid of the {} conduit ...",
             problem.app,
             problem.n,
@@ -224,7 +224,7 @@ mod with_apps {
             problem.grid.0,
             problem.grid.1,
             job.conduit
-        );
+        ));
         let result = crate::ResultFile::new("app.json")?;
         let spec = serde_json::to_string(&problem).map_err(|e| e.to_string())?;
         let mut rank_args = vec![

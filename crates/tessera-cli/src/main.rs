@@ -163,11 +163,17 @@ impl JobArgs {
 
     /// Say `line` on standard error, above `bar` if it is drawn (not with `--quiet`).
     pub fn status(&self, bar: &indicatif::ProgressBar, line: &str) {
-        if self.quiet {
-        } else if bar.is_hidden() {
-            eprintln!("{line}");
+        if bar.is_hidden() {
+            self.say(line);
         } else {
             bar.println(line);
+        }
+    }
+
+    /// Say `line` on standard error, unless `--quiet` is given.
+    pub fn say(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
         }
     }
 

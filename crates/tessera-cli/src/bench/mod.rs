@@ -309,11 +309,11 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 return Err("bench rma needs at least 2 ranks (-n 2)".into());
             }
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
-            eprintln!(
+            job.say(&format!(
                 "bench rma: {} ranks, {} conduit ...",
                 job.ranks(),
                 job.conduit
-            );
+            ));
             // With statistics on, the same job without them first, for what counting costs.
             let uncounted = match job.stats {
                 Some(_) => Some(run_part(&job.without_stats(), "bench-rma", quick_flag)?),
@@ -328,10 +328,7 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 .baselines
                 .ok_or("the benchmark job reported no baselines")?;
             for &n in barrier_ranks.iter().filter(|&&n| n != job.ranks()) {
-                job.status(
-                    &indicatif::ProgressBar::hidden(),
-                    &format!("bench rma: barrier at {n} ranks ..."),
-                );
+                job.say(&format!("bench rma: barrier at {n} ranks ..."));
                 let sub = job.with_ranks(n);
                 let mut extra = vec!["--barrier-only"];
                 extra.extend_from_slice(quick_flag);
@@ -356,11 +353,11 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                     "bench grid needs at least 2 ranks (-n 2) and --edge of at least 2".into(),
                 );
             }
-            eprintln!(
+            job.say(&format!(
                 "bench grid: {} ranks, {} conduit, {edge}^3 points per rank ...",
                 job.ranks(),
                 job.conduit
-            );
+            ));
             let edge_arg = edge.to_string();
             let mut extra = vec!["--edge", edge_arg.as_str()];
             if quick {
@@ -386,11 +383,11 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             quick,
             model,
         } => {
-            eprintln!(
+            job.say(&format!(
                 "bench coll: {} ranks, {} conduit ...",
                 job.ranks(),
                 job.conduit
-            );
+            ));
             let quick_flag: &[&str] = if quick { &["--quick"] } else { &[] };
             let uncounted = match job.stats {
                 Some(_) => Some(run_part(&job.without_stats(), "bench-coll", quick_flag)?),
