@@ -13,12 +13,16 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use super::*;
+use reserved::CACHE_UP_TO;
 use schedule::{Input, Output, Schedule};
 
 impl<'a> Team<'a> {
     /// A blocking call of `op` with `bytes` per member: the conduit's own collective
     /// (`native`, where the call has one) if the choice is [`Algorithm::Native`], else the
-    /// chosen algorithm's rounds (written by `rounds`) over `src` and `dst`.
+    /// chosen algorithm's rounds (written by `rounds`) over `src` and `dst`. Calls whose
+    /// `shape` ([`CallShape`]) says all that decides their rounds (`None` where more does, as in an
+    /// all-to-all of varying counts) and of at most [`CACHE_UP_TO`] bytes reuse the plan
+    /// of an earlier call of the same shape and algorithm instead of writing the rounds.
     // What the choice needs (operation, size, MPI's form) and what the rounds need
     // (buffers, reducer, the rounds): grouping them would only rename the arguments.
     #[allow(clippy::too_many_arguments)]
@@ -26,6 +30,7 @@ impl<'a> Team<'a> {
         &self,
         op: Collective,
         bytes: usize,
+        shape: Option<CallShape>,
         native: Option<NativeOp>,
         src: &'b [T],
         dst: &'b mut [T],
@@ -39,7 +44,15 @@ impl<'a> Team<'a> {
                     bytemuck::cast_slice(src),
                     bytemuck::cast_slice_mut(dst),
                 ),
-                (alg, _) => self.run(src, dst, reducer, |b| rounds(b, alg)),
+                (alg, _) => {
+                    let key = shape.filter(|_| bytes <= CACHE_UP_TO).map(|shape| PlanKey {
+                        op,
+                        alg,
+                        shape,
+                        elem: std::mem::size_of::<T>(),
+                    });
+                    self.run(src, dst, reducer, key, |b| rounds(b, alg))
+                }
             }
         })
     }
@@ -94,13 +107,15 @@ impl<'a> Team<'a> {
     }
 
     /// Run a blocking call's rounds (written by `rounds` on a builder over `src` and
-    /// `dst`) until this member's part is done. Refused while nonblocking collectives are
-    /// in flight on the team's streams (their messages share them).
+    /// `dst`, or the plan kept under `key` by an earlier call) until this member's part is
+    /// done. Refused while nonblocking collectives are in flight on the team's streams
+    /// (their messages share them).
     pub(super) fn run<'b, T: Pod>(
         &self,
         src: &'b [T],
         dst: &'b mut [T],
         reducer: Option<Reducer<'b, T>>,
+        key: Option<PlanKey>,
         rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>) -> Builder<'r, 'b, T>,
     ) -> Result<()> {
         self.channel.refuse_if_nonblocking()?;
@@ -114,21 +129,29 @@ impl<'a> Team<'a> {
             reducer,
             call,
         );
-        rounds(Builder::new(
-            &mut st.reserved,
-            self.channel.chunk(),
-            &mut schedule,
-        ));
+        match key.and_then(|key| Some((key, st.reserved.take_cached(&key)?))) {
+            Some((key, plan)) => schedule.reuse(&mut st.reserved, key, plan),
+            None => {
+                rounds(Builder::new(
+                    &mut st.reserved,
+                    self.channel.chunk(),
+                    &mut schedule,
+                ));
+                if let Some(key) = key {
+                    schedule.keep_as(key);
+                }
+            }
+        }
         drop(st);
         // A reference in the cell, so that nothing large moves.
-        let schedule = RefCell::new(&mut schedule);
+        let cell = RefCell::new(&mut schedule);
         let (ctx, channel) = (self.ctx, &*self.channel);
-        let step = || schedule.borrow_mut().advance(ctx, channel);
+        let step = || cell.borrow_mut().advance(ctx, channel);
         let outcome = match step() {
             Ok(true) => Ok(()),
             Ok(false) => {
                 let describe = || {
-                    let (from, to) = schedule.borrow().waiting_on();
+                    let (from, to) = cell.borrow().waiting_on();
                     let mut parts = Vec::new();
                     if let Some(from) = from {
                         let rank = channel.world_rank(from);
@@ -144,7 +167,6 @@ impl<'a> Team<'a> {
             }
             Err(e) => Err(e),
         };
-        let schedule = schedule.into_inner();
         schedule.recycle(&mut self.schedules.borrow_mut().reserved);
         outcome
     }

@@ -43,7 +43,8 @@ use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
-use schedule::{Builder, Checked, NativePending, Pending, Reducer, Reserved};
+use reserved::{CallShape, PlanKey, Reserved};
+use schedule::{Builder, Checked, NativePending, Pending, Reducer};
 use signature::{Form, Reduction as SigReduction, Signature};
 use tuning::Rules;
 
@@ -79,6 +80,7 @@ mod nonblocking;
 mod online;
 mod reduction;
 mod registry;
+mod reserved;
 mod schedule;
 mod signature;
 mod topology;

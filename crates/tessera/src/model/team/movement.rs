@@ -16,6 +16,7 @@ impl<'a> Team<'a> {
         self.blocking::<u8>(
             Collective::Barrier,
             0,
+            Some(CallShape::of(0)),
             native,
             &[],
             &mut [],
@@ -38,6 +39,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Broadcast,
             bytes,
+            Some(CallShape::rooted(root, len)),
             native,
             &[],
             data,
@@ -69,6 +71,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Gather,
             bytes,
+            Some(CallShape::rooted(root, b)),
             native,
             src,
             dst,
@@ -97,6 +100,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Allgather,
             bytes,
+            Some(CallShape::of(b)),
             native,
             src,
             dst,
@@ -118,6 +122,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Scatter,
             bytes,
+            Some(CallShape::rooted(root, b)),
             native,
             src,
             dst,
@@ -310,6 +315,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Exchange,
             bytes,
+            block.map(CallShape::of),
             native,
             src,
             dst,

@@ -336,7 +336,7 @@ impl Team<'_> {
     /// behind, not the previous candidate's.
     pub(super) fn start_trial(&self) -> Result<()> {
         let (n, me) = (self.size(), self.me);
-        self.run::<u8>(&[], &mut [], None, |b| {
+        self.run::<u8>(&[], &mut [], None, None, |b| {
             algorithms::barrier(b, Algorithm::Dissemination, n, me)
         })
     }
@@ -372,6 +372,7 @@ impl Team<'_> {
             &times,
             &mut combined,
             Some(Reducer::Borrowed(&slowest)),
+            None,
             |b| algorithms::allreduce(b, Algorithm::RecursiveDoubling, n, me, len),
         )?;
         tuner.borrow_mut().decide(trial, &combined);

@@ -55,6 +55,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Reduce,
             bytes,
+            Some(CallShape::rooted(root, len)),
             native,
             src,
             dst,
@@ -107,6 +108,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Allreduce,
             bytes,
+            Some(CallShape::of(len)),
             native,
             src,
             dst,
@@ -175,6 +177,7 @@ impl<'a> Team<'a> {
         self.blocking(
             Collective::Scan,
             bytes,
+            Some(CallShape::scan(len, exclusive)),
             native,
             src,
             &mut *dst,

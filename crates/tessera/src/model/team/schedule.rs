@@ -60,6 +60,7 @@ use std::ops::Range;
 use bytemuck::{Pod, Zeroable};
 
 use super::channel::{Channel, SentOffer};
+use super::reserved::{PlanKey, Reserved};
 use super::signature::Signature;
 use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
@@ -239,6 +240,11 @@ pub(crate) struct Plan {
     rounds: Vec<Round>,
     messages: Vec<Message>,
     after: Vec<Local>,
+    /// Local steps before any message moves (copies and zeroing), applied when the
+    /// schedule first advances.
+    before: Vec<Local>,
+    /// Elements of scratch the rounds use.
+    scratch: usize,
     /// Sends among `messages` to be read directly.
     direct: usize,
     /// The places of the output the schedule writes (receives and local steps so far).
@@ -247,140 +253,38 @@ pub(crate) struct Plan {
     read_locally: Vec<Place>,
 }
 
-/// Per-pair sequence numbers already promised to schedules of a team, and the scratch
-/// buffers and plans of finished schedules kept for the next ones (fresh large buffers
-/// cost a page fault per page each time).
-///
-/// The per-member entries are read from the channel when a schedule first messages that
-/// member ([`Reserved::fetch`]), not for every member when a call starts: a call costs
-/// its messages, not the team's size.
-#[derive(Default)]
-pub(crate) struct Reserved {
-    pub(crate) send: Vec<u64>,
-    pub(crate) recv: Vec<u64>,
-    /// Per member: whether long messages to it may be read directly (`core::direct`).
-    pub(crate) direct: Vec<bool>,
-    /// Per member: the epoch its entries were read from the channel in.
-    fetched: Vec<u64>,
-    /// Entries of an earlier epoch are stale: read again before use.
-    epoch: u64,
-    /// Where stale entries are read from (None: entries are set by hand, in tests).
-    channel: Option<std::rc::Rc<Channel>>,
-    /// Spare buffers, each with its capacity in bytes.
-    spare: Vec<SpareBuffer>,
-    plans: Vec<Plan>,
-}
-
-/// Spare buffers (and plans) kept per team.
-const SPARE: usize = 8;
-
-/// Buffers smaller than this are not kept: making one afresh costs less than keeping it.
-const KEEP_FROM: usize = 16 * 1024;
-
-/// A buffer of some element type with its capacity in bytes.
-pub(crate) type SpareBuffer = (usize, Box<dyn Any>);
-
-impl Reserved {
-    /// Start a new epoch on `channel` (of `members`): every entry is read from it again
-    /// when first used. Only while no schedule of the team holds reservations (with some
-    /// in flight the entries are ahead of the channel and must stay).
-    pub(crate) fn refresh(&mut self, channel: &std::rc::Rc<Channel>, members: usize) {
-        if self.fetched.len() != members {
-            self.send = vec![0; members];
-            self.recv = vec![0; members];
-            self.direct = vec![false; members];
-            self.fetched = vec![0; members];
-        }
-        if !self
-            .channel
-            .as_ref()
-            .is_some_and(|c| std::rc::Rc::ptr_eq(c, channel))
-        {
-            self.channel = Some(channel.clone());
-        }
-        self.epoch += 1;
+impl Plan {
+    /// Empty every list, keeping their memory.
+    pub(crate) fn clear(&mut self) {
+        self.rounds.clear();
+        self.messages.clear();
+        self.after.clear();
+        self.before.clear();
+        self.scratch = 0;
+        self.direct = 0;
+        self.writes.clear();
+        self.read_locally.clear();
     }
 
-    /// Make `peer`'s entries current: read them from the channel if they are stale.
-    fn fetch(&mut self, peer: usize) {
-        let Some(channel) = &self.channel else {
-            return;
-        };
-        if self.fetched[peer] != self.epoch {
-            self.send[peer] = channel.sent_to(peer);
-            self.recv[peer] = channel.received_from(peer);
-            self.direct[peer] = channel.direct_with(peer);
-            self.fetched[peer] = self.epoch;
-        }
+    /// Whether a later call of the same shape may run this plan again: only where every
+    /// message travels in chunks (a direct read or a rendezvous depends on more than the
+    /// shape: what the pair can read, whether the call blocks).
+    pub(crate) fn reusable(&self) -> bool {
+        self.direct == 0 && self.messages.iter().all(|m| !m.rendezvous)
     }
 
-    /// A buffer of `len` elements holding `from`, reusing a spare one. Past `from` it
-    /// holds whatever an earlier schedule left there (zeros where it grew): every
-    /// algorithm writes its scratch before reading it, and zeroing a 1 MiB scratch cost
-    /// every 1 MiB reduction a pass over it (`memset`, about a tenth of a 1 MiB scan's
-    /// samples on each rank). Debug builds fill it with a pattern instead, so that an
-    /// algorithm that reads scratch it did not write fails the tests.
-    pub(crate) fn buffer<T: Pod>(&mut self, len: usize, from: &[T]) -> Vec<T> {
-        // Small buffers are never kept (see `keep_vec`), so not worth looking for; else
-        // the smallest spare buffer of this type that is large enough.
-        let found = (len * std::mem::size_of::<T>() >= KEEP_FROM)
-            .then(|| {
-                self.spare
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, (_, b))| Some((i, b.downcast_ref::<Vec<T>>()?.capacity())))
-                    .filter(|&(_, capacity)| capacity >= len)
-                    .min_by_key(|&(_, capacity)| capacity)
-                    .map(|(i, _)| i)
-            })
-            .flatten();
-        let mut v = match found {
-            Some(i) => *self
-                .spare
-                .swap_remove(i)
-                .1
-                .downcast::<Vec<T>>()
-                .expect("checked"),
-            None => Vec::with_capacity(len),
-        };
-        let kept = from.len().min(len);
-        if v.len() < len {
-            v.resize(len, T::zeroed());
-        } else {
-            v.truncate(len);
-        }
-        v[..kept].copy_from_slice(&from[..kept]);
-        if cfg!(debug_assertions) {
-            bytemuck::cast_slice_mut::<T, u8>(&mut v[kept..]).fill(0xA5);
-        }
-        v
-    }
-
-    /// Keep `v` for later schedules if it is large (making a small one afresh costs less
-    /// than keeping it); only the largest few stay.
-    fn keep_vec<T: Pod>(&mut self, v: Vec<T>) {
-        let bytes = v.capacity() * std::mem::size_of::<T>();
-        if bytes < KEEP_FROM {
-            return;
-        }
-        self.spare.push((bytes, Box::new(v)));
-        if self.spare.len() > SPARE {
-            self.spare
-                .sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
-            self.spare.truncate(SPARE);
-        }
-    }
-
-    /// Keep a plan's lists (emptied) for the next schedule.
-    fn keep_plan(&mut self, mut plan: Plan) {
-        if self.plans.len() < SPARE {
-            plan.rounds.clear();
-            plan.messages.clear();
-            plan.after.clear();
-            plan.direct = 0;
-            plan.writes.clear();
-            plan.read_locally.clear();
-            self.plans.push(plan);
+    /// Make a finished plan ready to run again: every message reserves its sequence
+    /// numbers anew, in the order the builder reserved them (each round's sends, then its
+    /// receives), and has moved nothing.
+    fn reserve_again(&mut self, reserved: &mut Reserved) {
+        for round in &self.rounds {
+            for (range, send) in [(round.sends.clone(), true), (round.recvs.clone(), false)] {
+                for m in &mut self.messages[range] {
+                    m.first = reserved.take(m.peer, send, m.chunks);
+                    m.moved = 0;
+                    m.offset = 0;
+                }
+            }
         }
     }
 }
@@ -431,6 +335,8 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     /// At least `len` elements of scratch (what is in it is unspecified: every algorithm
     /// writes its scratch before reading it; see [`Reserved::buffer`]).
     pub(crate) fn scratch(self, len: usize) -> Self {
+        let plan = &mut self.schedule.plan;
+        plan.scratch = plan.scratch.max(len);
         if self.schedule.bufs.tmp.len() < len {
             let old = std::mem::take(&mut self.schedule.bufs.tmp);
             self.schedule.bufs.tmp = self.reserved.buffer(len, &old);
@@ -438,14 +344,19 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         self
     }
 
-    /// Local steps now, before any message moves (copies and zeroing only).
+    /// Local steps before any message moves (copies and zeroing only), wherever among
+    /// the rounds they are written.
     pub(crate) fn local(mut self, steps: impl IntoIterator<Item = Local>) -> Self {
         for step in steps {
+            debug_assert!(
+                matches!(step, Local::Copy { .. } | Local::Zero(_)),
+                "only copies and zeroing come before the rounds"
+            );
             self.written(step.destination());
             if let Local::Copy { from, .. } = &step {
                 self.schedule.plan.read_locally.push(from.clone());
             }
-            apply(&mut self.schedule.bufs, None, &step).expect("copies and zeroing cannot fail");
+            self.schedule.plan.before.push(step);
         }
         self
     }
@@ -461,8 +372,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         // both know (the length, the pair, the kind of schedule).
         let long = bytes > 2 * self.chunk;
         let nonblocking = self.schedule.nonblocking;
-        self.reserved.fetch(peer);
-        let pair_direct = self.reserved.direct.get(peer).copied().unwrap_or(false);
+        let pair_direct = self.reserved.direct_with(peer);
         let rendezvous = nonblocking && long && !pair_direct;
         let plan = &self.schedule.plan;
         let direct = send
@@ -480,13 +390,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         } else {
             bytes.div_ceil(self.chunk).max(1) as u64
         };
-        let next = if send {
-            &mut self.reserved.send[peer]
-        } else {
-            &mut self.reserved.recv[peer]
-        };
-        let first = *next;
-        *next += chunks;
+        let first = self.reserved.take(peer, send, chunks);
         Message {
             peer,
             place,
@@ -668,7 +572,11 @@ fn apply<T: Pod>(
 /// call returns, or a nonblocking call's, held by the team. See the [module docs](self).
 pub(crate) struct Schedule<'b, T> {
     bufs: Buffers<'b, T>,
-    plan: Plan,
+    plan: Box<Plan>,
+    /// Whether the steps before the rounds have run.
+    begun: bool,
+    /// Under which key its plan may serve later calls (blocking calls of few bytes).
+    key: Option<PlanKey>,
     current: usize,
     reducer: Option<Reducer<'b, T>>,
     /// The signature its messages carry (see [`super::signature`]).
@@ -712,6 +620,8 @@ impl<'b, T: Pod> Schedule<'b, T> {
                 tmp: Vec::new(),
             },
             plan: reserved.plans.pop().unwrap_or_default(),
+            begun: false,
+            key: None,
             current: 0,
             reducer,
             signature,
@@ -719,6 +629,22 @@ impl<'b, T: Pod> Schedule<'b, T> {
             staged: Vec::new(),
             awaiting: Vec::new(),
         }
+    }
+
+    /// Run `plan` (a finished call's, kept under `key`) instead of writing rounds: its
+    /// messages reserve their sequence numbers again and its scratch is made.
+    pub(crate) fn reuse(&mut self, reserved: &mut Reserved, key: PlanKey, mut plan: Box<Plan>) {
+        plan.reserve_again(reserved);
+        if self.bufs.tmp.len() < plan.scratch {
+            self.bufs.tmp = reserved.buffer(plan.scratch, &[]);
+        }
+        reserved.keep_plan(std::mem::replace(&mut self.plan, plan));
+        self.key = Some(key);
+    }
+
+    /// Let this schedule's plan serve later calls of `key` once it is done.
+    pub(crate) fn keep_as(&mut self, key: PlanKey) {
+        self.key = Some(key);
     }
 
     /// Move whatever can move now; `true` once every round is done (and every staging
@@ -737,6 +663,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
         let Schedule {
             bufs,
             plan,
+            begun,
             current,
             reducer,
             signature,
@@ -744,6 +671,12 @@ impl<'b, T: Pod> Schedule<'b, T> {
             awaiting,
             ..
         } = self;
+        if !*begun {
+            for step in &plan.before {
+                apply(bufs, None, step)?;
+            }
+            *begun = true;
+        }
         while *current < plan.rounds.len() {
             let round = plan.rounds[*current].clone();
             let mut done = true;
@@ -834,7 +767,9 @@ impl<'b, T: Pod> Schedule<'b, T> {
             }
             if !done {
                 // Receivers that left this member their whole copy wait for it.
-                help(ctx, channel, bufs, plan, awaiting)?;
+                if !awaiting.is_empty() {
+                    help(ctx, channel, bufs, plan, awaiting)?;
+                }
                 return Ok(false);
             }
             for step in &plan.after[round.after] {
@@ -872,14 +807,18 @@ impl<'b, T: Pod> Schedule<'b, T> {
 
     /// Finish: hand the plan and the large buffers to `reserved` for later schedules, and
     /// return the output if it is the schedule's own (a nonblocking one's).
-    pub(crate) fn recycle(&mut self, reserved: &mut Reserved) -> Option<Vec<T>> {
-        if let Input::Owned(v) = &mut self.bufs.src {
-            reserved.keep_vec(std::mem::take(v));
+    pub(crate) fn recycle(self, reserved: &mut Reserved) -> Option<Vec<T>> {
+        let Buffers { src, dst, tmp } = self.bufs;
+        if let Input::Owned(v) = src {
+            reserved.keep_vec(v);
         }
-        reserved.keep_vec(std::mem::take(&mut self.bufs.tmp));
-        reserved.keep_plan(std::mem::take(&mut self.plan));
-        match &mut self.bufs.dst {
-            Output::Owned(v) => Some(std::mem::take(v)),
+        reserved.keep_vec(tmp);
+        match self.key {
+            Some(key) => reserved.keep_for(key, self.plan),
+            None => reserved.keep_plan(self.plan),
+        }
+        match dst {
+            Output::Owned(v) => Some(v),
             Output::Borrowed(_) => None,
         }
     }
@@ -1024,8 +963,8 @@ impl<T: Pod> Pending for Schedule<'static, T> {
     fn advance(&mut self, ctx: &Context, channel: &Channel) -> Result<bool> {
         Schedule::advance(self, ctx, channel)
     }
-    fn output(mut self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
-        let output = self.recycle(reserved);
+    fn output(self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
+        let output = (*self).recycle(reserved);
         output.map(|v| Box::new(v) as Box<dyn Any>)
     }
 }
@@ -1112,7 +1051,7 @@ impl Pending for Checked {
         (self.verify)(self.schedule.output_slice())?;
         Ok(true)
     }
-    fn output(mut self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
+    fn output(self: Box<Self>, reserved: &mut Reserved) -> Option<Box<dyn Any>> {
         self.schedule.recycle(reserved);
         None
     }
@@ -1136,12 +1075,7 @@ mod tests {
         let n = super::super::channel::DIRECT_FROM / 8; // u64s: just long enough
         let src = vec![1u64; n];
         let mut dst = vec![0u64; 5 * n];
-        let mut reserved = Reserved {
-            send: vec![0; 2],
-            recv: vec![0; 2],
-            direct: vec![true, true],
-            ..Reserved::default()
-        };
+        let mut reserved = Reserved::by_hand(vec![true, true]);
         let mut schedule = Schedule::new(
             &mut reserved,
             Input::Borrowed(&src),
@@ -1197,12 +1131,7 @@ mod tests {
     fn a_nonblocking_long_send_is_offered_unless_written_later_and_staged_only_where_not_direct() {
         let chunk = 4096;
         let n = 2 * chunk / 8 + 1; // u64s: longer than two chunks
-        let mut reserved = Reserved {
-            send: vec![0; 3],
-            recv: vec![0; 3],
-            direct: vec![true, true, false],
-            ..Reserved::default()
-        };
+        let mut reserved = Reserved::by_hand(vec![true, true, false]);
         let mut schedule = Schedule::new(
             &mut reserved,
             Input::Owned(vec![1u64; n]),
