@@ -48,8 +48,8 @@ const CHUNKS: usize = 4;
 variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
-        /// `stream` beyond [`LINES_FROM`] ranks; below, `tally` where the key range is at
-        /// most [`TALLY_LIMIT`] and `count` above it.
+        /// `stream` from [`LINES_FROM`] ranks; below [`TALLY_BELOW`] ranks, `tally` where
+        /// the key range is at most [`TALLY_LIMIT`]; otherwise `count`.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
         /// range.
@@ -116,6 +116,13 @@ impl crate::Benchmark for Is {
 /// the vector grouping (less pressure beside the tally), B's tally is 0.325–0.35 s
 /// against counting's 0.363–0.41 s at 2 ranks (docs/PERFORMANCE.md), so B tallies too.
 pub const TALLY_LIMIT: usize = 2 << 20;
+
+/// Below this many ranks the default tallies (where the key range allows). On a 16-core
+/// Xeon (AVX-512, one rank per core) counting beat tallying at 8 ranks by 1.28× for class
+/// B (0.31 s against 0.40; NPB's OpenMP code 0.51–0.57 s in the same run) and 1.09× for
+/// class A; it also did at 2 and 4 ranks there (1.24–1.26×), where on the 2-core host the
+/// tally is the faster (docs/PERFORMANCE.md), so below 8 ranks the choice stays the tally.
+pub const TALLY_BELOW: usize = 8;
 
 /// From this many ranks the default sends keys a cache line at a time (`stream`). On a
 /// 16-core Xeon (AVX-512, one rank per core) at 16 ranks it took class C from 0.89–0.98 s
@@ -482,7 +489,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         tally: match variant {
             Variant::Tally => true,
             Variant::Count | Variant::Stream => false,
-            Variant::Default => p < LINES_FROM && max_key <= TALLY_LIMIT,
+            Variant::Default => p < TALLY_BELOW && max_key <= TALLY_LIMIT,
         },
         stream: variant == Variant::Stream || (variant == Variant::Default && p >= LINES_FROM),
         counts: vec![0u64; buckets + TESTS],
