@@ -344,18 +344,15 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         self
     }
 
-    /// Local steps before any message moves (copies and zeroing only), wherever among
-    /// the rounds they are written.
+    /// Local steps now, before any message moves (copies and zeroing only), kept in the
+    /// plan so that a call reusing it repeats them.
     pub(crate) fn local(mut self, steps: impl IntoIterator<Item = Local>) -> Self {
         for step in steps {
-            debug_assert!(
-                matches!(step, Local::Copy { .. } | Local::Zero(_)),
-                "only copies and zeroing come before the rounds"
-            );
             self.written(step.destination());
             if let Local::Copy { from, .. } = &step {
                 self.schedule.plan.read_locally.push(from.clone());
             }
+            apply(&mut self.schedule.bufs, None, &step).expect("copies and zeroing cannot fail");
             self.schedule.plan.before.push(step);
         }
         self
@@ -573,7 +570,8 @@ fn apply<T: Pod>(
 pub(crate) struct Schedule<'b, T> {
     bufs: Buffers<'b, T>,
     plan: Box<Plan>,
-    /// Whether the steps before the rounds have run.
+    /// Whether the steps before the rounds have run (the builder runs them as it writes
+    /// them; a reused plan's run at the first advance).
     begun: bool,
     /// Under which key its plan may serve later calls (blocking calls of few bytes).
     key: Option<PlanKey>,
@@ -620,7 +618,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
                 tmp: Vec::new(),
             },
             plan: reserved.plans.pop().unwrap_or_default(),
-            begun: false,
+            begun: true,
             key: None,
             current: 0,
             reducer,
@@ -640,6 +638,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
         }
         reserved.keep_plan(std::mem::replace(&mut self.plan, plan));
         self.key = Some(key);
+        self.begun = false;
     }
 
     /// Let this schedule's plan serve later calls of `key` once it is done.
