@@ -8,13 +8,11 @@
 //! physical place is the position modulo the ring's length). A message of `len` bytes
 //! takes [`footprint`]`(len)` bytes: a header of [`HEADER`] bytes (its flag word first,
 //! the length word at `HEADER − 8`) and the data rounded up to whole cache lines, and the
-//! next message starts where it ends, on a multiple of [`PAIR`] (an adjacent-line pair,
-//! which the processor fetches together, so a header and its first data line arrive with
-//! one miss). Data of at most [`INLINE`] bytes goes inside the header, between the flag
-//! word and the signature ([`data_offset`]), so such a message is read from one line.
-//! Positions and the ring's length are multiples of [`PAIR`], so a header never crosses
-//! the ring's end; data may, in two pieces ([`pieces`]), and the ring holds two of the
-//! longest chunks.
+//! next message starts where it ends. Data of at most [`INLINE`] bytes goes inside the
+//! header, between the flag word and the signature ([`data_offset`]), so such a message is
+//! one cache line. Positions and the ring's length are multiples of the header's, so a
+//! header never crosses the ring's end; data may, in two pieces ([`pieces`]), and the ring
+//! holds two of the longest chunks.
 //!
 //! - The sender may write a message occupying `[start, end)` once the receiver's
 //!   acknowledged position leaves room for it and for the *next* message's flag word:
@@ -55,13 +53,6 @@ use super::Word;
 /// word last (one cache line). Every message starts on a multiple of it.
 pub(crate) const HEADER: u64 = 64;
 
-/// Every message starts on a multiple of this: a header and the line after it form an
-/// adjacent-line pair, which the processor fetches together. (On a 2-core Xeon with
-/// AVX-512, 2 ranks, `tessera bench coll` against the build before one-line messages: with
-/// messages starting on any line, the team's choice at 64 B took 0.99–1.16× as long, the
-/// median of every algorithm 1.026×; starting on pairs, 0.99–1.06×, median 1.017×.)
-pub(crate) const PAIR: u64 = 2 * HEADER;
-
 /// Data bytes a message carries inside its header line, between the flag word and the
 /// signature and length words.
 pub(crate) const INLINE: usize = HEADER as usize - 24;
@@ -80,18 +71,17 @@ pub(crate) fn data_offset(len: usize) -> u64 {
 /// The ring length that holds two messages of `chunk` bytes at once (and the flag word
 /// after them), so long messages pipeline as with double buffering.
 pub(crate) fn ring_for_chunk(chunk: usize) -> u64 {
-    2 * footprint(chunk) + PAIR
+    2 * footprint(chunk) + HEADER
 }
 
-/// Bytes a message of `len` data bytes takes in the ring: its header, its data lines
-/// (none where the data is inline), rounded up to a whole [`PAIR`].
+/// Bytes a message of `len` data bytes takes in the ring: its header, then its data lines
+/// (none where the data is inline).
 pub(crate) fn footprint(len: usize) -> u64 {
-    let data = if len <= INLINE {
-        0
+    if len <= INLINE {
+        HEADER
     } else {
-        (len as u64).div_ceil(HEADER) * HEADER
-    };
-    (HEADER + data).next_multiple_of(PAIR)
+        HEADER + (len as u64).div_ceil(HEADER) * HEADER
+    }
 }
 
 /// The physical pieces of the `len` bytes from `position` in a ring of `ring` bytes:
@@ -156,19 +146,16 @@ mod tests {
         assert!(!fits(0, second + footprint(1), ring));
         // In the steady state the third chunk needs only the first consumed.
         assert!(fits(first, second + first, ring));
-        // Up to 40 bytes inside the header; then whole lines after it; every message a
-        // whole number of line pairs.
-        assert_eq!(footprint(0), 128);
-        assert_eq!(footprint(INLINE), 128);
-        assert_eq!(footprint(64), 128);
-        assert_eq!(footprint(65), 256);
-        assert_eq!(footprint(129), 256);
-        assert_eq!(ring % PAIR, 0);
-        // Short messages: hundreds in flight before the first acknowledgement.
+        // Up to 40 bytes inside the header; then whole lines after it.
+        assert_eq!(footprint(0), 64);
+        assert_eq!(footprint(INLINE), 64);
+        assert_eq!(footprint(INLINE + 1), 128);
+        assert_eq!(footprint(65), 192);
+        // Short messages: a thousand in flight before the first acknowledgement.
         let n = (0..)
             .take_while(|k| fits(0, (k + 1) * footprint(8), ring))
             .count();
-        assert!(n > 500, "{n}");
+        assert!(n > 1000, "{n}");
     }
 
     /// Inline data lies between the flag word and the signature and length words, never
@@ -199,11 +186,11 @@ mod loom_tests {
     use loom::sync::Arc;
 
     /// Cache lines in the model's ring, each one word: a header's flag or a data line.
-    const LINES: usize = 6;
+    const LINES: usize = 5;
     const RING: u64 = LINES as u64 * HEADER;
 
     /// One sender, one receiver, messages of two, two and one data lines through a ring of
-    /// six lines (so it fills, and the second message's data crosses the end): every
+    /// five lines (so it fills, and the second message's data crosses the end): every
     /// message is received once, in order, with its own data. Each data word holds the flag
     /// value of the message whose header later lands on the same line (the third's lands on
     /// the first's data), so a receiver that took stale data for a flag would read the

@@ -110,20 +110,6 @@ pub(crate) fn area_len(size: usize, chunk: usize) -> usize {
     size * mailbox::ring_for_chunk(chunk) as usize + size * ACK_STRIDE
 }
 
-/// Bytes to allocate for such an area: room to start it on a line pair
-/// (`mailbox::PAIR`; allocations are aligned to one line).
-pub(crate) fn area_allocation(size: usize, chunk: usize) -> usize {
-    area_len(size, chunk) + (mailbox::PAIR - mailbox::HEADER) as usize
-}
-
-/// Where the area starts in an allocation of [`area_allocation`] bytes at `at`: the first
-/// line pair, so that every ring (a whole number of pairs long) and every message in it
-/// starts on one. The same on every member for a collective allocation.
-pub(crate) fn area_in(at: GlobalPtr<u8>) -> GlobalPtr<u8> {
-    let skip = at.offset().next_multiple_of(mailbox::PAIR) - at.offset();
-    at.add(skip as usize)
-}
-
 /// A message left to its sender to push: when, and its offer's state word.
 type PostedPush = (std::time::Instant, GlobalPtr<u64>);
 

@@ -42,9 +42,7 @@ use crate::core::native::{NativeCall, NativeGroup, NativeOp};
 use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
-use channel::{
-    area_allocation, area_in, area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK,
-};
+use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use reserved::{CallShape, PlanKey, Reserved};
 use schedule::{Builder, Checked, NativePending, Pending, Reducer};
 use signature::{Form, Reduction as SigReduction, Signature};
@@ -262,7 +260,7 @@ impl<'a> Team<'a> {
     pub fn world(ctx: &'a Context) -> Result<Team<'a>> {
         let _counted_as_collective = ctx.stats_scope(true);
         let n = ctx.ranks();
-        let area = area_in(ctx.alloc_collective::<u8>(area_allocation(n, DEFAULT_CHUNK))?);
+        let area = ctx.alloc_collective::<u8>(area_len(n, DEFAULT_CHUNK))?;
         zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
@@ -634,8 +632,7 @@ impl<'a> Team<'a> {
         let area = match colour {
             Some(_) => {
                 let len = area_len(group.len(), DEFAULT_CHUNK);
-                let allocation = area_allocation(group.len(), DEFAULT_CHUNK);
-                let area = area_in(self.ctx.alloc_local::<u8>(allocation)?);
+                let area = self.ctx.alloc_local::<u8>(len)?;
                 zero(self.ctx, area, len)?;
                 Some(area)
             }
