@@ -2,10 +2,11 @@
 //! promised so far, spare scratch buffers and plan lists, and the plans of recent small
 //! blocking calls, reused by later calls of the same shape.
 //!
-//! A blocking collective of a few bytes spends as long building its rounds as moving its
-//! messages; the rounds depend only on the call's shape (operation, algorithm, root,
-//! length, element size, scan kind) and on the team, so a call whose shape was seen lately
-//! takes that plan and reserves its sequence numbers again instead of writing the rounds.
+//! A blocking collective of a few bytes spent about a sixth of its time writing its rounds
+//! (`perf`, 8-byte allreduces at 2 ranks); the rounds depend only on the call's shape
+//! (operation, algorithm, root, length, element size, scan kind) and on the team, so a
+//! call whose shape was seen lately takes that plan and reserves its sequence numbers
+//! again instead of writing the rounds.
 //!
 //! This module must never move a message or touch another member's memory: it only
 //! counts and keeps.
