@@ -9,8 +9,8 @@
 //! takes [`footprint`]`(len)` bytes: a header of [`HEADER`] bytes (its flag word first,
 //! the length word at `HEADER − 8`) and the data rounded up to whole cache lines, and the
 //! next message starts where it ends. Data of at most [`INLINE`] bytes goes inside the
-//! header, between the flag word and the signature ([`data_offset`]), so such a message is
-//! one cache line. Positions and the ring's length are multiples of the header's, so a
+//! header, between the flag word and the signature (at [`INLINE_AT`]), so such a message
+//! is one cache line. Positions and the ring's length are multiples of the header's, so a
 //! header never crosses the ring's end; data may, in two pieces ([`pieces`]), and the ring
 //! holds two of the longest chunks.
 //!
@@ -57,16 +57,9 @@ pub(crate) const HEADER: u64 = 64;
 /// signature and length words.
 pub(crate) const INLINE: usize = HEADER as usize - 24;
 
-/// Where a message of `len` data bytes keeps its data, from the message's start: inside
-/// the header when it fits there ([`INLINE`]), else right after it. Never at a multiple
-/// of [`HEADER`] inside the header, so inline data never lies where a flag is read.
-pub(crate) fn data_offset(len: usize) -> u64 {
-    if len <= INLINE {
-        8
-    } else {
-        HEADER
-    }
-}
+/// Where inline data lies, from the message's start: just after the flag word, never on
+/// a word where a flag is read. Longer data starts at [`HEADER`].
+pub(crate) const INLINE_AT: usize = 8;
 
 /// The ring length that holds two messages of `chunk` bytes at once (and the flag word
 /// after them), so long messages pipeline as with double buffering.
@@ -162,9 +155,8 @@ mod tests {
     /// on a flag's word; longer data starts on the next line.
     #[test]
     fn inline_data_stays_between_the_flag_and_the_signature() {
-        assert_eq!(data_offset(0), 8);
-        assert_eq!(data_offset(INLINE) + INLINE as u64, HEADER - 16);
-        assert_eq!(data_offset(INLINE + 1), HEADER);
+        assert_eq!(INLINE_AT, 8);
+        assert_eq!((INLINE_AT + INLINE) as u64, HEADER - 16);
     }
 
     #[test]
@@ -219,10 +211,7 @@ mod loom_tests {
             line(starts[1]) + LENGTHS[1] >= LINES,
             "a message's data crosses the end"
         );
-        assert!(
-            (0..LENGTHS[0]).any(|k| mimic(0, k) != 0),
-            "data mimics a later flag"
-        );
+        assert_ne!(mimic(0, 0), 0, "data mimics a later flag");
         let data: Vec<Vec<u64>> = (0..LENGTHS.len())
             .map(|seq| (0..LENGTHS[seq]).map(|k| mimic(seq, k)).collect())
             .collect();

@@ -82,6 +82,9 @@ struct Offer {
     state: u64,
 }
 
+// An offer is longer than inline data, so its words always follow the header.
+const _: () = assert!(std::mem::size_of::<Offer>() > mailbox::INLINE);
+
 /// Word offsets in an [`Offer`].
 const OFFER_DESTINATION: usize = 3;
 const OFFER_STATE: usize = 6;
@@ -557,8 +560,7 @@ impl Channel {
     /// Word `word` of the offer at ring position `at` that streams member `source` sent to
     /// `owner`.
     fn offer_word(&self, owner: usize, source: usize, at: u64, word: usize) -> GlobalPtr<u64> {
-        let offset = mailbox::data_offset(std::mem::size_of::<Offer>());
-        let place = (at + offset + 8 * word as u64) % self.streams.ring;
+        let place = (at + HEADER as u64 + 8 * word as u64) % self.streams.ring;
         self.ring(owner, source).add(place as usize).cast()
     }
 
@@ -669,10 +671,7 @@ impl Channel {
         if ctx.is_addressable(ring) {
             ctx.put_value(next_flag, 0)?;
             if chunk.len() <= mailbox::INLINE {
-                ctx.put(
-                    header_at.add(mailbox::data_offset(chunk.len()) as usize),
-                    chunk,
-                )?;
+                ctx.put(header_at.add(mailbox::INLINE_AT), chunk)?;
             } else {
                 let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
                 let (head, tail) = chunk.split_at(data[0].1);
@@ -695,7 +694,12 @@ impl Channel {
             // flag in one message, or in two where the ring's end splits them: the piece
             // after the end first, its last word (the next flag) as its signal's flag.
             let inline = chunk.len() <= mailbox::INLINE;
-            let words = start + if inline { 8 } else { SIGNATURE_AT as u64 };
+            let words = start
+                + if inline {
+                    mailbox::INLINE_AT
+                } else {
+                    SIGNATURE_AT
+                } as u64;
             let span = (end + 8 - words) as usize;
             let mut payload = Vec::with_capacity(span);
             if inline {
@@ -808,7 +812,7 @@ impl Channel {
         // longer so).
         if len <= mailbox::INLINE {
             // Inside the header line, which never crosses the ring's end.
-            ctx.get(header_at.add(mailbox::data_offset(len) as usize), wire)?;
+            ctx.get(header_at.add(mailbox::INLINE_AT), wire)?;
         } else {
             let data = mailbox::pieces(position + HEADER as u64, wire.len(), ring_len);
             let (head, tail) = wire.split_at_mut(data[0].1);

@@ -267,10 +267,11 @@ impl Plan {
     }
 
     /// Whether a later call of the same shape may run this plan again: only where every
-    /// message travels in chunks (a direct read or a rendezvous depends on more than the
-    /// shape: what the pair can read, whether the call blocks).
+    /// message travels in chunks (a direct read depends on more than the shape: what the
+    /// pair can read). Kept plans are blocking calls', which never stage a rendezvous.
     pub(crate) fn reusable(&self) -> bool {
-        self.direct == 0 && self.messages.iter().all(|m| !m.rendezvous)
+        debug_assert!(self.messages.iter().all(|m| !m.rendezvous));
+        self.direct == 0
     }
 
     /// Make a finished plan ready to run again: every message reserves its sequence
