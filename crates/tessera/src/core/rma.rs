@@ -316,7 +316,16 @@ impl Context {
 
     /// Put one value.
     pub fn put_value<T: Pod>(&self, dst: GlobalPtr<T>, value: T) -> Result<()> {
-        self.put(dst, std::slice::from_ref(&value))
+        let target = self.target_of(dst, 1)?;
+        self.count(Traffic::Put, dst.rank(), std::mem::size_of::<T>());
+        match target {
+            // SAFETY: `target` came from Context::target for one T, so the destination is
+            // mapped, in bounds and aligned for T; one store of a known size instead of a
+            // call to copy bytes.
+            Target::Direct(p) => unsafe { p.cast::<T>().as_ptr().write(value) },
+            Target::Remote { .. } => self.store_bytes(target, bytemuck::bytes_of(&value))?,
+        }
+        Ok(())
     }
 
     /// Get one value.

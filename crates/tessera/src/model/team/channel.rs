@@ -17,8 +17,10 @@
 //! 1. `s` waits until `d`'s acknowledged position leaves room for it and for the flag word
 //!    after it. `d` stores its position into `s`'s ack word for `d` (`Release`); `s` loads
 //!    it with `Acquire`, and only when the value it loaded last says there is no room.
-//! 2. `s` clears the flag word just after the message (the next message's), puts the data,
-//!    the signature of the collective call it belongs to ([`Signature`]) and the length,
+//! 2. `s` clears the flag word just after the message (the next message's) if an earlier
+//!    lap left data there (it keeps one bit per ring line: `protocol::mailbox::DataLines`;
+//!    a word that held an earlier flag is left, saving a store into the line the receiver
+//!    polls next), puts the data, the signature of the collective call it belongs to ([`Signature`]) and the length,
 //!    then stores `n + 1` into the message's flag (`Release`). Data that reaches the
 //!    ring's end goes on at its start (a header never crosses the end).
 //! 3. `d` waits until the flag at its position reads `n + 1` (`Acquire`), compares the signature with its own call's (a mismatch fails the call,
@@ -136,6 +138,9 @@ struct Streams {
     received_at: RefCell<Vec<u64>>,
     /// The acknowledged position each member's ack word held when last loaded.
     acknowledged: RefCell<Vec<u64>>,
+    /// Per receiver, which lines of the ring this member writes into may hold data where
+    /// a later message's flag goes (`protocol::mailbox::DataLines`).
+    data_lines: RefCell<Vec<mailbox::DataLines>>,
     /// Whether this member and each other read long messages from each other directly
     /// (`core::direct`), as the team that made the streams agreed.
     direct: RefCell<Vec<bool>>,
@@ -201,6 +206,12 @@ impl Channel {
                 sent_at: RefCell::new(vec![0; size]),
                 received_at: RefCell::new(vec![0; size]),
                 acknowledged: RefCell::new(vec![0; size]),
+                data_lines: RefCell::new(vec![
+                    mailbox::DataLines::new(mailbox::ring_for_chunk(
+                        chunk
+                    ));
+                    size
+                ]),
                 direct: RefCell::new(vec![false; size]),
                 split_from: Cell::new(usize::MAX),
                 halves_written: Cell::new(0),
@@ -668,10 +679,22 @@ impl Channel {
         let place = |position: u64| ring.add((position % ring_len) as usize);
         let (header_at, next_flag) = (place(start), place(end).cast::<u64>());
         let header = [call.0, length];
+        // Whether the next flag's word may hold an earlier lap's data; from here on it
+        // holds a flag (or zero), and this message's data lines hold data.
+        let clear_next = {
+            let mut lines = self.streams.data_lines.borrow_mut();
+            let clear = lines[to].clear_next(end, ring_len);
+            lines[to].wrote(start, end, ring_len);
+            clear
+        };
         if ctx.is_addressable(ring) {
-            ctx.put_value(next_flag, 0)?;
+            if clear_next {
+                ctx.put_value(next_flag, 0)?;
+            }
             if chunk.len() <= mailbox::INLINE {
-                ctx.put(header_at.add(mailbox::INLINE_AT), chunk)?;
+                if !chunk.is_empty() {
+                    ctx.put(header_at.add(mailbox::INLINE_AT), chunk)?;
+                }
             } else {
                 let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
                 let (head, tail) = chunk.split_at(data[0].1);
@@ -686,7 +709,7 @@ impl Channel {
             #[cfg(tessera_no_signatures)]
             ctx.put_value(words.add(1), header[1])?;
             #[cfg(not(tessera_no_signatures))]
-            ctx.put(words, &header)?;
+            ctx.put_value(words.cast::<[u64; 2]>(), header)?;
             ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
             // Signature, length, data, padding and the cleared next flag are adjacent in the
