@@ -24,7 +24,7 @@ enum Flow {
 
 /// One member's place in a rooted single-address form's tree: the k-nomial tree of the
 /// algorithm's radix (flat: radix n, the root every member's parent) rooted at the root.
-struct SyncTree {
+pub(super) struct SyncTree {
     parent: Option<usize>,
     /// Children (team ranks), the smallest subtree first, each with whether it has
     /// children of its own.
@@ -40,11 +40,27 @@ impl SyncTree {
             children: tree
                 .children
                 .iter()
-                .map(|&c| {
-                    let inner = !Knomial::new(radix, n, c).children.is_empty();
-                    ((c + root) % n, inner)
-                })
+                .map(|&c| ((c + root) % n, Knomial::has_children(radix, n, c)))
                 .collect(),
+        }
+    }
+}
+
+/// The tree of a team's last rooted single-address call, by algorithm and root, so that
+/// a program's repeated calls (a loop of small broadcasts) build it once.
+#[derive(Default)]
+pub(super) struct LastTree(RefCell<Option<(Algorithm, usize, Rc<SyncTree>)>>);
+
+impl LastTree {
+    fn get(&self, alg: Algorithm, n: usize, me: usize, root: usize) -> Rc<SyncTree> {
+        let mut last = self.0.borrow_mut();
+        match &*last {
+            Some((a, r, tree)) if *a == alg && *r == root => tree.clone(),
+            _ => {
+                let tree = Rc::new(SyncTree::new(alg, n, me, root));
+                *last = Some((alg, root, tree.clone()));
+                tree
+            }
         }
     }
 }
@@ -187,10 +203,39 @@ impl<'a> Team<'a> {
         to: impl IntoIterator<Item = usize>,
         from: impl IntoIterator<Item = usize>,
     ) -> Result<()> {
-        let mut sends: Vec<Outgoing> = to.into_iter().map(|t| Outgoing::new(t, &[])).collect();
-        let mut recvs: Vec<Incoming> = from
-            .into_iter()
-            .map(|s| Incoming::new(s, &mut []))
+        /// Peers each way that need no allocation (a tree's parent, a few children).
+        const FEW: usize = 4;
+        let (mut to, mut from) = (to.into_iter(), from.into_iter());
+        let (mut to_few, mut from_few) = ([0; FEW], [0; FEW]);
+        let (mut nt, mut nf) = (0, 0);
+        while nt < FEW {
+            let Some(t) = to.next() else { break };
+            to_few[nt] = t;
+            nt += 1;
+        }
+        while nf < FEW {
+            let Some(f) = from.next() else { break };
+            from_few[nf] = f;
+            nf += 1;
+        }
+        let (to_rest, from_rest): (Vec<usize>, Vec<usize>) = (to.collect(), from.collect());
+        if to_rest.is_empty() && from_rest.is_empty() {
+            let mut sends: [Outgoing; FEW] = std::array::from_fn(|i| Outgoing::new(to_few[i], &[]));
+            let mut recvs: [Incoming; FEW] =
+                std::array::from_fn(|i| Incoming::new(from_few[i], &mut []));
+            return self
+                .channel
+                .transfer(self.ctx, &mut sends[..nt], &mut recvs[..nf]);
+        }
+        let mut sends: Vec<Outgoing> = to_few[..nt]
+            .iter()
+            .chain(&to_rest)
+            .map(|&t| Outgoing::new(t, &[]))
+            .collect();
+        let mut recvs: Vec<Incoming> = from_few[..nf]
+            .iter()
+            .chain(&from_rest)
+            .map(|&s| Incoming::new(s, &mut []))
             .collect();
         self.channel.transfer(self.ctx, &mut sends, &mut recvs)
     }
@@ -227,7 +272,7 @@ impl<'a> Team<'a> {
         flow: Flow,
         put: &mut impl FnMut(Option<usize>) -> Result<()>,
     ) -> Result<()> {
-        let tree = SyncTree::new(alg, self.size(), self.me, root);
+        let tree = self.last_tree.get(alg, self.size(), self.me, root);
         let (input, output) = (self.sync.input, self.sync.output);
         let parent = tree.parent;
         let kids = || tree.children.iter().map(|&(c, _)| c);

@@ -162,6 +162,8 @@ pub struct Team<'a> {
     params: MachineParams,
     /// The model's recent choices per operation (see [`ModelMemo`]).
     model_memo: Rc<ModelMemo>,
+    /// The tree of the last rooted single-address call.
+    last_tree: Rc<addressed::LastTree>,
 }
 
 /// Register the end-of-job check of a team's inbox (when the team is made, so that teams
@@ -372,6 +374,7 @@ impl<'a> Team<'a> {
             crowded: false,
             params: calibration::params_for(size, false)?,
             model_memo: Rc::default(),
+            last_tree: Rc::default(),
         };
         if team.forced.contains(&Some(Algorithm::Native)) {
             team.check_available(Algorithm::Native)?;
@@ -743,6 +746,7 @@ impl<'a> Team<'a> {
             crowded: self.crowded,
             params: calibration::params_for(size, self.crowded)?,
             model_memo: Rc::default(),
+            last_tree: Rc::default(),
         })
     }
 

@@ -44,6 +44,13 @@ impl Knomial {
             subtree_end: (rel + p).min(n),
         }
     }
+
+    /// Whether relative rank `rel` has children ([`Knomial::new`]'s, without building
+    /// them): the root where there are others; another rank when `radix` divides it and
+    /// the next rank exists.
+    pub(super) fn has_children(radix: usize, n: usize, rel: usize) -> bool {
+        rel + 1 < n && (rel == 0 || rel.is_multiple_of(radix))
+    }
 }
 
 pub(super) fn split_range(len: usize, parts: usize, i: usize) -> std::ops::Range<usize> {
@@ -51,4 +58,24 @@ pub(super) fn split_range(len: usize, parts: usize, i: usize) -> std::ops::Range
     let extra = len % parts;
     let start = i * base + i.min(extra);
     start..start + base + usize::from(i < extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn has_children_agrees_with_the_built_tree() {
+        for n in 1..40 {
+            for radix in [2, 3, 4, 8, n.max(2)] {
+                for rel in 0..n {
+                    assert_eq!(
+                        Knomial::has_children(radix, n, rel),
+                        !Knomial::new(radix, n, rel).children.is_empty(),
+                        "radix {radix}, {n} members, relative rank {rel}"
+                    );
+                }
+            }
+        }
+    }
 }
