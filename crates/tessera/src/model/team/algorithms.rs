@@ -119,18 +119,21 @@ pub(super) fn barrier<'r, 'b, T: Pod>(
             .round([(0, signal())], [], [])
             .round([], [(0, signal())], []),
         _ => {
-            let mut dist = 1;
-            while dist < n {
-                b = b.round(
-                    [((me + dist) % n, signal())],
-                    [((me + n - dist) % n, signal())],
-                    [],
-                );
-                dist *= 2;
+            for (to, from) in dissemination(n, me) {
+                b = b.round([(to, signal())], [(from, signal())], []);
             }
             b
         }
     }
+}
+
+/// The dissemination barrier's rounds for member `me` of `n`: in the round of distance
+/// `d` (1, 2, 4, …, below `n`) it signals member `me + d` and hears from `me − d`, modulo
+/// `n`, as (to, from). The blocking barrier runs them on the channel directly.
+pub(super) fn dissemination(n: usize, me: usize) -> impl Iterator<Item = (usize, usize)> {
+    std::iter::successors(Some(1usize), |d| d.checked_mul(2))
+        .take_while(move |&d| d < n)
+        .map(move |d| ((me + d) % n, (me + n - d) % n))
 }
 
 /// Broadcast of `Dst[0..len]` (filled on the root): a k-nomial tree (flat: radix n,

@@ -12,17 +12,24 @@ impl<'a> Team<'a> {
     pub fn barrier(&self) -> Result<()> {
         let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let (n, me) = (self.size(), self.me);
-        let native = Some(NativeOp::Barrier);
-        self.blocking::<u8>(
-            Collective::Barrier,
-            0,
-            Some(CallShape::of(0)),
-            native,
-            &[],
-            &mut [],
-            None,
-            |b, alg| algorithms::barrier(b, alg, n, me),
-        )
+        self.chosen(Collective::Barrier, 0, true, true, |alg| match alg {
+            Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
+            // Its rounds straight on the channel, without a schedule: a plan and its
+            // sequence numbers cost a third of a 2-rank barrier (0.30 against 0.22 µs).
+            Algorithm::Dissemination => algorithms::dissemination(n, me)
+                .try_for_each(|(to, from)| self.channel.sendrecv(self.ctx, to, &[], from, &mut [])),
+            alg => {
+                let key = PlanKey {
+                    op: Collective::Barrier,
+                    alg,
+                    shape: CallShape::of(0),
+                    elem: 1,
+                };
+                self.run::<u8>(&[], &mut [], None, Some(key), |b| {
+                    algorithms::barrier(b, alg, n, me)
+                })
+            }
+        })
     }
 
     // ----- broadcast --------------------------------------------------------------------
