@@ -30,6 +30,7 @@
 pub mod blas;
 pub mod cholesky;
 pub mod common;
+pub mod error;
 pub mod lu;
 pub mod report;
 pub mod scalapack;
@@ -40,6 +41,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tessera::{Context, Team};
+
+pub use error::AppError;
 
 pub use report::Report;
 
@@ -94,12 +97,18 @@ impl fmt::Display for App {
 }
 
 impl FromStr for App {
-    type Err = String;
-    fn from_str(s: &str) -> Result<App, String> {
+    type Err = AppError;
+    fn from_str(s: &str) -> Result<App, AppError> {
         App::ALL
             .into_iter()
             .find(|a| a.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown application {s:?}; choose summa, cholesky or lu"))
+            .ok_or_else(|| {
+                AppError::unknown(
+                    "application",
+                    s,
+                    format!("unknown application {s:?}; choose summa, cholesky or lu"),
+                )
+            })
     }
 }
 
@@ -139,17 +148,21 @@ impl fmt::Display for Variant {
 }
 
 impl FromStr for Variant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Variant, String> {
+    type Err = AppError;
+    fn from_str(s: &str) -> Result<Variant, AppError> {
         match s.to_ascii_lowercase().as_str() {
             "blocking" => Ok(Variant::Blocking),
             "prefetch" => Ok(Variant::Prefetch),
             "lookahead" => Ok(Variant::Lookahead),
             "lookahead1" => Ok(Variant::LookaheadOne),
             "onesided" => Ok(Variant::OneSided),
-            _ => Err(format!(
-                "unknown variant {s:?}; choose blocking, prefetch or onesided (summa), or \
-                 lookahead or lookahead1 (cholesky)"
+            _ => Err(AppError::unknown(
+                "variant",
+                s,
+                format!(
+                    "unknown variant {s:?}; choose blocking, prefetch or onesided (summa), or \
+                     lookahead or lookahead1 (cholesky)"
+                ),
             )),
         }
     }
@@ -179,14 +192,18 @@ impl fmt::Display for MatrixKind {
 }
 
 impl FromStr for MatrixKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<MatrixKind, String> {
+    type Err = AppError;
+    fn from_str(s: &str) -> Result<MatrixKind, AppError> {
         match s.to_ascii_lowercase().as_str() {
             "random" => Ok(MatrixKind::Random),
             "indefinite" => Ok(MatrixKind::Indefinite),
             "singular" => Ok(MatrixKind::Singular),
-            _ => Err(format!(
-                "unknown matrix {s:?}; choose random, indefinite (cholesky) or singular (lu)"
+            _ => Err(AppError::unknown(
+                "matrix",
+                s,
+                format!(
+                    "unknown matrix {s:?}; choose random, indefinite (cholesky) or singular (lu)"
+                ),
             )),
         }
     }
@@ -218,48 +235,67 @@ pub struct Problem {
 impl Problem {
     /// Check everything that can be checked before any rank starts, for `ranks` ranks: a
     /// one-line error naming the problem and the way out.
-    pub fn check(&self, ranks: usize) -> Result<(), String> {
+    pub fn check(&self, ranks: usize) -> Result<(), AppError> {
         let (p, q) = self.grid;
+        let bad = |option, message| Err(AppError::BadArgument { option, message });
         if self.n == 0 {
-            return Err("the matrix size must be positive (--size N with N ≥ 1)".into());
+            return bad(
+                "--size",
+                "the matrix size must be positive (--size N with N ≥ 1)".into(),
+            );
         }
         if self.block == 0 || self.block > self.n {
-            return Err(format!(
-                "the block size {} must be between 1 and the matrix size {} (--block)",
-                self.block, self.n
-            ));
+            return bad(
+                "--block",
+                format!(
+                    "the block size {} must be between 1 and the matrix size {} (--block)",
+                    self.block, self.n
+                ),
+            );
         }
         if let Some(b0) = self.input_block {
             if b0 == 0 || b0 > self.n {
-                return Err(format!(
-                    "the input block size {b0} must be between 1 and the matrix size {} \
-                     (--input-block)",
-                    self.n
-                ));
+                return bad(
+                    "--input-block",
+                    format!(
+                        "the input block size {b0} must be between 1 and the matrix size {} \
+                         (--input-block)",
+                        self.n
+                    ),
+                );
             }
         }
         if p == 0 || q == 0 || p.checked_mul(q) != Some(ranks) {
             let processes = (p as u128 * q as u128).to_string();
-            return Err(format!(
-                "a {p}×{q} process grid has {processes} processes, but the job has {ranks} ranks; \
-                 pass --grid PxQ with P·Q = {ranks}"
-            ));
+            return bad(
+                "--grid",
+                format!(
+                    "a {p}×{q} process grid has {processes} processes, but the job has {ranks} \
+                     ranks; pass --grid PxQ with P·Q = {ranks}"
+                ),
+            );
         }
         if !self.app.variants().contains(&self.variant) {
-            return Err(format!(
-                "{} has no variant {}; choose {}",
-                self.app,
-                self.variant,
-                list(self.app.variants())
-            ));
+            return bad(
+                "--variant",
+                format!(
+                    "{} has no variant {}; choose {}",
+                    self.app,
+                    self.variant,
+                    list(self.app.variants())
+                ),
+            );
         }
         if !self.app.matrices().contains(&self.matrix) {
-            return Err(format!(
-                "{} takes no {} matrix; choose {}",
-                self.app,
-                self.matrix,
-                list(self.app.matrices())
-            ));
+            return bad(
+                "--matrix",
+                format!(
+                    "{} takes no {} matrix; choose {}",
+                    self.app,
+                    self.matrix,
+                    list(self.app.matrices())
+                ),
+            );
         }
         Ok(())
     }
@@ -359,7 +395,7 @@ pub const THRESHOLD: f64 = 16.0;
 /// Run `problem` on the calling rank (a collective over every rank of the job), with
 /// OpenBLAS single-threaded.
 pub fn run(ctx: &Context, problem: &Problem) -> tessera::Result<Outcome> {
-    problem.check(ctx.ranks()).map_err(invalid)?;
+    problem.check(ctx.ranks())?;
     blas::single_threaded();
     let world = Team::world(ctx)?;
     let grid = common::Grid::new(&world, problem.grid.0, problem.grid.1)?;

@@ -13,17 +13,21 @@
 
 use tessera::ConduitKind;
 
+use crate::AppError;
+
 /// Whether a ScaLAPACK baseline can run on `conduit` in this build, or why not.
-pub fn available(conduit: ConduitKind) -> Result<(), String> {
+pub fn available(conduit: ConduitKind) -> Result<(), AppError> {
     if !cfg!(feature = "scalapack") {
-        return Err(
+        return Err(AppError::Unavailable(
             "this tessera was built without ScaLAPACK; install it (apt-get install \
                     libscalapack-openmpi-dev) and build with --features tessera-cli/scalapack"
                 .into(),
-        );
+        ));
     }
     if conduit != ConduitKind::Mpi {
-        return Err("ScaLAPACK runs over MPI: add --conduit mpi to run the baseline".into());
+        return Err(AppError::Unavailable(
+            "ScaLAPACK runs over MPI: add --conduit mpi to run the baseline".into(),
+        ));
     }
     Ok(())
 }
@@ -34,7 +38,9 @@ pub fn run(
     _ctx: &tessera::Context,
     _problem: &crate::Problem,
 ) -> tessera::Result<crate::report::Baseline> {
-    Err(crate::invalid(available(ConduitKind::Mpi).unwrap_err()))
+    Err(crate::invalid(
+        available(ConduitKind::Mpi).unwrap_err().to_string(),
+    ))
 }
 
 #[cfg(feature = "scalapack")]

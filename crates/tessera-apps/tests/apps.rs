@@ -3,7 +3,7 @@
 //! every rank with the failing column named.
 
 use tessera::Job;
-use tessera_apps::{App, MatrixKind, Outcome, Problem, Variant, THRESHOLD};
+use tessera_apps::{App, AppError, MatrixKind, Outcome, Problem, Variant, THRESHOLD};
 
 fn run(ranks: usize, problem: Problem) -> Vec<Outcome> {
     let outcomes = std::sync::Mutex::new(Vec::new());
@@ -114,29 +114,33 @@ fn bad_problems_are_refused_before_any_rank_starts() {
         matrix: MatrixKind::Random,
         input_block: None,
     };
-    assert!(p.check(1).unwrap_err().contains("block size 11"));
+    let refused = |p: Problem, ranks: usize, option: &str, says: &str| {
+        let err = p.check(ranks).unwrap_err();
+        assert!(
+            matches!(&err, AppError::BadArgument { option: o, .. } if *o == option),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(says), "{err}");
+    };
+    refused(p, 1, "--block", "block size 11");
     for bad in [0, 11] {
         let p = Problem {
             block: 2,
             input_block: Some(bad),
             ..p
         };
-        let why = p.check(1).unwrap_err();
-        assert!(why.contains(&format!("input block size {bad}")) && why.contains("--input-block"));
+        refused(p, 1, "--input-block", &format!("input block size {bad}"));
     }
     let p = Problem {
         block: 2,
         grid: (2, 2),
         ..p
     };
-    assert!(p
-        .check(3)
-        .unwrap_err()
-        .contains("has 4 processes, but the job has 3"));
+    refused(p, 3, "--grid", "has 4 processes, but the job has 3");
     let p = Problem {
         grid: (1, 1),
         matrix: MatrixKind::Singular,
         ..p
     };
-    assert!(p.check(1).unwrap_err().contains("takes no singular matrix"));
+    refused(p, 1, "--matrix", "takes no singular matrix");
 }

@@ -78,11 +78,11 @@ mod with_apps {
     use super::*;
     use tessera::{Context, RankResult};
     use tessera_apps::report::{dgemm_rate, Baseline};
-    use tessera_apps::{App, Problem, Report};
+    use tessera_apps::{App, AppError, Problem, Report};
 
     /// Everything checked before a rank starts.
     fn plan(args: &AppArgs, job: &JobArgs) -> Result<Problem, String> {
-        let app: App = args.app.parse()?;
+        let app: App = args.app.parse().map_err(|e: AppError| e.to_string())?;
         let ranks = job.ranks() as usize;
         let problem = Problem {
             app,
@@ -93,21 +93,21 @@ mod with_apps {
                 None => tessera_apps::default_grid(ranks),
             },
             variant: match &args.variant {
-                Some(v) => v.parse()?,
+                Some(v) => v.parse().map_err(|e: AppError| e.to_string())?,
                 None => app.variants()[0],
             },
-            matrix: args.matrix.parse()?,
+            matrix: args.matrix.parse().map_err(|e: AppError| e.to_string())?,
             input_block: args
                 .input_block
                 .map(|b| positive(b, "--input-block"))
                 .transpose()?,
         };
-        problem.check(ranks)?;
+        problem.check(ranks).map_err(|e| e.to_string())?;
         if let Some(b) = &args.baseline {
             if !b.eq_ignore_ascii_case("scalapack") {
                 return Err(format!("--baseline {b:?}: the only baseline is scalapack"));
             }
-            tessera_apps::scalapack::available(job.conduit)?;
+            tessera_apps::scalapack::available(job.conduit).map_err(|e| e.to_string())?;
         }
         // Three n × n matrices at most (SUMMA), shared by the ranks of one host; in 128
         // bits, so that no --size wraps around to a small number.

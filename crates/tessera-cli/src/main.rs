@@ -74,7 +74,7 @@ pub struct JobArgs {
 
 /// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    tessera::job::env::parse_seconds(text)
+    tessera::job::env::parse_seconds(text).map_err(|e| e.message)
 }
 
 /// A private place for a rank to leave its result for the command to read: a fresh

@@ -35,12 +35,13 @@ fn plan(
         }
         runnable
     } else {
-        vec![kernel.parse::<Kernel>()?]
+        vec![kernel.parse::<Kernel>().map_err(|e| e.to_string())?]
     };
-    let class = class.parse::<Class>()?;
-    tessera_npb::check_settings()?;
+    let class = class.parse::<Class>().map_err(|e| e.to_string())?;
+    tessera_npb::check_settings().map_err(|e| e.to_string())?;
     for k in &kernels {
-        k.check_run(class, variant.unwrap_or(k.variants()[0]), ranks)?;
+        k.check_run(class, variant.unwrap_or(k.variants()[0]), ranks)
+            .map_err(|e| e.to_string())?;
         check_memory(*k, class, job)?;
     }
     Ok((kernels, class))

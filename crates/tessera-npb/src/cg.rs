@@ -28,11 +28,12 @@
 //!
 //! Timed region (as NPB): the `niter` outer iterations after one untimed warm-up.
 
+use crate::NpbError;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
 
-use tessera::{Arrival, Context, CoreError, Mailbox, Op, Team};
+use tessera::{Arrival, Context, Mailbox, Op, Team};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -734,12 +735,14 @@ impl crate::Benchmark for Cg {
     fn variants(&self) -> &'static [&'static str] {
         Variant::NAMES
     }
-    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError> {
         if ranks.is_power_of_two() {
             Ok(())
         } else {
-            Err(format!(
-                "cg runs on a power-of-two number of ranks, not {ranks}"
+            Err(NpbError::ranks(
+                "cg",
+                ranks,
+                format!("cg runs on a power-of-two number of ranks, not {ranks}"),
             ))
         }
     }
@@ -957,7 +960,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     let sync = variant;
     let world = Team::world(ctx)?;
     let (ranks, me) = (world.size(), world.rank());
-    crate::Benchmark::check_ranks(&Cg, ranks).map_err(CoreError::Invalid)?;
+    crate::Benchmark::check_ranks(&Cg, ranks)?;
     let layout = Layout::new(data.na, ranks, me);
     let row_team = world
         .split(Some(layout.row as u32), layout.col as u64)?

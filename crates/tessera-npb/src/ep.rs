@@ -10,6 +10,7 @@
 //! Timed region (as NPB): the batches and the reduction; reported time is the slowest
 //! rank's.
 
+use crate::NpbError;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -299,11 +300,15 @@ impl crate::Benchmark for Ep {
     fn variants(&self) -> &'static [&'static str] {
         Variant::NAMES
     }
-    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError> {
         if ranks >= 1 {
             Ok(())
         } else {
-            Err("ep runs on any number of ranks ≥ 1".into())
+            Err(NpbError::ranks(
+                "ep",
+                ranks,
+                "ep runs on any number of ranks ≥ 1".into(),
+            ))
         }
     }
     fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {

@@ -24,10 +24,11 @@
 //! After timing, full verification sorts the keys by their ranks and checks order within
 //! and across ranks.
 
+use crate::NpbError;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use tessera::{Context, CoreError, Op, Phase, PhasedArray, Team};
+use tessera::{Context, Op, Phase, PhasedArray, Team};
 
 use crate::report::Outcome;
 use crate::rng::{mul_mod, pow_mod, randlc, A};
@@ -72,22 +73,29 @@ impl crate::Benchmark for Is {
     fn variants(&self) -> &'static [&'static str] {
         Variant::NAMES
     }
-    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError> {
         if ranks.is_power_of_two() && ranks <= 128 {
             Ok(())
         } else {
-            Err(format!(
-                "is runs on a power-of-two number of ranks up to 128, not {ranks}"
+            Err(NpbError::ranks(
+                "is",
+                ranks,
+                format!("is runs on a power-of-two number of ranks up to 128, not {ranks}"),
             ))
         }
     }
-    fn check_class(&self, class: Class, _variant: &str, ranks: usize) -> Result<(), String> {
+    fn check_class(&self, class: Class, _variant: &str, ranks: usize) -> Result<(), NpbError> {
         // The specification's minimum for class D (its per-rank arrays pass 2³¹ bytes below
         // four ranks).
         if class == Class::D && ranks < 4 {
-            return Err(format!(
-                "is class D runs on at least 4 ranks (the specification's minimum), not {ranks}"
-            ));
+            return Err(NpbError::ClassLimit {
+                kernel: "is",
+                class,
+                ranks,
+                message: format!(
+                    "is class D runs on at least 4 ranks (the specification's minimum), not {ranks}"
+                ),
+            });
         }
         Ok(())
     }
@@ -465,7 +473,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let world = Team::world(ctx)?;
     let (p, me) = (world.size(), world.rank());
-    crate::Benchmark::check_ranks(&Is, p).map_err(CoreError::Invalid)?;
+    crate::Benchmark::check_ranks(&Is, p)?;
     let total = 1usize << data.total_keys_log2;
     let max_key = 1usize << data.max_key_log2;
     let buckets = 1usize << data.buckets_log2;

@@ -47,14 +47,18 @@ macro_rules! variants {
         }
 
         impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = $crate::NpbError;
+            fn from_str(s: &str) -> Result<Self, $crate::NpbError> {
                 $name::ALL
                     .iter()
                     .copied()
                     .find(|v| v.name() == s)
                     .ok_or_else(|| {
-                        format!("no variant {s:?}; variants: {}", $name::NAMES.join(", "))
+                        $crate::NpbError::unknown(
+                            $crate::NameKind::Variant,
+                            s,
+                            format!("no variant {s:?}; variants: {}", $name::NAMES.join(", ")),
+                        )
                     })
             }
         }
@@ -64,6 +68,7 @@ macro_rules! variants {
 pub mod buffer;
 pub mod cg;
 pub mod ep;
+pub mod error;
 pub mod ft;
 pub mod hardware;
 pub mod is;
@@ -77,6 +82,7 @@ use std::str::FromStr;
 
 use tessera::{Context, CoreError};
 
+pub use error::{NameKind, NpbError};
 pub use report::Outcome;
 
 /// One NPB kernel as the driver sees it: its name, the rank counts, variants and classes it
@@ -87,11 +93,11 @@ pub trait Benchmark: Sync {
     fn name(&self) -> &'static str;
     /// Variant names, the default first.
     fn variants(&self) -> &'static [&'static str];
-    /// Which rank counts it runs on, as an error message if `ranks` is not one.
-    fn check_ranks(&self, ranks: usize) -> Result<(), String>;
+    /// Which rank counts it runs on, as an error saying so if `ranks` is not one.
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError>;
     /// Limits that depend on the class or the variant (`variant` is one of
-    /// [`Benchmark::variants`]), as an error message.
-    fn check_class(&self, _class: Class, _variant: &str, _ranks: usize) -> Result<(), String> {
+    /// [`Benchmark::variants`]), as an error saying what would run.
+    fn check_class(&self, _class: Class, _variant: &str, _ranks: usize) -> Result<(), NpbError> {
         Ok(())
     }
     /// What one rank holds at `class` on `ranks` ranks.
@@ -105,7 +111,7 @@ pub trait Benchmark: Sync {
 }
 
 /// Parse a kernel's variant, naming the kernel in the error.
-pub(crate) fn parse_variant<V: FromStr<Err = String>>(
+pub(crate) fn parse_variant<V: FromStr<Err = NpbError>>(
     kernel: &str,
     variant: &str,
 ) -> tessera::Result<V> {
@@ -164,12 +170,16 @@ impl Kernel {
     /// assert!(Kernel::Ft.check_run(Class::W, "slabs", 64).is_ok()); // pencils beyond 32
     /// assert!(Kernel::Ft.check_run(Class::W, "packed", 64).is_err());
     /// ```
-    pub fn check_run(self, class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+    pub fn check_run(self, class: Class, variant: &str, ranks: usize) -> Result<(), NpbError> {
         self.check_ranks(ranks)?;
         if !self.variants().contains(&variant) {
-            return Err(format!(
-                "{self} has no variant {variant:?}; variants: {}",
-                self.variants().join(", ")
+            return Err(NpbError::unknown(
+                NameKind::Variant,
+                variant,
+                format!(
+                    "{self} has no variant {variant:?}; variants: {}",
+                    self.variants().join(", ")
+                ),
             ));
         }
         self.benchmark().check_class(class, variant, ranks)
@@ -186,8 +196,8 @@ impl Kernel {
         self.benchmark().footprint(class, ranks)
     }
 
-    /// Which rank counts the kernel runs on, as an error message if `ranks` is not one.
-    pub fn check_ranks(self, ranks: usize) -> Result<(), String> {
+    /// Which rank counts the kernel runs on, as an error saying so if `ranks` is not one.
+    pub fn check_ranks(self, ranks: usize) -> Result<(), NpbError> {
         self.benchmark().check_ranks(ranks)
     }
 }
@@ -199,8 +209,8 @@ impl fmt::Display for Kernel {
 }
 
 impl FromStr for Kernel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NpbError;
+    fn from_str(s: &str) -> Result<Self, NpbError> {
         let names: Vec<&str> = Kernel::ALL.iter().map(|k| k.name()).collect();
         if let Some(&k) = Kernel::ALL
             .iter()
@@ -208,16 +218,18 @@ impl FromStr for Kernel {
         {
             return Ok(k);
         }
-        if ["lu", "sp", "bt"].contains(&s.to_ascii_lowercase().as_str()) {
-            return Err(format!(
+        let message = if ["lu", "sp", "bt"].contains(&s.to_ascii_lowercase().as_str()) {
+            format!(
                 "kernel {s} is not implemented yet; available: {}",
                 names.join(", ")
-            ));
-        }
-        Err(format!(
-            "unknown kernel {s:?}; available: {} (or `all`)",
-            names.join(", ")
-        ))
+            )
+        } else {
+            format!(
+                "unknown kernel {s:?}; available: {} (or `all`)",
+                names.join(", ")
+            )
+        };
+        Err(NpbError::unknown(NameKind::Kernel, s, message))
     }
 }
 
@@ -296,8 +308,9 @@ impl fmt::Display for Class {
 }
 
 impl FromStr for Class {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NpbError;
+    fn from_str(s: &str) -> Result<Self, NpbError> {
+        let unknown = |message| Err(NpbError::unknown(NameKind::Class, s, message));
         match s {
             "S" | "s" => Ok(Class::S),
             "W" | "w" => Ok(Class::W),
@@ -305,10 +318,10 @@ impl FromStr for Class {
             "B" | "b" => Ok(Class::B),
             "C" | "c" => Ok(Class::C),
             "D" | "d" => Ok(Class::D),
-            "E" | "e" | "F" | "f" => Err(format!(
+            "E" | "e" | "F" | "f" => unknown(format!(
                 "class {s} is not supported: its arrays exceed one machine's memory; classes are S, W, A, B, C, D"
             )),
-            _ => Err(format!("unknown class {s:?}; classes are S, W, A, B, C, D")),
+            _ => unknown(format!("unknown class {s:?}; classes are S, W, A, B, C, D")),
         }
     }
 }
@@ -353,11 +366,15 @@ static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// `TESSERA_NPB_PROGRESS` seconds (default 30) have passed, a line at every tenth of the
 /// iterations. Short runs print nothing, and the check costs one clock read an iteration.
 /// `TESSERA_NPB_PROGRESS`: seconds after which rank 0 reports progress (default 30).
-fn progress_after() -> Result<f64, String> {
+fn progress_after() -> Result<f64, NpbError> {
     const DEFAULT: f64 = 30.0;
-    tessera::job::env::seconds_or_zero("TESSERA_NPB_PROGRESS")
+    const VARIABLE: &str = "TESSERA_NPB_PROGRESS";
+    tessera::job::env::seconds_or_zero(VARIABLE)
         .map(|s| s.unwrap_or(DEFAULT))
-        .map_err(|e| e.to_string())
+        .map_err(|e| NpbError::Setting {
+            variable: VARIABLE,
+            message: e.to_string(),
+        })
 }
 
 /// Check the kernels' own settings (`TESSERA_SIMD`, `TESSERA_MG_FUSED`,
@@ -366,9 +383,9 @@ fn progress_after() -> Result<f64, String> {
 /// ```
 /// tessera_npb::check_settings().unwrap();
 /// ```
-pub fn check_settings() -> Result<(), String> {
+pub fn check_settings() -> Result<(), NpbError> {
     simd::Level::choose(tessera::job::env::text(simd::ENV).as_deref())?;
-    mg::fused_bytes().map_err(|e| e.to_string())?;
+    mg::fused_bytes()?;
     progress_after().map(|_| ())
 }
 
@@ -388,7 +405,7 @@ impl Progress {
     /// Progress of `total` iterations of `kernel` on rank `rank`; an error names a
     /// `TESSERA_NPB_PROGRESS` that is not a number of seconds.
     pub(crate) fn new(kernel: &'static str, total: usize, rank: usize) -> tessera::Result<Self> {
-        let after = progress_after().map_err(tessera::CoreError::Invalid)?;
+        let after = progress_after()?;
         Ok(Progress {
             kernel,
             total,
@@ -475,7 +492,11 @@ mod tests {
             assert_eq!(class.to_string().parse::<Class>(), Ok(class));
         }
         let err = "E".parse::<Class>().unwrap_err();
-        assert!(err.contains("memory"), "{err}");
+        assert!(
+            matches!(&err, NpbError::UnknownName { kind: NameKind::Class, given, .. } if given == "E"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("memory"), "{err}");
     }
 
     /// Class C's IS test ranks follow the specification's rule from its first row: the

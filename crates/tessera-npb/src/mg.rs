@@ -27,6 +27,7 @@
 // most plainly.
 #![allow(clippy::needless_range_loop)]
 
+use crate::NpbError;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -129,14 +130,16 @@ impl crate::Benchmark for Mg {
     fn variants(&self) -> &'static [&'static str] {
         Variant::NAMES
     }
-    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError> {
         // Coarse levels are gathered; the finest (S: 32³) needs two points per rank and
         // dimension, which 1024 ranks (16 × 8 × 8) still have.
         if ranks.is_power_of_two() && ranks <= 1024 {
             Ok(())
         } else {
-            Err(format!(
-                "mg runs on a power-of-two number of ranks up to 1024, not {ranks}"
+            Err(NpbError::ranks(
+                "mg",
+                ranks,
+                format!("mg runs on a power-of-two number of ranks up to 1024, not {ranks}"),
             ))
         }
     }
@@ -187,15 +190,18 @@ const FUSED_PLANES: usize = 8;
 /// 17.4–18.8 s in four interleaved turns (docs/PERFORMANCE.md).
 /// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
 /// change no bit of the result.
-pub(crate) fn fused_bytes() -> tessera::Result<usize> {
+/// The variable that overrides [`fused_bytes`].
+pub(crate) const FUSED_ENV: &str = "TESSERA_MG_FUSED";
+
+pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
     const DEFAULT: usize = 6 << 20;
-    match tessera::job::env::text("TESSERA_MG_FUSED") {
+    match tessera::job::env::text(FUSED_ENV) {
         None => Ok(DEFAULT),
-        Some(v) => v.parse().map_err(|_| {
-            CoreError::Invalid(format!(
+        Some(v) => v.parse().map_err(|_| NpbError::Setting {
+            variable: FUSED_ENV,
+            message: format!(
                 "TESSERA_MG_FUSED={v:?} is not a number of bytes (unset it for the default, {DEFAULT})"
-            ))
-            .into()
+            ),
         }),
     }
 }
@@ -1192,7 +1198,7 @@ pub fn run_gathering(
     }
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let strategy = variant.strategy();
-    crate::Benchmark::check_ranks(&Mg, ctx.ranks()).map_err(CoreError::Invalid)?;
+    crate::Benchmark::check_ranks(&Mg, ctx.ranks())?;
     let mut mg = Multigrid::new(ctx, data, strategy, gather_below)?;
     // Untimed: set up, one V-cycle, set up again (as the reference does).
     mg.zran3()?;

@@ -14,6 +14,7 @@
 //! This module must never report a level the CPU lacks: the `unsafe` calls that
 //! [`multilevel!`](crate::multilevel) generates rely on it.
 
+use crate::NpbError;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
@@ -62,7 +63,7 @@ impl Level {
     /// assert!(Level::choose(Some("sse9")).is_err());
     /// assert_eq!(Level::choose(None), Ok(Level::detect()));
     /// ```
-    pub fn choose(requested: Option<&str>) -> Result<Level, String> {
+    pub fn choose(requested: Option<&str>) -> Result<Level, NpbError> {
         let cpu = Level::detect();
         match requested.map(str::trim) {
             None | Some("") | Some("native") => Ok(cpu),
@@ -87,15 +88,16 @@ impl fmt::Display for Level {
 }
 
 impl FromStr for Level {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = NpbError;
+    fn from_str(s: &str) -> Result<Self, NpbError> {
         match s.to_ascii_lowercase().as_str() {
             "scalar" => Ok(Level::Scalar),
             "avx2" => Ok(Level::Avx2),
             "avx512" | "avx-512" => Ok(Level::Avx512),
-            _ => Err(format!(
-                "{ENV}={s:?} is not a level; use avx512, avx2, scalar or native"
-            )),
+            _ => Err(NpbError::Setting {
+                variable: ENV,
+                message: format!("{ENV}={s:?} is not a level; use avx512, avx2, scalar or native"),
+            }),
         }
     }
 }
@@ -173,6 +175,11 @@ mod tests {
         }
         assert_eq!(Level::choose(Some("native")).unwrap(), cpu);
         let err = Level::choose(Some("avx1024")).unwrap_err();
+        assert!(
+            matches!(err, NpbError::Setting { variable: ENV, .. }),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(
             err.contains("TESSERA_SIMD") && err.contains("avx2"),
             "{err}"

@@ -241,9 +241,43 @@ pub enum CoreError {
     Invalid(String),
 }
 
+/// A name or value that is not one of those a setting, an option or a registry takes (a
+/// conduit, an algorithm, a collective operation, a number of seconds, a settings file),
+/// with the message that says what is allowed.
+///
+/// ```
+/// use tessera::{BadValue, ConduitKind};
+/// let err = "tcp".parse::<ConduitKind>().unwrap_err();
+/// assert!(matches!(&err, BadValue { what: "conduit", given, .. } if given == "tcp"));
+/// assert!(err.to_string().contains("smp"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct BadValue {
+    /// What the value should have been (`conduit`, `algorithm`, `seconds`, …).
+    pub what: &'static str,
+    /// The value as given.
+    pub given: String,
+    /// The message, saying what is allowed.
+    pub message: String,
+}
+
+impl BadValue {
+    pub(crate) fn new(what: &'static str, given: &str, message: String) -> BadValue {
+        BadValue {
+            what,
+            given: given.to_string(),
+            message,
+        }
+    }
+}
+
 /// Any Tessera error.
 #[derive(Debug, Error)]
 pub enum Error {
+    /// A name or value that is not one of those allowed.
+    #[error(transparent)]
+    Value(#[from] BadValue),
     /// From the job layer.
     #[error(transparent)]
     Job(#[from] JobError),

@@ -54,7 +54,7 @@ pub use crate::core::stats::{Blocked, Traffic};
 pub use crate::core::sync::{GlobalLock, Semaphore, SignalOp, TicketLock};
 pub use crate::core::wait::{Compare, WaitWord};
 pub use crate::core::{Context, MappedSegments, MappedWords, Wait};
-pub use crate::error::{ConduitError, CoreError, Error, JobError};
+pub use crate::error::{BadValue, ConduitError, CoreError, Error, JobError};
 pub use crate::job::stats::JobStats;
 pub use crate::job::{spmd, ConduitKind, Job, RankResult, Session};
 pub use crate::model::dense::{numroc, BlockCyclicMatrix, LocalMatrix, MatrixLayout};

@@ -31,13 +31,14 @@
 //! 1-D FFTs are rustfft's, planned once per length; NPB's forward transform uses the
 //! positive exponent, which is rustfft's `Inverse` (both unnormalised).
 
+use crate::NpbError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex;
 use rustfft::{Fft, FftDirection, FftPlanner, FftPlannerScalar};
-use tessera::{Context, CoreError, Op, PhasedArray, Team};
+use tessera::{Context, Op, PhasedArray, Team};
 
 use crate::rng::{mul_mod, pow_mod, vranlc, A};
 use crate::{Class, Outcome};
@@ -222,17 +223,19 @@ impl crate::Benchmark for Ft {
     fn variants(&self) -> &'static [&'static str] {
         Variant::NAMES
     }
-    fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    fn check_ranks(&self, ranks: usize) -> Result<(), NpbError> {
         // Slabs up to min(nz, ny) ranks, pencils beyond (S holds 4096 of them).
         if ranks.is_power_of_two() && ranks <= 1024 {
             Ok(())
         } else {
-            Err(format!(
-                "ft runs on a power-of-two number of ranks up to 1024, not {ranks}"
+            Err(NpbError::ranks(
+                "ft",
+                ranks,
+                format!("ft runs on a power-of-two number of ranks up to 1024, not {ranks}"),
             ))
         }
     }
-    fn check_class(&self, class: Class, variant: &str, ranks: usize) -> Result<(), String> {
+    fn check_class(&self, class: Class, variant: &str, ranks: usize) -> Result<(), NpbError> {
         check_run(class, variant.parse()?, ranks)
     }
     fn footprint(&self, class: Class, ranks: usize) -> crate::Footprint {
@@ -758,21 +761,27 @@ fn total_checksum(team: &Team<'_>, mine: C, n: [usize; 3]) -> tessera::Result<C>
 /// Whether FT runs `variant` at `class` on `ranks` (a power of two): slabs hold whole z-
 /// and y-planes, so `packed` and `pencils` stop at `min(nz, ny)` ranks, where `slabs`
 /// turns into `2d`; `2d` needs a process grid that fits.
-pub fn check_run(class: Class, variant: Variant, ranks: usize) -> Result<(), String> {
+pub fn check_run(class: Class, variant: Variant, ranks: usize) -> Result<(), NpbError> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     let slab_limit = data.slab_limit();
     let n = [data.nx, data.ny, data.nz];
     let pencils = variant == Variant::TwoD || ranks > slab_limit;
+    let limit = |message| NpbError::ClassLimit {
+        kernel: "ft",
+        class,
+        ranks,
+        message,
+    };
     if pencils && variant != Variant::Slabs && variant != Variant::TwoD {
-        return Err(format!(
+        return Err(limit(format!(
             "ft --variant {variant} holds whole planes, so class {class} runs on at most {slab_limit} ranks that way; use --variant slabs or 2d for {ranks} ranks"
-        ));
+        )));
     }
     if pencils && grid2d::process_grid(ranks, n).is_none() {
-        return Err(format!(
+        return Err(limit(format!(
             "ft class {class} ({}x{}x{}) does not split into pencils over {ranks} ranks; use fewer ranks",
             n[0], n[1], n[2]
-        ));
+        )));
     }
     Ok(())
 }
@@ -794,8 +803,7 @@ pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
 pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Option<Outcome>> {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
     crate::Benchmark::check_ranks(&Ft, ctx.ranks())
-        .and_then(|()| check_run(class, variant, ctx.ranks()))
-        .map_err(CoreError::Invalid)?;
+        .and_then(|()| check_run(class, variant, ctx.ranks()))?;
     let slabs_fit = ctx.ranks() <= data.slab_limit();
     let world = Team::world(ctx)?;
     let (mut solver, ran): (Box<dyn Steps + '_>, Variant) = match variant {

@@ -66,17 +66,18 @@ impl fmt::Display for ConduitKind {
 }
 
 impl FromStr for ConduitKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::BadValue;
+    fn from_str(s: &str) -> Result<Self, crate::BadValue> {
+        let bad = |message| Err(crate::BadValue::new("conduit", s, message));
         match s {
             "smp" => Ok(ConduitKind::Smp),
             "threads" => Ok(ConduitKind::Threads),
             "mpi" if cfg!(feature = "mpi") => Ok(ConduitKind::Mpi),
-            "mpi" => Err(
+            "mpi" => bad(
                 "this Tessera was built without MPI; rebuild with `cargo build --release --features mpi` (needs an MPI library such as Open MPI), or use smp or threads"
                     .into(),
             ),
-            other => Err(format!("unknown conduit {other:?}: use smp, threads or mpi")),
+            other => bad(format!("unknown conduit {other:?}: use smp, threads or mpi")),
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::error::JobError;
+use crate::error::{BadValue, JobError};
 
 /// What a variable holds, which says how it is parsed and checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,22 +304,24 @@ fn bad(var: &'static str, value: &str, why: impl Into<String>) -> JobError {
 ///     assert!(parse_seconds(bad).is_err(), "{bad}");
 /// }
 /// ```
-pub fn parse_seconds(value: &str) -> Result<Duration, String> {
-    let seconds: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 30 or 0.5)"))?;
+pub fn parse_seconds(value: &str) -> Result<Duration, BadValue> {
+    let bad = |message| BadValue::new("seconds", value, message);
+    let seconds: f64 = value.trim().parse().map_err(|_| {
+        bad(format!(
+            "{value:?} is not a number of seconds (e.g. 30 or 0.5)"
+        ))
+    })?;
     if !seconds.is_finite() || seconds <= 0.0 {
-        return Err(format!(
+        return Err(bad(format!(
             "{value:?}: a duration must be a positive, finite number of seconds"
-        ));
+        )));
     }
     if seconds > MAX_SECONDS {
-        return Err(format!(
+        return Err(bad(format!(
             "{value:?}: at most {MAX_SECONDS} seconds (ten years) is accepted"
-        ));
+        )));
     }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{value:?}: {e}"))
+    Duration::try_from_secs_f64(seconds).map_err(|e| bad(format!("{value:?}: {e}")))
 }
 
 /// A duration in seconds from `var`.
@@ -328,7 +330,7 @@ pub fn seconds(var: &'static str) -> Result<Option<Duration>, JobError> {
         None => Ok(None),
         Some(value) => parse_seconds(&value)
             .map(Some)
-            .map_err(|why| bad(var, &value, why)),
+            .map_err(|why| bad(var, &value, why.message)),
     }
 }
 
@@ -450,36 +452,38 @@ pub const MAX_SETTINGS_FILE: u64 = 16 << 20;
 /// ```
 /// use tessera::job::env::read_settings_file;
 /// let e = read_settings_file(std::path::Path::new("/dev/zero")).unwrap_err();
-/// assert!(e.contains("not a regular file"), "{e}");
+/// assert!(e.to_string().contains("not a regular file"), "{e}");
 /// ```
-pub fn read_settings_file(path: &std::path::Path) -> Result<String, String> {
+pub fn read_settings_file(path: &std::path::Path) -> Result<String, BadValue> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    let given = path.display().to_string();
+    let bad = |message| BadValue::new("settings file", &given, message);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+        .map_err(|e| bad(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
     if !meta.is_file() {
-        return Err("not a regular file (a FIFO, device or directory cannot be a settings file); name a file `tessera tune` wrote".into());
+        return Err(bad("not a regular file (a FIFO, device or directory cannot be a settings file); name a file `tessera tune` wrote".into()));
     }
     if meta.len() > MAX_SETTINGS_FILE {
-        return Err(format!(
+        return Err(bad(format!(
             "{} bytes is more than the {} MiB a settings file may have",
             meta.len(),
             MAX_SETTINGS_FILE >> 20
-        ));
+        )));
     }
     let mut text = String::new();
     file.take(MAX_SETTINGS_FILE + 1)
         .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| bad(e.to_string()))?;
     if text.len() as u64 > MAX_SETTINGS_FILE {
-        return Err(format!(
+        return Err(bad(format!(
             "longer than the {} MiB a settings file may have",
             MAX_SETTINGS_FILE >> 20
-        ));
+        )));
     }
     Ok(text)
 }

@@ -229,7 +229,7 @@ impl Job {
             Some(v) => v.parse::<ConduitKind>().map_err(|why| JobError::BadEnv {
                 var: "TESSERA_CONDUIT",
                 value: v,
-                why,
+                why: why.message,
             })?,
             None if started_by_mpirun() => ConduitKind::Mpi,
             None if ranks.is_some() => ConduitKind::Smp,

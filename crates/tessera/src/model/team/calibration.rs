@@ -72,7 +72,7 @@ impl Calibration {
             ))
             .into()
         };
-        let text = crate::job::env::read_settings_file(path).map_err(fail)?;
+        let text = crate::job::env::read_settings_file(path).map_err(|e| fail(e.message))?;
         let cal: Calibration = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
         for e in &cal.entries {
             e.params

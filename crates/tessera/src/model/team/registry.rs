@@ -526,8 +526,9 @@ impl fmt::Display for Algorithm {
 }
 
 impl FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = crate::BadValue;
+    fn from_str(s: &str) -> std::result::Result<Self, crate::BadValue> {
+        let bad = |message| Err(crate::BadValue::new("algorithm", s, message));
         if s == "native" {
             return Ok(Algorithm::Native);
         }
@@ -541,7 +542,7 @@ impl FromStr for Algorithm {
                     }
                     return match digits.parse::<u32>() {
                         Ok(k) if (least..=most).contains(&k) => Ok(row.algorithm.with_radix(k)),
-                        _ => Err(format!(
+                        _ => bad(format!(
                             "{s:?}: {} needs a radix from {least} to {most}, e.g. {}4",
                             row.name, row.name
                         )),
@@ -553,7 +554,7 @@ impl FromStr for Algorithm {
         let mut names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
         names.sort_unstable();
         names.dedup();
-        Err(format!(
+        bad(format!(
             "unknown collective algorithm {s:?}; known: {}, native",
             names.join(", ")
         ))
@@ -713,6 +714,7 @@ mod tests {
         assert!("nonsense"
             .parse::<Algorithm>()
             .unwrap_err()
+            .message
             .contains("known: "));
     }
 }

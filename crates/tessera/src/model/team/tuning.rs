@@ -76,20 +76,20 @@ impl TuningTable {
             ))
             .into()
         };
-        let text = crate::job::env::read_settings_file(path).map_err(fail)?;
+        let text = crate::job::env::read_settings_file(path).map_err(|e| fail(e.message))?;
         let table: TuningTable = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
-        table.check().map_err(fail)?;
+        table.check().map_err(|e| fail(e.to_string()))?;
         Ok(table)
     }
 
     /// Every operation and algorithm name is known and the algorithm implements the
     /// operation.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    pub fn check(&self) -> Result<()> {
         for e in &self.entries {
             let op = operation(&e.op)?;
             for r in &e.rules {
                 let alg: Algorithm = r.algorithm.parse()?;
-                check_supported(op, alg).map_err(|e| e.to_string())?;
+                check_supported(op, alg)?;
             }
         }
         Ok(())
@@ -151,11 +151,17 @@ pub(crate) fn rule_for(rules: &[(Option<u64>, Algorithm)], bytes: usize) -> Opti
         .map(|&(_, alg)| alg)
 }
 
-fn operation(name: &str) -> std::result::Result<Collective, String> {
+fn operation(name: &str) -> std::result::Result<Collective, crate::BadValue> {
     Collective::ALL
         .into_iter()
         .find(|c| c.name() == name)
-        .ok_or_else(|| format!("unknown collective operation {name:?}"))
+        .ok_or_else(|| {
+            crate::BadValue::new(
+                "collective operation",
+                name,
+                format!("unknown collective operation {name:?}"),
+            )
+        })
 }
 
 /// Where `tessera tune` writes by default and where tables are looked for without
