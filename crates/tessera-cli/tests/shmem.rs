@@ -781,4 +781,28 @@ fn an_openshmem_programs_communication_is_counted_through_oshrun() {
             );
         }
     }
+    // At SHMEM_THREAD_MULTIPLE transfers are not counted, and each PE says so once.
+    let multiple = body.replace(
+        "    shmem_init();",
+        "    int provided;\n    shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);\n    if (provided != SHMEM_THREAD_MULTIPLE) return 3;",
+    );
+    let f = bad(
+        prefix,
+        "uncounted",
+        &multiple,
+        pes,
+        &[("TESSERA_STATS", file.to_str().unwrap())],
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    for pe in 0..pes {
+        let says = format!("PE {pe}: statistics leave out this PE's puts, gets and atomics");
+        assert_eq!(f.stderr.matches(&says).count(), 1, "{}", f.stderr);
+    }
+    assert!(f.stderr.contains("SHMEM_THREAD_MULTIPLE"), "{}", f.stderr);
+    let stats = tessera::JobStats::read(&file).unwrap();
+    for part in &stats.per_rank {
+        for peer in 0..n {
+            assert_eq!(part.to(peer, tessera::Traffic::Put), (0, 0));
+        }
+    }
 }
