@@ -13,7 +13,8 @@
 //! skipping the remaining barriers), `--pid-dir DIR` (each rank writes its pid and the job
 //! id to DIR/rank-R once it is inside the barrier loop), `--sleep-rank R --sleep-ms N`
 //! (rank R sleeps N ms halfway, so the others wait for it), `--spin-rank R` (rank R
-//! computes forever halfway, never waiting), `--all-error` (every rank
+//! computes forever halfway, never waiting), `--put-rank R` (rank R puts 8 bytes to the
+//! next rank forever halfway, never waiting), `--all-error` (every rank
 //! returns an error at once), `--ring LAPS [--short-rank R]` (instead of barriers, pass a
 //! token around the ring with signalling puts; rank R stops after 10 laps, so the others
 //! wait for a token that never comes: a deadlock).
@@ -32,6 +33,7 @@ struct Options {
     sleep_rank: Option<usize>,
     sleep_ms: u64,
     spin_rank: Option<usize>,
+    put_rank: Option<usize>,
     all_error: bool,
     ring: Option<u64>,
     short_rank: Option<usize>,
@@ -65,6 +67,7 @@ fn parse() -> Options {
             "--sleep-rank" => o.sleep_rank = Some(number(value()) as usize),
             "--sleep-ms" => o.sleep_ms = number(value()),
             "--spin-rank" => o.spin_rank = Some(number(value()) as usize),
+            "--put-rank" => o.put_rank = Some(number(value()) as usize),
             "--all-error" => o.all_error = true,
             "--ring" => o.ring = Some(number(value())),
             "--short-rank" => o.short_rank = Some(number(value()) as usize),
@@ -102,6 +105,11 @@ fn main() {
             let laps = if o.short_rank == Some(me) { 10 } else { laps };
             return ring(ctx, laps);
         }
+        // The word `--put-rank` writes into, on every rank (a collective allocation).
+        let word = match o.put_rank {
+            Some(_) => Some(ctx.alloc_collective::<u64>(1)?),
+            None => None,
+        };
         let mut round = 0u64;
         while o.forever || round < o.barriers {
             if round == o.barriers / 2 {
@@ -125,6 +133,13 @@ fn main() {
                     let mut x = 0u64;
                     loop {
                         x = std::hint::black_box(x.wrapping_add(1));
+                    }
+                }
+                if let (Some(word), true) = (word, o.put_rank == Some(me)) {
+                    // Communicates forever without a wait.
+                    let next = word.on((me + 1) % ctx.ranks());
+                    for i in 0u64.. {
+                        ctx.put_value(next, i)?;
                     }
                 }
                 if o.all_error {

@@ -188,22 +188,75 @@ fn a_run_split_in_parts_merges_and_bad_input_is_named() {
     assert!(out.join("heatmap.png").is_file());
 }
 
+/// `failure_demo --forever` on 3 ranks with statistics on, each rank writing its pid
+/// into `dir`, and `extra` options; the child, the ranks' pids and the job's id.
+fn forever_with_stats(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, Vec<i32>, String) {
+    let child = common::spawn(
+        common::tessera()
+            .args(["run", "-n", "3", "--stats"])
+            .arg(dir.join("stats.json"))
+            .arg("--")
+            .arg(common::example("failure_demo"))
+            .arg("--forever")
+            .args(extra)
+            .arg("--pid-dir")
+            .arg(dir),
+    );
+    let (pids, job) = common::wait_for_ranks(dir, 3);
+    (child, pids, job)
+}
+
+/// End a job started by [`forever_with_stats`].
+fn stop(child: std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    common::finish(child, std::time::Duration::from_secs(20));
+}
+
+/// A rank that keeps communicating without waiting shows its counts growing in `tessera
+/// status` (they are published every few thousand operations, not only at waits).
+#[test]
+fn status_counts_grow_for_a_rank_that_never_waits() {
+    let dir = common::temp_dir("status-put");
+    let (child, _, job) = forever_with_stats(dir.path(), &["--put-rank", "1"]);
+    // Rank 1's operations so far, from its line of `tessera status`.
+    let ops = || -> Option<u64> {
+        let f = common::run(common::tessera().args(["status", &job]), 20);
+        let line = f
+            .stdout
+            .lines()
+            .find(|l| l.contains("rank 1:"))?
+            .to_string();
+        let before = line.split(" operations to other ranks").next()?;
+        before.rsplit(' ').next()?.parse().ok()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.len() < 3 && std::time::Instant::now() < deadline {
+        if let Some(n) = ops() {
+            if seen.last().is_none_or(|&last| n > last) {
+                seen.push(n);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    stop(child);
+    assert_eq!(seen.len(), 3, "rank 1's counts did not grow: {seen:?}");
+    assert!(seen[2] > 100_000, "{seen:?}");
+}
+
 /// `tessera status` from another terminal: the running job, every rank's state, and with
 /// statistics on the counts published so far; nothing once the job has ended.
 #[test]
 fn status_shows_a_running_jobs_ranks_and_their_counts() {
     let dir = common::temp_dir("status");
-    let stats = dir.path().join("stats.json");
-    let child = common::spawn(
-        common::tessera()
-            .args(["run", "-n", "3", "--stats"])
-            .arg(&stats)
-            .arg("--")
-            .arg(common::example("failure_demo"))
-            .args(["--forever", "--pid-dir"])
-            .arg(dir.path()),
-    );
-    let (pids, job) = common::wait_for_ranks(dir.path(), 3);
+    let (child, pids, job) = forever_with_stats(dir.path(), &[]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let shown = loop {
         let f = common::run(common::tessera().args(["status", &job]), 20);
@@ -223,12 +276,7 @@ fn status_shows_a_running_jobs_ranks_and_their_counts() {
     }
     assert!(shown.contains("operations to other ranks"), "{shown}");
     // End the job; then there is nothing to show.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    common::finish(child, std::time::Duration::from_secs(20));
+    stop(child);
     let f = common::run(common::tessera().args(["status", &job]), 20);
     assert_eq!(f.status.code(), Some(2), "{}", f.stdout);
     assert!(f.stderr.contains("no running job"), "{}", f.stderr);

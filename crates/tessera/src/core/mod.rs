@@ -565,9 +565,7 @@ impl Context {
                 // processor anyway), so that no other rank takes this one for running.
                 record.begin_wait(watch.started_ms, handled);
                 watch.published = true;
-                if let Some((ops, bytes)) = self.stats_totals() {
-                    record.publish_counts(ops, bytes);
-                }
+                self.publish_counts();
             } else {
                 record.beat(handled);
             }

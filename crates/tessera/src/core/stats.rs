@@ -236,8 +236,15 @@ pub(crate) struct Recorder {
     scope: SharedScope,
     /// Depth of counted operations in progress (only the outermost counts).
     nested: Cell<u32>,
+    /// Operations counted since the totals were last published to the job's board.
+    unpublished: Cell<u32>,
     started: Instant,
 }
+
+/// Counted operations between publications of a rank's totals on the job's board (besides
+/// the one at the start of every wait), so that `tessera status` shows a rank that keeps
+/// communicating without waiting with counts a few thousand operations old at most.
+const PUBLISH_EVERY: u32 = 4096;
 
 impl Recorder {
     pub(crate) fn new(me: usize, ranks: usize) -> Recorder {
@@ -251,6 +258,7 @@ impl Recorder {
             collectives: RefCell::new(Vec::new()),
             scope: Rc::new(Cell::new(None)),
             nested: Cell::new(0),
+            unpublished: Cell::new(0),
             started: Instant::now(),
         }
     }
@@ -282,11 +290,18 @@ impl Recorder {
 
     /// [`Context::count`] with statistics on: out of line, so that the operations' own
     /// code stays as small as without statistics.
+    /// Whether the totals are due for publication on the board.
+    #[must_use]
     #[inline(never)]
-    fn count(&self, kind: Traffic, peer: usize, bytes: usize) {
-        if self.nested.get() == 0 {
-            self.record(kind, peer, bytes);
+    fn count(&self, kind: Traffic, peer: usize, bytes: usize) -> bool {
+        if self.nested.get() != 0 {
+            return false;
         }
+        self.record(kind, peer, bytes);
+        let unpublished = self.unpublished.get() + 1;
+        let due = unpublished >= PUBLISH_EVERY;
+        self.unpublished.set(if due { 0 } else { unpublished });
+        due
     }
 
     #[inline(never)]
@@ -448,7 +463,18 @@ impl Context {
     #[inline(always)]
     pub(crate) fn count(&self, kind: Traffic, peer: usize, bytes: usize) {
         if let Some(recorder) = &self.stats {
-            recorder.count(kind, peer, bytes);
+            if recorder.count(kind, peer, bytes) {
+                self.publish_counts();
+            }
+        }
+    }
+
+    /// Put this rank's totals so far on the job's board (`tessera status` reads them).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn publish_counts(&self) {
+        if let (Some(board), Some((ops, bytes))) = (&self.options.board, self.stats_totals()) {
+            board.record(self.rank).publish_counts(ops, bytes);
         }
     }
 
@@ -459,8 +485,11 @@ impl Context {
     #[inline(always)]
     pub(crate) fn count_word_read(&self, peer: usize, bytes: usize) {
         if let Some(recorder) = &self.stats {
-            if peer != self.rank && recorder.scope.get().is_none() {
-                recorder.count(Traffic::Atomic, peer, bytes);
+            if peer != self.rank
+                && recorder.scope.get().is_none()
+                && recorder.count(Traffic::Atomic, peer, bytes)
+            {
+                self.publish_counts();
             }
         }
     }
@@ -590,13 +619,13 @@ mod tests {
     #[test]
     fn nested_operations_count_once_and_scopes_rename_kinds() {
         let r = Recorder::new(0, 4);
-        r.count(Traffic::SignalPut, 2, 64);
+        let _ = r.count(Traffic::SignalPut, 2, 64);
         r.nested.set(1);
-        r.count(Traffic::Put, 2, 64);
+        let _ = r.count(Traffic::Put, 2, 64);
         r.nested.set(0);
         r.scope.set(Some(Scope::Collective));
-        r.count(Traffic::Get, 1, 8);
-        r.count(Traffic::Put, 1, 8);
+        let _ = r.count(Traffic::Get, 1, 8);
+        let _ = r.count(Traffic::Put, 1, 8);
         let s = r.snapshot(0);
         let find = |peer, kind| {
             s.traffic

@@ -308,7 +308,7 @@ pub struct RankView {
     /// Other threads of the rank may end its waits (see [`RankRecord::set_other_threads`]).
     pub other_threads: bool,
     /// With statistics on: operations started and their bytes, as of the last long wait
-    /// (see [`RankRecord::publish_counts`]).
+    /// or the last 4096 counted operations (see [`RankRecord::publish_counts`]).
     pub sent: (u64, u64),
     /// The wait (state `Waiting`) or the failure (state `Failed`).
     pub text: String,

@@ -133,7 +133,7 @@ impl RunningJob {
                     if ops > 0 {
                         let _ = write!(
                             out,
-                            "; {ops} operations to other ranks, {:.1} MiB, so far (statistics, as of its last long wait)",
+                            "; {ops} operations to other ranks, {:.1} MiB, so far (statistics, as of its last long wait or its last 4096 operations)",
                             bytes as f64 / (1 << 20) as f64
                         );
                     }
