@@ -208,21 +208,10 @@ fn init(call: &str, requested: c_int) -> c_int {
     } else {
         requested
     };
-    // With statistics on, transfers go through the context, which counts them (its
-    // counters belong to one thread: under MULTIPLE they stay direct and uncounted).
+    // With statistics on, transfers go through the context, which counts them; under
+    // MULTIPLE they stay direct from any thread, and the mapped segments count them in
+    // the rank's shared counters instead.
     let counted = ctx.counts_communication() && provided != access::MULTIPLE;
-    if ctx.counts_communication() && !counted {
-        // Said once, so that the statistics file is never silently short; one write, so
-        // that PEs sharing a terminal do not interleave their lines.
-        let line = format!(
-            "tessera: PE {}: statistics leave out this PE's puts, gets and atomics: at \
-             SHMEM_THREAD_MULTIPLE they go straight to the mapped segments from any thread \
-             (its collectives and barriers are counted); ask for SHMEM_THREAD_SERIALIZED or \
-             below to count them\n",
-            ctx.rank()
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    }
     let sym: &'static Symmetric = Box::leak(Box::new(Symmetric {
         counted,
         rank: ctx.rank(),

@@ -19,6 +19,7 @@ use bytemuck::Pod;
 
 use super::atomic::{AtomicInt, AtomicOp, Remote};
 use super::gptr::GlobalPtr;
+use super::stats::{SharedCounts, Traffic};
 use super::sync::SignalOp;
 use super::wait::WaitWord;
 use super::Target;
@@ -159,6 +160,8 @@ impl SegmentMap {
 #[derive(Clone, Copy)]
 pub struct MappedSegments<'ctx> {
     map: &'ctx SegmentMap,
+    /// With statistics on: where every thread counts what it does through these.
+    counts: Option<&'ctx SharedCounts>,
 }
 
 impl std::fmt::Debug for MappedSegments<'_> {
@@ -174,8 +177,19 @@ impl std::fmt::Debug for MappedSegments<'_> {
 }
 
 impl<'ctx> MappedSegments<'ctx> {
-    pub(crate) fn of(map: &'ctx SegmentMap) -> MappedSegments<'ctx> {
-        MappedSegments { map }
+    pub(crate) fn of(
+        map: &'ctx SegmentMap,
+        counts: Option<&'ctx SharedCounts>,
+    ) -> MappedSegments<'ctx> {
+        MappedSegments { map, counts }
+    }
+
+    /// Count one operation (statistics on) that reached `rank`'s mapped segment.
+    #[inline(always)]
+    fn count(&self, kind: Traffic, rank: usize, bytes: usize) {
+        if let Some(counts) = self.counts {
+            counts.add(kind, rank, bytes);
+        }
     }
 
     /// Whether every rank's segment is mapped here (so that every call succeeds without
@@ -212,6 +226,16 @@ impl<'ctx> MappedSegments<'ctx> {
     /// Copy `src` to `dst` if `dst` is mapped here (`Ok(false)` if it is not).
     #[inline(always)]
     pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<bool> {
+        if !self.copy_to(dst, src)? {
+            return Ok(false);
+        }
+        self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
+        Ok(true)
+    }
+
+    /// [`MappedSegments::put`] without counting it.
+    #[inline(always)]
+    fn copy_to<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<bool> {
         let Some(p) = self.direct(dst, src.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
         };
@@ -229,6 +253,7 @@ impl<'ctx> MappedSegments<'ctx> {
         };
         // SAFETY: as in `put`, for dst.len() elements read.
         unsafe { std::ptr::copy(p.cast_const(), dst.as_mut_ptr(), dst.len()) };
+        self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
         Ok(true)
     }
 
@@ -241,7 +266,9 @@ impl<'ctx> MappedSegments<'ctx> {
             return Ok(None);
         };
         // SAFETY: `direct` checked that p is a mapped, in-bounds word aligned to its size.
-        Ok(Some(unsafe { op.apply(p) }))
+        let old = unsafe { op.apply(p) };
+        self.count(Traffic::Atomic, ptr.rank(), size);
+        Ok(Some(old))
     }
 
     /// [`Context::atomic_fetch`](super::Context::atomic_fetch) on a mapped word: the old
@@ -293,9 +320,10 @@ impl<'ctx> MappedSegments<'ctx> {
         let Some(word) = self.direct(flag, 1, 8)? else {
             return Ok(false);
         };
-        if !self.put(dst, src)? {
+        if !self.copy_to(dst, src)? {
             return Ok(false);
         }
+        self.count(Traffic::SignalPut, dst.rank(), std::mem::size_of_val(src));
         // SAFETY: `direct` checked that word is a mapped, in-bounds, aligned u64. The
         // atomic is sequentially consistent, so the copy above is visible to whoever
         // acquires the new value.

@@ -344,7 +344,7 @@ impl Context {
     /// The segments mapped in this process, for direct access from any thread (see
     /// [`MappedSegments`]).
     pub fn mapped_segments(&self) -> MappedSegments<'_> {
-        MappedSegments::of(&self.segments)
+        MappedSegments::of(&self.segments, self.stats.as_ref().map(|r| &r.shared))
     }
 
     /// Whether `ptr`'s target is mapped in this process, so that [`Context::local_ptr`]

@@ -13,13 +13,16 @@
 //! starts): counting is a few loads and stores, no atomics, no system call and no
 //! allocation. An operation made inside another counted one (the put inside a signalling
 //! put, the active message carrying an atomic to an unmapped peer) is not counted again.
-//! With statistics off, every counting site is one test of an empty `Option`.
+//! With statistics off, every counting site is one test of an empty `Option`. What any
+//! thread of the rank does through `MappedSegments` is counted apart, in relaxed atomic
+//! counters ([`SharedCounts`]) that a snapshot adds in.
 //!
 //! This module must never communicate or block: it only counts. Writing and merging the
 //! counts is the job layer's (`job::stats`).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -238,7 +241,47 @@ pub(crate) struct Recorder {
     nested: Cell<u32>,
     /// Operations counted since the totals were last published to the job's board.
     unpublished: Cell<u32>,
+    /// What the rank's threads do through [`MappedSegments`](super::MappedSegments), which
+    /// any thread may use: atomic counters, added to the tables above in a snapshot.
+    pub(crate) shared: SharedCounts,
     started: Instant,
+}
+
+/// Counters any thread of a rank may add to: its transfers and atomics through
+/// [`MappedSegments`](super::MappedSegments) (an OpenSHMEM program at
+/// `SHMEM_THREAD_MULTIPLE`, a Rust program's worker threads). `[peer][kind] -> (operations,
+/// bytes)` and `[kind][bucket] -> operations`, as the recorder's own tables.
+#[derive(Debug)]
+pub(crate) struct SharedCounts {
+    me: usize,
+    ranks: usize,
+    traffic: Box<[(AtomicU64, AtomicU64)]>,
+    sizes: Box<[AtomicU64]>,
+}
+
+impl SharedCounts {
+    fn new(me: usize, ranks: usize) -> SharedCounts {
+        let kinds = Traffic::ALL.len();
+        SharedCounts {
+            me,
+            ranks,
+            traffic: (0..ranks * kinds).map(|_| Default::default()).collect(),
+            sizes: (0..kinds * BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// One operation of `kind` to `peer` moving `bytes` bytes (an atomic read of this
+    /// rank's own memory is a wait's poll, not communication, and is left out).
+    #[inline(never)]
+    pub(crate) fn add(&self, kind: Traffic, peer: usize, bytes: usize) {
+        if peer >= self.ranks || (kind == Traffic::Atomic && peer == self.me) {
+            return;
+        }
+        let (ops, total) = &self.traffic[peer * Traffic::ALL.len() + kind.index()];
+        ops.fetch_add(1, Ordering::Relaxed);
+        total.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.sizes[kind.index() * BUCKETS + bucket(bytes)].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Counted operations between publications of a rank's totals on the job's board (besides
@@ -259,6 +302,7 @@ impl Recorder {
             scope: Rc::new(Cell::new(None)),
             nested: Cell::new(0),
             unpublished: Cell::new(0),
+            shared: SharedCounts::new(me, ranks),
             started: Instant::now(),
         }
     }
@@ -368,13 +412,16 @@ impl Recorder {
         let mut traffic = Vec::new();
         for peer in 0..self.ranks {
             for kind in Traffic::ALL {
-                let (ops, bytes) = &self.traffic[peer * kinds + kind.index()];
-                if ops.get() > 0 {
+                let at = peer * kinds + kind.index();
+                let ((ops, bytes), (shared_ops, shared_bytes)) =
+                    (&self.traffic[at], &self.shared.traffic[at]);
+                let ops = ops.get() + shared_ops.load(Ordering::Relaxed);
+                if ops > 0 {
                     traffic.push(PairTraffic {
                         target: peer,
                         kind,
-                        ops: ops.get(),
-                        bytes: bytes.get(),
+                        ops,
+                        bytes: bytes.get() + shared_bytes.load(Ordering::Relaxed),
                     });
                 }
             }
@@ -384,9 +431,10 @@ impl Recorder {
             .filter_map(|&kind| {
                 let buckets: Vec<(u64, u64)> = (0..BUCKETS)
                     .map(|k| {
+                        let at = kind.index() * BUCKETS + k;
                         (
                             bucket_floor(k),
-                            self.sizes[kind.index() * BUCKETS + k].get(),
+                            self.sizes[at].get() + self.shared.sizes[at].load(Ordering::Relaxed),
                         )
                     })
                     .filter(|&(_, n)| n > 0)
@@ -577,10 +625,11 @@ impl Context {
         let recorder = self.stats.as_ref()?;
         let kinds = Traffic::ALL.len();
         let (mut ops, mut bytes) = (0, 0);
-        for (i, (o, b)) in recorder.traffic.iter().enumerate() {
+        let shared = recorder.shared.traffic.iter();
+        for (i, ((o, b), (so, sb))) in recorder.traffic.iter().zip(shared).enumerate() {
             if i / kinds != self.rank {
-                ops += o.get();
-                bytes += b.get();
+                ops += o.get() + so.load(Ordering::Relaxed);
+                bytes += b.get() + sb.load(Ordering::Relaxed);
             }
         }
         Some((ops, bytes))
