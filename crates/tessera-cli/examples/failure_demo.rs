@@ -82,7 +82,7 @@ fn parse() -> Options {
     o
 }
 
-const USAGE: &str = "usage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--spin-rank R] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]";
+const USAGE: &str = "usage: failure_demo [--barriers N | --forever] [--panic-rank R] [--exit-rank R --code C] [--error-rank R] [--return-rank R] [--sleep-rank R --sleep-ms N] [--spin-rank R] [--put-rank R] [--all-error] [--ring LAPS [--short-rank R]] [--pid-dir DIR]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("failure_demo: {problem}\n{USAGE}");

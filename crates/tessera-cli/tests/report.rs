@@ -224,7 +224,8 @@ fn stop(child: std::process::Child) {
 #[test]
 fn status_counts_grow_for_a_rank_that_never_waits() {
     let dir = common::temp_dir("status-put");
-    let (child, _, job) = forever_with_stats(dir.path(), &["--put-rank", "1"]);
+    // Halfway through 2 barriers, that is after the first: the others then wait forever.
+    let (child, _, job) = forever_with_stats(dir.path(), &["--barriers", "2", "--put-rank", "1"]);
     // Rank 1's operations so far, from its line of `tessera status`.
     let ops = || -> Option<u64> {
         let f = common::run(common::tessera().args(["status", &job]), 20);
@@ -248,7 +249,8 @@ fn status_counts_grow_for_a_rank_that_never_waits() {
     }
     stop(child);
     assert_eq!(seen.len(), 3, "rank 1's counts did not grow: {seen:?}");
-    assert!(seen[2] > 100_000, "{seen:?}");
+    // More than the barrier's few messages: the puts, published as they go.
+    assert!(seen[2] > 8192, "{seen:?}");
 }
 
 /// `tessera status` from another terminal: the running job, every rank's state, and with
