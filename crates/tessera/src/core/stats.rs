@@ -15,7 +15,7 @@
 //! put, the active message carrying an atomic to an unmapped peer) is not counted again.
 //! With statistics off, every counting site is one test of an empty `Option`. What any
 //! thread of the rank does through `MappedSegments` is counted apart, in relaxed atomic
-//! counters ([`SharedCounts`]) that a snapshot adds in.
+//! counters (`SharedCounts`) that a snapshot adds in.
 //!
 //! This module must never communicate or block: it only counts. Writing and merging the
 //! counts is the job layer's (`job::stats`).
