@@ -267,7 +267,12 @@ impl<'ctx> MappedSegments<'ctx> {
         };
         // SAFETY: `direct` checked that p is a mapped, in-bounds word aligned to its size.
         let old = unsafe { op.apply(p) };
-        self.count(Traffic::Atomic, ptr.rank(), size);
+        // As the context counts them: a read of the rank's own memory is a wait's poll,
+        // not communication.
+        let poll = matches!(op, Remote::Load) && self.counts.is_some_and(|c| c.me == ptr.rank());
+        if !poll {
+            self.count(Traffic::Atomic, ptr.rank(), size);
+        }
         Ok(Some(old))
     }
 

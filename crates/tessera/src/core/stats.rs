@@ -253,7 +253,8 @@ pub(crate) struct Recorder {
 /// bytes)` and `[kind][bucket] -> operations`, as the recorder's own tables.
 #[derive(Debug)]
 pub(crate) struct SharedCounts {
-    me: usize,
+    /// The rank whose counters these are.
+    pub(crate) me: usize,
     ranks: usize,
     traffic: Box<[(AtomicU64, AtomicU64)]>,
     sizes: Box<[AtomicU64]>,
@@ -270,11 +271,10 @@ impl SharedCounts {
         }
     }
 
-    /// One operation of `kind` to `peer` moving `bytes` bytes (an atomic read of this
-    /// rank's own memory is a wait's poll, not communication, and is left out).
+    /// One operation of `kind` to `peer` moving `bytes` bytes.
     #[inline(never)]
     pub(crate) fn add(&self, kind: Traffic, peer: usize, bytes: usize) {
-        if peer >= self.ranks || (kind == Traffic::Atomic && peer == self.me) {
+        if peer >= self.ranks {
             return;
         }
         let (ops, total) = &self.traffic[peer * Traffic::ALL.len() + kind.index()];

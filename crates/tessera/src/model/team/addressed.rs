@@ -205,20 +205,19 @@ impl<'a> Team<'a> {
     ) -> Result<()> {
         /// Peers each way that need no allocation (a tree's parent, a few children).
         const FEW: usize = 4;
-        let (mut to, mut from) = (to.into_iter(), from.into_iter());
-        let (mut to_few, mut from_few) = ([0; FEW], [0; FEW]);
-        let (mut nt, mut nf) = (0, 0);
-        while nt < FEW {
-            let Some(t) = to.next() else { break };
-            to_few[nt] = t;
-            nt += 1;
+        /// The first `FEW` peers, how many there are of them, and the rest (no allocation
+        /// when there is no rest).
+        fn split_few(peers: impl IntoIterator<Item = usize>) -> ([usize; FEW], usize, Vec<usize>) {
+            let (mut few, mut n, mut peers) = ([0; FEW], 0, peers.into_iter());
+            while n < FEW {
+                let Some(p) = peers.next() else { break };
+                few[n] = p;
+                n += 1;
+            }
+            (few, n, peers.collect())
         }
-        while nf < FEW {
-            let Some(f) = from.next() else { break };
-            from_few[nf] = f;
-            nf += 1;
-        }
-        let (to_rest, from_rest): (Vec<usize>, Vec<usize>) = (to.collect(), from.collect());
+        let (to_few, nt, to_rest) = split_few(to);
+        let (from_few, nf, from_rest) = split_few(from);
         if to_rest.is_empty() && from_rest.is_empty() {
             let mut sends: [Outgoing; FEW] = std::array::from_fn(|i| Outgoing::new(to_few[i], &[]));
             let mut recvs: [Incoming; FEW] =

@@ -194,24 +194,19 @@ impl Drop for CallGuard {
 
 impl Channel {
     pub(crate) fn new(me: usize, areas: Vec<GlobalPtr<u8>>, chunk: usize) -> Channel {
-        let size = areas.len();
+        let (size, ring) = (areas.len(), mailbox::ring_for_chunk(chunk));
         Channel {
             streams: Rc::new(Streams {
                 me,
                 areas,
                 chunk,
-                ring: mailbox::ring_for_chunk(chunk),
+                ring,
                 sent: RefCell::new(vec![0; size]),
                 received: RefCell::new(vec![0; size]),
                 sent_at: RefCell::new(vec![0; size]),
                 received_at: RefCell::new(vec![0; size]),
                 acknowledged: RefCell::new(vec![0; size]),
-                data_lines: RefCell::new(vec![
-                    mailbox::DataLines::new(mailbox::ring_for_chunk(
-                        chunk
-                    ));
-                    size
-                ]),
+                data_lines: RefCell::new(vec![mailbox::DataLines::new(ring); size]),
                 direct: RefCell::new(vec![false; size]),
                 split_from: Cell::new(usize::MAX),
                 halves_written: Cell::new(0),

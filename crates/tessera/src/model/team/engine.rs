@@ -44,17 +44,32 @@ impl<'a> Team<'a> {
                     bytemuck::cast_slice(src),
                     bytemuck::cast_slice_mut(dst),
                 ),
-                (alg, _) => {
-                    let key = shape.filter(|_| bytes <= CACHE_UP_TO).map(|shape| PlanKey {
-                        op,
-                        alg,
-                        shape,
-                        elem: std::mem::size_of::<T>(),
-                    });
-                    self.run(src, dst, reducer, key, |b| rounds(b, alg))
-                }
+                (alg, _) => self.planned(op, alg, bytes, shape, src, dst, reducer, rounds),
             }
         })
+    }
+
+    /// The rounds of `alg` for a blocking call of `op` ([`Team::blocking`] once `alg` is
+    /// chosen): a kept plan where the call is small and its shape decides its rounds.
+    #[allow(clippy::too_many_arguments)] // as `blocking`
+    pub(super) fn planned<'b, T: Pod>(
+        &self,
+        op: Collective,
+        alg: Algorithm,
+        bytes: usize,
+        shape: Option<CallShape>,
+        src: &'b [T],
+        dst: &'b mut [T],
+        reducer: Option<Reducer<'b, T>>,
+        rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
+    ) -> Result<()> {
+        let key = shape.filter(|_| bytes <= CACHE_UP_TO).map(|shape| PlanKey {
+            op,
+            alg,
+            shape,
+            elem: std::mem::size_of::<T>(),
+        });
+        self.run(src, dst, reducer, key, |b| rounds(b, alg))
     }
 
     /// Run a blocking call (`call` with its algorithm) of `op` with `bytes` per member

@@ -15,20 +15,20 @@ impl<'a> Team<'a> {
         self.chosen(Collective::Barrier, 0, true, true, |alg| match alg {
             Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
             // Its rounds straight on the channel, without a schedule: a plan and its
-            // sequence numbers cost a third of a 2-rank barrier (0.30 against 0.22 µs).
+            // sequence numbers cost a third of a 2-rank barrier (docs/PERFORMANCE.md,
+            // "Collectives").
             Algorithm::Dissemination => algorithms::dissemination(n, me)
                 .try_for_each(|(to, from)| self.channel.sendrecv(self.ctx, to, &[], from, &mut [])),
-            alg => {
-                let key = PlanKey {
-                    op: Collective::Barrier,
-                    alg,
-                    shape: CallShape::of(0),
-                    elem: 1,
-                };
-                self.run::<u8>(&[], &mut [], None, Some(key), |b| {
-                    algorithms::barrier(b, alg, n, me)
-                })
-            }
+            alg => self.planned::<u8>(
+                Collective::Barrier,
+                alg,
+                0,
+                Some(CallShape::of(0)),
+                &[],
+                &mut [],
+                None,
+                |b, alg| algorithms::barrier(b, alg, n, me),
+            ),
         })
     }
 
