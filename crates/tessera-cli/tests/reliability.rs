@@ -12,35 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
-/// Wait (up to 5 s) until no process's command line contains `marker`.
-fn assert_gone(marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !processes_with(marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "processes with {marker:?} survived the job: {:?}",
-            processes_with(marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{assert_gone, processes_with};
 
 #[test]
 fn a_rank_that_finishes_early_is_reported_as_a_deadlock_within_seconds() {

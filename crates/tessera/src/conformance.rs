@@ -130,6 +130,16 @@ pub fn run_all(ctx: &Context, filter: Option<&str>) -> RankResult {
     Ok(())
 }
 
+/// The element counts collective cases run with in a team of `n`: a short message, and
+/// a long one of 10,000 elements, fewer in teams of more than 52 members so that a
+/// member's copy of every member's block stays near 4 MiB (at 256 ranks, 10,000 would
+/// have every rank hold 60 MB of such buffers at once), but never so few that the long
+/// message is not read directly (from 16 KiB).
+fn lengths(n: usize) -> [usize; 2] {
+    let direct = crate::model::team::DIRECT_FROM / 8 + 5;
+    [3, ((1 << 19) / n.max(1)).clamp(direct, 10_000)]
+}
+
 fn ensure(cond: bool, what: impl FnOnce() -> String) -> RankResult {
     if cond {
         Ok(())
@@ -842,7 +852,7 @@ fn collectives(ctx: &Context) -> RankResult {
     for op in Collective::ALL {
         for alg in world.algorithms(op) {
             let t = world.with_algorithm(op, alg)?;
-            for len in [3usize, 10_000] {
+            for len in lengths(n) {
                 let what = |w: &str| format!("{} with {alg}, {len} elements: {w}", op.name());
                 let mine: Vec<u64> = (0..len).map(|i| value(me, i)).collect();
                 let all: Vec<u64> = (0..n)
@@ -932,7 +942,7 @@ fn collectives(ctx: &Context) -> RankResult {
         }
     }
     // The rendezvous forms: receivers get from sources in the segment.
-    for len in [3usize, 10_000] {
+    for len in lengths(n) {
         let what = |w: &str| format!("{w}, {len} elements");
         let src = ctx.alloc_collective::<u64>(len)?;
         let mine: Vec<u64> = (0..len).map(|i| value(me, i)).collect();
@@ -978,7 +988,7 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
         let (n, me) = (team.size(), team.rank());
         let w = |i: usize| team.world_rank(i);
         let value = |r: usize, i: usize| (r as u64 + 1) * 1_000_003 + i as u64 * 7;
-        for len in [3usize, 10_000] {
+        for len in lengths(n) {
             let what = |op: &str| format!("{op}_nb, {len} elements, team of {n}");
             let mine: Vec<u64> = (0..len).map(|i| value(w(me), i)).collect();
             let block = |r: usize| (0..len).map(move |i| value(w(r), i));
@@ -1474,7 +1484,9 @@ fn ghost_exchange(ctx: &Context) -> RankResult {
 fn shared_arrays(ctx: &Context) -> RankResult {
     let (me, ranks) = (ctx.rank(), ctx.ranks());
     let team = Team::world(ctx)?;
-    let len = 37;
+    // Odd, so that last blocks are short; at least three elements per rank, so that every
+    // rank owns some in every distribution and a view in pairs fits the cyclic storage.
+    let len = 37 + 2 * ranks;
     let value = |i: usize, epoch: u64| epoch * 1000 + i as u64 * 7 + 1;
     for d in [
         Distribution::Cyclic,

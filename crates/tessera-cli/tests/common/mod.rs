@@ -369,3 +369,33 @@ pub(crate) fn ring_stats(
     );
     tessera::JobStats::read(file).unwrap()
 }
+
+/// Processes whose command line contains `marker`.
+pub(crate) fn processes_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Wait (up to 5 s) until no process's command line contains `marker`.
+pub(crate) fn assert_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "processes with {marker:?} survived the job: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -3,9 +3,10 @@
 //! Every rank owns one *region* of memory that every other rank of the node maps:
 //!
 //! ```text
-//! offset 0            RegionHeader (one page): magic, attach count, shape of the job
-//! RINGS_OFFSET        2·P active-message rings, ring (s, c) carries class c from rank s
-//! layout.seg_offset   the rank's segment: the part the global address space covers
+//! offset 0            RegionHeader (one cache line): magic, attach count, job shape
+//! DOORBELLS_OFFSET    per class, a bitmap of the senders that may have left frames
+//! rings_offset        2·P active-message rings, ring (s, c) carries class c from rank s
+//! segment_offset      the rank's segment: the part the global address space covers
 //! ```
 //!
 //! The two conduits differ only in how regions come to exist (POSIX shared-memory objects
@@ -19,7 +20,10 @@
 //!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
 //! - The rings follow `protocol::ring` (header word published with `Release` and
 //!   polled with `Acquire`; `head` released by the consumer, acquired by the producer),
-//!   which is model-checked with loom.
+//!   and the doorbells `protocol::doorbell` (a sender's bit set with `Release` after its
+//!   frame is published, taken by the receiver with `Acquire`); both are model-checked
+//!   with loom. A poll reads one doorbell word per 64 senders and only the rings it
+//!   names, so its cost and the pages it touches do not grow with the job.
 //!
 //! This module must never block: rings report "full" and the caller decides how to wait.
 
@@ -30,12 +34,14 @@ use std::sync::{Arc, Mutex};
 
 use super::{AmClass, Conduit, ConduitKind};
 use crate::error::ConduitError;
+use crate::protocol::doorbell;
 use crate::protocol::ring::{Ring, RingMemory, FRAME_HEADER, SLOT};
 
 /// Value of [`RegionHeader::magic`] once the owner has initialised its region.
 pub(crate) const MAGIC: u64 = 0x5445_5353_4552_4131; // "TESSERA1"
-/// Offset of the first ring; the header fits in one page.
-const RINGS_OFFSET: usize = 4096;
+/// Offset of the doorbells: the header takes one cache line.
+const DOORBELLS_OFFSET: usize = 64;
+const _: () = assert!(std::mem::size_of::<RegionHeader>() <= DOORBELLS_OFFSET);
 /// Segments start on a 64 KiB boundary so users can rely on generous alignment.
 const SEGMENT_ALIGN: usize = 64 * 1024;
 
@@ -82,6 +88,10 @@ pub(crate) struct RegionLayout {
     pub ranks: usize,
     /// Capacity of each ring (a power of two).
     pub ring_capacity: usize,
+    /// Words of one class's doorbell bitmap, rounded up to whole cache lines.
+    doorbell_words: usize,
+    /// Offset of the first ring (page aligned).
+    rings_offset: usize,
     /// Segment size.
     pub segment_len: usize,
     /// Offset of the segment in the region.
@@ -95,12 +105,16 @@ impl RegionLayout {
     /// `ring_capacity` bytes (rounded up to a power of two, at least 1 KiB).
     pub(crate) fn new(ranks: usize, segment_len: usize, ring_capacity: usize) -> Self {
         let ring_capacity = ring_capacity.max(1024).next_power_of_two();
-        let rings_end = RINGS_OFFSET + 2 * ranks * (RING_CONTROL + ring_capacity);
+        let doorbell_words = doorbell::words(ranks).next_multiple_of(SLOT / 8);
+        let rings_offset = (DOORBELLS_OFFSET + 2 * doorbell_words * 8).next_multiple_of(4096);
+        let rings_end = rings_offset + 2 * ranks * (RING_CONTROL + ring_capacity);
         let segment_offset = rings_end.div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN;
         let segment_len = segment_len.div_ceil(4096) * 4096;
         RegionLayout {
             ranks,
             ring_capacity,
+            doorbell_words,
+            rings_offset,
             segment_len,
             segment_offset,
             region_len: segment_offset + segment_len,
@@ -108,7 +122,11 @@ impl RegionLayout {
     }
 
     fn ring_offset(&self, sender: usize, class: AmClass) -> usize {
-        RINGS_OFFSET + (2 * sender + class as usize) * (RING_CONTROL + self.ring_capacity)
+        self.rings_offset + (2 * sender + class as usize) * (RING_CONTROL + self.ring_capacity)
+    }
+
+    fn doorbell_offset(&self, class: AmClass) -> usize {
+        DOORBELLS_OFFSET + class as usize * self.doorbell_words * 8
     }
 
     /// Largest payload one frame can carry: a quarter of a ring, so that several frames
@@ -202,7 +220,7 @@ impl ShmRing {
     ) -> Ring<ShmRing> {
         let offset = layout.ring_offset(sender, class);
         // SAFETY: ring_offset lies inside the rings area of the region (sender < ranks) and
-        // is 64-byte aligned because RINGS_OFFSET, RING_CONTROL and the capacity are.
+        // is 64-byte aligned because rings_offset, RING_CONTROL and the capacity are.
         unsafe {
             let control = NonNull::new_unchecked(region.as_ptr().add(offset) as *mut RingControl);
             let data = NonNull::new_unchecked(region.as_ptr().add(offset + RING_CONTROL));
@@ -473,6 +491,21 @@ impl ShmConduit {
         }
     }
 
+    /// Word `word` of `owner`'s doorbell bitmap for `class`.
+    fn doorbell(&self, owner: usize, class: AmClass, word: usize) -> &AtomicU64 {
+        debug_assert!(word < self.layout.doorbell_words);
+        // SAFETY: the bitmap lies between the header and the rings of a live region
+        // (constructor contract), 8-byte aligned, and holds only atomic words.
+        unsafe {
+            AtomicU64::from_ptr(
+                self.regions[owner]
+                    .as_ptr()
+                    .add(self.layout.doorbell_offset(class) + 8 * word)
+                    .cast(),
+            )
+        }
+    }
+
     fn ring(&self, owner: usize, sender: usize, class: AmClass) -> Ring<ShmRing> {
         // SAFETY: regions[owner] is a live region with `layout` (constructor contract).
         unsafe { ShmRing::at(self.regions[owner], &self.layout, sender, class) }
@@ -549,9 +582,13 @@ impl Conduit for ShmConduit {
         }
         let ring = self.ring(dest, self.rank, class);
         let pushed = ring.try_push(&self.head_cache[dest][class as usize], parts);
-        if pushed && !self.undrained_flag[dest].get() {
-            self.undrained_flag[dest].set(true);
-            self.undrained.borrow_mut().push(dest);
+        if pushed {
+            let (word, bit) = doorbell::position(self.rank);
+            doorbell::ring(self.doorbell(dest, class, word), bit);
+            if !self.undrained_flag[dest].get() {
+                self.undrained_flag[dest].set(true);
+                self.undrained.borrow_mut().push(dest);
+            }
         }
         Ok(pushed)
     }
@@ -570,10 +607,15 @@ impl Conduit for ShmConduit {
     }
     fn am_poll(&self, class: AmClass, deliver: &mut dyn FnMut(usize, &[u8])) -> usize {
         let mut delivered = 0;
-        for sender in 0..self.layout.ranks {
-            delivered += self
-                .ring(self.rank, sender, class)
-                .consume(|frame| deliver(sender, frame));
+        for word in 0..doorbell::words(self.layout.ranks) {
+            let mut senders = doorbell::take(self.doorbell(self.rank, class, word));
+            while senders != 0 {
+                let sender = word * 64 + senders.trailing_zeros() as usize;
+                senders &= senders - 1;
+                delivered += self
+                    .ring(self.rank, sender, class)
+                    .consume(|frame| deliver(sender, frame));
+            }
         }
         delivered
     }

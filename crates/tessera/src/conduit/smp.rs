@@ -18,7 +18,9 @@
 //!   foreign object is refused by name. Once every rank of the host has mapped every
 //!   region the names are removed, so a crash after start-up cannot leak them.
 //!
-//! Either way a rank publishes its region by storing the header's `magic` last (Release);
+//! Under `tessera run` no rank waits for another to start: the file exists, sized for the
+//! job, before any rank does, and a zero-filled region is a valid empty one. With named
+//! objects a rank publishes its region by storing the header's `magic` last (Release);
 //! peers map a region only once they have seen it (Acquire) and its job shape matches.
 //!
 //! This module must never assume it is the only job, or the only user, on the machine.
@@ -37,7 +39,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use super::shm::{header, AlignedMap, RegionLayout, ShmConduit, MAGIC};
+use super::shm::{header, AlignedMap, KeepAlive, RegionLayout, ShmConduit, MAGIC};
 use super::ConduitKind;
 use crate::error::JobError;
 use crate::job::board::JobFile;
@@ -197,51 +199,67 @@ fn attach_peers(
 fn conduit_over(rank: usize, layout: RegionLayout, maps: Vec<Mapping>) -> ShmConduit {
     let regions: Vec<NonNull<u8>> = maps.iter().map(base_of).collect();
     // SAFETY: `regions` are bases of the live mappings in `maps`, all initialised with
-    // `layout` (magic seen, shape checked); the Arc keeps them mapped as long as the
-    // conduit lives.
-    unsafe {
-        ShmConduit::new(
-            ConduitKind::Smp,
-            rank,
-            layout,
-            regions,
-            None,
-            Arc::new(maps),
-        )
-    }
+    // `layout` (magic seen, shape checked), which the conduit keeps.
+    unsafe { smp_conduit(rank, layout, regions, Arc::new(maps)) }
+}
+
+/// The smp conduit over `regions`.
+///
+/// # Safety
+/// Every pointer in `regions` must be the base of a live region with `layout` inside the
+/// mappings `keep` holds.
+unsafe fn smp_conduit(
+    rank: usize,
+    layout: RegionLayout,
+    regions: Vec<NonNull<u8>>,
+    keep: Arc<dyn KeepAlive>,
+) -> ShmConduit {
+    // SAFETY: the caller's contract is the constructor's; `keep` lives as long as the
+    // conduit.
+    unsafe { ShmConduit::new(ConduitKind::Smp, rank, layout, regions, None, keep) }
 }
 
 /// Join a job whose regions live in the launcher's private memory file.
+///
+/// Nothing here waits for or reads a peer: the launcher sized the file for the job before
+/// any rank started, so every region exists (zero-filled, which is a valid empty region)
+/// from the start, and whatever a fast peer writes into this rank's region before this
+/// rank arrives stays there. Peers' regions are one mapping, whose pages the kernel maps
+/// only where this rank touches them, so a rank pays page tables only for the peers it
+/// talks to (see `docs/DESIGN.md`, "Many ranks on a node").
 pub(crate) fn attach_file(
     file: &JobFile,
     rank: usize,
     layout: RegionLayout,
-    timeout: Duration,
 ) -> Result<ShmConduit, JobError> {
     let span = file.regions().ok_or_else(|| {
         JobError::Usage(
             "the job's memory file holds no regions (it was made for another conduit)".into(),
         )
     })?;
-    if span.region_len != layout.region_len {
+    if (span.region_len, span.segment_len, span.ring_capacity)
+        != (layout.region_len, layout.segment_len, layout.ring_capacity)
+    {
         return Err(JobError::Usage(format!(
             "this rank was started with a different job shape than the launcher sized the job for: segment {} bytes and active-message queues of {} bytes here, {} and {} there; do not change TESSERA_SEGMENT or TESSERA_AM_QUEUE for single ranks",
             layout.segment_len, layout.ring_capacity, span.segment_len, span.ring_capacity
         )));
     }
-    let map_region = |r: usize| -> Result<MmapRaw, JobError> {
-        MmapOptions::new()
-            .offset((span.offset + r * span.region_len) as u64)
-            .len(span.region_len)
-            .map_raw(file.fd().as_raw_fd())
-            .map_err(|source| JobError::Os {
-                what: format!(
-                    "mapping rank {r}'s region ({} bytes; lower the segment size with --segment or TESSERA_SEGMENT)",
-                    span.region_len
-                ),
-                source,
-            })
-    };
+    let all_len = layout
+        .ranks
+        .checked_mul(span.region_len)
+        .ok_or_else(|| JobError::Usage("the job's regions overflow the address space".into()))?;
+    let peers = MmapOptions::new()
+        .offset(span.offset as u64)
+        .len(all_len)
+        .map_raw(file.fd().as_raw_fd())
+        .map_err(|source| JobError::Os {
+            what: format!(
+                "mapping the job's {} regions ({} bytes each; lower the segment size with --segment or TESSERA_SEGMENT)",
+                layout.ranks, span.region_len
+            ),
+            source,
+        })?;
     let own = map_own_region(
         file.fd(),
         (span.offset + rank * span.region_len) as u64,
@@ -254,12 +272,20 @@ pub(crate) fn attach_file(
         ),
         source,
     })?;
-    // SAFETY: a zero-filled mapping of region_len bytes of a fresh file that peers only
-    // read after they see `magic`, which init_region stores last.
+    // SAFETY: this rank's region of the launcher's zero-filled file; init_region writes
+    // only the header, which no peer of a job file reads.
     unsafe { layout.init_region(base_of(&own)) };
-    let maps = attach_peers(rank, own, &layout, timeout, |peer| {
-        map_region(peer).map(Some)
-    })?;
+    let peers_base = NonNull::new(peers.as_mut_ptr()).expect("mmap never returns null");
+    let regions: Vec<NonNull<u8>> = (0..layout.ranks)
+        .map(|r| {
+            if r == rank {
+                base_of(&own)
+            } else {
+                // SAFETY: r < ranks, so the offset lies inside the mapping of all regions.
+                unsafe { NonNull::new_unchecked(peers_base.as_ptr().add(r * span.region_len)) }
+            }
+        })
+        .collect();
     let file_copy = file
         .fd()
         .try_clone_to_owned()
@@ -267,8 +293,11 @@ pub(crate) fn attach_file(
             what: "keeping the job's memory file open".into(),
             source,
         })?;
-    Ok(conduit_over(rank, layout, maps)
-        .with_region_file(file_copy, (span.offset + rank * span.region_len) as u64))
+    // SAFETY: `regions` point into the live mappings `own` and `peers` of regions with
+    // `layout` (the file was sized for it, checked above); the Arc keeps both mapped as
+    // long as the conduit lives.
+    let conduit = unsafe { smp_conduit(rank, layout, regions, Arc::new((own, peers))) };
+    Ok(conduit.with_region_file(file_copy, (span.offset + rank * span.region_len) as u64))
 }
 
 /// Refuse a file or directory that is not this user's with exactly `mode`.

@@ -455,27 +455,29 @@ impl Context {
         Ok(format!("labels differ: {}", parts.join(", ")))
     }
 
-    /// "ranks [3] have not arrived" for the watchdog and the board.
+    /// What this rank's barrier waits for, for the watchdog and the board: the rank whose
+    /// round signal is missing, and whether that rank has entered the barrier at all.
+    /// Reads one peer's word, not every rank's, so that a description costs the same at
+    /// any job size (every rank describes its wait on the board after 100 ms; the board's
+    /// report puts the descriptions together).
     fn barrier_laggards(&self) -> String {
         let epoch = self.barrier.epoch.get();
-        let area = self.barrier.area();
-        let late: Vec<usize> = (0..self.ranks())
-            .filter(|&r| {
-                self.atomic_load(field::<u64>(
-                    area.on(r),
-                    std::mem::offset_of!(Area, entered),
-                ))
-                .is_ok_and(|e| e < epoch)
-            })
-            .collect();
-        if late.is_empty() {
-            // Everyone entered: we wait for one round's signal.
-            let round = self.barrier.round.get();
-            let from = protocol::source(self.rank(), round, self.ranks());
-            return format!(
-                "every rank entered barrier number {epoch}; waiting for rank {from}'s signal of round {round}"
-            );
+        let round = self.barrier.round.get();
+        let from = protocol::source(self.rank(), round, self.ranks());
+        let entered = self
+            .atomic_load(field::<u64>(
+                self.barrier.area().on(from),
+                std::mem::offset_of!(Area, entered),
+            ))
+            .unwrap_or(epoch);
+        if entered < epoch {
+            format!(
+                "rank {from} has not reached barrier number {epoch}; this rank waits for its signal of round {round}"
+            )
+        } else {
+            format!(
+                "rank {from} entered barrier number {epoch}; this rank waits for its signal of round {round}"
+            )
         }
-        format!("rank(s) {late:?} have not reached barrier number {epoch}")
     }
 }

@@ -161,6 +161,8 @@ pub struct Context {
     /// Checks to run after the end-of-job barrier, when everything any rank sent is
     /// visible (the model layer leaves one per team).
     end_checks: RefCell<Vec<EndCheck>>,
+    /// Messages the model layer's waits took in ([`Context::note_progress`]).
+    progress: Cell<u64>,
 }
 
 /// A check run after the end-of-job barrier.
@@ -196,6 +198,7 @@ impl Context {
             remote_atomics: atomic::RemoteAtomics::default(),
             stats: None,
             end_checks: RefCell::new(Vec::new()),
+            progress: Cell::new(0),
         };
         atomic::register_handlers(&ctx)?;
         ctx.barrier = barrier::BarrierState::new(&ctx)?;
@@ -251,8 +254,35 @@ impl Context {
         let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             CoreError::Invalid(format!("allocation of {count} elements overflows"))
         })?;
+        Ok(self.alloc_block(arena, bytes)?.0.cast())
+    }
+
+    /// Allocate `count` elements in `arena`, cleared: only the part an earlier allocation
+    /// handed out is written, so that pages never used stay untouched (a team's mailboxes
+    /// for every member, of which a rank may only ever hear from a few).
+    pub(crate) fn alloc_zeroed<T: Pod>(&self, arena: Arena, count: usize) -> Result<GlobalPtr<T>> {
+        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            CoreError::Invalid(format!("allocation of {count} elements overflows"))
+        })?;
+        let (ptr, reused) = self.alloc_block(arena, bytes)?;
+        let zeros = vec![0u8; reused.len().min(1 << 20)];
+        let mut at = reused.start;
+        while at < reused.end {
+            let n = (reused.end - at).min(zeros.len());
+            self.put(GlobalPtr::<u8>::new(self.rank, at as u64), &zeros[..n])?;
+            at += n;
+        }
+        Ok(ptr.cast())
+    }
+
+    /// Allocate `bytes` in `arena`: the block and the part of it handed out before.
+    fn alloc_block(
+        &self,
+        arena: Arena,
+        bytes: usize,
+    ) -> Result<(GlobalPtr<u8>, std::ops::Range<usize>)> {
         let mut heap = self.heap.borrow_mut();
-        let offset = heap
+        let block = heap
             .alloc(arena, bytes)
             .map_err(|e| CoreError::SegmentExhausted {
                 rank: self.rank,
@@ -263,9 +293,9 @@ impl Context {
             })?;
         if arena == Arena::Collective {
             self.barrier
-                .note_collective(offset as u64, bytes.max(1) as u64);
+                .note_collective(block.offset as u64, bytes.max(1) as u64);
         }
-        Ok(GlobalPtr::new(self.rank, offset as u64))
+        Ok((GlobalPtr::new(self.rank, block.offset as u64), block.reused))
     }
 
     /// Allocate `count` elements in every rank's segment at the same offset. Every rank
@@ -440,8 +470,8 @@ impl Context {
     ///
     /// A wait that lasts [`board::PUBLISH_AFTER`] is published on the job's status board
     /// (`what` and `describe()`), where the launcher and the other ranks can see it; from
-    /// then on the rank also watches the board for a deadlock (every rank waiting, nothing
-    /// moving) and fails with the wait-for graph when it finds one. The watchdog
+    /// then ranks 0 and 1 also watch the board for a deadlock (every rank waiting, nothing
+    /// moving) and fail with the wait-for graph when they find one. The watchdog
     /// (`TESSERA_WAIT_TIMEOUT`) fails a wait that takes longer, naming what was awaited and
     /// the ranks that are not waiting (the ones holding everybody up).
     pub(crate) fn wait_until(
@@ -559,7 +589,9 @@ impl Context {
         let elapsed = watch.started.elapsed();
         if let Some(board) = &self.options.board {
             let record = board.record(self.rank);
-            let handled = self.am.handled();
+            // Progress as the board sees it: handlers run, and messages a wait's own
+            // steps took in (a ring allgather's rounds all inside one wait).
+            let handled = self.am.handled() + self.progress.get();
             if !watch.published {
                 // At once (a clock read and a few stores: the wait is about to yield the
                 // processor anyway), so that no other rank takes this one for running.
@@ -576,11 +608,14 @@ impl Context {
                 watch.described = true;
                 watch.refreshed = elapsed;
             }
-            if watch.described && board.ranks() == self.ranks {
+            if watch.described
+                && board.ranks() == self.ranks
+                && board::watches_for_deadlock(self.rank)
+            {
                 if let Some(report) = watch.deadlock.observe(board, board::now_ms()) {
-                    // One report is enough: the rank waiting longest gives it, the
+                    // One report is enough: the watcher waiting longest gives it, the
                     // others keep waiting until the job ends them.
-                    if board::reports_first(board, self.rank) {
+                    if board::reports_deadlock(board, self.rank) {
                         return Err(CoreError::Deadlock(report).into());
                     }
                 }
@@ -617,6 +652,14 @@ impl Context {
             }
         }
         Ok(())
+    }
+
+    /// Note that a wait made progress without an active message: a team message arrived.
+    /// The deadlock detector takes a job whose every rank waits, with neither handlers
+    /// run nor progress noted for half a second, for stuck; a wait that receives message
+    /// after message (a ring's rounds) must say so.
+    pub(crate) fn note_progress(&self) {
+        self.progress.set(self.progress.get() + 1);
     }
 
     /// A full memory fence (sequentially consistent) for hand-built flag protocols.

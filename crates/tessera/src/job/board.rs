@@ -728,10 +728,32 @@ pub fn running_holdouts(board: &Board, me: usize, what: &str, waited_s: f64) -> 
     ))
 }
 
+/// Ranks that watch the board for a deadlock: the lowest two. A deadlock means every rank
+/// waits, these two included, so watching from every rank would only multiply the cost
+/// (each look reads every record: watched from every rank, a thousand-rank job would spend
+/// its processors reading the board). Two, so that a stopped rank 0 (a debugger) does not
+/// silence the report.
+pub const DEADLOCK_WATCHERS: usize = 2;
+
+/// Whether `rank` watches the board for a deadlock.
+pub fn watches_for_deadlock(rank: usize) -> bool {
+    rank < DEADLOCK_WATCHERS
+}
+
 /// Whether `me` is the rank that should report a stuck wait now: among the waiting ranks,
 /// the one whose wait began first (then the lowest), so that one report names the culprit
 /// and the others keep waiting until the job ends them; nobody once a rank has failed.
 pub fn reports_first(board: &Board, me: usize) -> bool {
+    first_reporter(board, me, board.ranks())
+}
+
+/// [`reports_first`] among the ranks that watch for a deadlock.
+pub fn reports_deadlock(board: &Board, me: usize) -> bool {
+    first_reporter(board, me, DEADLOCK_WATCHERS)
+}
+
+/// Whether `me` is, among ranks below `among`, the waiting rank that reports.
+fn first_reporter(board: &Board, me: usize, among: usize) -> bool {
     let views = board.snapshot();
     // A rank that failed has made its report; the job is ending already.
     if views.iter().any(|v| v.state == RankState::Failed) {
@@ -741,7 +763,9 @@ pub fn reports_first(board: &Board, me: usize) -> bool {
     views
         .iter()
         .enumerate()
-        .filter(|&(r, v)| v.state == RankState::Waiting && (r == me || !is_stopped(v.tid)))
+        .filter(|&(r, v)| {
+            r < among && v.state == RankState::Waiting && (r == me || !is_stopped(v.tid))
+        })
         .min_by_key(|(r, v)| (v.since_ms, *r))
         .is_none_or(|(r, _)| r == me)
 }

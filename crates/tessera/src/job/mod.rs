@@ -386,7 +386,7 @@ impl Job {
     ) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
         let rank = launched.rank;
         let conduit = match (&self.job_file, self.shm_names) {
-            (Some(file), false) => smp::attach_file(file, rank, self.layout(), self.boot_timeout),
+            (Some(file), false) => smp::attach_file(file, rank, self.layout()),
             _ => smp::attach_named(&launched.job_id, rank, self.layout(), self.boot_timeout),
         }
         .inspect_err(|e| {

@@ -1,13 +1,14 @@
 //! Cross-rank synchronisation protocols in their in-process form.
 //!
-//! The bounded active-message ring and the semaphore are written once here, generic over
-//! the memory they live in and the atomic word type; the team channel's handshake
-//! (`mailbox`), the rendezvous of long nonblocking messages (`rendezvous`), the split copy
-//! of long directly read messages (`split`) and the barrier's rounds (`barrier`) keep
-//! their decisions here, which the model layer's channel and the core's barrier call on
-//! the values their global-pointer loads return. The conduits instantiate them over
-//! shared-memory mappings with `std` atomics. Under `--cfg loom` the tests instantiate them
-//! over [loom](https://docs.rs/loom) atomics, which check every interleaving, and every
+//! The bounded active-message ring, the doorbell that says which rings to look at, and
+//! the semaphore are written once here, generic over the memory they live in and the
+//! atomic word type; the team channel's handshake (`mailbox`), the rendezvous of long
+//! nonblocking messages (`rendezvous`), the split copy of long directly read messages
+//! (`split`) and the barrier's rounds (`barrier`) keep their decisions here, which the
+//! model layer's channel and the core's barrier call on the values their global-pointer
+//! loads return. The conduits instantiate them over shared-memory mappings with `std`
+//! atomics. Under `--cfg loom` the tests instantiate them over
+//! [loom](https://docs.rs/loom) atomics, which check every interleaving, and every
 //! weak-memory outcome loom models, of producers and consumers.
 //!
 //! ```sh
@@ -17,6 +18,7 @@
 //! This module sits below the conduit and core layers and must never depend on them.
 
 pub(crate) mod barrier;
+pub(crate) mod doorbell;
 pub(crate) mod mailbox;
 pub(crate) mod rendezvous;
 pub(crate) mod ring;
@@ -29,6 +31,8 @@ use std::sync::atomic::Ordering;
 pub(crate) trait Word {
     fn load(&self, order: Ordering) -> u64;
     fn store(&self, value: u64, order: Ordering);
+    fn swap(&self, value: u64, order: Ordering) -> u64;
+    fn fetch_or(&self, value: u64, order: Ordering) -> u64;
     #[cfg_attr(not(all(test, loom)), allow(dead_code))]
     fn fetch_add(&self, value: u64, order: Ordering) -> u64;
     #[cfg_attr(not(all(test, loom)), allow(dead_code))]
@@ -50,6 +54,12 @@ macro_rules! word_for {
             }
             fn store(&self, value: u64, order: Ordering) {
                 <$atomic>::store(self, value, order)
+            }
+            fn swap(&self, value: u64, order: Ordering) -> u64 {
+                <$atomic>::swap(self, value, order)
+            }
+            fn fetch_or(&self, value: u64, order: Ordering) -> u64 {
+                <$atomic>::fetch_or(self, value, order)
             }
             fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
                 <$atomic>::fetch_add(self, value, order)

@@ -137,17 +137,26 @@ impl<M: RingMemory> Ring<M> {
 }
 
 #[cfg(all(test, loom))]
-mod loom_tests {
+pub(crate) mod loom_tests {
     use super::*;
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
 
     /// A ring in loom atomics; payload words are atomics too (Relaxed), so loom checks
     /// that the header's Release/Acquire makes them visible.
-    struct LoomRing {
+    pub(crate) struct LoomRing {
         words: Vec<AtomicU64>,
         head: AtomicU64,
         tail: AtomicU64,
+    }
+
+    /// An empty ring of `slots` slots in loom atomics.
+    pub(crate) fn loom_ring(slots: usize) -> Ring<LoomRing> {
+        Ring(LoomRing {
+            words: (0..slots * SLOT / 8).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+        })
     }
 
     impl RingMemory for LoomRing {
@@ -192,11 +201,7 @@ mod loom_tests {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
         builder.check(|| {
-            let ring = Arc::new(Ring(LoomRing {
-                words: (0..4 * SLOT / 8).map(|_| AtomicU64::new(0)).collect(),
-                head: AtomicU64::new(0),
-                tail: AtomicU64::new(0),
-            }));
+            let ring = Arc::new(loom_ring(4));
             let sizes = [8usize, 60, 60, 8];
             let producer = {
                 let ring = ring.clone();

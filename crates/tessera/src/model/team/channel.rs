@@ -854,6 +854,7 @@ impl Channel {
             (len, 1)
         };
         ctx.signal_store(None, self.ack(from, me), end)?;
+        ctx.note_progress();
         self.streams.received.borrow_mut()[from] = seq + numbers;
         self.streams.received_at.borrow_mut()[from] = end;
         Ok(Some(len))

@@ -38,10 +38,12 @@ use std::str::FromStr;
 use bytemuck::Pod;
 
 use super::ops::{Combine, Op, Reducible};
+use crate::core::alloc::Arena;
 use crate::core::native::{NativeCall, NativeGroup, NativeOp};
 use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
+pub(crate) use channel::DIRECT_FROM;
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use reserved::{CallShape, PlanKey, Reserved};
 use schedule::{Builder, Checked, NativePending, Pending, Reducer};
@@ -262,8 +264,7 @@ impl<'a> Team<'a> {
     pub fn world(ctx: &'a Context) -> Result<Team<'a>> {
         let _counted_as_collective = ctx.stats_scope(true);
         let n = ctx.ranks();
-        let area = ctx.alloc_collective::<u8>(area_len(n, DEFAULT_CHUNK))?;
-        zero(ctx, area, area_len(n, DEFAULT_CHUNK))?;
+        let area = ctx.alloc_zeroed::<u8>(Arena::Collective, area_len(n, DEFAULT_CHUNK))?;
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
         let native = NativeGroup::world(ctx)?;
@@ -635,8 +636,7 @@ impl<'a> Team<'a> {
         let area = match colour {
             Some(_) => {
                 let len = area_len(group.len(), DEFAULT_CHUNK);
-                let area = self.ctx.alloc_local::<u8>(len)?;
-                zero(self.ctx, area, len)?;
+                let area = self.ctx.alloc_zeroed::<u8>(Arena::Local, len)?;
                 Some(area)
             }
             None => None,
@@ -943,16 +943,4 @@ fn length_error(op: &str, arg: &str, got: usize, want: usize) -> crate::Error {
         "{op}: {arg} has {got} elements but {want} are needed"
     ))
     .into()
-}
-
-/// Clear `len` bytes at `area` (own segment).
-fn zero(ctx: &Context, area: GlobalPtr<u8>, len: usize) -> Result<()> {
-    let zeros = vec![0u8; len.min(1 << 20)];
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(zeros.len());
-        ctx.put(area.add(done), &zeros[..n])?;
-        done += n;
-    }
-    Ok(())
 }
