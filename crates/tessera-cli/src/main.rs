@@ -70,6 +70,10 @@ pub struct JobArgs {
     /// it is not a terminal).
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// What starts the ranks of `--conduit mpi`: mpirun, or Slurm's srun (the default
+    /// inside a Slurm allocation; as TESSERA_LAUNCHER does).
+    #[arg(long, value_parser = ["mpirun", "srun"])]
+    launcher: Option<String>,
 }
 
 /// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
@@ -215,6 +219,11 @@ impl JobArgs {
                 .stats
                 .iter()
                 .map(|file| ("TESSERA_STATS".into(), file.into()))
+                .chain(
+                    self.launcher
+                        .iter()
+                        .map(|l| ("TESSERA_LAUNCHER".into(), l.into())),
+                )
                 .collect(),
             remove_if_killed: Vec::new(),
         }

@@ -180,6 +180,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "mpi conduit: microseconds between the polls of a progress thread",
     },
     Variable {
+        name: "TESSERA_LAUNCHER",
+        kind: Kind::Choice(&["mpirun", "srun"]),
+        default: "`srun` inside a Slurm allocation, else `mpirun`",
+        meaning: "what starts the ranks of `--conduit mpi` (`--launcher`)",
+    },
+    Variable {
         name: "TESSERA_MPIRUN",
         kind: Kind::Text,
         default: "`mpirun`",
@@ -189,7 +195,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "TESSERA_MPIRUN_ARGS",
         kind: Kind::Text,
         default: "",
-        meaning: "extra arguments for that mpirun (a host file, for instance)",
+        meaning: "extra arguments for that mpirun, or for srun (a host file, for instance)",
     },
     Variable {
         name: "TESSERA_SIMD",

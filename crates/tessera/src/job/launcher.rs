@@ -6,7 +6,8 @@
 //!   Open MPI it adds `--oversubscribe` (more ranks than cores is normal here),
 //!   `--allow-run-as-root` when run as root, and `-x` for every Tessera variable so that
 //!   ranks on other hosts see them too. `TESSERA_MPIRUN_ARGS` adds arguments (a host
-//!   file, for instance).
+//!   file, for instance). Inside a Slurm allocation, or with `TESSERA_LAUNCHER=srun`,
+//!   `srun` starts them instead ([`MpiLauncher`]).
 //!
 //! For `smp` and `threads` the launcher first creates the job's private memory
 //! ([`JobFile`]: the status board, and every smp rank's region), which the ranks inherit as
@@ -271,11 +272,61 @@ struct Rank {
     status: Option<ExitStatus>,
 }
 
-/// The command that starts `spec`'s program: the program itself, or `mpirun` running it.
+/// What starts the ranks of an mpi job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MpiLauncher {
+    /// `mpirun -np N` (`TESSERA_MPIRUN`).
+    Mpirun,
+    /// Slurm's `srun -n N --mpi=pmix`, the way a cluster's batch system starts MPI ranks
+    /// inside its allocation.
+    Srun,
+}
+
+impl MpiLauncher {
+    /// The launcher for a job whose own environment is `env`: `TESSERA_LAUNCHER` there or
+    /// in this process's environment (`mpirun` or `srun`), else `srun` inside a Slurm
+    /// allocation (`SLURM_JOB_ID` is set by `salloc`, `sbatch` and `srun`), else `mpirun`.
+    ///
+    /// ```
+    /// use tessera::job::launcher::MpiLauncher;
+    /// let env = [("TESSERA_LAUNCHER".into(), "srun".into())];
+    /// assert_eq!(MpiLauncher::for_job(&env), MpiLauncher::Srun);
+    /// ```
+    pub fn for_job(env: &[(OsString, OsString)]) -> MpiLauncher {
+        let named = env
+            .iter()
+            .find(|(k, _)| k == "TESSERA_LAUNCHER")
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .or_else(|| env::text("TESSERA_LAUNCHER"));
+        match named.as_deref() {
+            Some("srun") => MpiLauncher::Srun,
+            Some(_) => MpiLauncher::Mpirun,
+            None if std::env::var_os("SLURM_JOB_ID").is_some() => MpiLauncher::Srun,
+            None => MpiLauncher::Mpirun,
+        }
+    }
+}
+
+/// The command that starts `spec`'s program: the program itself, or `mpirun` or `srun`
+/// running it.
 fn program_command(spec: &Launch) -> Command {
     if spec.conduit != ConduitKind::Mpi {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args);
+        return cmd;
+    }
+    if MpiLauncher::for_job(&spec.env) == MpiLauncher::Srun {
+        // srun passes the whole environment on (its default), so the TESSERA_* settings
+        // reach the ranks; Open MPI's ranks find each other through PMIx. More ranks than
+        // the allocation's processors are allowed (`--overcommit`), as mpirun's
+        // `--oversubscribe` allows them, and one failing rank ends the others.
+        let mut cmd = Command::new("srun");
+        cmd.arg("-n").arg(spec.ranks.to_string());
+        cmd.args(["--overcommit", "--mpi=pmix", "--kill-on-bad-exit=1"]);
+        if let Some(extra) = env::text("TESSERA_MPIRUN_ARGS") {
+            cmd.args(extra.split_whitespace());
+        }
+        cmd.arg(&spec.program).args(&spec.args);
         return cmd;
     }
     let mpirun = env::raw("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
@@ -380,6 +431,9 @@ fn spawn_rank(
     cmd.spawn().map_err(|source| JobError::Os {
         what: match spec.conduit {
             // What failed to start is mpirun, not the program it would have started.
+            ConduitKind::Mpi if cmd.get_program() == "srun" => {
+                "starting srun for the mpi conduit (inside a Slurm allocation, or with TESSERA_LAUNCHER=srun; is Slurm's srun on PATH? --launcher mpirun uses mpirun instead)".into()
+            }
             ConduitKind::Mpi => format!(
                 "starting {} for the mpi conduit (TESSERA_MPIRUN names another mpirun; is MPI installed?)",
                 cmd.get_program().to_string_lossy()
@@ -727,7 +781,10 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
                     let who = match spec.conduit {
                         ConduitKind::Smp => format!("rank {}", r.rank),
                         ConduitKind::Threads => "the ranks' process".to_string(),
-                        ConduitKind::Mpi => "mpirun".to_string(),
+                        ConduitKind::Mpi => match MpiLauncher::for_job(&spec.env) {
+                            MpiLauncher::Srun => "srun".to_string(),
+                            MpiLauncher::Mpirun => "mpirun".to_string(),
+                        },
                     };
                     let why = early.unwrap_or_else(|| {
                         let mut why = format!("{who} {}", describe(status, spec.conduit));
