@@ -20,7 +20,7 @@
 //!   the region; the owner reads it with `Acquire` to decide when to unlink the name.
 //! - The rings follow `protocol::ring` (header word published with `Release` and
 //!   polled with `Acquire`; `head` released by the consumer, acquired by the producer),
-//!   and, in jobs of more than [`DOORBELLS_FROM`] ranks, the doorbells
+//!   and, in jobs of more than `DOORBELLS_FROM` (32) ranks, the doorbells
 //!   `protocol::doorbell` (a sender's bit set with `Release` after its frame is
 //!   published, taken by the receiver with `Acquire`); both are model-checked with loom.
 //!   There a poll reads one doorbell word per 64 senders and only the rings it names, so
