@@ -101,9 +101,10 @@ fn local_word(ctx: &Context, ptr: GlobalPtr<u64>) -> tessera::Result<&AtomicU64>
 
 /// Spin until `word` holds `value`, giving up the processor every 256 looks: where ranks
 /// outnumber processors (two ranks of one simulated host on its one core) the partner
-/// then runs at once, instead of after the scheduler takes the core away (a time slice,
-/// milliseconds, per round trip: 4 ranks on 2 simulated hosts took over 280 s). With a
-/// core each, a round trip ends long before the 256th look.
+/// then runs at once, instead of after the scheduler takes the core away: without this,
+/// 4 ranks on 2 simulated hosts (`scripts/simulated-hosts.sh run 2,2 bench rma --quick
+/// -n 4`) measured a 4.1 ms round trip and took 150 s instead of 6. With a core each, a
+/// round trip ends long before the 256th look.
 fn spin_until(word: &AtomicU64, value: u64) {
     let mut looks = 0u32;
     while word.load(Ordering::Acquire) != value {

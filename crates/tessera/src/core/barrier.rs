@@ -470,14 +470,13 @@ impl Context {
                 std::mem::offset_of!(Area, entered),
             ))
             .unwrap_or(epoch);
-        if entered < epoch {
-            format!(
-                "rank {from} has not reached barrier number {epoch}; this rank waits for its signal of round {round}"
-            )
+        let state = if entered < epoch {
+            "has not reached"
         } else {
-            format!(
-                "rank {from} entered barrier number {epoch}; this rank waits for its signal of round {round}"
-            )
-        }
+            "entered"
+        };
+        format!(
+            "rank {from} {state} barrier number {epoch}; this rank waits for its signal of round {round}"
+        )
     }
 }

@@ -251,20 +251,14 @@ impl Context {
     // ----- allocation ---------------------------------------------------------------
 
     fn alloc_in<T: Pod>(&self, arena: Arena, count: usize) -> Result<GlobalPtr<T>> {
-        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            CoreError::Invalid(format!("allocation of {count} elements overflows"))
-        })?;
-        Ok(self.alloc_block(arena, bytes)?.0.cast())
+        Ok(self.alloc_block::<T>(arena, count)?.0)
     }
 
     /// Allocate `count` elements in `arena`, cleared: only the part an earlier allocation
     /// handed out is written, so that pages never used stay untouched (a team's mailboxes
     /// for every member, of which a rank may only ever hear from a few).
     pub(crate) fn alloc_zeroed<T: Pod>(&self, arena: Arena, count: usize) -> Result<GlobalPtr<T>> {
-        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            CoreError::Invalid(format!("allocation of {count} elements overflows"))
-        })?;
-        let (ptr, reused) = self.alloc_block(arena, bytes)?;
+        let (ptr, reused) = self.alloc_block::<T>(arena, count)?;
         let zeros = vec![0u8; reused.len().min(1 << 20)];
         let mut at = reused.start;
         while at < reused.end {
@@ -272,15 +266,19 @@ impl Context {
             self.put(GlobalPtr::<u8>::new(self.rank, at as u64), &zeros[..n])?;
             at += n;
         }
-        Ok(ptr.cast())
+        Ok(ptr)
     }
 
-    /// Allocate `bytes` in `arena`: the block and the part of it handed out before.
-    fn alloc_block(
+    /// Allocate `count` elements in `arena`: the block and the byte range of it that an
+    /// earlier allocation handed out.
+    fn alloc_block<T: Pod>(
         &self,
         arena: Arena,
-        bytes: usize,
-    ) -> Result<(GlobalPtr<u8>, std::ops::Range<usize>)> {
+        count: usize,
+    ) -> Result<(GlobalPtr<T>, std::ops::Range<usize>)> {
+        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            CoreError::Invalid(format!("allocation of {count} elements overflows"))
+        })?;
         let mut heap = self.heap.borrow_mut();
         let block = heap
             .alloc(arena, bytes)

@@ -283,6 +283,19 @@ pub enum MpiLauncher {
 }
 
 impl MpiLauncher {
+    /// The command's name, as messages give it.
+    ///
+    /// ```
+    /// use tessera::job::launcher::MpiLauncher;
+    /// assert_eq!(MpiLauncher::Srun.name(), "srun");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiLauncher::Mpirun => "mpirun",
+            MpiLauncher::Srun => "srun",
+        }
+    }
+
     /// The launcher for a job whose own environment is `env`: `TESSERA_LAUNCHER` there or
     /// in this process's environment (`mpirun` or `srun`), else `srun` inside a Slurm
     /// allocation (`SLURM_JOB_ID` is set by `salloc`, `sbatch` and `srun`), else `mpirun`.
@@ -431,7 +444,7 @@ fn spawn_rank(
     cmd.spawn().map_err(|source| JobError::Os {
         what: match spec.conduit {
             // What failed to start is mpirun, not the program it would have started.
-            ConduitKind::Mpi if cmd.get_program() == "srun" => {
+            ConduitKind::Mpi if MpiLauncher::for_job(&spec.env) == MpiLauncher::Srun => {
                 "starting srun for the mpi conduit (inside a Slurm allocation, or with TESSERA_LAUNCHER=srun; is Slurm's srun on PATH? --launcher mpirun uses mpirun instead)".into()
             }
             ConduitKind::Mpi => format!(
@@ -781,10 +794,7 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
                     let who = match spec.conduit {
                         ConduitKind::Smp => format!("rank {}", r.rank),
                         ConduitKind::Threads => "the ranks' process".to_string(),
-                        ConduitKind::Mpi => match MpiLauncher::for_job(&spec.env) {
-                            MpiLauncher::Srun => "srun".to_string(),
-                            MpiLauncher::Mpirun => "mpirun".to_string(),
-                        },
+                        ConduitKind::Mpi => MpiLauncher::for_job(&spec.env).name().to_string(),
                     };
                     let why = early.unwrap_or_else(|| {
                         let mut why = format!("{who} {}", describe(status, spec.conduit));
