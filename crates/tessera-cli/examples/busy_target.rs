@@ -12,6 +12,7 @@
 //! ```
 
 use std::time::{Duration, Instant};
+use tessera::Blocking;
 
 fn main() {
     let secs: f64 = std::env::args()
@@ -26,7 +27,7 @@ fn main() {
         let data = ctx.alloc_collective::<u64>(words)?;
         if ctx.rank() == 0 {
             let pattern: Vec<u64> = (0..words as u64).map(|i| i * i + 7).collect();
-            ctx.put(data, &pattern)?;
+            ctx.put(data, &pattern, Blocking)?;
         }
         ctx.barrier()?;
         if ctx.rank() == 0 {
@@ -45,7 +46,7 @@ fn main() {
             let mut got = vec![0u64; words];
             while Instant::now() < end {
                 let t0 = Instant::now();
-                ctx.get(data.on(0), &mut got)?;
+                ctx.get(data.on(0), &mut got, Blocking)?;
                 latencies.push(t0.elapsed());
                 if got
                     .iter()

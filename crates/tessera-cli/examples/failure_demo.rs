@@ -20,6 +20,7 @@
 //! wait for a token that never comes: a deadlock).
 
 use std::path::PathBuf;
+use tessera::{Blocking, Signal};
 
 #[derive(Default)]
 struct Options {
@@ -139,7 +140,7 @@ fn main() {
                     // Communicates forever without a wait.
                     let next = word.on((me + 1) % ctx.ranks());
                     for i in 0u64.. {
-                        ctx.put_value(next, i)?;
+                        ctx.put(next, &[i], Blocking)?;
                     }
                 }
                 if o.all_error {
@@ -172,7 +173,7 @@ fn ring(ctx: &tessera::Context, laps: u64) -> tessera::RankResult {
         if me != 0 || lap > 0 {
             arrived.wait(ctx, 1)?;
         }
-        ctx.put_signal(inbox.on(right), &[lap], arrived.on(right))?;
+        ctx.put(inbox.on(right), &[lap], Signal::Post(arrived.on(right)))?;
     }
     if me == 0 {
         arrived.wait(ctx, 1)?;

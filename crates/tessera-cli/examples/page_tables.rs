@@ -9,6 +9,7 @@
 //! cargo run --release -- run -n 1024 -- target/release/examples/page_tables
 //! ```
 
+use tessera::Blocking;
 /// This process's page tables in KiB (`VmPTE`), or 0 where the kernel does not say.
 fn page_tables_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -28,17 +29,17 @@ fn main() {
         let greeting = ctx.alloc_collective::<u64>(1)?;
         let table = ctx.alloc_collective::<u64>(ranks)?;
         ctx.barrier()?;
-        ctx.put_value(greeting.on((me + 1) % ranks), me as u64)?;
+        ctx.put(greeting.on((me + 1) % ranks), &[me as u64], Blocking)?;
         ctx.barrier()?;
         let left = (me + ranks - 1) % ranks;
         if ctx.get_value(greeting)? != left as u64 {
             return Err(format!("rank {me} did not hear from rank {left}").into());
         }
-        ctx.put_value(table.on(0).add(me), page_tables_kib())?;
+        ctx.put(table.on(0).add(me), &[page_tables_kib()], Blocking)?;
         ctx.barrier()?;
         if me == 0 {
             let mut all = vec![0u64; ranks];
-            ctx.get(table, &mut all)?;
+            ctx.get(table, &mut all, Blocking)?;
             let largest = all.iter().max().copied().unwrap_or(0);
             let mean = all.iter().sum::<u64>() as f64 / ranks as f64;
             println!(

@@ -7,6 +7,7 @@
 //! tessera run -n 3 -- target/release/examples/session_demo --global-exit 1 7   # exits 7
 //! ```
 
+use tessera::Blocking;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let exit = match args.as_slice() {
@@ -30,9 +31,10 @@ fn main() {
     let ctx = session.context();
     let work = || -> tessera::Result<u64> {
         let cell = ctx.alloc_collective::<u64>(1)?;
-        ctx.put_value(
+        ctx.put(
             cell.on((ctx.rank() + 1) % ctx.ranks()),
-            ctx.rank() as u64 + 1,
+            &[ctx.rank() as u64 + 1],
+            Blocking,
         )?;
         ctx.barrier()?;
         if let Some((rank, status)) = exit {

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use tessera::{AtomicOp, Compare, Context, Op, SignalOp, SyncMode, Team};
+use tessera::{AtomicOp, Blocking, Compare, Context, Op, Signal, SignalOp, SyncMode, Team};
 
 fn report(ctx: &Context, name: &str, bytes: usize, value: f64, unit: &str) {
     if ctx.rank() == 0 {
@@ -80,14 +80,14 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
         };
     }
     match op {
-        "put8" => calls!(i => ctx.put_value(word.on(peer), i as i64)?),
+        "put8" => calls!(i => ctx.put(word.on(peer), &[i as i64], Blocking)?),
         "get8" => calls!(_i => out[0] += ctx.get_value(word.on(peer))?),
         "fetch_add8" => calls!(_i => out[0] += ctx.atomic_fetch(word.on(peer), AtomicOp::Add(1))?),
         "put_signal8" => {
-            calls!(i => ctx.put_with_signal(word.on(peer), &one, sig.on(peer), SignalOp::Set(i))?)
+            calls!(i => ctx.put(word.on(peer), &one, Signal::Flag(sig.on(peer), SignalOp::Set(i)))?)
         }
         "put_fence_set8" => calls!(i => {
-            ctx.put(word.on(peer), &one)?;
+            ctx.put(word.on(peer), &one, Blocking)?;
             ctx.sync_nbi()?;
             ctx.fence();
             ctx.atomic_store(sig.on(peer), i)?;
@@ -132,7 +132,7 @@ fn main() {
             println!("# shmem_twin (Rust API): {n} ranks");
         }
         let t = time_rank0(ctx, &world, 200_000, |i| {
-            ctx.put_value(words.on(peer).add(i as usize & 1023), i as i64)
+            ctx.put(words.on(peer).add(i as usize & 1023), &[i as i64], Blocking)
         })?;
         report(ctx, "put8_heap", 8, t, "ns");
         let t = time_rank0(ctx, &world, 200_000, |i| {
@@ -153,23 +153,25 @@ fn main() {
             } else {
                 200
             };
-            let t = time_rank0(ctx, &world, iters, |_| ctx.put(buf.on(peer), &src[..bytes]))?;
+            let t = time_rank0(ctx, &world, iters, |_| {
+                ctx.put(buf.on(peer), &src[..bytes], Blocking)
+            })?;
             report(ctx, "putmem_bw", bytes, bytes as f64 / t * 1e3, "MB/s");
             bytes *= 8;
         }
         if n >= 2 {
             let mut best = f64::INFINITY;
             for _ in 0..5 {
-                ctx.put_value(flag, 0)?;
+                ctx.put(flag, &[0], Blocking)?;
                 world.barrier()?;
                 let t0 = Instant::now();
                 for round in 1..=20_000i64 {
                     if me == 0 {
-                        ctx.put_value(flag.on(1), round)?;
+                        ctx.put(flag.on(1), &[round], Blocking)?;
                         ctx.wait_value(flag, Compare::Eq, -round)?;
                     } else if me == 1 {
                         ctx.wait_value(flag, Compare::Eq, round)?;
-                        ctx.put_value(flag.on(0), -round)?;
+                        ctx.put(flag.on(0), &[-round], Blocking)?;
                     }
                 }
                 best = best.min(t0.elapsed().as_secs_f64() / 20_000.0 / 2.0);
@@ -205,16 +207,16 @@ fn main() {
 
         // 1.5: put-with-signal, and what a 1.4 program writes instead.
         let sig = ctx.alloc_collective::<u64>(1)?;
-        ctx.put_value(sig, 0)?;
+        ctx.put(sig, &[0], Blocking)?;
         world.barrier()?;
         let one = [7i64];
         let t = time_rank0(ctx, &world, 200_000, |i| {
             let to = words.on(peer).add(i as usize & 1023);
-            ctx.put_with_signal(to, &one, sig.on(peer), SignalOp::Set(i))
+            ctx.put(to, &one, Signal::Flag(sig.on(peer), SignalOp::Set(i)))
         })?;
         report(ctx, "put_signal8", 8, t, "ns");
         let t = time_rank0(ctx, &world, 200_000, |i| {
-            ctx.put(words.on(peer).add(i as usize & 1023), &one)?;
+            ctx.put(words.on(peer).add(i as usize & 1023), &one, Blocking)?;
             ctx.sync_nbi()?;
             ctx.fence();
             ctx.atomic_store(sig.on(peer), i)
@@ -224,7 +226,7 @@ fn main() {
             for (form, name) in [(0, "signal_pingpong"), (1, "put_fence_set_pingpong")] {
                 let mut best = f64::INFINITY;
                 for _ in 0..5 {
-                    ctx.put_value(sig, 0)?;
+                    ctx.put(sig, &[0], Blocking)?;
                     world.barrier()?;
                     let t0 = Instant::now();
                     for round in 1..=20_000u64 {
@@ -238,9 +240,9 @@ fn main() {
                         }
                         let at = words.on(to).add(round as usize & 1023);
                         if form == 0 {
-                            ctx.put_with_signal(at, &one, sig.on(to), SignalOp::Set(value))?;
+                            ctx.put(at, &one, Signal::Flag(sig.on(to), SignalOp::Set(value)))?;
                         } else {
-                            ctx.put(at, &one)?;
+                            ctx.put(at, &one, Blocking)?;
                             ctx.sync_nbi()?;
                             ctx.fence();
                             ctx.atomic_store(sig.on(to), value)?;

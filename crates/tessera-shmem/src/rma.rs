@@ -14,7 +14,7 @@
 use bytemuck::Pod;
 use libc::c_int;
 
-use tessera::{GlobalPtr, SignalOp};
+use tessera::{Blocking, GlobalPtr, Signal, SignalOp};
 
 use crate::access::Symmetric;
 use crate::{check, fatal, state, symmetric};
@@ -63,7 +63,7 @@ pub(crate) unsafe fn put<T: Pod>(call: &str, dest: *mut T, src: *const T, n: usi
 #[inline(always)]
 fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
     if sym.counted || !check(call, sym.mapped.put(to, data)) {
-        check(call, state(call).session.context().put(to, data));
+        check(call, state(call).session.context().put(to, data, Blocking));
     }
 }
 
@@ -72,7 +72,7 @@ fn put_to<T: Pod>(call: &str, sym: &Symmetric, to: GlobalPtr<T>, data: &[T]) {
 #[inline(always)]
 fn get_from<T: Pod>(call: &str, sym: &Symmetric, from: GlobalPtr<T>, out: &mut [T]) {
     if sym.counted || !check(call, sym.mapped.get(from, out)) {
-        check(call, state(call).session.context().get(from, out));
+        check(call, state(call).session.context().get(from, out, Blocking));
     }
 }
 
@@ -303,7 +303,7 @@ pub(crate) unsafe fn put_signal<T: Pod>(
             state(call)
                 .session
                 .context()
-                .put_with_signal(to, data, flag, op),
+                .put(to, data, Signal::Flag(flag, op)),
         );
     }
 }

@@ -6,6 +6,7 @@
 //! cargo run --release -- run -n 4 -- target/release/examples/hello
 //! ```
 
+use tessera::Blocking;
 fn main() {
     tessera::spmd(|ctx| {
         let me = ctx.rank();
@@ -16,10 +17,10 @@ fn main() {
         let mut bytes = [0u8; 64];
         bytes[..text.len()].copy_from_slice(text.as_bytes());
         ctx.barrier()?;
-        ctx.put(mailbox.on(right), &bytes)?;
+        ctx.put(mailbox.on(right), &bytes, Blocking)?;
         ctx.barrier()?;
         let mut got = [0u8; 64];
-        ctx.get(mailbox, &mut got)?;
+        ctx.get(mailbox, &mut got, Blocking)?;
         let end = got.iter().position(|&b| b == 0).unwrap_or(64);
         println!(
             "rank {me} of {} ({} conduit): my mailbox says \"{}\"",

@@ -1,11 +1,12 @@
 //! A token ring with signalling puts: each rank passes a growing vector to its right
-//! neighbour with `put_signal`, and waits on its own semaphore for the token to come
+//! neighbour with a signalling put (`Signal::Post`), and waits on its own semaphore for the token to come
 //! around. No barrier inside the loop: the data and the signal travel together.
 //!
 //! ```text
 //! cargo run --release -- run -n 4 -- target/release/examples/ring 1000
 //! ```
 
+use tessera::{Blocking, Signal};
 fn main() {
     let laps: u64 = std::env::args()
         .nth(1)
@@ -21,14 +22,14 @@ fn main() {
         for lap in 0..laps {
             if me != 0 || lap > 0 {
                 arrived.wait(ctx, 1)?;
-                ctx.get(inbox, &mut token)?;
+                ctx.get(inbox, &mut token, Blocking)?;
             }
             token[me] += 1; // every rank stamps the token once per lap
-            ctx.put_signal(inbox.on(right), &token, arrived.on(right))?;
+            ctx.put(inbox.on(right), &token, Signal::Post(arrived.on(right)))?;
         }
         if me == 0 {
             arrived.wait(ctx, 1)?;
-            ctx.get(inbox, &mut token)?;
+            ctx.get(inbox, &mut token, Blocking)?;
             let ok = token.iter().all(|&t| t == laps);
             let hops = laps * p as u64;
             println!(

@@ -16,7 +16,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::error::{CoreError, Error};
-use crate::{Affinity, Distribution, SharedArray};
+use crate::{
+    Affinity, Blocking, Distribution, Implicit, Indexed, IndexedMut, Nonblocking, SharedArray,
+    Signal, Strided, StridedMut,
+};
 use crate::{Algorithm, Collective, Op, Team};
 use crate::{AtomicOp, Context, GlobalPtr, RankResult};
 use crate::{GlobalGrid, Grid, HaloGrid, HaloStrategy, Point, RectDomain};
@@ -165,11 +168,15 @@ fn identity(ctx: &Context) -> RankResult {
     ensure(ctx.rank() < ctx.ranks(), || "rank out of range".into())?;
     let seen = ctx.alloc_collective::<u64>(ctx.ranks())?;
     ctx.barrier()?;
-    ctx.put_value(seen.on(0).add(ctx.rank()), ctx.rank() as u64 + 1)?;
+    ctx.put(
+        seen.on(0).add(ctx.rank()),
+        &[ctx.rank() as u64 + 1],
+        Blocking,
+    )?;
     ctx.barrier()?;
     if ctx.rank() == 0 {
         let mut all = vec![0u64; ctx.ranks()];
-        ctx.get(seen, &mut all)?;
+        ctx.get(seen, &mut all, Blocking)?;
         ensure(
             all.iter().enumerate().all(|(i, &v)| v == i as u64 + 1),
             || format!("rank 0 saw {all:?}"),
@@ -187,11 +194,15 @@ fn collective_alloc(ctx: &Context) -> RankResult {
     let b = ctx.alloc_collective::<u8>(5)?;
     let offsets = ctx.alloc_collective::<u64>(2 * ctx.ranks())?;
     ctx.barrier()?;
-    ctx.put(offsets.on(0).add(2 * ctx.rank()), &[a.offset(), b.offset()])?;
+    ctx.put(
+        offsets.on(0).add(2 * ctx.rank()),
+        &[a.offset(), b.offset()],
+        Blocking,
+    )?;
     ctx.barrier()?;
     if ctx.rank() == 0 {
         let mut all = vec![0u64; 2 * ctx.ranks()];
-        ctx.get(offsets, &mut all)?;
+        ctx.get(offsets, &mut all, Blocking)?;
         for r in 0..ctx.ranks() {
             ensure(all[2 * r..2 * r + 2] == [a.offset(), b.offset()], || {
                 format!(
@@ -219,10 +230,10 @@ fn put_get(ctx: &Context) -> RankResult {
         let shift = size % 9;
         let data: Vec<u8> = (0..size).map(|i| pattern(ctx.rank(), size, i)).collect();
         ctx.barrier()?;
-        ctx.put(inbox.on(right(ctx)).add(shift), &data)?;
+        ctx.put(inbox.on(right(ctx)).add(shift), &data, Blocking)?;
         ctx.barrier()?;
         let mut got = vec![0u8; size];
-        ctx.get(inbox.add(shift), &mut got)?;
+        ctx.get(inbox.add(shift), &mut got, Blocking)?;
         let from = left(ctx);
         if let Some(i) = (0..size).find(|&i| got[i] != pattern(from, size, i)) {
             return Err(format!(
@@ -234,7 +245,7 @@ fn put_get(ctx: &Context) -> RankResult {
         }
         // Get from the neighbour what it received, byte for byte.
         let mut theirs = vec![0u8; size];
-        ctx.get(inbox.on(right(ctx)).add(shift), &mut theirs)?;
+        ctx.get(inbox.on(right(ctx)).add(shift), &mut theirs, Blocking)?;
         ensure(theirs == data, || {
             format!("get of {size} bytes from rank {} differs", right(ctx))
         })?;
@@ -242,11 +253,15 @@ fn put_get(ctx: &Context) -> RankResult {
     // Scalar forms.
     let cell = ctx.alloc_collective::<u64>(1)?;
     ctx.barrier()?;
-    ctx.put_value(cell.on(right(ctx)), 0xABCD_0000 + ctx.rank() as u64)?;
+    ctx.put(
+        cell.on(right(ctx)),
+        &[0xABCD_0000 + ctx.rank() as u64],
+        Blocking,
+    )?;
     ctx.barrier()?;
     let v = ctx.get_value(cell)?;
     ensure(v == 0xABCD_0000 + left(ctx) as u64, || {
-        format!("put_value delivered {v:#x}")
+        format!("a one-element put delivered {v:#x}")
     })?;
     ctx.barrier()?;
     ctx.free_collective(cell)?;
@@ -261,31 +276,35 @@ fn nonblocking(ctx: &Context) -> RankResult {
         .map(|i| i ^ (ctx.rank() as u32) << 20)
         .collect();
     ctx.barrier()?;
-    let mut h = ctx.put_nb(inbox.on(right(ctx)), &data)?;
+    let mut h = ctx.put(inbox.on(right(ctx)), &data, Nonblocking)?;
     while !h.test()? {}
     h.wait()?;
-    ctx.put_nbi(inbox.on(right(ctx)).add(n), &data)?;
+    ctx.put(inbox.on(right(ctx)).add(n), &data, Implicit)?;
     ctx.sync_nbi()?;
     ctx.barrier()?;
     let expect: Vec<u32> = (0..n as u32)
         .map(|i| i ^ (left(ctx) as u32) << 20)
         .collect();
     let mut got = vec![0u32; n];
-    ctx.get_nb(inbox, &mut got)?.wait()?;
-    ensure(got == expect, || "put_nb/get_nb data differs".into())?;
-    // get_nbi: fetch the right neighbour's first block into our third block.
-    ctx.get_nbi(inbox.on(right(ctx)).add(n), inbox.add(2 * n), n)?;
+    ctx.get(inbox, &mut got, Nonblocking)?.wait()?;
+    ensure(got == expect, || "nonblocking put/get data differs".into())?;
+    // An implicit get: fetch the right neighbour's first block into our third block.
+    ctx.get(
+        inbox.on(right(ctx)).add(n),
+        inbox.add(2 * n).span(n),
+        Implicit,
+    )?;
     ctx.sync_nbi()?;
-    ctx.get(inbox.add(2 * n), &mut got)?;
-    ensure(got == data, || "put_nbi/get_nbi data differs".into())?;
+    ctx.get(inbox.add(2 * n), &mut got, Blocking)?;
+    ensure(got == data, || "implicit put/get data differs".into())?;
     ctx.barrier()?;
     // Several transfers in flight at once, finished out of order: two gets from the right
     // neighbour's first two blocks (both hold our `data`), then two puts into its third.
     let there = inbox.on(right(ctx));
     let (mut first, mut second) = (vec![0u32; n], vec![0u32; n / 2]);
     {
-        let mut a = ctx.get_nb(there, &mut first)?;
-        let b = ctx.get_nb(there.add(n + n / 2), &mut second)?;
+        let mut a = ctx.get(there, &mut first, Nonblocking)?;
+        let b = ctx.get(there.add(n + n / 2), &mut second, Nonblocking)?;
         b.wait()?;
         while !a.test()? {}
     }
@@ -294,37 +313,37 @@ fn nonblocking(ctx: &Context) -> RankResult {
     })?;
     ctx.barrier()?;
     {
-        let a = ctx.put_nb(there.add(2 * n), &data[..n / 2])?;
-        let b = ctx.put_nb(there.add(2 * n + n / 2), &data[n / 2..])?;
+        let a = ctx.put(there.add(2 * n), &data[..n / 2], Nonblocking)?;
+        let b = ctx.put(there.add(2 * n + n / 2), &data[n / 2..], Nonblocking)?;
         b.wait()?;
         a.wait()?;
     }
     ctx.barrier()?;
-    ctx.get(inbox.add(2 * n), &mut got)?;
+    ctx.get(inbox.add(2 * n), &mut got, Blocking)?;
     ensure(got == expect, || {
         "puts in flight together left the wrong data".into()
     })?;
     ctx.barrier()?;
-    // Implicit transfers: four put_nbi (issued last quarter first, from a buffer reused at
-    // once) and a get_nbi, all completed by one sync_nbi.
+    // Implicit transfers: four implicit puts (issued last quarter first, from a buffer reused at
+    // once) and an implicit get, all completed by one sync_nbi.
     let mut quarter = vec![0u32; n / 4];
     for q in (0..4).rev() {
         for (i, x) in quarter.iter_mut().enumerate() {
             *x = !data[q * n / 4 + i];
         }
-        ctx.put_nbi(there.add(2 * n + q * n / 4), &quarter)?;
+        ctx.put(there.add(2 * n + q * n / 4), &quarter, Implicit)?;
     }
     quarter.fill(0);
-    ctx.get_nbi(there, inbox.add(n), n)?;
+    ctx.get(there, inbox.add(n).span(n), Implicit)?;
     ctx.sync_nbi()?;
     ctx.barrier()?;
-    ctx.get(inbox.add(2 * n), &mut got)?;
+    ctx.get(inbox.add(2 * n), &mut got, Blocking)?;
     ensure(got.iter().zip(&expect).all(|(g, e)| *g == !*e), || {
-        "put_nbi quarters completed by one sync_nbi left the wrong data".into()
+        "implicit put quarters completed by one sync_nbi left the wrong data".into()
     })?;
-    ctx.get(inbox.add(n), &mut got)?;
+    ctx.get(inbox.add(n), &mut got, Blocking)?;
     ensure(got == data, || {
-        "get_nbi beside put_nbi brought the wrong data".into()
+        "an implicit get beside implicit puts brought the wrong data".into()
     })?;
     ctx.barrier()?;
     ctx.free_collective(inbox)?;
@@ -342,16 +361,19 @@ fn strided(ctx: &Context) -> RankResult {
         .collect();
     let remote = ctx.alloc_collective::<i64>(rx * ry * rz * 2)?;
     let zeros = vec![0i64; rx * ry * rz * 2];
-    ctx.put(remote, &zeros)?;
+    ctx.put(remote, &zeros, Blocking)?;
     ctx.barrier()?;
     let src_off = lz * ly + 2 * lz + 1; // start at (1, 2, 1)
     let dst = remote.on(right(ctx)).add(2 * rz * ry + rz + 3); // at (2, 1, 3)
-    ctx.put_strided(
+    ctx.put(
         dst,
-        &[rz * ry, rz, 1],
-        &local[src_off..],
-        &[lz * ly, lz, 1],
-        &counts,
+        Strided {
+            local: &local[src_off..],
+            local_strides: &[lz * ly, lz, 1],
+            remote_strides: &[rz * ry, rz, 1],
+            counts: &counts,
+        },
+        Blocking,
     )?;
     ctx.barrier()?;
     // What a rank's box at (2, 1, 3) holds once `writer` put its local array there.
@@ -376,11 +398,20 @@ fn strided(ctx: &Context) -> RankResult {
         Ok(())
     };
     let mut got = vec![0i64; rx * ry * rz];
-    ctx.get(remote, &mut got)?;
+    ctx.get(remote, &mut got, Blocking)?;
     check_box(&got, left(ctx), "put")?;
     // Get it back with a transposing (non-unit) local stride and compare element-wise.
     let mut back = vec![0i64; 3 * 4 * 5];
-    ctx.get_strided(dst, &[rz * ry, rz, 1], &mut back, &[1, 3, 12], &counts)?;
+    ctx.get(
+        dst,
+        StridedMut {
+            local: &mut back,
+            local_strides: &[1, 3, 12],
+            remote_strides: &[rz * ry, rz, 1],
+            counts: &counts,
+        },
+        Blocking,
+    )?;
     for x in 0..3 {
         for y in 0..4 {
             for z in 0..5 {
@@ -405,7 +436,7 @@ fn strided(ctx: &Context) -> RankResult {
         &counts,
     )?;
     ctx.barrier()?;
-    ctx.get(remote.add(half), &mut got)?;
+    ctx.get(remote.add(half), &mut got, Blocking)?;
     check_box(&got, right(ctx), "copy")?;
     ctx.barrier()?;
     ctx.free_collective(remote)?;
@@ -419,12 +450,20 @@ fn indexed(ctx: &Context) -> RankResult {
         .map(|i| (i as u16) * 7 + ctx.rank() as u16)
         .collect();
     let remote = ctx.alloc_collective::<u16>(100)?;
-    ctx.put(remote, &[0u16; 100])?;
+    ctx.put(remote, &[0u16; 100], Blocking)?;
     ctx.barrier()?;
-    ctx.put_indexed(remote.on(right(ctx)), &offsets, &src, run)?;
+    ctx.put(
+        remote.on(right(ctx)),
+        Indexed {
+            local: &src,
+            remote_offsets: &offsets,
+            run,
+        },
+        Blocking,
+    )?;
     ctx.barrier()?;
     let mut all = [0u16; 100];
-    ctx.get(remote, &mut all)?;
+    ctx.get(remote, &mut all, Blocking)?;
     let mut want = [0u16; 100];
     for (k, &off) in offsets.iter().enumerate() {
         for j in 0..run {
@@ -433,7 +472,15 @@ fn indexed(ctx: &Context) -> RankResult {
     }
     ensure(all == want, || format!("indexed put delivered {all:?}"))?;
     let mut back = vec![0u16; offsets.len() * run];
-    ctx.get_indexed(remote.on(right(ctx)), &offsets, &mut back, run)?;
+    ctx.get(
+        remote.on(right(ctx)),
+        IndexedMut {
+            local: &mut back,
+            remote_offsets: &offsets,
+            run,
+        },
+        Blocking,
+    )?;
     ensure(back == src, || "indexed get differs".into())?;
     ctx.barrier()?;
     ctx.free_collective(remote)?;
@@ -446,8 +493,8 @@ fn atomics(ctx: &Context) -> RankResult {
     let words = ctx.alloc_collective::<u64>(5)?;
     let signed = ctx.alloc_collective::<i32>(2)?;
     if ctx.rank() == 0 {
-        ctx.put(words, &[0, u64::MAX, 0, 0, 0])?;
-        ctx.put(signed, &[0, 0])?;
+        ctx.put(words, &[0, u64::MAX, 0, 0, 0], Blocking)?;
+        ctx.put(signed, &[0, 0], Blocking)?;
     }
     ctx.barrier()?;
     let target = words.on(0);
@@ -519,16 +566,16 @@ fn signalling_put(ctx: &Context) -> RankResult {
         let data: Vec<u64> = (0..n as u64)
             .map(|i| i + 1000 * round + 1_000_000 * ctx.rank() as u64)
             .collect();
-        ctx.put_signal(
+        ctx.put(
             inbox.on(right(ctx)).add(round as usize * n),
             &data,
-            arrived.on(right(ctx)),
+            Signal::Post(arrived.on(right(ctx))),
         )?;
     }
     // One wait for all rounds: the data of every signal must be visible.
     arrived.wait(ctx, rounds)?;
     let mut got = vec![0u64; n * rounds as usize];
-    ctx.get(inbox, &mut got)?;
+    ctx.get(inbox, &mut got, Blocking)?;
     for round in 0..rounds {
         for i in 0..n as u64 {
             let want = i + 1000 * round + 1_000_000 * left(ctx) as u64;
@@ -547,23 +594,26 @@ fn signalling_put(ctx: &Context) -> RankResult {
             "waiting on a peer's semaphore was allowed".into()
         })?;
     }
-    // Nonblocking variant, ping-pong style to the right.
+    // A signalling put to the right posts the neighbour's semaphore after its data.
     ctx.barrier()?;
-    ctx.put_signal_nb(inbox.on(right(ctx)), &[42u64], arrived.on(right(ctx)))?
-        .wait()?;
+    ctx.put(
+        inbox.on(right(ctx)),
+        &[42u64],
+        Signal::Post(arrived.on(right(ctx))),
+    )?;
     arrived.wait(ctx, 1)?;
     ensure(ctx.get_value(inbox)? == 42, || {
-        "put_signal_nb data missing".into()
+        "a semaphore-signalled put's data was missing when its post was seen".into()
     })?;
     ctx.barrier()?;
     // A barrier orders signals: every post and signalling put issued before it has been
     // applied when it completes, so the owner finds them without waiting.
     let p = ctx.ranks() as u64;
     for peer in 0..ctx.ranks() {
-        ctx.put_signal(
+        ctx.put(
             inbox.on(peer).add(ctx.rank()),
             &[7 + ctx.rank() as u64],
-            arrived.on(peer),
+            Signal::Post(arrived.on(peer)),
         )?;
         arrived.on(peer).post(ctx, 2)?;
     }
@@ -576,7 +626,7 @@ fn signalling_put(ctx: &Context) -> RankResult {
         )
     })?;
     let mut got = vec![0u64; ctx.ranks()];
-    ctx.get(inbox, &mut got)?;
+    ctx.get(inbox, &mut got, Blocking)?;
     for (peer, &have) in got.iter().enumerate() {
         ensure(have == 7 + peer as u64, || {
             format!("signalling put from rank {peer} before a barrier: found {have}")
@@ -761,7 +811,7 @@ fn lock(ctx: &Context) -> RankResult {
     let lock = ctx.lock_collective()?;
     let shared = ctx.alloc_collective::<u64>(1)?;
     if ctx.rank() == 0 {
-        ctx.put_value(shared, 0)?;
+        ctx.put(shared, &[0], Blocking)?;
     }
     ctx.barrier()?;
     let rounds = 200;
@@ -769,7 +819,7 @@ fn lock(ctx: &Context) -> RankResult {
         lock.lock(ctx)?;
         // A non-atomic read-modify-write: correct only under mutual exclusion.
         let v = ctx.get_value(shared.on(0))?;
-        ctx.put_value(shared.on(0), v + 1)?;
+        ctx.put(shared.on(0), &[v + 1], Blocking)?;
         lock.unlock(ctx)?;
     }
     ensure(lock.unlock(ctx).is_err(), || {
@@ -793,16 +843,22 @@ fn bad_input(ctx: &Context) -> RankResult {
         }
     };
     expect(
-        ctx.put_value(p.on(ctx.ranks()), 1),
+        ctx.put(p.on(ctx.ranks()), &[1], Blocking),
         "put to a missing rank",
         |e| matches!(e, CoreError::NoSuchRank { .. }),
     )?;
     let past_end = GlobalPtr::<u64>::new(0, ctx.segment_len() as u64 - 8);
-    expect(ctx.put(past_end, &[1, 2]), "put past the segment", |e| {
-        matches!(e, CoreError::OutOfSegment { .. })
-    })?;
     expect(
-        ctx.get(GlobalPtr::<u8>::new(0, u64::MAX - 2), &mut [0u8; 8]),
+        ctx.put(past_end, &[1, 2], Blocking),
+        "put past the segment",
+        |e| matches!(e, CoreError::OutOfSegment { .. }),
+    )?;
+    expect(
+        ctx.get(
+            GlobalPtr::<u8>::new(0, u64::MAX - 2),
+            &mut [0u8; 8],
+            Blocking,
+        ),
         "get with offset overflow",
         |e| matches!(e, CoreError::OutOfSegment { .. }),
     )?;
@@ -820,12 +876,29 @@ fn bad_input(ctx: &Context) -> RankResult {
         matches!(e, CoreError::BadFree { .. })
     })?;
     expect(
-        ctx.put_strided(p, &[1], &[0u64; 4], &[1, 1], &[2, 2]),
+        ctx.put(
+            p,
+            Strided {
+                local: &[0u64; 4],
+                local_strides: &[1, 1],
+                remote_strides: &[1],
+                counts: &[2, 2],
+            },
+            Blocking,
+        ),
         "strided rank mismatch",
         |e| matches!(e, CoreError::Invalid(_)),
     )?;
     expect(
-        ctx.put_indexed(p, &[0, 1], &[0u64; 3], 2),
+        ctx.put(
+            p,
+            Indexed {
+                local: &[0u64; 3],
+                remote_offsets: &[0, 1],
+                run: 2,
+            },
+            Blocking,
+        ),
         "indexed length mismatch",
         |e| matches!(e, CoreError::Invalid(_)),
     )?;
@@ -946,7 +1019,7 @@ fn collectives(ctx: &Context) -> RankResult {
         let what = |w: &str| format!("{w}, {len} elements");
         let src = ctx.alloc_collective::<u64>(len)?;
         let mine: Vec<u64> = (0..len).map(|i| value(me, i)).collect();
-        ctx.put(src, &mine)?;
+        ctx.put(src, &mine, Blocking)?;
         let root = (len + 1) % n;
         let mut got = vec![0; len];
         world.broadcast_from(root, src.on(world.world_rank(root)), &mut got)?;
@@ -1115,7 +1188,7 @@ fn nonblocking_collectives(ctx: &Context) -> RankResult {
 /// This rank's `len` elements at `d` (a collective allocation, freed after a barrier).
 fn read_and_free(ctx: &Context, d: GlobalPtr<u64>, len: usize) -> crate::Result<Vec<u64>> {
     let mut got = vec![0; len];
-    ctx.get(d, &mut got)?;
+    ctx.get(d, &mut got, Blocking)?;
     ctx.barrier()?;
     ctx.free_collective(d)?;
     Ok(got)

@@ -11,7 +11,7 @@
 //!     // Every rank owns one u64 at the same offset of its segment.
 //!     let slot = ctx.alloc_collective::<u64>(1)?;
 //!     let right = (ctx.rank() + 1) % ctx.ranks();
-//!     ctx.put_value(slot.on(right), ctx.rank() as u64)?;
+//!     ctx.put(slot.on(right), &[ctx.rank() as u64], tessera::Blocking)?;
 //!     ctx.barrier()?;
 //!     let got = ctx.get_value(slot.on(ctx.rank()))?;
 //!     println!("rank {} received {got}", ctx.rank());
@@ -47,6 +47,10 @@ pub mod reduction;
 
 pub use crate::core::am::{AmHandlerId, AmMessage};
 pub use crate::core::atomic::{AtomicFloat, AtomicInt, AtomicOp};
+pub use crate::core::completion::{
+    Blocking, GetShape, Implicit, Indexed, IndexedMut, Nonblocking, PutShape, Signal, Span,
+    Strided, StridedMut,
+};
 pub use crate::core::gptr::GlobalPtr;
 pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;

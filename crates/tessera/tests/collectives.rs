@@ -6,6 +6,7 @@
 //! computed, never hard-coded.
 
 use std::time::Duration;
+use tessera::Blocking;
 
 use tessera::{
     Algorithm, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
@@ -181,7 +182,7 @@ fn check_rooted_single_address(
     let modes = [SyncMode::All, SyncMode::My, SyncMode::No];
     for (input, output) in modes.iter().flat_map(|&i| modes.map(|o| (i, o))) {
         let s = t.with_sync(input, output);
-        ctx.put(buf, &vec![0; n * len])?;
+        ctx.put(buf, &vec![0; n * len], Blocking)?;
         t.barrier()?;
         let on_root = |v: &[u64]| if me == root { v.to_vec() } else { Vec::new() };
         let (read, want) = match op {
@@ -201,7 +202,7 @@ fn check_rooted_single_address(
         };
         t.barrier()?;
         let mut got = vec![0u64; read];
-        ctx.get(buf, &mut got)?;
+        ctx.get(buf, &mut got, Blocking)?;
         if got != want {
             return Err(fail(ctx_msg(&format!(
                 "wrong data at sync {input:?}/{output:?}"
@@ -490,7 +491,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         };
         team.broadcast_to(root, &src, &team.symmetric(buf), len)?;
         let mut got = vec![0u64; len];
-        ctx.get(buf, &mut got)?;
+        ctx.get(buf, &mut got, Blocking)?;
         if got
             != (0..len)
                 .map(|i| input_u64(w(root), i, 99))
@@ -501,7 +502,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         let src: Vec<u64> = (0..n * len).map(|i| input_u64(w(me), i, 98)).collect();
         team.exchange_to(&src, &team.symmetric(buf))?;
         let mut got = vec![0u64; n * len];
-        ctx.get(buf, &mut got)?;
+        ctx.get(buf, &mut got, Blocking)?;
         let want: Vec<u64> = (0..n)
             .flat_map(|m| (0..len).map(move |i| input_u64(w(m), me * len + i, 98)))
             .collect();
@@ -517,7 +518,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         team.gather_to(root, &mine, buf.on(w(root)))?;
         if me == root {
             let mut got = vec![0u64; n * len];
-            ctx.get(buf, &mut got)?;
+            ctx.get(buf, &mut got, Blocking)?;
             if got != everyone {
                 return Err(fail(format!("{label}: gather_to of {len}")));
             }
@@ -530,14 +531,14 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         };
         team.scatter_to(root, &src, &team.symmetric(buf), len)?;
         let mut got = vec![0u64; len];
-        ctx.get(buf, &mut got)?;
+        ctx.get(buf, &mut got, Blocking)?;
         if got[..] != everyone[me * len..(me + 1) * len] {
             return Err(fail(format!("{label}: scatter_to of {len}")));
         }
         team.barrier()?;
         team.allgather_to(&mine, &team.symmetric(buf))?;
         let mut got = vec![0u64; n * len];
-        ctx.get(buf, &mut got)?;
+        ctx.get(buf, &mut got, Blocking)?;
         if got != everyone {
             return Err(fail(format!("{label}: allgather_to of {len}")));
         }

@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tessera::{Algorithm, Collective, Context, Job, Op, Team};
+use tessera::{Algorithm, Blocking, Collective, Context, Job, Op, Team};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -67,7 +67,7 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
             let src = if me == root { &mine[..] } else { &[] };
             world.broadcast_to(root, src, &world.symmetric(landing), len)?;
             let mut got = vec![0u64; len];
-            ctx.get(landing, &mut got)?;
+            ctx.get(landing, &mut got, Blocking)?;
             if got
                 .iter()
                 .enumerate()

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use tessera::{Algorithm, AtomicOp, Blocked, Collective, Job, JobStats, Team, Traffic};
+use tessera::{
+    Algorithm, AtomicOp, Blocked, Blocking, Collective, Job, JobStats, Signal, Strided, Team,
+    Traffic,
+};
 
 const RING_PUTS: usize = 7;
 const RING_GETS: usize = 3;
@@ -36,22 +39,31 @@ fn ring(hide: bool) {
             let (right, left) = ((me + 1) % n, (me + n - 1) % n);
             let data = vec![me as u64; WORDS];
             for _ in 0..RING_PUTS {
-                ctx.put(buf.on(right), &data)?;
+                ctx.put(buf.on(right), &data, Blocking)?;
             }
             ctx.barrier()?;
             let mut got = vec![0u64; WORDS];
             for _ in 0..RING_GETS {
-                ctx.get(buf.on(left), &mut got)?;
+                ctx.get(buf.on(left), &mut got, Blocking)?;
             }
             for _ in 0..ATOMICS {
                 ctx.atomic_fetch(counter.on(0), AtomicOp::Add(1))?;
             }
             for _ in 0..SIGNALS {
-                ctx.put_signal(buf.on(right), &data[..10], sem.on(right))?;
+                ctx.put(buf.on(right), &data[..10], Signal::Post(sem.on(right)))?;
             }
             sem.wait(ctx, SIGNALS as u64)?;
             // A 4x5 block of a 10-wide local array into the first 4 rows of 20.
-            ctx.put_strided(buf.on(right), &[20, 1], &data, &[10, 1], &[4, 5])?;
+            ctx.put(
+                buf.on(right),
+                Strided {
+                    local: &data,
+                    local_strides: &[10, 1],
+                    remote_strides: &[20, 1],
+                    counts: &[4, 5],
+                },
+                Blocking,
+            )?;
             Ok(ctx.barrier()?)
         })
         .unwrap();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tessera::{Job, SyncMode, Team};
+use tessera::{Blocking, Job, SyncMode, Team};
 
 const MODES: [SyncMode; 3] = [SyncMode::No, SyncMode::My, SyncMode::All];
 
@@ -32,7 +32,7 @@ fn every_mode_combination_delivers() {
                     team.allgather_to(&[100 * me as u64 + 7; 2], &dsts)?;
                     world.barrier()?; // complete (for the loose exit modes)
                     let mut got = vec![0u64; 2 * n];
-                    ctx.get(buf, &mut got)?;
+                    ctx.get(buf, &mut got, Blocking)?;
                     let want: Vec<u64> = (0..n).flat_map(|m| [100 * m as u64 + 7; 2]).collect();
                     assert_eq!(got, want, "allgather_to, {label}");
                     // scatter_to from the last member, gather_to to the first.
@@ -46,14 +46,14 @@ fn every_mode_combination_delivers() {
                     world.barrier()?;
                     if me == 0 {
                         let mut got = vec![0u64; n];
-                        ctx.get(buf.add(n), &mut got)?;
+                        ctx.get(buf.add(n), &mut got, Blocking)?;
                         let want: Vec<u64> = (0..n as u64).map(|m| 3 * m).collect();
                         assert_eq!(got, want, "gather_to, {label}");
                     }
                     // The rendezvous forms: broadcast_from the middle member's block, and
                     // gather_from every member's first element to the last member.
                     world.barrier()?;
-                    ctx.put(buf, &[5 * me as u64 + 1])?;
+                    ctx.put(buf, &[5 * me as u64 + 1], Blocking)?;
                     world.barrier()?; // sources ready (for the loose entry modes)
                     let mut one = [0u64];
                     team.broadcast_from(1, buf.on(1), &mut one)?;
@@ -162,18 +162,18 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                     h.wait()?;
                 }
                 let mut got = vec![0u64; n * len];
-                ctx.get(buf, &mut got)?;
+                ctx.get(buf, &mut got, Blocking)?;
                 assert_eq!(got, everyone, "allgather_to_nb, round {round}");
-                ctx.get(buf.add(n * len), &mut got)?;
+                ctx.get(buf.add(n * len), &mut got, Blocking)?;
                 // Every sender's block for us is our own values.
                 let want: Vec<u64> = mine.iter().copied().cycle().take(n * len).collect();
                 assert_eq!(got, want, "exchange_to_nb, round {round}");
                 if me == 1 {
-                    ctx.get(buf.add(2 * n * len), &mut got)?;
+                    ctx.get(buf.add(2 * n * len), &mut got, Blocking)?;
                     assert_eq!(got, everyone, "gather_to_nb, round {round}");
                 }
                 let mut mine_back = vec![0u64; len];
-                ctx.get(buf.add(3 * n * len), &mut mine_back)?;
+                ctx.get(buf.add(3 * n * len), &mut mine_back, Blocking)?;
                 assert_eq!(mine_back, mine, "scatter_to_nb, round {round}");
                 world.barrier()?; // others may still read what we hold
             }
@@ -228,7 +228,7 @@ fn ticket_lock_excludes_and_is_free_afterwards() {
                 for _ in 0..200 {
                     lock.lock(ctx)?;
                     let v = ctx.get_value(words.on(2).add(1))?;
-                    ctx.put_value(words.on(2).add(1), v + 1)?;
+                    ctx.put(words.on(2).add(1), &[v + 1], Blocking)?;
                     lock.unlock(ctx)?;
                 }
                 ctx.barrier()?;
@@ -263,7 +263,7 @@ fn wait_value_on_every_width() {
                     ctx.atomic_store(w32.on(1), -(step as i32))?;
                     ctx.barrier()?;
                 }
-                ctx.put_value(w16.on(1), 7)?;
+                ctx.put(w16.on(1), &[7], Blocking)?;
                 ctx.barrier()?;
             } else {
                 for step in 1..=5u64 {
@@ -298,10 +298,10 @@ fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
                 ctx.alloc_collective::<u64>(3)?,
                 ctx.alloc_collective::<u64>(3)?,
             );
-            ctx.put(dst, &[1, 1, 1])?;
+            ctx.put(dst, &[1, 1, 1], Blocking)?;
             let root = 2;
             if ctx.rank() == root {
-                ctx.put(src, &[4, 5, 6])?;
+                ctx.put(src, &[4, 5, 6], Blocking)?;
             }
             world.barrier()?;
             let mut dsts = world.symmetric(dst);
@@ -316,7 +316,7 @@ fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
             world.broadcast_to(root, from, &dsts, 3)?;
             world.barrier()?;
             let mut got = [0u64; 3];
-            ctx.get(dst, &mut got)?;
+            ctx.get(dst, &mut got, Blocking)?;
             let want = if ctx.rank() == root {
                 [1, 1, 1]
             } else {

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tessera::Job;
+use tessera::{Blocking, Indexed, IndexedMut, Strided, StridedMut};
 
 const REMOTE: usize = 4096;
 
@@ -89,27 +90,63 @@ fn strided_and_indexed_match_a_plain_copy() {
                         for (a, b) in oa.iter().zip(&ob) {
                             want[off_a + a] = src[off_b + b];
                         }
-                        ctx.put(dst, &vec![0u32; REMOTE]).unwrap();
-                        ctx.put_strided(dst.add(off_a), &sa, &src[off_b..], &sb, &counts)
-                            .unwrap();
+                        ctx.put(dst, &vec![0u32; REMOTE], Blocking).unwrap();
+                        ctx.put(
+                            dst.add(off_a),
+                            Strided {
+                                local: &src[off_b..],
+                                local_strides: &sb,
+                                remote_strides: &sa,
+                                counts: &counts,
+                            },
+                            Blocking,
+                        )
+                        .unwrap();
                         let mut got = vec![0u32; REMOTE];
-                        ctx.get(dst, &mut got).unwrap();
+                        ctx.get(dst, &mut got, Blocking).unwrap();
                         same(&got, &want, "put_strided")?;
                         // And back: a strided get into a zeroed local buffer.
                         let mut back = vec![0u32; local_len];
-                        ctx.get_strided(dst.add(off_a), &sa, &mut back[off_b..], &sb, &counts)
-                            .unwrap();
+                        ctx.get(
+                            dst.add(off_a),
+                            StridedMut {
+                                local: &mut back[off_b..],
+                                local_strides: &sb,
+                                remote_strides: &sa,
+                                counts: &counts,
+                            },
+                            Blocking,
+                        )
+                        .unwrap();
                         for b in &ob {
                             prop_assert_eq!(back[off_b + b], src[off_b + b]);
                         }
                         // Indexed with runs of 1: the same scatter described by offsets.
                         let gathered: Vec<u32> = ob.iter().map(|b| src[off_b + b]).collect();
-                        ctx.put(dst, &vec![0u32; REMOTE]).unwrap();
-                        ctx.put_indexed(dst.add(off_a), &oa, &gathered, 1).unwrap();
-                        ctx.get(dst, &mut got).unwrap();
+                        ctx.put(dst, &vec![0u32; REMOTE], Blocking).unwrap();
+                        ctx.put(
+                            dst.add(off_a),
+                            Indexed {
+                                local: &gathered,
+                                remote_offsets: &oa,
+                                run: 1,
+                            },
+                            Blocking,
+                        )
+                        .unwrap();
+                        ctx.get(dst, &mut got, Blocking).unwrap();
                         same(&got, &want, "put_indexed")?;
                         let mut again = vec![0u32; gathered.len()];
-                        ctx.get_indexed(dst.add(off_a), &oa, &mut again, 1).unwrap();
+                        ctx.get(
+                            dst.add(off_a),
+                            IndexedMut {
+                                local: &mut again,
+                                remote_offsets: &oa,
+                                run: 1,
+                            },
+                            Blocking,
+                        )
+                        .unwrap();
                         prop_assert_eq!(again, gathered);
                         Ok(())
                     })
@@ -130,7 +167,7 @@ fn invalid_global_pointers_are_refused_not_wrapped() {
         .segment(1 << 20)
         .run(|ctx| {
             let cell = ctx.alloc_collective::<u64>(4)?;
-            ctx.put(cell, &[1, 2, 3, 4])?;
+            ctx.put(cell, &[1, 2, 3, 4], Blocking)?;
             ctx.barrier()?;
             let cases = [
                 (
@@ -141,7 +178,7 @@ fn invalid_global_pointers_are_refused_not_wrapped() {
                 (cell.add(usize::MAX / 8), "past the largest offset"),
             ];
             for (bad, why) in cases {
-                let err = ctx.put_value(bad, 9).unwrap_err().to_string();
+                let err = ctx.put(bad, &[9], Blocking).unwrap_err().to_string();
                 assert!(
                     err.contains("invalid global pointer") && err.contains(why),
                     "{err}"
@@ -150,7 +187,7 @@ fn invalid_global_pointers_are_refused_not_wrapped() {
             }
             ctx.barrier()?;
             let mut got = [0u64; 4];
-            ctx.get(cell.on(1 - ctx.rank()), &mut got)?;
+            ctx.get(cell.on(1 - ctx.rank()), &mut got, Blocking)?;
             assert_eq!(got, [1, 2, 3, 4], "a bad put landed somewhere");
             Ok(())
         })

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use tessera::{Algorithm, Collective, Context, GlobalPtr, Op, RankResult, SyncMode, Team};
+use tessera::{
+    Algorithm, Blocking, Collective, Context, GlobalPtr, Op, RankResult, SyncMode, Team,
+};
 
 use super::rma::{best_per_iter, record};
 use super::{Baselines, Part, Record, Report};
@@ -383,7 +385,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
             let mut got = vec![0u64; len];
             let best = best_per_iter_synced(ctx, iters, || {
                 if world.rank() == 0 {
-                    ctx.put(dsts[0], &fresh)?;
+                    ctx.put(dsts[0], &fresh, Blocking)?;
                 }
                 world.broadcast_from(0, dsts[0], &mut got)
             })?;

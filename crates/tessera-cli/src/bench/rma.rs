@@ -11,7 +11,9 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tessera::{Compare, ConduitKind, Context, GlobalPtr, RankResult};
+use tessera::{
+    Blocking, Compare, ConduitKind, Context, GlobalPtr, Nonblocking, RankResult, Signal,
+};
 
 use super::{Baselines, Part, Record};
 
@@ -192,14 +194,14 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let ping = ctx.am_register("bench.ping", move |ctx, msg| {
         ctx.am_reply_short(msg, pong, &[])
     })?;
-    ctx.put(words, &[0u64; 16])?;
+    ctx.put(words, &[0u64; 16], Blocking)?;
     ctx.barrier()?;
 
     let mut baselines = Baselines::default();
     if me == 0 {
         let dst = buffer.on(1);
         let t = best_per_iter_alone((2_000_000.0 * scale) as u64 + 1000, |i| {
-            ctx.put_value(dst.cast::<u64>(), i)
+            ctx.put(dst.cast::<u64>(), &[i], Blocking)
         })?;
         part.results
             .push(record("put", 8, p, "latency_us", t * 1e6));
@@ -214,16 +216,19 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
         for &size in sizes {
             let iters = iters_for(size, scale);
             let mb = |t: f64| size as f64 / t / 1e6;
-            let t = best_per_iter_alone(iters, |_| ctx.put(dst, &src[..size]))?;
+            let t = best_per_iter_alone(iters, |_| ctx.put(dst, &src[..size], Blocking))?;
             part.results
                 .push(record("put", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter_alone(iters, |_| ctx.get(dst, &mut sink[..size]))?;
+            let t = best_per_iter_alone(iters, |_| ctx.get(dst, &mut sink[..size], Blocking))?;
             part.results
                 .push(record("get", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter_alone(iters, |_| ctx.put_nb(dst, &src[..size])?.wait())?;
+            let t =
+                best_per_iter_alone(iters, |_| ctx.put(dst, &src[..size], Nonblocking)?.wait())?;
             part.results
                 .push(record("put_nb", size, p, "bandwidth_mbs", mb(t)));
-            let t = best_per_iter_alone(iters, |_| ctx.get_nb(dst, &mut sink[..size])?.wait())?;
+            let t = best_per_iter_alone(iters, |_| {
+                ctx.get(dst, &mut sink[..size], Nonblocking)?.wait()
+            })?;
             part.results
                 .push(record("get_nb", size, p, "bandwidth_mbs", mb(t)));
             let mut private = vec![0u8; size];
@@ -271,11 +276,11 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
         let sem_there = sem.on(other);
         let t = best_per_iter(rounds, |_| {
             if me == 0 {
-                ctx.put_signal(inbox, &data, sem_there)?;
+                ctx.put(inbox, &data, Signal::Post(sem_there))?;
                 sem.wait(ctx, 1)
             } else {
                 sem.wait(ctx, 1)?;
-                ctx.put_signal(inbox, &data, sem_there)
+                ctx.put(inbox, &data, Signal::Post(sem_there))
             }
         })?;
         part.results
@@ -288,12 +293,12 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
             let t = best_per_iter(rounds, |_| {
                 seq += 1;
                 if me == 0 {
-                    ctx.put(inbox, &data)?;
+                    ctx.put(inbox, &data, Blocking)?;
                     ctx.atomic_store(flag_there, seq)?;
                     spin_until(mine, seq);
                 } else {
                     spin_until(mine, seq);
-                    ctx.put(inbox, &data)?;
+                    ctx.put(inbox, &data, Blocking)?;
                     ctx.atomic_store(flag_there, seq)?;
                 }
                 Ok(())
@@ -312,7 +317,7 @@ fn point_to_point(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
                 if me == 1 {
                     ctx.wait_value(mine, Compare::Ge, seq)?;
                 }
-                ctx.put(inbox, &data)?;
+                ctx.put(inbox, &data, Blocking)?;
                 ctx.atomic_store(flag_there, seq)?;
                 if me == 0 {
                     ctx.wait_value(mine, Compare::Ge, seq)?;

@@ -28,7 +28,7 @@ use super::stats::{Blocked, Traffic};
 use super::{invalid, Context, GlobalPtr, Target};
 use crate::conduit::AmClass;
 use crate::error::CoreError;
-use crate::Result;
+use crate::{Blocking, Result};
 
 /// Most `u64` arguments one active message carries.
 pub const MAX_ARGS: usize = 16;
@@ -245,7 +245,7 @@ impl Context {
     ) -> Result<()> {
         let bytes = 8 * args.len() + payload.len();
         self.counted(Traffic::ActiveMessage, dest.rank(), bytes, || {
-            self.put(dest, payload)?;
+            self.put(dest, payload, Blocking)?;
             let long = (dest.offset(), payload.len() as u64);
             self.am_send(
                 dest.rank(),

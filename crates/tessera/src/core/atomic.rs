@@ -29,7 +29,7 @@ use super::am::AmHandlerId;
 use super::stats::Traffic;
 use super::{Context, GlobalPtr, Target};
 use crate::error::CoreError;
-use crate::Result;
+use crate::{Blocking, Result};
 
 const REQUEST: &str = "tessera.atomic.request";
 const REPLY: &str = "tessera.atomic.reply";
@@ -61,6 +61,7 @@ pub enum AtomicOp<T> {
 }
 
 mod sealed {
+
     pub trait Sealed {}
 }
 
@@ -368,7 +369,7 @@ impl Context {
         let (rank, offset) = match self.target(flag, 8, 8)? {
             Target::Direct(p) => {
                 if let Some((dst, bytes)) = data {
-                    self.put(dst, bytes)?;
+                    self.put(dst, bytes, Blocking)?;
                 }
                 // SAFETY: target checked that p is a mapped, aligned, in-bounds u64.
                 unsafe { op.apply(p.as_ptr() as *mut u64) };
@@ -387,7 +388,7 @@ impl Context {
                 (bytes, dst.offset())
             }
             Some((dst, bytes)) => {
-                self.put(dst, bytes)?;
+                self.put(dst, bytes, Blocking)?;
                 (&[], 0)
             }
             None => (&[], 0),

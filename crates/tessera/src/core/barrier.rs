@@ -38,7 +38,7 @@ use super::atomic::{Acknowledge, Remote};
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
 use crate::protocol::barrier as protocol;
-use crate::Result;
+use crate::{Blocking, Result};
 
 const MAX_ROUNDS: usize = 32;
 /// Label value of an anonymous barrier in the (min, max) combination: neutral.
@@ -273,7 +273,7 @@ impl Context {
         let mut reported = b.reported.get();
         for (k, (offset, value)) in report.into_iter().enumerate() {
             if reported[parity][k] != value {
-                self.put_value(field::<u64>(area, offset + 8 * parity), value)?;
+                self.put(field::<u64>(area, offset + 8 * parity), &[value], Blocking)?;
                 reported[parity][k] = value;
             }
         }
@@ -281,7 +281,7 @@ impl Context {
         if since > 0 {
             let calls = &b.recent.get()[..(since as usize).min(RECENT)];
             let at = std::mem::offset_of!(Area, recent) + parity * RECENT * 8;
-            self.put(field::<u64>(area, at), calls)?;
+            self.put(field::<u64>(area, at), calls, Blocking)?;
         }
         self.atomic_store(
             field::<u64>(area, std::mem::offset_of!(Area, entered)),
@@ -328,7 +328,7 @@ impl Context {
                 return Ok(false);
             }
             let mut theirs = [0u64; 4];
-            self.get(field::<u64>(slot.cast(), 8), &mut theirs)?;
+            self.get(field::<u64>(slot.cast(), 8), &mut theirs, Blocking)?;
             b.combined.set(protocol::combine(b.combined.get(), theirs));
             b.round.set(round + 1);
             if round + 1 < b.rounds {
@@ -426,6 +426,7 @@ impl Context {
             self.get(
                 field::<u64>(self.barrier.area().on(r), at),
                 &mut recent[..shown],
+                Blocking,
             )?;
             calls.push(recent[..shown].to_vec());
         }

@@ -141,7 +141,7 @@ impl SegmentMap {
 /// use tessera::{AtomicOp, Job};
 /// Job::threads(2).segment(1 << 20).run(|ctx| {
 ///     let counter = ctx.alloc_collective::<u64>(1)?;
-///     ctx.put(counter, &[0])?;
+///     ctx.put(counter, &[0], tessera::Blocking)?;
 ///     ctx.barrier()?;
 ///     let mapped = ctx.mapped_segments();
 ///     // Two threads of each rank add to rank 0's counter at once, without the context.
@@ -312,7 +312,7 @@ impl<'ctx> MappedSegments<'ctx> {
         Ok(self.atomic(ptr, Remote::Store(value))?.is_some())
     }
 
-    /// [`Context::put_with_signal`](super::Context::put_with_signal) when both `dst` and
+    /// A [`Signal::Flag`](crate::Signal::Flag) put when both `dst` and
     /// `flag` are mapped here (`Ok(false)`, having done nothing, otherwise).
     #[inline]
     pub fn put_with_signal<T: Pod>(
@@ -360,7 +360,7 @@ impl<'ctx> MappedSegments<'ctx> {
 /// ```
 /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
 ///     let flags = ctx.alloc_local::<u64>(2)?;
-///     ctx.put(flags, &[0, 5])?;
+///     ctx.put(flags, &[0, 5], tessera::Blocking)?;
 ///     let words = ctx.mapped_segments().words(flags, 2)?.expect("own segment");
 ///     assert_eq!((words.get(0), words.get(1)), (0, 5));
 ///     Ok(())

@@ -18,7 +18,7 @@
 //! ## Memory model
 //! Puts and gets are *relaxed*: they move bytes, and nothing orders them with respect to
 //! other ranks by itself. Every *synchronising* operation orders them: barrier, semaphore
-//! post/wait, [`Context::put_signal`], lock acquire/release, remote atomics, active-message
+//! post/wait, signalling puts, lock acquire/release, remote atomics, active-message
 //! send/delivery, [`Context::sync_nbi`]. A synchronising operation has *release*
 //! semantics for the caller's earlier puts (they are visible to whoever observes the
 //! synchronisation) and *acquire* semantics for what it observes (data put by others before
@@ -29,10 +29,12 @@
 //! This layer must never assume shared memory: every access to a peer goes through
 //! `Context::target`, which falls back to the conduit when a peer is not mapped.
 
+use crate::Blocking;
 pub mod alloc;
 pub mod am;
 pub mod atomic;
 pub mod barrier;
+pub mod completion;
 pub(crate) mod direct;
 pub mod gptr;
 pub mod mapped;
@@ -263,7 +265,11 @@ impl Context {
         let mut at = reused.start;
         while at < reused.end {
             let n = (reused.end - at).min(zeros.len());
-            self.put(GlobalPtr::<u8>::new(self.rank, at as u64), &zeros[..n])?;
+            self.put(
+                GlobalPtr::<u8>::new(self.rank, at as u64),
+                &zeros[..n],
+                Blocking,
+            )?;
             at += n;
         }
         Ok(ptr)
@@ -308,7 +314,7 @@ impl Context {
     /// ```no_run
     /// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
     /// let counts = ctx.alloc_collective::<u32>(16)?;
-    /// ctx.put(counts.on(0).add(ctx.rank()), &[1])?;
+    /// ctx.put(counts.on(0).add(ctx.rank()), &[1], tessera::Blocking)?;
     /// # Ok(()) }
     /// ```
     pub fn alloc_collective<T: Pod>(&self, count: usize) -> Result<GlobalPtr<T>> {
@@ -410,7 +416,7 @@ impl Context {
     /// let inbox = ctx.alloc_collective::<u32>(4)?;
     /// let arrived = ctx.semaphore_collective()?;
     /// let right = (ctx.rank() + 1) % ctx.ranks();
-    /// ctx.put_signal(inbox.on(right), &[7; 4], arrived.on(right))?;
+    /// ctx.put(inbox.on(right), &[7; 4], tessera::Signal::Post(arrived.on(right)))?;
     /// arrived.wait(ctx, 1)?;
     /// // SAFETY: the only writer has signalled and writes nothing more.
     /// let got = unsafe { ctx.local_slice(inbox, 4)? }.expect("own segment is mapped");
@@ -519,7 +525,7 @@ impl Context {
     /// use tessera::Job;
     /// Job::threads(1).segment(1 << 20).run(|ctx| {
     ///     let word = ctx.alloc_local::<u64>(1)?;
-    ///     ctx.put(word, &[0])?;
+    ///     ctx.put(word, &[0], tessera::Blocking)?;
     ///     let mapped = ctx.mapped_segments();
     ///     let polled = mapped.words(word, 1)?.expect("own segment");
     ///     let mut wait = ctx.wait_begin("a word another thread sets")?;

@@ -1,27 +1,25 @@
-//! One-sided put and get.
+//! One-sided put and get: the paths behind [`Context::put`] and [`Context::get`].
 //!
-//! Three completion styles (GASNet's extended API):
-//! - blocking ([`Context::put`], [`Context::get`]): complete when they return;
-//! - explicit handle ([`Context::put_nb`], [`Context::get_nb`]): complete at
-//!   [`Handle::wait`] or when [`Handle::test`] says so; the handle borrows the local buffer
-//!   so it cannot be reused early;
-//! - implicit ([`Context::put_nbi`], [`Context::get_nbi`]): complete at
-//!   [`Context::sync_nbi`]. `put_nbi` copies its source before returning (local
-//!   completion), `get_nbi` lands in segment memory.
+//! How a caller learns that a transfer is complete is a value it passes (see
+//! `core::completion`, GASNet's three styles plus the signalling put): blocking, an
+//! explicit [`Handle`] that borrows the local buffer, or implicit (complete at
+//! [`Context::sync_nbi`]; a put copies its source before returning, an implicit get lands
+//! in segment memory).
 //!
-//! Forms: bulk slices, single values, strided (N-d counts and strides) and indexed (lists
-//! of offsets). Strided and indexed transfers move one contiguous run per copy, never one
-//! element at a time when the layout has runs.
+//! Shapes: bulk slices, strided (N-d counts and strides) and indexed (lists of offsets).
+//! Strided and indexed transfers move one contiguous run per copy, never one element at a
+//! time when the layout has runs.
 //!
 //! On a mapped peer every transfer is a `memmove` into or out of the peer's segment (no
 //! lock, no system call, no allocation, no message): that is what makes same-node puts as
-//! fast as memcpy. On an unmapped peer it goes through the conduit.
+//! fast as memcpy. On an unmapped peer it goes through the conduit. This module is the one
+//! place that decides which; nothing above it may decide again.
 
 use bytemuck::Pod;
 
 use super::stats::Traffic;
 use super::{invalid, Context, GlobalPtr, Target};
-use crate::Result;
+use crate::{Blocking, Result};
 
 /// Completion handle of a nonblocking transfer. It borrows the local buffer of the
 /// transfer, so the buffer cannot be touched before completion. Dropping a handle waits.
@@ -29,7 +27,7 @@ use crate::Result;
 /// ```no_run
 /// # fn f(ctx: &tessera::Context, dst: tessera::GlobalPtr<f64>) -> tessera::Result<()> {
 /// let data = vec![1.0; 1024];
-/// let h = ctx.put_nb(dst, &data)?;
+/// let h = ctx.put(dst, &data, tessera::Nonblocking)?;
 /// // ... compute while the transfer proceeds ...
 /// h.wait()?;
 /// # Ok(()) }
@@ -293,51 +291,62 @@ impl Context {
         )
     }
 
-    /// Copy `src` to `dst` (possibly on another rank). Complete at the target on return.
-    ///
-    /// ```no_run
-    /// # fn f(ctx: &tessera::Context) -> tessera::Result<()> {
-    /// let buf = ctx.alloc_collective::<u32>(4)?;
-    /// ctx.put(buf.on((ctx.rank() + 1) % ctx.ranks()), &[1, 2, 3, 4])?;
-    /// # Ok(()) }
-    /// ```
-    pub fn put<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
+    /// The blocking contiguous put ([`Context::put`] with [`Blocking`](super::Blocking)).
+    pub(super) fn put_blocking<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let target = self.target_of(dst, src.len())?;
         self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
         self.store_bytes(target, bytemuck::cast_slice(src))
     }
 
-    /// Copy from `src` (possibly on another rank) into `dst`.
-    pub fn get<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
-        let target = self.target_of(src, dst.len())?;
-        self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
-        self.load_bytes(target, bytemuck::cast_slice_mut(dst))
-    }
-
-    /// Put one value.
-    pub fn put_value<T: Pod>(&self, dst: GlobalPtr<T>, value: T) -> Result<()> {
+    /// The blocking put of one element: one typed store on a mapped peer, not a call to
+    /// copy bytes (a one-element slice's length is known where it is written, so the
+    /// choice costs nothing).
+    #[inline(always)]
+    pub(super) fn put_one<T: Pod>(&self, dst: GlobalPtr<T>, value: T) -> Result<()> {
         let target = self.target_of(dst, 1)?;
         self.count(Traffic::Put, dst.rank(), std::mem::size_of::<T>());
         match target {
             // SAFETY: `target` came from Context::target for one T, so the destination is
-            // mapped, in bounds and aligned for T; one store of a known size instead of a
-            // call to copy bytes.
+            // mapped, in bounds and aligned for T.
             Target::Direct(p) => unsafe { p.cast::<T>().as_ptr().write(value) },
             Target::Remote { .. } => self.store_bytes(target, bytemuck::bytes_of(&value))?,
         }
         Ok(())
     }
 
-    /// Get one value.
+    /// The blocking contiguous get.
+    pub(super) fn get_blocking<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
+        let target = self.target_of(src, dst.len())?;
+        self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
+        self.load_bytes(target, bytemuck::cast_slice_mut(dst))
+    }
+
+    /// Get one value (a blocking get of one element, returning it).
+    ///
+    /// ```
+    /// use tessera::{Blocking, Job};
+    /// Job::threads(2).run(|ctx| {
+    ///     let word = ctx.alloc_collective::<u64>(1)?;
+    ///     ctx.put(word, &[ctx.rank() as u64 + 10], Blocking)?;
+    ///     ctx.barrier()?;
+    ///     assert_eq!(ctx.get_value(word.on(1))?, 11);
+    ///     ctx.barrier()?;
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
     pub fn get_value<T: Pod>(&self, src: GlobalPtr<T>) -> Result<T> {
         let mut value = T::zeroed();
-        self.get(src, std::slice::from_mut(&mut value))?;
+        self.get_blocking(src, std::slice::from_mut(&mut value))?;
         Ok(value)
     }
 
     /// Start a put; `src` stays borrowed until the handle completes.
     #[inline]
-    pub fn put_nb<'a, T: Pod>(&'a self, dst: GlobalPtr<T>, src: &'a [T]) -> Result<Handle<'a>> {
+    pub(super) fn put_handle<'a, T: Pod>(
+        &'a self,
+        dst: GlobalPtr<T>,
+        src: &'a [T],
+    ) -> Result<Handle<'a>> {
         let target = self.target_of(dst, src.len())?;
         self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
         match target {
@@ -356,7 +365,11 @@ impl Context {
 
     /// Start a get; `dst` stays borrowed until the handle completes.
     #[inline]
-    pub fn get_nb<'a, T: Pod>(&'a self, src: GlobalPtr<T>, dst: &'a mut [T]) -> Result<Handle<'a>> {
+    pub(super) fn get_handle<'a, T: Pod>(
+        &'a self,
+        src: GlobalPtr<T>,
+        dst: &'a mut [T],
+    ) -> Result<Handle<'a>> {
         let target = self.target_of(src, dst.len())?;
         self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
         match target {
@@ -379,7 +392,7 @@ impl Context {
 
     /// Start a put completed by the next [`Context::sync_nbi`]. `src` may be reused as
     /// soon as this returns.
-    pub fn put_nbi<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
+    pub(super) fn put_implicit<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let target = self.target_of(dst, src.len())?;
         self.count(Traffic::Put, dst.rank(), std::mem::size_of_val(src));
         match target {
@@ -394,7 +407,7 @@ impl Context {
 
     /// Start a get of `count` elements from `src` into `dst`, which must be in this rank's
     /// own segment; complete at the next [`Context::sync_nbi`].
-    pub fn get_nbi<T: Pod>(
+    pub(super) fn get_implicit<T: Pod>(
         &self,
         src: GlobalPtr<T>,
         dst: GlobalPtr<T>,
@@ -402,7 +415,7 @@ impl Context {
     ) -> Result<()> {
         if dst.rank() != self.rank() {
             return Err(crate::error::CoreError::NotOwner {
-                what: "the destination of get_nbi",
+                what: "the destination of an implicit get",
                 owner: dst.rank(),
                 caller: self.rank(),
             }
@@ -428,7 +441,7 @@ impl Context {
             }
             (_, Target::Remote { .. }) => Err(self
                 .conduit()
-                .unsupported("get_nbi into an unmapped segment")
+                .unsupported("an implicit get into an unmapped segment")
                 .into()),
         }
     }
@@ -445,18 +458,11 @@ impl Context {
         Ok(self.conduit().sync_nbi()?)
     }
 
-    /// Strided put: for every index `i` of the N-d box `counts` (slowest dimension first),
-    /// copy `src[Σ i_d·src_strides[d]]` to `dst + Σ i_d·dst_strides[d]`. Strides and counts are
-    /// in elements. Contiguous runs move as one copy each.
-    ///
-    /// ```no_run
-    /// # fn f(ctx: &tessera::Context, dst: tessera::GlobalPtr<f64>) -> tessera::Result<()> {
-    /// // A 4×8 block of a 16-wide local matrix into rows of a 100-wide remote one.
-    /// let local = vec![0.0; 16 * 4];
-    /// ctx.put_strided(dst, &[100, 1], &local, &[16, 1], &[4, 8])?;
-    /// # Ok(()) }
-    /// ```
-    pub fn put_strided<T: Pod>(
+    /// Strided put ([`Strided`](super::Strided)): for every index `i` of the N-d box
+    /// `counts` (slowest dimension first), copy `src[Σ i_d·src_strides[d]]` to
+    /// `dst + Σ i_d·dst_strides[d]`. Strides and counts are in elements. Contiguous runs move
+    /// as one copy each.
+    pub(super) fn put_strided<T: Pod>(
         &self,
         dst: GlobalPtr<T>,
         dst_strides: &[usize],
@@ -487,8 +493,8 @@ impl Context {
         })
     }
 
-    /// Strided get: the mirror of [`Context::put_strided`].
-    pub fn get_strided<T: Pod>(
+    /// Strided get: the mirror of `put_strided`.
+    pub(super) fn get_strided<T: Pod>(
         &self,
         src: GlobalPtr<T>,
         src_strides: &[usize],
@@ -535,7 +541,7 @@ impl Context {
     /// # tessera::Job::threads(2).run(|ctx| {
     /// // A 4×4 matrix and a row of 4 on every rank.
     /// let a = ctx.alloc_collective::<u32>(16 + 4)?;
-    /// ctx.put(a, &(0..16).collect::<Vec<u32>>())?;
+    /// ctx.put(a, &(0..16).collect::<Vec<u32>>(), tessera::Blocking)?;
     /// ctx.barrier()?;
     /// // Column 1 of the peer's matrix into our row.
     /// let peer = (ctx.rank() + 1) % ctx.ranks();
@@ -623,7 +629,7 @@ impl Context {
     }
 
     /// Indexed put: chunk `k` of `src` (`run` elements) goes to `dst + dst_offsets[k]`.
-    pub fn put_indexed<T: Pod>(
+    pub(super) fn put_indexed<T: Pod>(
         &self,
         dst: GlobalPtr<T>,
         dst_offsets: &[usize],
@@ -634,14 +640,14 @@ impl Context {
         let bytes = dst_offsets.len() * run * std::mem::size_of::<T>();
         self.counted(Traffic::StridedPut, dst.rank(), bytes, || {
             for (chunk, &off) in src.chunks_exact(run.max(1)).zip(dst_offsets) {
-                self.put(dst.add(off), chunk)?;
+                self.put(dst.add(off), chunk, Blocking)?;
             }
             Ok(())
         })
     }
 
     /// Indexed get: `run` elements from `src + src_offsets[k]` into chunk `k` of `dst`.
-    pub fn get_indexed<T: Pod>(
+    pub(super) fn get_indexed<T: Pod>(
         &self,
         src: GlobalPtr<T>,
         src_offsets: &[usize],
@@ -652,7 +658,7 @@ impl Context {
         let bytes = src_offsets.len() * run * std::mem::size_of::<T>();
         self.counted(Traffic::StridedGet, src.rank(), bytes, || {
             for (chunk, &off) in dst.chunks_exact_mut(run.max(1)).zip(src_offsets) {
-                self.get(src.add(off), chunk)?;
+                self.get(src.add(off), chunk, Blocking)?;
             }
             Ok(())
         })

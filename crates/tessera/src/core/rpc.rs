@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::am::AmHandlerId;
 use super::{Context, GlobalPtr};
 use crate::error::{ConduitError, CoreError};
-use crate::Result;
+use crate::{Blocking, Result};
 
 const REQUEST: &str = "tessera.rpc.request";
 const REPLY: &str = "tessera.rpc.reply";
@@ -97,7 +97,7 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
         Ok(())
     })?;
     let fingerprint = ctx.alloc_in::<u64>(super::alloc::Arena::Collective, 1)?;
-    ctx.put_value(fingerprint, executable_fingerprint())?;
+    ctx.put(fingerprint, &[executable_fingerprint()], Blocking)?;
     ctx.rpc.fingerprint.set(Some(fingerprint));
     Ok(())
 }

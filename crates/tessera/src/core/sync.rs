@@ -5,7 +5,7 @@
 //! and `taken`, which only the owner touches. `wait(n)` (owner only) spins until
 //! `posted − taken ≥ n` with acquire loads and then adds `n` to `taken`; the consumer's
 //! path has no locked instruction and never writes the line producers write. The *signalling put*
-//! ([`Context::put_signal`], Berkeley UPC's `bupc_memput_signal`) moves data and then
+//! ([`Context::put`] with [`Signal`](crate::Signal), Berkeley UPC's `bupc_memput_signal`) moves data and then
 //! posts the target's semaphore: the consumer's `wait` returning proves the data arrived,
 //! with no barrier and no flag round trip.
 //!
@@ -18,9 +18,8 @@ use std::sync::atomic::AtomicU64;
 use super::atomic::Remote;
 use super::{Context, GlobalPtr};
 use crate::error::CoreError;
-use crate::protocol;
-use crate::{AtomicOp, Handle, Result};
-use bytemuck::Pod;
+use crate::{protocol, Blocking};
+use crate::{AtomicOp, Result};
 
 /// A counting semaphore with affinity to one rank. Copyable: hand it to other ranks (in
 /// a put, an RPC, or by allocating collectively) so they can post to it.
@@ -30,14 +29,15 @@ use bytemuck::Pod;
 /// let inbox = ctx.alloc_collective::<f64>(8)?;
 /// let arrived = ctx.semaphore_collective()?;
 /// let right = (ctx.rank() + 1) % ctx.ranks();
-/// ctx.put_signal(inbox.on(right), &[ctx.rank() as f64; 8], arrived.on(right))?;
+/// let signal = tessera::Signal::Post(arrived.on(right));
+/// ctx.put(inbox.on(right), &[ctx.rank() as f64; 8], signal)?;
 /// arrived.wait(ctx, 1)?; // our left neighbour's data is here
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Semaphore {
     /// `posted`; `taken` is 64 bytes (one cache line) further on.
-    counter: GlobalPtr<u64>,
+    pub(super) counter: GlobalPtr<u64>,
 }
 
 /// Words per semaphore: `posted` and `taken` a cache line apart.
@@ -195,7 +195,7 @@ impl GlobalLock {
 ///     for _ in 0..10 {
 ///         lock.lock(ctx)?;
 ///         let v = ctx.get_value(words.on(0).add(1))?;
-///         ctx.put_value(words.on(0).add(1), v + 1)?;
+///         ctx.put(words.on(0).add(1), &[v + 1], tessera::Blocking)?;
 ///         lock.unlock(ctx)?;
 ///     }
 ///     ctx.barrier()?;
@@ -266,7 +266,7 @@ impl TicketLock {
     }
 }
 
-/// How [`Context::put_with_signal`] updates its flag.
+/// How a [`Signal::Flag`](crate::Signal::Flag) put updates its flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SignalOp {
     /// Store the value.
@@ -289,7 +289,7 @@ impl Context {
     /// A semaphore owned by this rank (starts at zero).
     pub fn semaphore_new(&self) -> Result<Semaphore> {
         let counter = self.alloc_local::<u64>(SEMAPHORE_WORDS)?;
-        self.put(counter, &[0; SEMAPHORE_WORDS])?;
+        self.put(counter, &[0; SEMAPHORE_WORDS], Blocking)?;
         Ok(Semaphore { counter })
     }
 
@@ -299,7 +299,7 @@ impl Context {
     /// would be lost and its waiter would hang).
     pub fn semaphore_collective(&self) -> Result<Semaphore> {
         let counter = self.alloc_collective::<u64>(SEMAPHORE_WORDS)?;
-        self.put(counter, &[0; SEMAPHORE_WORDS])?;
+        self.put(counter, &[0; SEMAPHORE_WORDS], Blocking)?;
         self.barrier()?;
         Ok(Semaphore { counter })
     }
@@ -314,75 +314,11 @@ impl Context {
         self.barrier()?;
         Ok(GlobalLock { word })
     }
-
-    /// Signalling put: copy `src` to `dst`, then post `sem` once, so that `sem.wait(n)` on
-    /// the target returns only when the data of `n` such puts is visible there.
-    pub fn put_signal<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T], sem: Semaphore) -> Result<()> {
-        // Checked as a typed transfer (alignment of T), then sent as bytes.
-        self.target(dst, std::mem::size_of_val(src), std::mem::align_of::<T>())?;
-        self.signal(
-            Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
-            sem.counter,
-            Remote::Rmw(AtomicOp::Add(1)),
-        )
-    }
-
-    /// Put `src` to `dst`, then update the 64-bit `flag` (on the same rank as `dst`, or
-    /// any other) with `op`, as one signal: whoever acquires the flag's new value also
-    /// sees the data. OpenSHMEM's put-with-signal. On a mapped owner it is a copy and a
-    /// CPU atomic; on an unmapped one, one message when the data fits one, complete at the
-    /// target after the next [`Context::sync_nbi`] or barrier.
-    ///
-    /// ```
-    /// use tessera::{Compare, Job, SignalOp};
-    /// Job::threads(2).segment(1 << 20).run(|ctx| {
-    ///     let data = ctx.alloc_collective::<u32>(4)?;
-    ///     let flag = ctx.alloc_collective::<u64>(1)?;
-    ///     ctx.put(flag, &[0])?;
-    ///     ctx.barrier()?;
-    ///     if ctx.rank() == 0 {
-    ///         ctx.put_with_signal(data.on(1), &[1, 2, 3, 4], flag.on(1), SignalOp::Add(1))?;
-    ///     } else {
-    ///         ctx.wait_value(flag, Compare::Eq, 1)?;
-    ///         let mut got = [0u32; 4];
-    ///         ctx.get(data, &mut got)?;
-    ///         assert_eq!(got, [1, 2, 3, 4]);
-    ///     }
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn put_with_signal<T: Pod>(
-        &self,
-        dst: GlobalPtr<T>,
-        src: &[T],
-        flag: GlobalPtr<u64>,
-        op: SignalOp,
-    ) -> Result<()> {
-        // Checked as a typed transfer (alignment of T), then sent as bytes.
-        self.target(dst, std::mem::size_of_val(src), std::mem::align_of::<T>())?;
-        self.signal(
-            Some((dst.cast::<u8>(), bytemuck::cast_slice(src))),
-            flag,
-            op.remote(),
-        )
-    }
-
-    /// Nonblocking signalling put: the signal is posted after the data lands; the handle
-    /// reports local completion (when `src` may be reused).
-    pub fn put_signal_nb<'a, T: Pod>(
-        &'a self,
-        dst: GlobalPtr<T>,
-        src: &'a [T],
-        sem: Semaphore,
-    ) -> Result<Handle<'a>> {
-        self.put_signal(dst, src, sem)?;
-        Ok(Handle::completed(self))
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::{Compare, Job, SignalOp};
+    use crate::{Blocking, Compare, Job, Signal, SignalOp};
 
     /// To a peer that is not mapped, a put-with-signal whose data fits one message is one
     /// message (the seeds' signalling put): the owner runs one handler per signal, and
@@ -396,15 +332,14 @@ mod tests {
             .run(|ctx| {
                 let data = ctx.alloc_collective::<u64>(16)?;
                 let flag = ctx.alloc_collective::<u64>(1)?;
-                ctx.put(flag, &[0])?;
+                ctx.put(flag, &[0], Blocking)?;
                 ctx.barrier()?;
                 if ctx.rank() == 0 {
                     for round in 1..=10u64 {
-                        ctx.put_with_signal(
+                        ctx.put(
                             data.on(1),
                             &[round; 16],
-                            flag.on(1),
-                            SignalOp::Add(1),
+                            Signal::Flag(flag.on(1), SignalOp::Add(1)),
                         )?;
                     }
                     ctx.sync_nbi()?;
@@ -421,7 +356,7 @@ mod tests {
                         "one message per signal"
                     );
                     let mut got = [0u64; 16];
-                    ctx.get(data, &mut got)?;
+                    ctx.get(data, &mut got, Blocking)?;
                     assert_eq!(got, [10; 16]);
                 }
                 Ok(ctx.barrier()?)

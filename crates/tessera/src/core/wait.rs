@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Context, GlobalPtr, MappedWords};
 use crate::error::CoreError;
-use crate::Result;
+use crate::{Blocking, Result};
 
 /// A comparison of [`Context::wait_value`] and [`Context::test_value`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,7 @@ impl Compare {
 }
 
 mod sealed {
+
     pub trait Sealed {}
 }
 
@@ -175,7 +176,7 @@ impl Context {
     /// ```
     /// tessera::Job::threads(1).segment(1 << 20).run(|ctx| {
     ///     let words = ctx.alloc_local::<u32>(3)?;
-    ///     ctx.put(words, &[0, 7, 0])?;
+    ///     ctx.put(words, &[0, 7, 0], tessera::Blocking)?;
     ///     let set = ctx.test_words(words, 3, |w| (0..3).filter(|&i| w(i) != 0).count())?;
     ///     assert_eq!(set, 1);
     ///     Ok(())
@@ -218,7 +219,7 @@ impl Context {
     ///     ctx.fill(buf.on(1 - ctx.rank()), 0xAB, 64)?;
     ///     ctx.barrier()?;
     ///     let mut got = [0u8; 64];
-    ///     ctx.get(buf, &mut got)?;
+    ///     ctx.get(buf, &mut got, tessera::Blocking)?;
     ///     assert_eq!(got, [0xAB; 64]);
     ///     Ok(())
     /// }).unwrap();
@@ -235,7 +236,7 @@ impl Context {
         let mut done = 0;
         while done < len {
             let n = (len - done).min(PIECE);
-            self.put(dst.add(done), &piece[..n])?;
+            self.put(dst.add(done), &piece[..n], Blocking)?;
             done += n;
         }
         Ok(())

@@ -320,7 +320,7 @@ impl Job {
     /// use tessera::Job;
     /// Job::threads(2).segment(1 << 20).hide_peers(true).run(|ctx| {
     ///     let cell = ctx.alloc_collective::<u64>(1)?;
-    ///     ctx.put_value(cell.on(1 - ctx.rank()), 7)?;
+    ///     ctx.put(cell.on(1 - ctx.rank()), &[7], tessera::Blocking)?;
     ///     ctx.barrier()?;
     ///     assert_eq!(ctx.get_value(cell)?, 7);
     ///     Ok(())

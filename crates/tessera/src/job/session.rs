@@ -20,7 +20,7 @@ use crate::error::JobError;
 /// let session = tessera::Session::start().expect("a rank");
 /// let ctx = session.context();
 /// let cell = ctx.alloc_collective::<u64>(1).unwrap();
-/// ctx.put_value(cell.on((ctx.rank() + 1) % ctx.ranks()), 7).unwrap();
+/// ctx.put(cell.on((ctx.rank() + 1) % ctx.ranks()), &[7], tessera::Blocking).unwrap();
 /// ctx.barrier().unwrap();
 /// session.finish().unwrap();
 /// ```

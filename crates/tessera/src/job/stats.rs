@@ -81,7 +81,7 @@ pub(crate) const DIR_VARIABLE: &str = "TESSERA_STATS_DIR";
 /// let file = dir.path().join("stats.json");
 /// tessera::Job::threads(2).segment(1 << 20).stats(&file).run(|ctx| {
 ///     let cell = ctx.alloc_collective::<u64>(1)?;
-///     ctx.put_value(cell.on(1 - ctx.rank()), 7)?;
+///     ctx.put(cell.on(1 - ctx.rank()), &[7], tessera::Blocking)?;
 ///     Ok(ctx.barrier()?)
 /// }).unwrap();
 /// let stats = JobStats::read(&file).unwrap();

@@ -10,7 +10,7 @@
 //! [`GridRef::copy_from`] copies exactly the intersection of its domain with a source's,
 //! for any source: a local view, or another reference on any rank. It moves one strided
 //! transfer, so a contiguous run is one copy, never one element at a time
-//! ([`Context::put_strided`], [`Context::copy_strided`]). [`GridViewMut::copy_from_ref`]
+//! ([`Context::put`] of a [`Strided`] shape, [`Context::copy_strided`]). [`GridViewMut::copy_from_ref`]
 //! is the reverse direction (remote → local view).
 //!
 //! Every access goes through the core's checked transfers: a stale or forged reference
@@ -42,7 +42,7 @@ use crate::core::Context;
 use crate::model::domain::{Point, RectDomain};
 use crate::model::grid::{layout_methods, GridView, GridViewMut, Layout};
 use crate::model::team::Team;
-use crate::{GlobalPtr, Handle, Result};
+use crate::{Blocking, GlobalPtr, Handle, Result, Strided, StridedMut};
 
 /// A reference to a grid stored in some rank's segment: where the storage is and how the
 /// visible points map onto it. Plain old data (copy it, put it, gather it); only an
@@ -128,7 +128,7 @@ impl<T: Pod, const N: usize> GridRef<T, N> {
 
     /// Write one element (one put).
     pub fn put(&self, ctx: &Context, p: Point<N>, value: T) -> Result<()> {
-        ctx.put_value(self.element(p)?, value)
+        ctx.put(self.element(p)?, &[value], Blocking)
     }
 
     /// Copy the elements of `src` at the points both domains share into this grid, wherever
@@ -143,9 +143,16 @@ impl<T: Pod, const N: usize> GridRef<T, N> {
         let (dst, dst_strides, counts) = self.region(&common);
         let (offset, src_strides, _) = src.layout.strided(&common);
         match src.place {
-            Place::Local(data) => {
-                ctx.put_strided(dst, &dst_strides, &data[offset..], &src_strides, &counts)?
-            }
+            Place::Local(data) => ctx.put(
+                dst,
+                Strided {
+                    local: &data[offset..],
+                    local_strides: &src_strides,
+                    remote_strides: &dst_strides,
+                    counts: &counts,
+                },
+                Blocking,
+            )?,
             Place::Global(storage) => ctx.copy_strided(
                 dst,
                 &dst_strides,
@@ -180,12 +187,15 @@ impl<T: Pod, const N: usize> GridViewMut<'_, T, N> {
         }
         let (from, src_strides, counts) = src.region(&common);
         let (offset, dst_strides, _) = self.layout().strided(&common);
-        ctx.get_strided(
+        ctx.get(
             from,
-            &src_strides,
-            &mut self.data_mut()[offset..],
-            &dst_strides,
-            &counts,
+            StridedMut {
+                local: &mut self.data_mut()[offset..],
+                local_strides: &dst_strides,
+                remote_strides: &src_strides,
+                counts: &counts,
+            },
+            Blocking,
         )?;
         Ok(common.len())
     }

@@ -64,7 +64,7 @@ use crate::model::domain::{Point, RectDomain};
 use crate::model::global_grid::{GlobalGrid, GridRef};
 use crate::model::grid::{GridView, GridViewMut, Layout};
 use crate::model::team::Team;
-use crate::{GlobalPtr, Result, Semaphore};
+use crate::{Blocking, GlobalPtr, Result, Semaphore};
 
 /// How [`HaloGrid::exchange`] moves the ghost cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -510,7 +510,7 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
                         let packed = &mut self.buffer[..region.len()];
                         GridViewMut::from_parts(packed, Layout::packed(region))
                             .copy_from_ref(ctx, &send.src)?;
-                        ctx.put(slot, packed)?;
+                        ctx.put(slot, &*packed, Blocking)?;
                     }
                 }
                 arrived.on(send.target).post(ctx, 1)?;

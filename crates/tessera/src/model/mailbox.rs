@@ -47,7 +47,7 @@ use crate::core::gptr::GlobalPtr;
 use crate::core::sync::Semaphore;
 use crate::error::CoreError;
 use crate::model::team::Team;
-use crate::Result;
+use crate::{Blocking, Result, Signal};
 
 /// How a receiver learns that its partner's message has arrived.
 #[derive(Clone, Copy)]
@@ -161,11 +161,15 @@ impl<'t, T: Pod> Mailbox<'t, T> {
         let sem = self.arrived[slot];
         match arrival {
             Arrival::Signal => {
-                ctx.put_signal(self.inbox.add(half).on(partner), data, sem.on(partner))?;
+                ctx.put(
+                    self.inbox.add(half).on(partner),
+                    data,
+                    Signal::Post(sem.on(partner)),
+                )?;
                 sem.wait(ctx, 1)?;
             }
             Arrival::Barrier(team) => {
-                ctx.put(self.inbox.add(half).on(partner), data)?;
+                ctx.put(self.inbox.add(half).on(partner), data, Blocking)?;
                 team.barrier()?;
             }
         }

@@ -52,7 +52,7 @@ use crate::core::gptr::GlobalPtr;
 use crate::core::sync::Semaphore;
 use crate::error::CoreError;
 use crate::model::team::Team;
-use crate::Result;
+use crate::{Blocking, Result, Signal, Strided, StridedMut};
 
 /// Which borrows a [`PhasedArray`] allows now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,14 +184,14 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             Some(part) => Ok(Cow::Borrowed(part)),
             None => {
                 let mut copy = vec![T::zeroed(); range.len()];
-                ctx.get(at, &mut copy)?;
+                ctx.get(at, &mut copy, Blocking)?;
                 Ok(Cow::Owned(copy))
             }
         }
     }
 
     /// A strided read of team rank `rank`'s part in the shared phase, as
-    /// [`Context::get_strided`](crate::Context::get_strided) from element `offset` of that
+    /// [`Context::get`](crate::Context::get) of a [`StridedMut`] shape from element `offset` of that
     /// part with the same strides and counts (for a rectangle of a column-major local
     /// matrix: one run per column). The whole region must lie in the part.
     pub fn peer_strided(
@@ -216,9 +216,16 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         }
         let at = self.base.on(self.team.world_rank(rank)).add(offset);
         // In the shared phase nobody writes any part, so a get reads settled data.
-        self.team
-            .context()
-            .get_strided(at, src_strides, dst, dst_strides, counts)
+        self.team.context().get(
+            at,
+            StridedMut {
+                local: dst,
+                local_strides: dst_strides,
+                remote_strides: src_strides,
+                counts,
+            },
+            Blocking,
+        )
     }
 
     /// Own phase to exchange: this rank will send `counts[d]` elements to each team rank
@@ -410,11 +417,11 @@ impl<T: Pod> Exchange<'_, '_, T> {
     /// the same elements leave one sender's values; which is unspecified.
     pub fn put(&mut self, dest: usize, offset: usize, src: &[T]) -> Result<()> {
         let at = self.target(dest, offset, src.len())?;
-        self.array.team.context().put(at, src)
+        self.array.team.context().put(at, src, Blocking)
     }
 
     /// A strided put into team rank `dest`'s part at element `offset`, as
-    /// [`Context::put_strided`](crate::Context::put_strided) with the same strides and
+    /// [`Context::put`](crate::Context::put) of a [`Strided`] shape with the same strides and
     /// counts; the whole region must lie in the part.
     pub fn put_strided(
         &mut self,
@@ -427,10 +434,16 @@ impl<T: Pod> Exchange<'_, '_, T> {
     ) -> Result<()> {
         let extent = strided_extent(dst_strides, count);
         let at = self.target(dest, offset, extent)?;
-        self.array
-            .team
-            .context()
-            .put_strided(at, dst_strides, src, src_strides, count)
+        self.array.team.context().put(
+            at,
+            Strided {
+                local: src,
+                local_strides: src_strides,
+                remote_strides: dst_strides,
+                counts: count,
+            },
+            Blocking,
+        )
     }
 
     fn target(&self, dest: usize, offset: usize, n: usize) -> Result<GlobalPtr<T>> {
@@ -467,7 +480,7 @@ impl<T: Pod> Exchange<'_, '_, T> {
             match staged.next_if(|(s, _)| *s == d) {
                 Some((_, block)) => {
                     let at = self.array.base.on(team.world_rank(d)).add(self.offsets[d]);
-                    ctx.put_signal(at, block, sem)?;
+                    ctx.put(at, block, Signal::Post(sem))?;
                 }
                 None => sem.post(ctx, 1)?,
             }

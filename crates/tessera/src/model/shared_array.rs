@@ -53,7 +53,7 @@ use std::ops::Range;
 use bytemuck::Pod;
 
 use crate::core::{invalid, Context};
-use crate::{GlobalPtr, Result};
+use crate::{Blocking, GlobalPtr, Result, Strided, StridedMut};
 
 /// How a [`SharedArray`]'s elements are dealt to the ranks (see the
 /// [module documentation](self) for the mapping).
@@ -229,7 +229,7 @@ impl<T: Pod> SharedArray<T> {
 
     /// Write element `i`.
     pub fn put(&self, ctx: &Context, i: usize, value: T) -> Result<()> {
-        ctx.put_value(self.address(i)?, value)
+        ctx.put(self.address(i)?, &[value], Blocking)
     }
 
     /// The pieces of `range` that one transfer each can move: the partial blocks at either
@@ -295,18 +295,23 @@ impl<T: Pod> SharedArray<T> {
     pub fn get_range(&self, ctx: &Context, start: usize, dst: &mut [T]) -> Result<()> {
         for piece in self.pieces(start..start + dst.len())? {
             match piece {
-                Piece::Run { at, index, len } => ctx.get(at, &mut dst[index..index + len])?,
+                Piece::Run { at, index, len } => {
+                    ctx.get(at, &mut dst[index..index + len], Blocking)?
+                }
                 Piece::Blocks {
                     at,
                     index,
                     count,
                     block,
-                } => ctx.get_strided(
+                } => ctx.get(
                     at,
-                    &[block, 1],
-                    &mut dst[index..],
-                    &[self.ranks * block, 1],
-                    &[count, block],
+                    StridedMut {
+                        local: &mut dst[index..],
+                        local_strides: &[self.ranks * block, 1],
+                        remote_strides: &[block, 1],
+                        counts: &[count, block],
+                    },
+                    Blocking,
                 )?,
             }
         }
@@ -318,18 +323,21 @@ impl<T: Pod> SharedArray<T> {
     pub fn put_range(&self, ctx: &Context, start: usize, src: &[T]) -> Result<()> {
         for piece in self.pieces(start..start + src.len())? {
             match piece {
-                Piece::Run { at, index, len } => ctx.put(at, &src[index..index + len])?,
+                Piece::Run { at, index, len } => ctx.put(at, &src[index..index + len], Blocking)?,
                 Piece::Blocks {
                     at,
                     index,
                     count,
                     block,
-                } => ctx.put_strided(
+                } => ctx.put(
                     at,
-                    &[block, 1],
-                    &src[index..],
-                    &[self.ranks * block, 1],
-                    &[count, block],
+                    Strided {
+                        local: &src[index..],
+                        local_strides: &[self.ranks * block, 1],
+                        remote_strides: &[block, 1],
+                        counts: &[count, block],
+                    },
+                    Blocking,
                 )?,
             }
         }

@@ -105,7 +105,7 @@ pub(crate) struct MpiConduit {
     messenger: Messenger,
     /// The communicators of the model's teams (MPI's own collectives).
     groups: collectives::Groups,
-    /// Copies of the data of `put_nbi`s not yet flushed, and whether any `*_nbi` is
+    /// Copies of the data of implicit puts not yet flushed, and whether any `*_nbi` is
     /// (after `window`: freeing the window completes what they feed).
     deferred: RefCell<Vec<Vec<u8>>>,
     deferred_any: Cell<bool>,

@@ -7,6 +7,7 @@
 use super::registry::radix_of;
 use super::topology::Knomial;
 use super::*;
+use crate::{Blocking, Nonblocking};
 
 /// How a rooted single-address form moves its data and its signals along its tree.
 #[derive(Clone, Copy)]
@@ -417,7 +418,7 @@ impl<'a> Team<'a> {
         ///     let buf = ctx.alloc_collective::<u32>(4)?;
         ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
         ///     let mut got = [0u32; 4];
-        ///     ctx.get(buf, &mut got)?;
+        ///     ctx.get(buf, &mut got, tessera::Blocking)?;
         ///     assert_eq!(got, [7, 8, 9, 10]);
         ///     Ok(())
         /// }).unwrap();
@@ -444,7 +445,7 @@ impl<'a> Team<'a> {
         let me = self.me;
         // Its own (entered by definition), unless in place.
         if me == root && self.ctx.local_ptr(dsts[root], len)? != Some(src.as_ptr().cast_mut()) {
-            self.ctx.put(dsts[root], src)?;
+            self.ctx.put(dsts[root], src, Blocking)?;
         }
         self.rooted_single(
             SingleCall::new::<T>(Collective::BroadcastTo, Some(root), len),
@@ -452,7 +453,7 @@ impl<'a> Team<'a> {
             |child| {
                 let c = child.expect("a forwarding put names its child");
                 if me == root {
-                    self.ctx.put(dsts[c], src)
+                    self.ctx.put(dsts[c], src, Blocking)
                 } else {
                     self.ctx.copy_strided(dsts[c], &[1], dsts[me], &[1], &[len])
                 }
@@ -476,7 +477,7 @@ impl<'a> Team<'a> {
             || {
                 if me == root {
                     for (i, d) in dsts.iter().enumerate() {
-                        self.ctx.put(*d, block(i))?;
+                        self.ctx.put(*d, block(i), Blocking)?;
                     }
                 }
                 Ok(())
@@ -499,7 +500,7 @@ impl<'a> Team<'a> {
     ///     let world = Team::world(ctx)?;
     ///     let src = ctx.alloc_collective::<u32>(4)?.on(2);
     ///     if ctx.rank() == 2 {
-    ///         ctx.put(src, &[7, 8, 9, 10])?;
+    ///         ctx.put(src, &[7, 8, 9, 10], tessera::Blocking)?;
     ///     }
     ///     let mut got = [0u32; 4];
     ///     world.broadcast_from(2, src, &mut got)?;
@@ -521,7 +522,7 @@ impl<'a> Team<'a> {
             SingleCall::new::<T>(Collective::Broadcast, Some(root), dst.len()),
             std::iter::once(root).filter(|_| me != root),
             (0..n).filter(|&i| me == root && i != root),
-            || self.ctx.get(src, dst),
+            || self.ctx.get(src, dst, Blocking),
         )
     }
 
@@ -537,7 +538,7 @@ impl<'a> Team<'a> {
     /// Job::threads(3).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
     ///     let mine = ctx.alloc_collective::<u64>(2)?;
-    ///     ctx.put(mine, &[ctx.rank() as u64, 100])?;
+    ///     ctx.put(mine, &[ctx.rank() as u64, 100], tessera::Blocking)?;
     ///     let mut all = vec![0u64; if ctx.rank() == 0 { 6 } else { 0 }];
     ///     world.gather_from(0, &world.symmetric(mine), &mut all)?;
     ///     if ctx.rank() == 0 {
@@ -576,7 +577,7 @@ impl<'a> Team<'a> {
                 blocks.rotate_left((me + 1) % n);
                 let handles = blocks
                     .into_iter()
-                    .map(|(i, block)| self.ctx.get_nb(srcs[i], block))
+                    .map(|(i, block)| self.ctx.get(srcs[i], block, Nonblocking))
                     .collect::<Result<Vec<_>>>()?;
                 handles.into_iter().try_for_each(|h| h.wait())
             },
@@ -619,7 +620,7 @@ impl<'a> Team<'a> {
             // Start with the next member so that members do not all write to the same one.
             for s in 0..n {
                 let j = (me + s) % n;
-                self.ctx.put(dsts[j].add(me * len), block(j))?;
+                self.ctx.put(dsts[j].add(me * len), block(j), Blocking)?;
             }
             Ok(())
         };
@@ -645,7 +646,7 @@ impl<'a> Team<'a> {
         ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
         ///     if ctx.rank() == 0 {
         ///         let mut got = [0u32; 3];
-        ///         ctx.get(buf, &mut got)?;
+        ///         ctx.get(buf, &mut got, tessera::Blocking)?;
         ///         assert_eq!(got, [10, 11, 12]);
         ///     }
         ///     Ok(())
@@ -664,7 +665,7 @@ impl<'a> Team<'a> {
         self.check_root(root)?;
         self.check_destination("gather_to", root, dst)?;
         let (n, me) = (self.size(), self.me);
-        let put = || self.ctx.put(dst.add(me * src.len()), src);
+        let put = || self.ctx.put(dst.add(me * src.len()), src, Blocking);
         if nb {
             return self.start_single(
                 std::iter::once(root).filter(|_| me != root),
@@ -710,7 +711,7 @@ impl<'a> Team<'a> {
                 // Starting with the next member, as the flat form does.
                 for s in 0..n {
                     let i = (root + 1 + s) % n;
-                    self.ctx.put(dsts[i], block(i))?;
+                    self.ctx.put(dsts[i], block(i), Blocking)?;
                 }
             }
             Ok(())

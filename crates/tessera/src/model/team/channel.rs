@@ -55,7 +55,7 @@ use crate::core::stats::{ScopeGuard, Traffic};
 use crate::error::CoreError;
 use crate::protocol::mailbox;
 use crate::protocol::split::{self, ReceiverStep};
-use crate::{Context, GlobalPtr, Result};
+use crate::{Blocking, Context, GlobalPtr, Result};
 
 /// Bytes of a message header (flag, padding, signature, length: one cache line).
 const HEADER: usize = mailbox::HEADER as usize;
@@ -534,6 +534,7 @@ impl Channel {
         ctx.get(
             self.offer_word(to, me, offer.at, OFFER_DESTINATION),
             &mut posted,
+            Blocking,
         )?;
         let [pid, addr, head] = posted;
         let head = (head as usize).min(data.len());
@@ -684,27 +685,27 @@ impl Channel {
         };
         if ctx.is_addressable(ring) {
             if clear_next {
-                ctx.put_value(next_flag, 0)?;
+                ctx.put(next_flag, &[0], Blocking)?;
             }
             if chunk.len() <= mailbox::INLINE {
                 if !chunk.is_empty() {
-                    ctx.put(header_at.add(mailbox::INLINE_AT), chunk)?;
+                    ctx.put(header_at.add(mailbox::INLINE_AT), chunk, Blocking)?;
                 }
             } else {
                 let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
                 let (head, tail) = chunk.split_at(data[0].1);
-                ctx.put(ring.add(data[0].0), head)?;
+                ctx.put(ring.add(data[0].0), head, Blocking)?;
                 if !tail.is_empty() {
-                    ctx.put(ring.add(data[1].0), tail)?;
+                    ctx.put(ring.add(data[1].0), tail, Blocking)?;
                 }
             }
             let words = header_at.add(SIGNATURE_AT).cast::<u64>();
             // `--cfg tessera_no_signatures` builds the channel without signatures, only to
             // measure what they cost (docs/PERFORMANCE.md); the length alone then moves.
             #[cfg(tessera_no_signatures)]
-            ctx.put_value(words.add(1), header[1])?;
+            ctx.put(words.add(1), &[header[1]], Blocking)?;
             #[cfg(not(tessera_no_signatures))]
-            ctx.put_value(words.cast::<[u64; 2]>(), header)?;
+            ctx.put(words.cast::<[u64; 2]>(), &[header], Blocking)?;
             ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
             // Signature, length, data, padding and the cleared next flag are adjacent in the
@@ -785,7 +786,11 @@ impl Channel {
         #[cfg(not(tessera_no_signatures))]
         let [theirs, len] = {
             let mut header = [0u64; 2];
-            ctx.get(header_at.add(SIGNATURE_AT).cast::<u64>(), &mut header)?;
+            ctx.get(
+                header_at.add(SIGNATURE_AT).cast::<u64>(),
+                &mut header,
+                Blocking,
+            )?;
             header
         };
         let (len, direct) = ((len & !DIRECT) as usize, len & DIRECT != 0);
@@ -830,13 +835,13 @@ impl Channel {
         // longer so).
         if len <= mailbox::INLINE {
             // Inside the header line, which never crosses the ring's end.
-            ctx.get(header_at.add(mailbox::INLINE_AT), wire)?;
+            ctx.get(header_at.add(mailbox::INLINE_AT), wire, Blocking)?;
         } else {
             let data = mailbox::pieces(position + HEADER as u64, wire.len(), ring_len);
             let (head, tail) = wire.split_at_mut(data[0].1);
-            ctx.get(ring.add(data[0].0), head)?;
+            ctx.get(ring.add(data[0].0), head, Blocking)?;
             if !tail.is_empty() {
-                ctx.get(ring.add(data[1].0), tail)?;
+                ctx.get(ring.add(data[1].0), tail, Blocking)?;
             }
         }
         // A direct read's message takes the sequence numbers of its chunks.
@@ -923,7 +928,11 @@ impl Channel {
                 ReceiverStep::Post => {
                     head = split::head_for(found, bytes);
                     let words = self.offer_word(me, from, position, OFFER_DESTINATION);
-                    ctx.put(words, &[destination.pid, destination.addr, head as u64])?;
+                    ctx.put(
+                        words,
+                        &[destination.pid, destination.addr, head as u64],
+                        Blocking,
+                    )?;
                     ctx.atomic_store(state, split::POSTED)?;
                     posted_now = true;
                     if head == 0 {

@@ -606,7 +606,7 @@ impl<'a> Team<'a> {
     ///     loose.allgather_to(&[ctx.rank() as u64], &world.symmetric(buf))?;
     ///     world.barrier()?;
     ///     let mut got = [9u64; 2];
-    ///     ctx.get(buf, &mut got)?;
+    ///     ctx.get(buf, &mut got, tessera::Blocking)?;
     ///     assert_eq!(got, [0, 1]);
     ///     Ok(())
     /// }).unwrap();

@@ -158,7 +158,7 @@ pub(super) fn wait_done(ctx: &Context, mut test: impl FnMut() -> Result<bool>) -
 ///     b.wait()?;
 ///     a.wait()?;
 ///     let mut got = [0u64; 4];
-///     ctx.get(buf, &mut got)?;
+///     ctx.get(buf, &mut got, tessera::Blocking)?;
 ///     assert_eq!(got, [1, 2, 3, 4]);
 ///     world.barrier()?;
 ///     Ok(())

@@ -66,7 +66,7 @@ use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
 use crate::model::ops::Combine;
 use crate::protocol::rendezvous;
-use crate::{Context, Result};
+use crate::{Blocking, Context, Result};
 
 /// Which of a schedule's buffers a range refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -865,8 +865,8 @@ fn stage<'s>(
             // A flag word per possible reader, then the data (whole words).
             let capacity = channel.max_members();
             let at = ctx.alloc_local::<u64>(capacity + data.len().div_ceil(8))?;
-            ctx.put(at, &vec![0u64; capacity])?;
-            ctx.put(at.add(capacity).cast::<u8>(), data)?;
+            ctx.put(at, &vec![0u64; capacity], Blocking)?;
+            ctx.put(at.add(capacity).cast::<u8>(), data, Blocking)?;
             staged.push(Staged {
                 round,
                 place: place.clone(),
@@ -910,7 +910,7 @@ fn fetch(
             .into())
         }
     }
-    ctx.get(descriptor.data, data)?;
+    ctx.get(descriptor.data, data, Blocking)?;
     ctx.signal_store(None, descriptor.flag, rendezvous::READ)?;
     m.moved = 1;
     Ok(())
