@@ -96,7 +96,7 @@ fn main() {
         let me = ctx.rank();
         ctx.barrier()?;
         if let Some(dir) = &o.pid_dir {
-            let job = std::env::var("TESSERA_JOB_ID").unwrap_or_default();
+            let job = tessera::config::text("TESSERA_JOB_ID").unwrap_or_default();
             std::fs::write(
                 dir.join(format!("rank-{me}")),
                 format!("{} {job}", std::process::id()),

@@ -239,7 +239,7 @@ mod with_apps {
         }
         let mut launch = result.guard(job.launch_self(&rank_args)?);
         // Three matrices and the panels, with room to spare, unless the user chose.
-        if launch.segment.is_none() && tessera::job::env::raw("TESSERA_SEGMENT").is_none() {
+        if launch.segment.is_none() && tessera::config::raw("TESSERA_SEGMENT").is_none() {
             let ranks = job.ranks() as usize;
             // `plan` bounded 3·N²·8 by isize::MAX, so 4·N²·8 fits in 128 bits and the
             // share of one rank in usize after the division by at least one rank.

@@ -1,14 +1,14 @@
 //! `tessera config`: every setting Tessera reads, the value in force and where it came
 //! from (the environment, the default, or the launcher), each value checked as a job
 //! would check it. `--markdown` prints the README's table of every variable, generated
-//! from the same table (`tessera::job::env::VARIABLES`).
+//! from the same table (`tessera::config::VARIABLES`).
 //!
 //! This module must never change a setting or start a rank: it reads and prints.
 
 use std::process::ExitCode;
 
 use serde::Serialize;
-use tessera::job::env;
+use tessera::config;
 use tessera::model::team::calibration;
 use tessera::model::tuning;
 
@@ -55,15 +55,15 @@ struct Row<'a> {
 /// configuration before it starts a job.
 pub(crate) fn drive(json: bool, markdown: bool) -> Result<ExitCode, String> {
     if markdown {
-        print!("{}", env::markdown_table());
+        print!("{}", config::markdown_table());
         return Ok(ExitCode::SUCCESS);
     }
-    let settings = env::settings();
+    let settings = config::settings();
     let mut problems: Vec<String> = settings.iter().filter_map(|s| s.problem.clone()).collect();
     // Names no table knows, then what only the team layer checks (the tuning table, the
     // forced algorithms): each refusal once.
     for extra in [
-        env::check_names().err().map(|e| e.to_string()),
+        config::check_names().err().map(|e| e.to_string()),
         tessera::check_settings().err().map(|e| e.to_string()),
     ]
     .into_iter()

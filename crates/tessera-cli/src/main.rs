@@ -78,7 +78,7 @@ pub struct JobArgs {
 
 /// `--timeout`: a positive, finite number of seconds (the same rule as every duration).
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    tessera::job::env::parse_seconds(text).map_err(|e| e.message)
+    tessera::config::parse_seconds(text).map_err(|e| e.message)
 }
 
 /// A private place for a rank to leave its result for the command to read: a fresh
@@ -276,7 +276,7 @@ impl Command {
         self.job()?
             .stats
             .clone()
-            .or_else(|| tessera::job::env::raw("TESSERA_STATS").map(PathBuf::from))
+            .or_else(|| tessera::config::raw("TESSERA_STATS").map(PathBuf::from))
     }
 
     /// How this command starts jobs, if it does.
@@ -542,7 +542,7 @@ fn mistyped_option(program: &std::ffi::OsStr, options: &[&str]) -> Result<(), St
     let name = text.split('=').next().unwrap_or(text);
     let closest = options
         .iter()
-        .map(|o| (tessera::job::env::edit_distance(name, o), *o))
+        .map(|o| (tessera::config::edit_distance(name, o), *o))
         .min()
         .filter(|&(d, _)| d <= 3)
         .map(|(_, o)| format!("; did you mean {o}?"))

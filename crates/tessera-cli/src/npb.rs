@@ -254,13 +254,13 @@ fn run_kernel(
         &file.to_string_lossy(),
     ])?);
     // Size the segment for the kernel unless the user chose one.
-    if launch.segment.is_none() && tessera::job::env::raw("TESSERA_SEGMENT").is_none() {
+    if launch.segment.is_none() && tessera::config::raw("TESSERA_SEGMENT").is_none() {
         let bytes = segment_for(k, class, job.ranks() as usize);
         launch.segment = Some(format!("{}M", bytes >> 20));
     }
     // No kernel waits long in a correct run, so a wait that does is a bug: fail naming
     // it instead of hanging (TESSERA_WAIT_TIMEOUT in the environment overrides this).
-    if tessera::job::env::raw("TESSERA_WAIT_TIMEOUT").is_none() {
+    if tessera::config::raw("TESSERA_WAIT_TIMEOUT").is_none() {
         launch
             .env
             .push(("TESSERA_WAIT_TIMEOUT".into(), wait_timeout_s(class).into()));

@@ -93,13 +93,14 @@ pub(crate) fn oshrun_segment(job: &mut JobArgs) -> Result<(), String> {
         return Ok(());
     }
     for var in ["SHMEM_SYMMETRIC_SIZE", "SMA_SYMMETRIC_SIZE"] {
-        let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+        let Some(value) = tessera::config::raw(var) else {
             continue;
         };
         let value = value
             .into_string()
             .map_err(|v| format!("{var}={v:?}: not valid UTF-8 text; give a size such as 512M"))?;
-        let heap = tessera::job::parse_size(&value).map_err(|e| format!("{var}={value:?}: {e}"))?;
+        let heap =
+            tessera::config::parse_size(&value).map_err(|e| format!("{var}={value:?}: {e}"))?;
         let bytes = heap
             .checked_add(SEGMENT_EXTRA)
             .ok_or_else(|| format!("{var}={value:?}: too large"))?;

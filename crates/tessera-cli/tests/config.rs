@@ -10,7 +10,7 @@ use std::process::Command;
 fn config(args: &[&str], vars: &[(&str, &str)]) -> common::Finished {
     let mut cmd: Command = common::tessera();
     cmd.arg("config").args(args);
-    for (name, _) in std::env::vars_os() {
+    for name in tessera::config::names_set() {
         if name.to_string_lossy().starts_with("TESSERA_") {
             cmd.env_remove(name);
         }
@@ -30,7 +30,7 @@ fn line<'a>(out: &'a str, name: &str) -> &'a str {
 fn every_setting_shows_its_value_and_where_it_came_from() {
     let f = config(&[], &[]);
     assert!(f.status.success(), "{}", f.stderr);
-    for var in tessera::job::env::VARIABLES {
+    for var in tessera::config::VARIABLES {
         line(&f.stdout, var.name);
     }
     assert!(line(&f.stdout, "TESSERA_SEGMENT").ends_with("2G  (default)"));
@@ -90,7 +90,7 @@ fn json_for_scripts_and_markdown_for_the_readme() {
     assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
     let doc: serde_json::Value = serde_json::from_str(&f.stdout).unwrap();
     let rows = doc["settings"].as_array().unwrap();
-    assert_eq!(rows.len(), tessera::job::env::VARIABLES.len());
+    assert_eq!(rows.len(), tessera::config::VARIABLES.len());
     let boot = rows
         .iter()
         .find(|r| r["name"] == "TESSERA_BOOT_TIMEOUT")
@@ -102,7 +102,7 @@ fn json_for_scripts_and_markdown_for_the_readme() {
 
     let f = config(&["--markdown"], &[]);
     assert!(f.status.success());
-    assert_eq!(f.stdout, tessera::job::env::markdown_table());
+    assert_eq!(f.stdout, tessera::config::markdown_table());
 }
 
 #[test]

@@ -91,12 +91,10 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn jobs_killed_at_random_moments_end_cleanly() {
-    let jobs: usize = std::env::var("SOAK_JOBS")
-        .ok()
+    let jobs: usize = tessera::config::text("SOAK_JOBS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let seed = std::env::var("SOAK_SEED")
-        .ok()
+    let seed = tessera::config::text("SOAK_SEED")
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| {
             std::time::SystemTime::now()

@@ -369,7 +369,7 @@ static RESIDENT_SHARE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 fn progress_after() -> Result<f64, NpbError> {
     const DEFAULT: f64 = 30.0;
     const VARIABLE: &str = "TESSERA_NPB_PROGRESS";
-    tessera::job::env::seconds_or_zero(VARIABLE)
+    tessera::config::seconds_or_zero(VARIABLE)
         .map(|s| s.unwrap_or(DEFAULT))
         .map_err(|e| NpbError::Setting {
             variable: VARIABLE,
@@ -384,7 +384,7 @@ fn progress_after() -> Result<f64, NpbError> {
 /// tessera_npb::check_settings().unwrap();
 /// ```
 pub fn check_settings() -> Result<(), NpbError> {
-    simd::Level::choose(tessera::job::env::text(simd::ENV).as_deref())?;
+    simd::Level::choose(tessera::config::text(simd::ENV).as_deref())?;
     mg::fused_bytes()?;
     progress_after().map(|_| ())
 }

@@ -195,7 +195,7 @@ pub(crate) const FUSED_ENV: &str = "TESSERA_MG_FUSED";
 
 pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
     const DEFAULT: usize = 6 << 20;
-    match tessera::job::env::text(FUSED_ENV) {
+    match tessera::config::text(FUSED_ENV) {
         None => Ok(DEFAULT),
         Some(v) => v.parse().map_err(|_| NpbError::Setting {
             variable: FUSED_ENV,

@@ -68,7 +68,7 @@ pub struct Outcome {
     /// ranks (from the job's communication statistics; filled in by the `tessera npb`
     /// driver).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub communication: Vec<tessera::job::stats::KindTotals>,
+    pub communication: Vec<tessera::core::report::KindTotals>,
 }
 
 impl fmt::Display for Outcome {

@@ -108,7 +108,7 @@ impl FromStr for Level {
 pub fn level() -> Level {
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| {
-        let requested = tessera::job::env::text(ENV);
+        let requested = tessera::config::text(ENV);
         Level::choose(requested.as_deref()).unwrap_or_else(|_| Level::detect())
     })
 }

@@ -275,7 +275,7 @@ fn init(call: &str, requested: c_int) -> c_int {
 /// defined, so any value counts but an empty one or an explicit no (`0`, `false`, `no`,
 /// `off`).
 fn defined(var: &str) -> bool {
-    tessera::job::env::text(var).is_some_and(|v| tessera::job::env::parse_switch(&v) != Some(false))
+    tessera::config::text(var).is_some_and(|v| tessera::config::parse_switch(&v) != Some(false))
 }
 
 fn print_info(ctx: &Context) {

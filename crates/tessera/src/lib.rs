@@ -34,7 +34,9 @@
 //!   space with ghost exchange, and UPC shared arrays, all built on the core.
 //! - [`conformance`]: the checklist every conduit must pass, runnable on any job.
 
+pub mod board;
 pub mod conduit;
+pub mod config;
 pub mod conformance;
 pub mod core;
 pub mod error;
@@ -52,6 +54,7 @@ pub use crate::core::completion::{
     Strided, StridedMut,
 };
 pub use crate::core::gptr::GlobalPtr;
+pub use crate::core::report::JobStats;
 pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;
 pub use crate::core::stats::{Blocked, Traffic};
@@ -59,7 +62,6 @@ pub use crate::core::sync::{GlobalLock, Semaphore, SignalOp, TicketLock};
 pub use crate::core::wait::{Compare, WaitWord};
 pub use crate::core::{Context, MappedSegments, MappedWords, Wait};
 pub use crate::error::{BadValue, ConduitError, CoreError, Error, JobError};
-pub use crate::job::stats::JobStats;
 pub use crate::job::{spmd, ConduitKind, Job, RankResult, Session};
 pub use crate::model::dense::{numroc, BlockCyclicMatrix, LocalMatrix, MatrixLayout};
 pub use crate::model::domain::{Domain, Point, RectDomain, Side};
@@ -89,7 +91,7 @@ pub struct ReadmeExamples;
 /// tessera::check_settings().unwrap();
 /// ```
 pub fn check_settings() -> Result<()> {
-    job::env::check_user_settings()?;
+    config::check_user_settings()?;
     model::team::check_settings()
 }
 

@@ -161,10 +161,8 @@ fn members_agree_at_two_and_four_ranks() {
 /// processors (trials there time the scheduler); a team split from it follows it.
 #[test]
 fn by_default_teams_tune_online_only_where_ranks_have_processors() {
-    let table = std::env::var_os("HOME")
-        .map(|h| std::path::Path::new(&h).join(".config/tessera/tuning.json"))
-        .is_some_and(|p| p.exists());
-    if table || std::env::var_os("TESSERA_TUNING").is_some() {
+    let table = tessera::model::team::tuning::default_path().is_some_and(|p| p.exists());
+    if table || tessera::config::raw("TESSERA_TUNING").is_some() {
         eprintln!("skipped: a tuning table or TESSERA_TUNING is in force here");
         return;
     }

@@ -14,7 +14,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tessera::job::stats::RankStats;
+use tessera::core::report::RankStats;
 use tessera::{Algorithm, Collective, Job, Op, Team, Traffic};
 
 /// Messages a rank has sent so far: collective messages (puts, signals, headers), long

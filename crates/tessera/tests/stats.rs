@@ -223,11 +223,11 @@ fn statistics_files_merge_by_rank_and_refuse_what_is_not_one() {
     assert_eq!(JobStats::merge(parts.clone()).unwrap(), whole);
     parts.push(parts[0].clone());
     let twice = JobStats::merge(parts).unwrap_err();
-    assert_eq!(twice, tessera::job::stats::StatsError::Duplicate(1));
+    assert_eq!(twice, tessera::core::report::StatsError::Duplicate(1));
     let other = r#"{"format": "other", "ranks": 1, "conduit": "smp", "per_rank": []}"#;
     assert_eq!(
         JobStats::parse(other).unwrap_err(),
-        tessera::job::stats::StatsError::Format {
+        tessera::core::report::StatsError::Format {
             found: "other".into()
         }
     );
@@ -235,7 +235,7 @@ fn statistics_files_merge_by_rank_and_refuse_what_is_not_one() {
     let e = JobStats::read(&file).unwrap_err().to_string();
     assert!(e.contains("is not a statistics file"), "{e}");
     let missing_dir = dir.path().join("nowhere").join("s.json");
-    let e = tessera::job::stats::check_file(&missing_dir)
+    let e = tessera::core::report::check_file(&missing_dir)
         .unwrap_err()
         .to_string();
     assert!(e.contains("does not exist"), "{e}");

@@ -86,7 +86,7 @@ fn read_input(path: &Path) -> Result<Input, String> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
     let name = path.display();
-    if value.get("format").and_then(|f| f.as_str()) == Some(tessera::job::stats::FORMAT) {
+    if value.get("format").and_then(|f| f.as_str()) == Some(tessera::core::report::FORMAT) {
         return tessera::JobStats::parse(&text)
             .map(Input::Stats)
             .map_err(|why| format!("{name} is not a statistics file: {why}"));

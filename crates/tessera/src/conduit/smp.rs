@@ -41,8 +41,8 @@ use nix::sys::stat::Mode;
 
 use super::shm::{header, AlignedMap, KeepAlive, RegionLayout, ShmConduit, MAGIC};
 use super::ConduitKind;
+use crate::board::JobFile;
 use crate::error::JobError;
-use crate::job::board::JobFile;
 
 /// Where named objects live (the POSIX shared-memory file system).
 pub const SHM_DIR: &str = "/dev/shm";

@@ -359,7 +359,7 @@ impl Context {
         let end = self.barrier_is_end_of_job();
         self.wait_until(
             if end {
-                crate::job::board::END_OF_JOB_WAIT
+                crate::board::END_OF_JOB_WAIT
             } else {
                 "a barrier"
             },

@@ -29,7 +29,6 @@
 //! This layer must never assume shared memory: every access to a peer goes through
 //! `Context::target`, which falls back to the conduit when a peer is not mapped.
 
-use crate::Blocking;
 pub mod alloc;
 pub mod am;
 pub mod atomic;
@@ -39,6 +38,7 @@ pub(crate) mod direct;
 pub mod gptr;
 pub mod mapped;
 pub(crate) mod native;
+pub mod report;
 pub mod rma;
 pub mod rpc;
 pub mod stats;
@@ -53,10 +53,10 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
+use crate::board;
 use crate::conduit::{Conduit, ConduitKind};
 use crate::error::{CoreError, Error};
-use crate::job::board;
-use crate::Result;
+use crate::{Blocking, Result};
 use alloc::{Arena, SegmentHeap};
 pub use gptr::GlobalPtr;
 use mapped::SegmentMap;
@@ -86,7 +86,7 @@ pub(crate) struct Options {
     /// The job's status board, where long waits are published.
     pub board: Option<Arc<board::Board>>,
     /// Where the rank's communication statistics go, when they are on.
-    pub stats: Option<crate::job::stats::Sink>,
+    pub stats: Option<crate::core::report::Sink>,
 }
 
 impl std::fmt::Debug for Options {

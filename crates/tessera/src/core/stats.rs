@@ -18,7 +18,7 @@
 //! counters (`SharedCounts`) that a snapshot adds in.
 //!
 //! This module must never communicate or block: it only counts. Writing and merging the
-//! counts is the job layer's (`job::stats`).
+//! counts is the job layer's (`core::report`).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -28,7 +28,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::Context;
-use crate::job::stats::{BlockedTime, CollectiveCalls, PairTraffic, RankStats, SizeHistogram};
+use crate::core::report::{BlockedTime, CollectiveCalls, PairTraffic, RankStats, SizeHistogram};
 
 /// What a counted operation was, for the per-peer table. Bytes and operations are counted
 /// at the rank that started the operation (the *origin*); the peer is its *target*. For
@@ -175,9 +175,7 @@ impl Blocked {
             "team messages" | "a nonblocking collective" | "a native (MPI) collective" => {
                 Blocked::Collective
             }
-            _ if what == crate::job::board::END_OF_JOB_WAIT || what == "a barrier" => {
-                Blocked::Barrier
-            }
+            _ if what == crate::board::END_OF_JOB_WAIT || what == "a barrier" => Blocked::Barrier,
             _ => Blocked::Other,
         }
     }
@@ -694,7 +692,7 @@ mod tests {
         assert_eq!(Blocked::of_wait("a semaphore"), Blocked::SignalWait);
         assert_eq!(Blocked::of_wait("a barrier"), Blocked::Barrier);
         assert_eq!(
-            Blocked::of_wait(crate::job::board::END_OF_JOB_WAIT),
+            Blocked::of_wait(crate::board::END_OF_JOB_WAIT),
             Blocked::Barrier
         );
         assert_eq!(Blocked::of_wait("a lock"), Blocked::Lock);

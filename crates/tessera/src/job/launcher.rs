@@ -45,9 +45,11 @@ use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, 
 use nix::unistd::Pid;
 
 use super::board::{self, Board, JobFile, RankState};
-use super::{env, stats, ConduitKind};
+use super::ConduitKind;
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 use crate::conduit::smp;
+use crate::config;
+use crate::core::report as stats;
 use crate::error::JobError;
 
 /// How long ranks get to exit after SIGTERM before SIGKILL.
@@ -117,7 +119,7 @@ impl Launch {
     fn env_value(&self, var: &str) -> Option<String> {
         match self.env.iter().rev().find(|(k, _)| k == var) {
             Some((_, v)) => Some(v.to_string_lossy().into_owned()).filter(|v| !v.is_empty()),
-            None => env::text(var),
+            None => config::text(var),
         }
     }
 }
@@ -310,11 +312,11 @@ impl MpiLauncher {
             .iter()
             .find(|(k, _)| k == "TESSERA_LAUNCHER")
             .map(|(_, v)| v.to_string_lossy().into_owned())
-            .or_else(|| env::text("TESSERA_LAUNCHER"));
+            .or_else(|| config::text("TESSERA_LAUNCHER"));
         match named.as_deref() {
             Some("srun") => MpiLauncher::Srun,
             Some(_) => MpiLauncher::Mpirun,
-            None if std::env::var_os("SLURM_JOB_ID").is_some() => MpiLauncher::Srun,
+            None if config::raw("SLURM_JOB_ID").is_some() => MpiLauncher::Srun,
             None => MpiLauncher::Mpirun,
         }
     }
@@ -336,13 +338,13 @@ fn program_command(spec: &Launch) -> Command {
         let mut cmd = Command::new("srun");
         cmd.arg("-n").arg(spec.ranks.to_string());
         cmd.args(["--overcommit", "--mpi=pmix", "--kill-on-bad-exit=1"]);
-        if let Some(extra) = env::text("TESSERA_MPIRUN_ARGS") {
+        if let Some(extra) = config::text("TESSERA_MPIRUN_ARGS") {
             cmd.args(extra.split_whitespace());
         }
         cmd.arg(&spec.program).args(&spec.args);
         return cmd;
     }
-    let mpirun = env::raw("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
+    let mpirun = config::raw("TESSERA_MPIRUN").unwrap_or_else(|| "mpirun".into());
     let open_mpi = Command::new(&mpirun)
         .arg("--version")
         .output()
@@ -357,7 +359,7 @@ fn program_command(spec: &Launch) -> Command {
         // Open MPI 4.1 picks its shared-memory one-sided component for a one-process
         // communicator, and that component cannot create a window over existing memory
         // (MPI_Win_create fails with MPI_ERR_WIN); leave it out unless the user chose.
-        if spec.ranks == 1 && std::env::var_os("OMPI_MCA_osc").is_none() {
+        if spec.ranks == 1 && config::raw("OMPI_MCA_osc").is_none() {
             cmd.args(["--mca", "osc", "^sm"]);
         }
         let mut vars: Vec<OsString> = vec!["TESSERA_CONDUIT".into(), "TESSERA_JOB_ID".into()];
@@ -365,11 +367,7 @@ fn program_command(spec: &Launch) -> Command {
             vars.push("TESSERA_SEGMENT".into());
         }
         vars.extend(spec.env.iter().map(|(k, _)| k.clone()));
-        vars.extend(
-            std::env::vars_os()
-                .map(|(k, _)| k)
-                .filter(|k| k.to_string_lossy().starts_with("TESSERA_")),
-        );
+        vars.extend(config::names_set().filter(|k| k.to_string_lossy().starts_with("TESSERA_")));
         vars.sort();
         vars.dedup();
         vars.retain(|v| v != "TESSERA_JOB_FD");
@@ -377,7 +375,7 @@ fn program_command(spec: &Launch) -> Command {
             cmd.arg("-x").arg(var);
         }
     }
-    if let Some(extra) = env::text("TESSERA_MPIRUN_ARGS") {
+    if let Some(extra) = config::text("TESSERA_MPIRUN_ARGS") {
         cmd.args(extra.split_whitespace());
     }
     cmd.arg(&spec.program).args(&spec.args);
@@ -471,7 +469,7 @@ fn signal_all(ranks: &[Rank], signal: Signal) {
 /// smp's regions unless named objects were asked for.
 fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
     let shm_names = match spec.env_value("TESSERA_SHM_NAMES") {
-        Some(v) => env::parse_switch(&v).ok_or_else(|| JobError::BadEnv {
+        Some(v) => config::parse_switch(&v).ok_or_else(|| JobError::BadEnv {
             var: "TESSERA_SHM_NAMES",
             value: v,
             why: "a switch takes 1/0, true/false, yes/no or on/off".into(),
@@ -488,19 +486,19 @@ fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
                 .clone()
                 .or_else(|| spec.env_value("TESSERA_SEGMENT"))
             {
-                Some(text) => super::parse_size(&text)?,
+                Some(text) => config::parse_size(&text)?,
                 None => super::DEFAULT_SEGMENT,
             };
             let queue = match spec.env_value("TESSERA_AM_QUEUE") {
-                Some(text) => super::parse_size(&text)
+                Some(text) => config::parse_size(&text)
                     .ok()
-                    .filter(|&q| q <= env::MAX_AM_QUEUE)
+                    .filter(|&q| q <= config::MAX_AM_QUEUE)
                     .ok_or_else(|| JobError::BadEnv {
                         var: "TESSERA_AM_QUEUE",
                         value: text,
                         why: format!(
                             "a size of at most {} MiB, e.g. 64K",
-                            env::MAX_AM_QUEUE >> 20
+                            config::MAX_AM_QUEUE >> 20
                         ),
                     })?,
                 None => default_ring_capacity(spec.ranks),
@@ -683,9 +681,9 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
         ));
     }
     if let Some(segment) = &spec.segment {
-        super::parse_size(segment)?;
+        config::parse_size(segment)?;
     }
-    env::check_user_settings()?;
+    config::check_user_settings()?;
     install_signal_handlers();
     become_subreaper();
     let job_id = smp::new_job_id()?;

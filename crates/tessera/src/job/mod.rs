@@ -2,12 +2,12 @@
 //!
 //! ## Environment contract
 //! `tessera run` (see [`launcher`]) starts ranks with the variables below; a program that
-//! finds none of them runs as a single rank. Every variable is read by [`mod@env`], which
+//! finds none of them runs as a single rank. Every variable is read by [`crate::config`], which
 //! applies one parser per kind (sizes, seconds, switches) and never panics on a value;
 //! empty means unset.
 //!
 //! Every variable, with its kind, default and meaning, is one entry of
-//! [`env::VARIABLES`]; `tessera config` prints each with the value in force and where it
+//! [`config::VARIABLES`]; `tessera config` prints each with the value in force and where it
 //! came from, and `tessera config --markdown` the README's table of them. `TESSERA_SEGMENT`
 //! defaults to [`DEFAULT_SEGMENT`] and `TESSERA_WAIT_TIMEOUT` under `tessera run` to
 //! [`launcher::DEFAULT_WAIT_TIMEOUT_S`] seconds; the launcher sets `TESSERA_CONDUIT`,
@@ -27,12 +27,9 @@
 //! This layer must never do communication itself; it builds conduits and contexts and
 //! reports how ranks ended.
 
-pub mod board;
-pub mod env;
 mod keeper;
 pub mod launcher;
 mod session;
-pub mod stats;
 pub mod status;
 
 pub use session::Session;
@@ -41,7 +38,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use board::{Board, JobFile, RankState};
+use crate::board::{self, Board, JobFile, RankState};
+use crate::config;
+use crate::core::report as stats;
 
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 pub use crate::conduit::ConduitKind;
@@ -93,45 +92,6 @@ pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib << 10)
-}
-
-/// Parse a size such as `4096`, `64K`, `512M`, `2G` or `1T` (binary multiples).
-///
-/// ```
-/// assert_eq!(tessera::job::parse_size("512M").unwrap(), 512 << 20);
-/// assert!(tessera::job::parse_size("lots").is_err());
-/// ```
-pub fn parse_size(text: &str) -> Result<usize, JobError> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(JobError::BadSize(text.into())),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: usize = digits
-        .trim()
-        .parse()
-        .map_err(|_| JobError::BadSize(text.into()))?;
-    if n == 0 {
-        return Err(JobError::SizeOutOfRange {
-            text: text.into(),
-            why: "too small: a size must be positive (e.g. 64M)",
-        });
-    }
-    n.checked_shl(shift)
-        .filter(|v| v >> shift == n)
-        .ok_or_else(|| JobError::SizeOutOfRange {
-            text: text.into(),
-            why: "too large for this machine's addresses",
-        })
 }
 
 /// Under `threads` with a launcher: how long ranks get to stop after one failed before the
@@ -213,19 +173,19 @@ impl Job {
     /// the process was started directly.
     pub fn from_env() -> Result<Job, JobError> {
         let mut job = Job::threads(1);
-        if let Some(segment) = env::size("TESSERA_SEGMENT")? {
+        if let Some(segment) = config::size("TESSERA_SEGMENT")? {
             job.segment = segment;
         }
-        job.am_queue = env::am_queue()?;
-        job.options.wait_timeout = match env::limit("TESSERA_WAIT_TIMEOUT")? {
-            Some(env::Limit::After(limit)) => Some(limit),
-            Some(env::Limit::Off) | None => None,
+        job.am_queue = config::am_queue()?;
+        job.options.wait_timeout = match config::limit("TESSERA_WAIT_TIMEOUT")? {
+            Some(config::Limit::After(limit)) => Some(limit),
+            Some(config::Limit::Off) | None => None,
         };
-        job.options.checked = env::switch("TESSERA_CHECK")?.unwrap_or(false);
+        job.options.checked = config::switch("TESSERA_CHECK")?.unwrap_or(false);
         job.options.stats = stats_sink()?;
-        job.hide_peers = env::switch("TESSERA_HIDE_PEERS")?.unwrap_or(false);
-        let ranks = env::number::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
-        let conduit = match env::text("TESSERA_CONDUIT") {
+        job.hide_peers = config::switch("TESSERA_HIDE_PEERS")?.unwrap_or(false);
+        let ranks = config::number::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
+        let conduit = match config::text("TESSERA_CONDUIT") {
             Some(v) => v.parse::<ConduitKind>().map_err(|why| JobError::BadEnv {
                 var: "TESSERA_CONDUIT",
                 value: v,
@@ -238,7 +198,7 @@ impl Job {
         if conduit == ConduitKind::Mpi {
             // MPI decides the ranks; the launcher's count is only a hint for the layout.
             job.ranks = launcher_ranks().unwrap_or(1);
-            job.mpi_bypass = env::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true);
+            job.mpi_bypass = config::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true);
         }
         job.conduit = conduit;
         if let Some(ranks) = ranks {
@@ -251,10 +211,10 @@ impl Job {
             }
             job.ranks = ranks;
         }
-        job.boot_timeout = env::seconds("TESSERA_BOOT_TIMEOUT")?.unwrap_or(DEFAULT_BOOT_TIMEOUT);
-        job.shm_names = env::switch("TESSERA_SHM_NAMES")?.unwrap_or(false);
+        job.boot_timeout = config::seconds("TESSERA_BOOT_TIMEOUT")?.unwrap_or(DEFAULT_BOOT_TIMEOUT);
+        job.shm_names = config::switch("TESSERA_SHM_NAMES")?.unwrap_or(false);
         if conduit != ConduitKind::Mpi {
-            if let Some(fd) = env::number::<i32>("TESSERA_JOB_FD", "a descriptor number")? {
+            if let Some(fd) = config::number::<i32>("TESSERA_JOB_FD", "a descriptor number")? {
                 job.job_file = Some(Arc::new(JobFile::open(fd, job.ranks)?));
             }
         }
@@ -266,9 +226,9 @@ impl Job {
                 why: "required for the smp conduit; start smp jobs with `tessera run -n N -- PROGRAM`".into(),
             }
             };
-            let rank = env::number::<usize>("TESSERA_RANK", "a rank number")?
+            let rank = config::number::<usize>("TESSERA_RANK", "a rank number")?
                 .ok_or_else(|| missing("TESSERA_RANK"))?;
-            let job_id = env::text("TESSERA_JOB_ID").ok_or_else(|| missing("TESSERA_JOB_ID"))?;
+            let job_id = config::text("TESSERA_JOB_ID").ok_or_else(|| missing("TESSERA_JOB_ID"))?;
             if rank >= job.ranks {
                 return Err(JobError::BadEnv {
                     var: "TESSERA_RANK",
@@ -420,7 +380,7 @@ impl Job {
     #[cfg(feature = "mpi")]
     fn attach_mpi(&self) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
         let bypass = self.mpi_bypass && !self.hide_peers;
-        let progress = env::number::<u64>(
+        let progress = config::number::<u64>(
             "TESSERA_MPI_PROGRESS",
             "microseconds between progress polls, or 0 for no progress thread",
         )?
@@ -574,10 +534,10 @@ pub(crate) fn stats_parts(ctx: &Context) -> Result<Vec<stats::RankStats>, String
 /// Where this process's ranks send their statistics, from the environment: the
 /// launcher's directory (`TESSERA_STATS_DIR`), else `TESSERA_STATS`'s file.
 fn stats_sink() -> Result<Option<stats::Sink>, JobError> {
-    if let Some(dir) = env::raw(stats::DIR_VARIABLE) {
+    if let Some(dir) = config::raw(stats::DIR_VARIABLE) {
         return Ok(Some(stats::Sink::Dir(dir.into())));
     }
-    match env::raw("TESSERA_STATS") {
+    match config::raw("TESSERA_STATS") {
         None => Ok(None),
         Some(file) => {
             let file = std::path::PathBuf::from(file);

@@ -75,14 +75,14 @@ pub(crate) fn started_by_mpirun() -> bool {
         "MPI_LOCALNRANKS",
     ]
     .iter()
-    .any(|v| std::env::var_os(v).is_some())
+    .any(|v| crate::config::raw(v).is_some())
 }
 
 /// Ranks in the job according to the launcher's variables, if it set them.
 pub(crate) fn launcher_ranks() -> Option<usize> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
         .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .find_map(|v| crate::config::text(v)?.parse().ok())
 }
 
 /// The conduit of one rank.
@@ -182,7 +182,7 @@ impl MpiConduit {
         // (so that it can remove what ranks killed during start-up leave), else random.
         let mut id = [0u8; 32];
         if rank == 0 {
-            let launcher_id = crate::job::env::text("TESSERA_JOB_ID")
+            let launcher_id = crate::config::text("TESSERA_JOB_ID")
                 .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
             let own = match launcher_id {
                 Some(id) => id,

@@ -72,7 +72,7 @@ impl Calibration {
             ))
             .into()
         };
-        let text = crate::job::env::read_settings_file(path).map_err(|e| fail(e.message))?;
+        let text = crate::config::read_settings_file(path).map_err(|e| fail(e.message))?;
         let cal: Calibration = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
         for e in &cal.entries {
             e.params
@@ -113,7 +113,7 @@ pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
     static LOADED: OnceLock<std::result::Result<Option<Calibration>, String>> = OnceLock::new();
     let loaded = LOADED.get_or_init(|| {
         let load = |path: &Path| Calibration::load(path).map_err(|e| e.to_string());
-        match crate::job::env::raw("TESSERA_CALIBRATION") {
+        match crate::config::raw("TESSERA_CALIBRATION") {
             Some(v) if v == "none" => Ok(None),
             Some(v) => load(Path::new(&v)).map(Some),
             None => default_path()

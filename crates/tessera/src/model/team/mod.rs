@@ -292,7 +292,7 @@ impl<'a> Team<'a> {
         if n == 1 {
             return Ok(false);
         }
-        let wanted = crate::job::env::switch("TESSERA_DIRECT")?.unwrap_or(true);
+        let wanted = crate::config::switch("TESSERA_DIRECT")?.unwrap_or(true);
         // Each member's word holds a value of its own, so a read of the wrong place fails.
         let value = |member: usize| 0x5445_5353_4552_4100 ^ member as u64;
         let probe = crate::core::direct::Probe::new(value(self.me));
@@ -333,7 +333,7 @@ impl<'a> Team<'a> {
         // soon pays more than the split saved, unless the message is too large for its
         // cache to keep anyway (protocol::split): by default from 1 MiB; asked for, from
         // 32 KiB; off, never.
-        let split = match crate::job::env::switch("TESSERA_DIRECT_SPLIT")? {
+        let split = match crate::config::switch("TESSERA_DIRECT_SPLIT")? {
             Some(true) => Some(crate::protocol::split::SPLIT_FROM),
             Some(false) => None,
             None => Some(crate::protocol::split::DEFAULT_SPLIT_FROM),

@@ -567,24 +567,18 @@ pub(super) type Forced = [Option<Algorithm>; Collective::ALL.len()];
 /// Every `TESSERA_COLL_<OP>` in the environment names an operation and an algorithm
 /// that implements it (the launcher checks this before any rank starts).
 pub(crate) fn check_forced_env() -> Result<()> {
-    for (op, _) in crate::job::env::forced_algorithms() {
+    for (op, _) in crate::config::forced_algorithms() {
         if !Collective::ALL
             .iter()
             .any(|c| c.name().to_uppercase() == op)
         {
             let names: Vec<String> = Collective::ALL
                 .iter()
-                .map(|c| {
-                    format!(
-                        "{}{}",
-                        crate::job::env::COLL_PREFIX,
-                        c.name().to_uppercase()
-                    )
-                })
+                .map(|c| format!("{}{}", crate::config::COLL_PREFIX, c.name().to_uppercase()))
                 .collect();
             return Err(CoreError::Invalid(format!(
                 "environment variable {}{op} names no collective operation; one of {}",
-                crate::job::env::COLL_PREFIX,
+                crate::config::COLL_PREFIX,
                 names.join(", ")
             ))
             .into());
@@ -598,7 +592,7 @@ pub(super) fn forced_from_env() -> Result<Forced> {
     let mut forced = Forced::default();
     for op in Collective::ALL {
         let var = format!("TESSERA_COLL_{}", op.name().to_uppercase());
-        if let Some(value) = crate::job::env::text(&var) {
+        if let Some(value) = crate::config::text(&var) {
             let alg = value
                 .parse::<Algorithm>()
                 .map_err(|e| CoreError::Invalid(format!("{var}: {e}")))?;

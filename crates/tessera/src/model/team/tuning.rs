@@ -76,7 +76,7 @@ impl TuningTable {
             ))
             .into()
         };
-        let text = crate::job::env::read_settings_file(path).map_err(|e| fail(e.message))?;
+        let text = crate::config::read_settings_file(path).map_err(|e| fail(e.message))?;
         let table: TuningTable = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
         table.check().map_err(|e| fail(e.to_string()))?;
         Ok(table)
@@ -167,9 +167,9 @@ fn operation(name: &str) -> std::result::Result<Collective, crate::BadValue> {
 /// Where `tessera tune` writes by default and where tables are looked for without
 /// `TESSERA_TUNING`.
 pub fn default_path() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
+    let config = crate::config::raw("XDG_CONFIG_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+        .or_else(|| crate::config::raw("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some(config.join("tessera").join("tuning.json"))
 }
 
@@ -197,7 +197,7 @@ pub(crate) fn in_force() -> Result<InForce> {
     let loaded = TABLE.get_or_init(|| {
         let load = |path: &Path| TuningTable::load(path).map_err(|e| e.to_string());
         let default_table = || default_path().filter(|p| p.exists());
-        match crate::job::env::raw("TESSERA_TUNING") {
+        match crate::config::raw("TESSERA_TUNING") {
             Some(v) if v == "none" => Ok((None, false, false)),
             Some(v) if v == "online" => {
                 Ok((default_table().map(|p| load(&p)).transpose()?, true, true))

@@ -76,7 +76,7 @@ pub(crate) const DIR_VARIABLE: &str = "TESSERA_STATS_DIR";
 /// A job's communication statistics, as a statistics file holds them.
 ///
 /// ```
-/// use tessera::job::stats::JobStats;
+/// use tessera::core::report::JobStats;
 /// let dir = tempfile::tempdir().unwrap();
 /// let file = dir.path().join("stats.json");
 /// tessera::Job::threads(2).segment(1 << 20).stats(&file).run(|ctx| {
@@ -282,7 +282,7 @@ impl JobStats {
     /// kinds with none are left out.
     ///
     /// ```
-    /// use tessera::job::stats::{JobStats, PairTraffic, RankStats};
+    /// use tessera::core::report::{JobStats, PairTraffic, RankStats};
     /// use tessera::Traffic;
     /// let part = |rank, target| RankStats {
     ///     rank,

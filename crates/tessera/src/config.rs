@@ -1,4 +1,9 @@
-//! Every `TESSERA_*` environment variable, read in one place with one parser per kind.
+//! The configuration: every `TESSERA_*` environment variable, read in one place with one
+//! parser per kind, and the few outside variables the library consults ([`raw`]). No other
+//! module of the workspace reads the environment.
+//!
+//! It sits below the conduits and the core (it imports only the error types), so every
+//! layer may ask it.
 //!
 //! The rules are the same for every variable:
 //! - an empty value means the variable is unset;
@@ -46,7 +51,7 @@ impl Kind {
     /// The kind in words, for tables.
     ///
     /// ```
-    /// use tessera::job::env::Kind;
+    /// use tessera::config::Kind;
     /// assert_eq!(Kind::Limit.describe(), "seconds or `off`");
     /// ```
     pub fn describe(self) -> String {
@@ -85,7 +90,7 @@ pub struct Variable {
 /// Every variable Tessera reads (set by users) or sets for its ranks (set by the launcher).
 ///
 /// ```
-/// let names: Vec<&str> = tessera::job::env::VARIABLES.iter().map(|v| v.name).collect();
+/// let names: Vec<&str> = tessera::config::VARIABLES.iter().map(|v| v.name).collect();
 /// assert!(names.contains(&"TESSERA_WAIT_TIMEOUT"));
 /// ```
 pub const VARIABLES: &[Variable] = &[
@@ -268,7 +273,7 @@ pub const COLL_PREFIX: &str = "TESSERA_COLL_";
 ///
 /// ```
 /// // A doctest's environment forces no algorithm.
-/// assert!(tessera::job::env::forced_algorithms().is_empty());
+/// assert!(tessera::config::forced_algorithms().is_empty());
 /// ```
 pub fn forced_algorithms() -> Vec<(String, String)> {
     let mut set: Vec<(String, String)> = std::env::vars_os()
@@ -304,7 +309,7 @@ fn bad(var: &'static str, value: &str, why: impl Into<String>) -> JobError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tessera::job::env::parse_seconds;
+/// use tessera::config::parse_seconds;
 /// assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
 /// for bad in ["-1", "NaN", "inf", "1e20", "0", "soon"] {
 ///     assert!(parse_seconds(bad).is_err(), "{bad}");
@@ -374,7 +379,7 @@ pub fn limit(var: &'static str) -> Result<Option<Limit>, JobError> {
 /// Parse a switch: `1/0`, `true/false`, `yes/no`, `on/off`, any case.
 ///
 /// ```
-/// use tessera::job::env::parse_switch;
+/// use tessera::config::parse_switch;
 /// assert_eq!(parse_switch("Yes"), Some(true));
 /// assert_eq!(parse_switch("false"), Some(false));
 /// assert_eq!(parse_switch("maybe"), None);
@@ -405,7 +410,7 @@ pub fn switch(var: &'static str) -> Result<Option<bool>, JobError> {
 pub fn size(var: &'static str) -> Result<Option<usize>, JobError> {
     match text(var) {
         None => Ok(None),
-        Some(value) => super::parse_size(&value)
+        Some(value) => parse_size(&value)
             .map(Some)
             .map_err(|e| bad(var, &value, e.to_string())),
     }
@@ -443,9 +448,25 @@ pub fn number<T: std::str::FromStr>(var: &'static str, what: &str) -> Result<Opt
 }
 
 /// The value of one of the variables that are parsed where they are used (`TESSERA_TUNING`,
-/// `TESSERA_COLL_<OP>`, the launcher's), with the same "empty is unset" rule.
+/// `TESSERA_COLL_<OP>`, the ones outside Tessera's table that the library consults: an MPI
+/// launcher's and Slurm's, `HOME` and `XDG_CONFIG_HOME`, OpenSHMEM's heap size), with the
+/// same "empty is unset" rule.
+///
+/// ```
+/// assert!(tessera::config::raw("TESSERA_SURELY_NOT_SET_ANYWHERE").is_none());
+/// ```
 pub fn raw(var: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(var).filter(|v| !v.is_empty())
+}
+
+/// The names of every variable set in this process's environment (what the mpi launcher
+/// forwards to the ranks it starts).
+///
+/// ```
+/// assert!(tessera::config::names_set().all(|name| std::env::var_os(&name).is_some()));
+/// ```
+pub fn names_set() -> impl Iterator<Item = std::ffi::OsString> {
+    std::env::vars_os().map(|(name, _)| name)
 }
 
 /// Largest settings file (a tuning table) read: far above any table `tessera tune` writes.
@@ -456,7 +477,7 @@ pub const MAX_SETTINGS_FILE: u64 = 16 << 20;
 /// or a device is refused by name instead of hanging or reading without end.
 ///
 /// ```
-/// use tessera::job::env::read_settings_file;
+/// use tessera::config::read_settings_file;
 /// let e = read_settings_file(std::path::Path::new("/dev/zero")).unwrap_err();
 /// assert!(e.to_string().contains("not a regular file"), "{e}");
 /// ```
@@ -500,7 +521,7 @@ pub fn read_settings_file(path: &std::path::Path) -> Result<String, BadValue> {
 ///
 /// ```
 /// // The environment of a doctest carries no misspelt Tessera variable.
-/// tessera::job::env::check_names().unwrap();
+/// tessera::config::check_names().unwrap();
 /// ```
 pub fn check_names() -> Result<(), JobError> {
     use std::os::unix::ffi::OsStrExt;
@@ -545,7 +566,7 @@ pub fn check_names() -> Result<(), JobError> {
 /// known one.
 ///
 /// ```
-/// assert_eq!(tessera::job::env::edit_distance("--timout", "--timeout"), 1);
+/// assert_eq!(tessera::config::edit_distance("--timout", "--timeout"), 1);
 /// ```
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -593,7 +614,7 @@ pub fn choice(var: &'static str, words: &[&str]) -> Result<Option<String>, JobEr
 /// `TESSERA_COLL_<OP>` family (the team layer's) are only read here.
 ///
 /// ```
-/// use tessera::job::env::{check_variable, VARIABLES};
+/// use tessera::config::{check_variable, VARIABLES};
 /// let segment = VARIABLES.iter().find(|v| v.name == "TESSERA_SEGMENT").unwrap();
 /// assert!(check_variable(segment).is_ok());
 /// ```
@@ -656,7 +677,7 @@ impl Setting {
 /// whether it is accepted; a set `TESSERA_COLL_<OP>` shows under its own name.
 ///
 /// ```
-/// let all = tessera::job::env::settings();
+/// let all = tessera::config::settings();
 /// assert!(all.iter().any(|s| s.name == "TESSERA_SEGMENT"));
 /// ```
 pub fn settings() -> Vec<Setting> {
@@ -707,6 +728,45 @@ pub fn markdown_table() -> String {
         ));
     }
     t
+}
+
+/// Parse a size such as `4096`, `64K`, `512M`, `2G` or `1T` (binary multiples).
+///
+/// ```
+/// assert_eq!(tessera::config::parse_size("512M").unwrap(), 512 << 20);
+/// assert!(tessera::config::parse_size("lots").is_err());
+/// ```
+pub fn parse_size(text: &str) -> Result<usize, JobError> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(JobError::BadSize(text.into())),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: usize = digits
+        .trim()
+        .parse()
+        .map_err(|_| JobError::BadSize(text.into()))?;
+    if n == 0 {
+        return Err(JobError::SizeOutOfRange {
+            text: text.into(),
+            why: "too small: a size must be positive (e.g. 64M)",
+        });
+    }
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n)
+        .ok_or_else(|| JobError::SizeOutOfRange {
+            text: text.into(),
+            why: "too large for this machine's addresses",
+        })
 }
 
 #[cfg(test)]
