@@ -174,8 +174,9 @@ pub enum Algorithm {
 /// One row of the registry: one algorithm of one operation and what it can do. Every
 /// list of algorithms ([`Collective::algorithms`], [`Team::algorithms`]), their names
 /// ([`Algorithm`]'s `Display` and `FromStr`), the check of forced algorithms (`TESSERA_COLL_*`, [`Team::with_algorithm`]), the tuner and
-/// `tessera bench coll` read the registry; adding an algorithm is adding a row and its
-/// function.
+/// `tessera bench coll` read the registry. Adding an algorithm is a variant of
+/// [`Algorithm`] with its code (`CODES`) and its rows here, and its schedule in
+/// `algorithms` (the builder is generic over the element type, so a row cannot hold it).
 ///
 /// ```
 /// use tessera::model::team::{registry, Algorithm, Collective};
@@ -484,7 +485,46 @@ impl Algorithm {
     }
 }
 
+/// Every algorithm family in the order of its code (a family with a radix at radix 0):
+/// the code that a call's signature carries is the place here plus one. A new algorithm is
+/// a variant, an entry at the end of this list and its rows; the signature has room for
+/// 63 codes.
+const CODES: [Algorithm; 15] = [
+    Algorithm::Flat,
+    Algorithm::Binomial,
+    Algorithm::Knomial(0),
+    Algorithm::Chain,
+    Algorithm::Dissemination,
+    Algorithm::RecursiveDoubling,
+    Algorithm::Ring,
+    Algorithm::ReduceBroadcast,
+    Algorithm::GatherBroadcast,
+    Algorithm::Bruck(0),
+    Algorithm::Pairwise,
+    Algorithm::Linear,
+    Algorithm::Native,
+    Algorithm::AllBroadcast,
+    Algorithm::Rabenseifner,
+];
+
 impl Algorithm {
+    /// The algorithm's code (1 to 63; its family's place in the registry's code list plus
+    /// one) and its radix (0 without one; at most 63), as a call's signature carries them.
+    #[inline]
+    pub(crate) fn code(self) -> (u64, u64) {
+        let family = CODES
+            .iter()
+            .position(|&a| same_family(a, self))
+            .map_or(0, |i| i as u64 + 1);
+        (family, self.radix().map_or(0, |k| u64::from(k.min(63))))
+    }
+
+    /// The algorithm a signature's code and radix name, if any.
+    pub(crate) fn from_code(code: u64, radix: u64) -> Option<Algorithm> {
+        let family = *CODES.get(usize::try_from(code).ok()?.checked_sub(1)?)?;
+        Some(family.with_radix(radix as u32))
+    }
+
     /// The radix of a family that has one (`knomial<k>`, `bruck<k>`).
     pub fn radix(self) -> Option<u32> {
         match self {

@@ -8,13 +8,15 @@
 //!
 //! ```text
 //! bits  0..4   operation (Collective index)        4..6   form
-//!       6..10  algorithm                          10..16  radix (k-nomial)
-//!      16..20  reduction (0 none, 15 user)        20..28  element size (255 = 255 or more)
-//!      28..38  root + 1 (0 none; mod 1023)        38..64  element count (mod 2^26)
+//!       6..12  algorithm (its registry code)      12..18  radix (k-nomial, Bruck)
+//!      18..22  reduction (0 none, 15 user)        22..30  element size (255 = 255 or more)
+//!      30..40  root + 1 (0 none; mod 1023)        40..64  element count (mod 2^24)
 //! ```
 //!
-//! The count and root are kept modulo their field sizes: a mismatch that differs only by a
-//! multiple of 2²⁶ elements goes unnoticed here (checked mode compares them in full).
+//! The algorithm's code comes from the registry (`Algorithm::code`), so a new algorithm
+//! does not change this module. The count and root are kept modulo their field sizes: a
+//! mismatch that differs only by a multiple of 2²⁴ elements goes unnoticed here (checked
+//! mode compares them in full).
 //!
 //! This module must never allocate or branch much on the hot path: [`Signature::new`] is a
 //! handful of shifts, called once per collective.
@@ -55,45 +57,6 @@ pub(crate) enum Form {
 /// One call's signature (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Signature(pub(crate) u64);
-
-const ALGORITHMS: [Algorithm; 15] = [
-    Algorithm::Flat,
-    Algorithm::Binomial,
-    Algorithm::Knomial(0),
-    Algorithm::Chain,
-    Algorithm::Dissemination,
-    Algorithm::RecursiveDoubling,
-    Algorithm::Ring,
-    Algorithm::ReduceBroadcast,
-    Algorithm::GatherBroadcast,
-    Algorithm::Bruck(0),
-    Algorithm::Pairwise,
-    Algorithm::Linear,
-    Algorithm::Native,
-    Algorithm::AllBroadcast,
-    Algorithm::Rabenseifner,
-];
-
-/// The algorithm's 4-bit code (its place in [`ALGORITHMS`] plus one) and radix.
-const fn algorithm_code(alg: Algorithm) -> (u64, u64) {
-    match alg {
-        Algorithm::Flat => (1, 0),
-        Algorithm::Binomial => (2, 0),
-        Algorithm::Knomial(k) => (3, if k > 63 { 63 } else { k as u64 }),
-        Algorithm::Chain => (4, 0),
-        Algorithm::Dissemination => (5, 0),
-        Algorithm::RecursiveDoubling => (6, 0),
-        Algorithm::Ring => (7, 0),
-        Algorithm::ReduceBroadcast => (8, 0),
-        Algorithm::GatherBroadcast => (9, 0),
-        Algorithm::Bruck(k) => (10, if k > 63 { 63 } else { k as u64 }),
-        Algorithm::Pairwise => (11, 0),
-        Algorithm::Linear => (12, 0),
-        Algorithm::Native => (13, 0),
-        Algorithm::AllBroadcast => (14, 0),
-        Algorithm::Rabenseifner => (15, 0),
-    }
-}
 
 /// An operation's 4-bit code (its place in [`ALL_OPS`] plus one).
 const fn op_code(op: Op) -> u64 {
@@ -145,18 +108,18 @@ impl Signature {
         Signature(
             op.index() as u64
                 | (form as u64) << 4
-                | reduction << 16
-                | (elem.min(255) as u64) << 20
-                | root << 28
-                | (count as u64 & ((1 << 26) - 1)) << 38,
+                | reduction << 18
+                | (elem.min(255) as u64) << 22
+                | root << 30
+                | (count as u64 & ((1 << 24) - 1)) << 40,
         )
     }
 
     /// The same call with its algorithm recorded.
     #[inline]
     pub(crate) fn with_algorithm(self, alg: Algorithm) -> Signature {
-        let (code, radix) = algorithm_code(alg);
-        Signature((self.0 & !(0x3ff << 6)) | code << 6 | radix << 10)
+        let (code, radix) = alg.code();
+        Signature((self.0 & !(0xfff << 6)) | code << 6 | radix << 12)
     }
 }
 
@@ -194,11 +157,11 @@ impl fmt::Display for Signature {
             f.write_str("_nb")?;
         }
         let mut parts = Vec::new();
-        let root = (s >> 28) & 0x3ff;
+        let root = (s >> 30) & 0x3ff;
         if root != 0 {
             parts.push(format!("root {}", root - 1));
         }
-        match (s >> 16) & 15 {
+        match (s >> 18) & 15 {
             0 => {}
             15 => parts.push("a user operation".into()),
             r => parts.push(
@@ -207,19 +170,14 @@ impl fmt::Display for Signature {
                     .map_or("an unknown operation".into(), |o| format!("{o:?}")),
             ),
         }
-        let elem = (s >> 20) & 255;
+        let elem = (s >> 22) & 255;
         if elem > 0 {
-            parts.push(format!("{} elements of {elem} bytes", s >> 38));
+            parts.push(format!("{} elements of {elem} bytes", s >> 40));
         }
-        let code = (s >> 6) & 15;
+        let code = (s >> 6) & 63;
         if code != 0 {
-            let alg = match ALGORITHMS.get(code as usize - 1) {
-                Some(a @ (Algorithm::Knomial(_) | Algorithm::Bruck(_))) => {
-                    a.with_radix(((s >> 10) & 63) as u32).to_string()
-                }
-                Some(a) => a.to_string(),
-                None => "an unknown algorithm".into(),
-            };
+            let alg = Algorithm::from_code(code, (s >> 12) & 63)
+                .map_or("an unknown algorithm".into(), |a| a.to_string());
             parts.push(format!("algorithm {alg}"));
         }
         write!(f, "({})", parts.join(", "))
@@ -232,9 +190,22 @@ mod tests {
 
     #[test]
     fn codes_follow_the_tables_used_to_read_them_back() {
-        for (i, &alg) in ALGORITHMS.iter().enumerate() {
-            assert_eq!(algorithm_code(alg).0, i as u64 + 1, "{alg}");
+        let mut every: Vec<Algorithm> = Collective::ALL
+            .iter()
+            .flat_map(|op| op.candidates())
+            .collect();
+        every.extend([
+            Algorithm::Native,
+            Algorithm::Knomial(63),
+            Algorithm::Bruck(2),
+        ]);
+        for alg in every {
+            let (code, radix) = alg.code();
+            assert!((1..64).contains(&code), "{alg}: code {code}");
+            assert_eq!(Algorithm::from_code(code, radix), Some(alg), "{alg}");
         }
+        assert_eq!(Algorithm::from_code(0, 0), None);
+        assert_eq!(Algorithm::from_code(63, 0), None);
         for (i, &op) in ALL_OPS.iter().enumerate() {
             assert_eq!(op_code(op), i as u64 + 1, "{op:?}");
         }
