@@ -55,9 +55,31 @@ unsafe extern "C" fn first_object(
     1 // the first object is the main executable: stop
 }
 
+/// Why the program's global data could not be made symmetric.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GlobalsError {
+    /// The segment has no room for a copy of the data.
+    #[error("placing the program's {len} bytes of global data in the symmetric segment: {source}; raise SHMEM_SYMMETRIC_SIZE")]
+    NoRoom {
+        /// Bytes of writable global data.
+        len: usize,
+        /// The allocator's refusal.
+        source: tessera::Error,
+    },
+    /// This PE's own segment is not mapped in its process.
+    #[error("this PE's own segment is not mapped")]
+    NotMapped,
+    /// Mapping the segment's pages over the data failed.
+    #[error("mapping the program's global data into the symmetric segment failed: {0}")]
+    Map(std::io::Error),
+    /// The segment's address could not be had.
+    #[error(transparent)]
+    Segment(#[from] tessera::Error),
+}
+
 /// Map this executable's writable data into the segment; `(first, end, offset)` of the
 /// data that is now symmetric, `None` where the conduit's segments are not file mappings.
-pub(crate) fn map_into_segment(ctx: &Context) -> Result<Option<(usize, usize, u64)>, String> {
+pub(crate) fn map_into_segment(ctx: &Context) -> Result<Option<(usize, usize, u64)>, GlobalsError> {
     let mut data = Data::default();
     // SAFETY: the callback only reads the program headers it is given and writes `data`.
     unsafe { libc::dl_iterate_phdr(Some(first_object), &mut data as *mut Data as *mut c_void) };
@@ -77,12 +99,11 @@ pub(crate) fn map_into_segment(ctx: &Context) -> Result<Option<(usize, usize, u6
     };
     let block = ctx
         .alloc_collective::<u8>(len + page)
-        .map_err(|e| format!("placing the program's {len} bytes of global data in the symmetric segment: {e}; raise SHMEM_SYMMETRIC_SIZE"))?;
+        .map_err(|source| GlobalsError::NoRoom { len, source })?;
     let offset = block.offset().next_multiple_of(page as u64);
     let seg = ctx
-        .local_ptr(block, len + page)
-        .map_err(|e| e.to_string())?
-        .ok_or("this PE's own segment is not mapped")? as usize;
+        .local_ptr(block, len + page)?
+        .ok_or(GlobalsError::NotMapped)? as usize;
     let target = seg + (offset - block.offset()) as usize;
     // SAFETY: [lo, hi) is this executable's writable data (mapped, readable, `len` bytes);
     // [target, target + len) lies inside the fresh allocation; they do not overlap.
@@ -101,10 +122,7 @@ pub(crate) fn map_into_segment(ctx: &Context) -> Result<Option<(usize, usize, u6
         )
     };
     if mapped == libc::MAP_FAILED || mapped as usize != lo {
-        return Err(format!(
-            "mapping the program's global data into the symmetric segment failed: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(GlobalsError::Map(std::io::Error::last_os_error()));
     }
     Ok(Some((lo, hi, offset)))
 }

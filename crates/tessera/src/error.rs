@@ -66,6 +66,14 @@ pub enum JobError {
     /// A wrong argument to the job builder or launcher.
     #[error("{0}")]
     Usage(String),
+    /// A running job whose ranks share no status board to read (`tessera status`).
+    #[error(
+        "no status board: the {conduit} conduit's ranks do not share one (mpirun reports on them)"
+    )]
+    NoStatusBoard {
+        /// The job's conduit.
+        conduit: String,
+    },
 }
 
 /// Errors of the conduit layer: moving bytes between ranks.
@@ -236,6 +244,15 @@ pub enum CoreError {
     /// RPC arguments or results could not be (de)serialised.
     #[error("rpc (de)serialisation failed: {0}")]
     Serialize(String),
+    /// A remote procedure call failed on the rank that ran it (its arguments or result
+    /// could not be decoded or encoded there, or its result did not fit one message).
+    #[error("rpc on rank {rank} failed: {why}")]
+    RpcFailed {
+        /// The rank that ran the call.
+        rank: usize,
+        /// What went wrong there.
+        why: String,
+    },
     /// Arguments of a call do not fit together.
     #[error("{0}")]
     Invalid(String),

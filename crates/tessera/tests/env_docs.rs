@@ -18,7 +18,7 @@ fn the_readme_carries_the_generated_table_of_every_variable() {
     }
     let job_docs = std::fs::read_to_string(root.join("src/job/mod.rs")).unwrap();
     assert!(
-        job_docs.contains("[`env::VARIABLES`]") && job_docs.contains("tessera config"),
+        job_docs.contains("[`config::VARIABLES`]") && job_docs.contains("tessera config"),
         "the job module's contract must point to the one table"
     );
 }

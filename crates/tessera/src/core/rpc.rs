@@ -27,7 +27,7 @@ const REPLY: &str = "tessera.rpc.reply";
 #[derive(Default)]
 pub(crate) struct RpcState {
     next_ticket: Cell<u64>,
-    results: RefCell<HashMap<u64, std::result::Result<Vec<u8>, String>>>,
+    results: RefCell<HashMap<u64, std::result::Result<Vec<u8>, CoreError>>>,
     fingerprint: Cell<Option<GlobalPtr<u64>>>,
 }
 
@@ -35,7 +35,7 @@ pub(crate) struct RpcState {
 #[inline(never)]
 fn anchor() {}
 
-type Trampoline = fn(&Context, usize, &[u8]) -> std::result::Result<Vec<u8>, String>;
+type Trampoline = fn(&Context, usize, &[u8]) -> std::result::Result<Vec<u8>, CoreError>;
 
 fn offset_of_code(addr: usize) -> u64 {
     addr.wrapping_sub(anchor as fn() as usize) as u64
@@ -50,14 +50,16 @@ fn trampoline<A: DeserializeOwned, R: Serialize>(
     ctx: &Context,
     func: usize,
     args: &[u8],
-) -> std::result::Result<Vec<u8>, String> {
+) -> std::result::Result<Vec<u8>, CoreError> {
     // SAFETY: `func` is anchor + the offset that `Context::rpc` computed from a value of
     // exactly this type `fn(&Context, A) -> R` (the trampoline is instantiated with the same
     // A and R in the same call), and every rank runs the same executable (checked at
     // start-up by `check_same_binary`), so the address is that function in this process.
     let f = unsafe { std::mem::transmute::<usize, fn(&Context, A) -> R>(func) };
-    let arg: A = postcard::from_bytes(args).map_err(|e| format!("decoding rpc arguments: {e}"))?;
-    postcard::to_allocvec(&f(ctx, arg)).map_err(|e| format!("encoding rpc result: {e}"))
+    let arg: A = postcard::from_bytes(args)
+        .map_err(|e| CoreError::Serialize(format!("decoding rpc arguments: {e}")))?;
+    postcard::to_allocvec(&f(ctx, arg))
+        .map_err(|e| CoreError::Serialize(format!("encoding rpc result: {e}")))
 }
 
 /// Register the RPC handlers and publish this rank's executable fingerprint.
@@ -81,7 +83,7 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
                 )
                 .into_bytes(),
             ),
-            Err(e) => (1, e.into_bytes()),
+            Err(e) => (1, e.to_string().into_bytes()),
         };
         ctx.am_reply_medium(msg, AmHandlerId::of(REPLY), &[ticket, status], &bytes)
     })?;
@@ -91,7 +93,10 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
         };
         let result = match status {
             0 => Ok(msg.payload().to_vec()),
-            _ => Err(String::from_utf8_lossy(msg.payload()).into_owned()),
+            _ => Err(CoreError::RpcFailed {
+                rank: msg.source(),
+                why: String::from_utf8_lossy(msg.payload()).into_owned(),
+            }),
         };
         ctx.rpc.results.borrow_mut().insert(ticket, result);
         Ok(())
@@ -160,8 +165,7 @@ impl<R: DeserializeOwned> RpcHandle<'_, R> {
             || format!("rank {} has not replied", self.target),
         )?;
         let bytes = results.borrow_mut().remove(&self.ticket).expect("present");
-        let bytes = bytes
-            .map_err(|e| CoreError::Invalid(format!("rpc on rank {} failed: {e}", self.target)))?;
+        let bytes = bytes?;
         postcard::from_bytes(&bytes).map_err(|e| CoreError::Serialize(e.to_string()).into())
     }
 }

@@ -326,8 +326,7 @@ impl Job {
                 let rank = launched.rank;
                 let _watch = RankWatch::enter(board.as_ref(), rank);
                 let conduit = self.attach_smp(launched, board.as_ref())?;
-                let part = run_rank(conduit, self.options_with(board), &body)
-                    .map_err(|why| JobError::RankFailed { rank, why })?;
+                let part = run_rank(conduit, self.options_with(board), &body)?;
                 self.deliver_stats(part)
             }
             (None, ConduitKind::Smp) => Err(JobError::Usage(
@@ -370,9 +369,7 @@ impl Job {
         F: Fn(&Context) -> RankResult + Sync,
     {
         let conduit = self.attach_mpi()?;
-        let rank = conduit.rank();
-        let part = run_rank(conduit, self.options.clone(), body)
-            .map_err(|why| JobError::RankFailed { rank, why })?;
+        let part = run_rank(conduit, self.options.clone(), body)?;
         self.deliver_stats(part)
     }
 
@@ -440,7 +437,8 @@ impl Job {
                             Ok(part) => {
                                 parts.lock().unwrap_or_else(|e| e.into_inner()).extend(part)
                             }
-                            Err(why) => job.abort.raise(rank, &why),
+                            Err(JobError::RankFailed { why, .. }) => job.abort.raise(rank, &why),
+                            Err(other) => job.abort.raise(rank, &other.to_string()),
                         }
                     })
                     .map_err(|source| JobError::Os {
@@ -516,18 +514,24 @@ impl Job {
 /// After the end-of-job barrier: the statistics this rank hands in, if it counts: its own
 /// part, or, where the conduit gathers them (`mpi`), every rank's at rank 0 and none
 /// elsewhere.
-pub(crate) fn stats_parts(ctx: &Context) -> Result<Vec<stats::RankStats>, String> {
+pub(crate) fn stats_parts(ctx: &Context) -> Result<Vec<stats::RankStats>, JobError> {
     let Some(part) = ctx.stats() else {
         return Ok(Vec::new());
     };
-    let bytes = serde_json::to_vec(&part).map_err(|e| e.to_string())?;
+    let failed = |why: String| JobError::RankFailed {
+        rank: ctx.rank(),
+        why,
+    };
+    let bytes = serde_json::to_vec(&part).map_err(|e| failed(e.to_string()))?;
     match ctx.conduit().gather_at_root(&bytes) {
         Ok(None) => Ok(vec![part]),
         Ok(Some(all)) => all
             .iter()
-            .map(|b| serde_json::from_slice(b).map_err(|e| format!("a rank's statistics: {e}")))
+            .map(|b| {
+                serde_json::from_slice(b).map_err(|e| failed(format!("a rank's statistics: {e}")))
+            })
             .collect(),
-        Err(e) => Err(format!("gathering the statistics: {e}")),
+        Err(e) => Err(failed(format!("gathering the statistics: {e}"))),
     }
 }
 
@@ -547,46 +551,48 @@ fn stats_sink() -> Result<Option<stats::Sink>, JobError> {
     }
 }
 
-/// Build the context, run the body, finish; any failure (error or panic) as a message.
-/// The rank's record on the board follows: running, then finished or failed.
+/// Build the context, run the body, finish; any failure (error or panic) is
+/// [`JobError::RankFailed`] with its reason. The rank's record on the board follows:
+/// running, then finished or failed.
 fn run_rank<F>(
     conduit: Box<dyn crate::conduit::Conduit>,
     options: Options,
     body: &F,
-) -> Result<Vec<stats::RankStats>, String>
+) -> Result<Vec<stats::RankStats>, JobError>
 where
     F: Fn(&Context) -> RankResult + Sync,
 {
     let board = options.board.clone();
     let rank = conduit.rank();
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<_, String> {
-        let ctx = Context::new(conduit, options).map_err(|e| format!("start-up: {e}"))?;
+    let failed = |why: String| JobError::RankFailed { rank, why };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let ctx = Context::new(conduit, options).map_err(|e| failed(format!("start-up: {e}")))?;
         if let Some(b) = &board {
             b.record(rank).set_state(RankState::Running);
         }
-        let outcome = body(&ctx)
-            .map_err(|e| e.to_string())
-            .and_then(|()| ctx.finish().map_err(|e| e.to_string()));
-        if let Err(why) = &outcome {
+        let outcome = body(&ctx).and_then(|()| ctx.finish().map_err(Into::into));
+        if let Err(e) = outcome {
+            let why = e.to_string();
             // End the job now, naming the reason (the mpi conduit aborts every rank here).
-            ctx.conduit().abort(why);
+            ctx.conduit().abort(&why);
+            return Err(failed(why));
         }
-        outcome.and_then(|()| stats_parts(&ctx))
+        stats_parts(&ctx)
     }));
-    let outcome = match outcome {
-        Ok(result) => result,
-        Err(panic) => Err(match panic.downcast_ref::<&str>() {
+    let outcome = outcome.unwrap_or_else(|panic| {
+        Err(failed(match panic.downcast_ref::<&str>() {
             Some(s) => format!("panicked: {s}"),
             None => match panic.downcast_ref::<String>() {
                 Some(s) => format!("panicked: {s}"),
                 None => "panicked".to_string(),
             },
-        }),
-    };
+        }))
+    });
     if let Some(b) = &board {
         match &outcome {
             Ok(_) => b.record(rank).set_state(RankState::Finished),
-            Err(why) => b.record(rank).fail(why),
+            Err(JobError::RankFailed { why, .. }) => b.record(rank).fail(why),
+            Err(other) => b.record(rank).fail(&other.to_string()),
         }
     }
     outcome

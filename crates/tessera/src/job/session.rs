@@ -57,17 +57,25 @@ impl Session {
             return Ok(());
         }
         let rank = self.ctx.rank();
-        let outcome = self.ctx.finish().map_err(|e| e.to_string()).and_then(|()| {
-            let parts = super::stats_parts(&self.ctx)?;
-            self.job.deliver_stats(parts).map_err(|e| e.to_string())
-        });
+        let failed = |why: String| JobError::RankFailed { rank, why };
+        let outcome = self
+            .ctx
+            .finish()
+            .map_err(|e| failed(e.to_string()))
+            .and_then(|()| super::stats_parts(&self.ctx))
+            .and_then(|parts| {
+                self.job
+                    .deliver_stats(parts)
+                    .map_err(|e| failed(e.to_string()))
+            });
         if let Some(b) = &self.board {
             match &outcome {
                 Ok(()) => b.record(rank).set_state(RankState::Finished),
-                Err(why) => b.record(rank).fail(why),
+                Err(JobError::RankFailed { why, .. }) => b.record(rank).fail(why),
+                Err(other) => b.record(rank).fail(&other.to_string()),
             }
         }
-        outcome.map_err(|why| JobError::RankFailed { rank, why })
+        outcome
     }
 
     /// Say that other threads of this rank may end its waits (OpenSHMEM's

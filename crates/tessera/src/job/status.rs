@@ -9,6 +9,7 @@
 //!
 //! This module must never write to a job's board or signal its processes.
 
+use crate::error::JobError;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::os::fd::AsRawFd;
@@ -148,12 +149,11 @@ impl RunningJob {
     }
 
     /// A snapshot of the job's board.
-    fn views(&self) -> Result<Vec<board::RankView>, String> {
+    fn views(&self) -> Result<Vec<board::RankView>, JobError> {
         let Some((pid, fd)) = self.board else {
-            return Err(format!(
-                "no status board: the {} conduit's ranks do not share one (mpirun reports on them)",
-                self.conduit
-            ));
+            return Err(JobError::NoStatusBoard {
+                conduit: self.conduit.clone(),
+            });
         };
         // Mapped shared, as the board's atomics need, so opened for reading and writing;
         // only read here.
@@ -161,10 +161,11 @@ impl RunningJob {
             .read(true)
             .write(true)
             .open(format!("/proc/{pid}/fd/{fd}"))
-            .map_err(|e| {
-                format!("its status board cannot be opened ({e}); the job may have ended")
+            .map_err(|source| JobError::Os {
+                what: "its status board cannot be opened (the job may have ended)".into(),
+                source,
             })?;
-        let job = JobFile::open(file.as_raw_fd(), self.ranks).map_err(|e| e.to_string())?;
+        let job = JobFile::open(file.as_raw_fd(), self.ranks)?;
         Ok(job.board().snapshot())
     }
 }

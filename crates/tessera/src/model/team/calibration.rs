@@ -110,9 +110,14 @@ pub fn default_path() -> Option<PathBuf> {
 /// The calibration in force for this process (read once): `None` for the built-in
 /// parameters.
 pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
-    static LOADED: OnceLock<std::result::Result<Option<Calibration>, String>> = OnceLock::new();
+    static LOADED: OnceLock<std::result::Result<Option<Calibration>, crate::BadValue>> =
+        OnceLock::new();
     let loaded = LOADED.get_or_init(|| {
-        let load = |path: &Path| Calibration::load(path).map_err(|e| e.to_string());
+        let load = |path: &Path| {
+            Calibration::load(path).map_err(|e| {
+                crate::BadValue::new("calibration", &path.display().to_string(), e.to_string())
+            })
+        };
         match crate::config::raw("TESSERA_CALIBRATION") {
             Some(v) if v == "none" => Ok(None),
             Some(v) => load(Path::new(&v)).map(Some),
@@ -124,7 +129,7 @@ pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
     });
     match loaded {
         Ok(cal) => Ok(cal.as_ref()),
-        Err(why) => Err(CoreError::Invalid(why.clone()).into()),
+        Err(bad) => Err(bad.clone().into()),
     }
 }
 

@@ -192,10 +192,14 @@ pub(crate) struct InForce {
 /// whose hosts have more ranks than processors, which keep the model: `Team::world`).
 pub(crate) fn in_force() -> Result<InForce> {
     // (table, online, online asked for)
-    type Loaded = std::result::Result<(Option<TuningTable>, bool, bool), String>;
+    type Loaded = std::result::Result<(Option<TuningTable>, bool, bool), crate::BadValue>;
     static TABLE: OnceLock<Loaded> = OnceLock::new();
     let loaded = TABLE.get_or_init(|| {
-        let load = |path: &Path| TuningTable::load(path).map_err(|e| e.to_string());
+        let load = |path: &Path| {
+            TuningTable::load(path).map_err(|e| {
+                crate::BadValue::new("tuning table", &path.display().to_string(), e.to_string())
+            })
+        };
         let default_table = || default_path().filter(|p| p.exists());
         match crate::config::raw("TESSERA_TUNING") {
             Some(v) if v == "none" => Ok((None, false, false)),
@@ -215,7 +219,7 @@ pub(crate) fn in_force() -> Result<InForce> {
             online: *online,
             online_asked: *online_asked,
         }),
-        Err(why) => Err(CoreError::Invalid(why.clone()).into()),
+        Err(bad) => Err(bad.clone().into()),
     }
 }
 
