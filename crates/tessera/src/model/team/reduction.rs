@@ -5,6 +5,10 @@
 
 use super::*;
 
+/// Largest blocking allreduce (bytes per member) that a power-of-two team runs straight
+/// on its channel rather than as a schedule.
+const ON_CHANNEL_UP_TO: usize = 256;
+
 impl<'a> Team<'a> {
     // ----- reductions -------------------------------------------------------------------
 
@@ -104,17 +108,74 @@ impl<'a> Team<'a> {
         let bytes = std::mem::size_of_val(src);
         let (me, len) = (self.me, src.len());
         let native = native.map(|reduction| NativeOp::Allreduce { reduction });
-        let reducer = Some(Reducer::Borrowed(combine));
-        self.blocking(
+        self.chosen(
             Collective::Allreduce,
             bytes,
-            Some(CallShape::of(len)),
-            native,
-            src,
-            dst,
-            reducer,
-            |b, alg| algorithms::allreduce(b, alg, n, me, len),
+            native.is_some(),
+            true,
+            |alg| {
+                match (alg, native) {
+                    (Algorithm::Native, Some(call)) => self.native(
+                        call,
+                        bytemuck::cast_slice(src),
+                        bytemuck::cast_slice_mut(dst),
+                    ),
+                    // Small calls on a power-of-two team: the rounds straight on the channel,
+                    // as the blocking barrier's (the schedule's fixed work is most of an
+                    // 8-byte allreduce's own time; docs/PERFORMANCE.md, "Collectives").
+                    (Algorithm::RecursiveDoubling, _)
+                        if n.is_power_of_two()
+                            && bytes <= ON_CHANNEL_UP_TO
+                            && std::mem::size_of::<T>() > 0 =>
+                    {
+                        self.allreduce_on_channel(src, dst, combine)
+                    }
+                    (alg, _) => self.planned(
+                        Collective::Allreduce,
+                        alg,
+                        bytes,
+                        Some(CallShape::of(len)),
+                        src,
+                        dst,
+                        Some(Reducer::Borrowed(combine)),
+                        |b, alg| algorithms::allreduce(b, alg, n, me, len),
+                    ),
+                }
+            },
         )
+    }
+
+    /// Recursive doubling on a power-of-two team straight on the channel: at distances 1,
+    /// 2, 4, … each member swaps its partial result with `me ^ distance` and combines the
+    /// partner's into its own, as the schedule's rounds do (the same partners, the same
+    /// order of operands, so the same result).
+    fn allreduce_on_channel<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        /// The partner's partial result: a cache-line-aligned stack buffer.
+        #[repr(C, align(64))]
+        struct Scratch([u8; ON_CHANNEL_UP_TO]);
+        let mut scratch = Scratch([0; ON_CHANNEL_UP_TO]);
+        let theirs: &mut [T] =
+            bytemuck::cast_slice_mut(&mut scratch.0[..std::mem::size_of_val(src)]);
+        dst.copy_from_slice(src);
+        let mut distance = 1;
+        while distance < self.size() {
+            let partner = self.me ^ distance;
+            self.channel.sendrecv(
+                self.ctx,
+                partner,
+                bytemuck::cast_slice(dst),
+                partner,
+                bytemuck::cast_slice_mut(theirs),
+            )?;
+            combine(dst, theirs)?;
+            distance *= 2;
+        }
+        Ok(())
     }
 
     /// Reduce one value over all members; every member gets the result
