@@ -49,6 +49,6 @@ impl AppError {
 
 impl From<AppError> for tessera::Error {
     fn from(e: AppError) -> tessera::Error {
-        tessera::CoreError::Invalid(e.to_string()).into()
+        tessera::Error::Application(Box::new(e))
     }
 }

@@ -386,7 +386,7 @@ impl Outcome {
 
 /// An error for bad input found inside a rank.
 fn invalid(why: String) -> tessera::Error {
-    tessera::CoreError::Invalid(why).into()
+    tessera::Error::Application(why.into())
 }
 
 /// Scaled residuals below this pass (HPL's and ScaLAPACK's testers' threshold).

@@ -102,9 +102,9 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
             calls!(_i => loose.exchange_to(&ones, &dsts)?)
         }
         _ => {
-            return Err(tessera::Error::from(tessera::CoreError::Invalid(format!(
-                "no operation {op} to count"
-            ))))
+            return Err(tessera::Error::Application(
+                format!("no operation {op} to count").into(),
+            ))
         }
     }
     Ok(())

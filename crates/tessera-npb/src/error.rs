@@ -92,6 +92,6 @@ impl NpbError {
 
 impl From<NpbError> for tessera::Error {
     fn from(e: NpbError) -> tessera::Error {
-        tessera::CoreError::Invalid(e.to_string()).into()
+        tessera::Error::Application(Box::new(e))
     }
 }

@@ -115,9 +115,14 @@ pub(crate) fn parse_variant<V: FromStr<Err = NpbError>>(
     kernel: &str,
     variant: &str,
 ) -> tessera::Result<V> {
-    variant
-        .parse()
-        .map_err(|e| CoreError::Invalid(format!("{kernel} has {e}")).into())
+    variant.parse().map_err(|e| {
+        CoreError::BadArgument {
+            call: "npb",
+            argument: "variant",
+            why: format!("{kernel} has {e}"),
+        }
+        .into()
+    })
 }
 
 /// A benchmark kernel.

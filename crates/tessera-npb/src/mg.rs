@@ -1191,9 +1191,9 @@ pub fn run_gathering(
     gather_below: usize,
 ) -> tessera::Result<Option<Outcome>> {
     if gather_below < 2 {
-        return Err(CoreError::Invalid(format!(
+        return Err(CoreError::BadArgument { call: "mg", argument: "gather_below", why: format!(
             "mg: gather_below must be at least 2 (the finest gathered level needs a point per rank), not {gather_below}"
-        ))
+        ) }
         .into());
     }
     let data = crate::class_data(&CLASSES, |c| c.class, class);

@@ -651,7 +651,7 @@ fn active_messages(ctx: &Context) -> RankResult {
         // A second reply is refused.
         match ctx.am_reply_short(msg, reply_id, &[0]) {
             Err(Error::Core(CoreError::BadReply(_))) => Ok(()),
-            other => Err(crate::core::invalid(format!("second reply gave {other:?}"))),
+            other => Err(CoreError::Internal(format!("second reply gave {other:?}")).into()),
         }
     })?;
     let r = replies.clone();
@@ -659,7 +659,7 @@ fn active_messages(ctx: &Context) -> RankResult {
         ensure(msg.args().len() == 1 && !msg.is_request(), || {
             "malformed reply".into()
         })
-        .map_err(|e| crate::core::invalid(e.to_string()))?;
+        .map_err(|e| crate::Error::from(CoreError::Internal(e.to_string())))?;
         r.set(r.get() + 1);
         Ok(())
     })?;
@@ -887,7 +887,15 @@ fn bad_input(ctx: &Context) -> RankResult {
             Blocking,
         ),
         "strided rank mismatch",
-        |e| matches!(e, CoreError::Invalid(_)),
+        |e| {
+            matches!(
+                e,
+                CoreError::BadArgument {
+                    argument: "strides",
+                    ..
+                }
+            )
+        },
     )?;
     expect(
         ctx.put(
@@ -900,7 +908,15 @@ fn bad_input(ctx: &Context) -> RankResult {
             Blocking,
         ),
         "indexed length mismatch",
-        |e| matches!(e, CoreError::Invalid(_)),
+        |e| {
+            matches!(
+                e,
+                CoreError::BadArgument {
+                    argument: "local",
+                    ..
+                }
+            )
+        },
     )?;
     let err = ctx
         .alloc_local::<u8>(ctx.segment_len() * 2)
@@ -1576,7 +1592,7 @@ fn shared_arrays(ctx: &Context) -> RankResult {
                     a.owner(i)
                 )
             })
-            .map_err(|e| crate::core::invalid(e.to_string()))?;
+            .map_err(|e| crate::Error::from(CoreError::Internal(e.to_string())))?;
             mine += 1;
             a.put(ctx, i, value(i, 0))
         })?;
@@ -1589,7 +1605,7 @@ fn shared_arrays(ctx: &Context) -> RankResult {
             ensure(i % ranks == me, || {
                 format!("{d:?}: index forall ran {i} on rank {me}")
             })
-            .map_err(|e| crate::core::invalid(e.to_string()))?;
+            .map_err(|e| crate::Error::from(CoreError::Internal(e.to_string())))?;
             by_index += 1;
             Ok(())
         })?;

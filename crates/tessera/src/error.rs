@@ -253,9 +253,45 @@ pub enum CoreError {
         /// What went wrong there.
         why: String,
     },
-    /// Arguments of a call do not fit together.
+    /// An argument that does not fit its call, alone or beside the others: the call and
+    /// the argument are named, so a caller can tell which it was.
+    #[error("{why}")]
+    BadArgument {
+        /// The call (`allreduce`, `Mailbox::new`, `strided transfer`, …).
+        call: &'static str,
+        /// The argument at fault (`dst`, `counts`, `root`, …).
+        argument: &'static str,
+        /// What is wrong and what is allowed (the whole message).
+        why: String,
+    },
+    /// A call made when the state of the rank or team does not allow it (a blocking
+    /// collective while nonblocking ones are in flight, `barrier_wait` before
+    /// `barrier_notify`, releasing a lock nobody holds).
+    #[error("{why}")]
+    OutOfOrder {
+        /// The call.
+        call: &'static str,
+        /// What is wrong and what to do first (the whole message).
+        why: String,
+    },
+    /// Checked mode found members whose collective calls' arguments differ: every
+    /// member's call, named.
+    #[error("collective arguments differ between ranks (checked mode): {calls}")]
+    ArgumentsDiffer {
+        /// Each member's call, `rank N: call(...)`, separated by `; `.
+        calls: String,
+    },
+    /// A message from another rank that this one cannot read (a truncated frame, an
+    /// unknown operation code): a different program, or a fault.
+    #[error("{what}")]
+    Malformed {
+        /// What was received.
+        what: String,
+    },
+    /// Something the runtime could not do that no argument explains (its own segment not
+    /// mapped, a peer's memory unreadable after its probe succeeded).
     #[error("{0}")]
-    Invalid(String),
+    Internal(String),
 }
 
 /// A name or value that is not one of those a setting, an option or a registry takes (a
@@ -304,4 +340,8 @@ pub enum Error {
     /// From the core layer.
     #[error(transparent)]
     Core(#[from] CoreError),
+    /// An application's own error, raised inside a rank or a handler (the NPB kernels',
+    /// the dense applications'): the original is kept for `downcast_ref`.
+    #[error(transparent)]
+    Application(Box<dyn std::error::Error + Send + Sync>),
 }

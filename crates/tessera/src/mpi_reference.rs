@@ -20,10 +20,14 @@ use crate::{ConduitKind, Context, Result};
 
 fn world(ctx: &Context) -> Result<SimpleCommunicator> {
     if ctx.conduit_kind() != ConduitKind::Mpi {
-        return Err(CoreError::Invalid(format!(
-            "raw MPI comparisons need the mpi conduit; this job runs on {}",
-            ctx.conduit_kind()
-        ))
+        return Err(CoreError::BadArgument {
+            call: "RawMpi::new",
+            argument: "ctx",
+            why: format!(
+                "raw MPI comparisons need the mpi conduit; this job runs on {}",
+                ctx.conduit_kind()
+            ),
+        }
         .into());
     }
     Ok(SimpleCommunicator::world())
@@ -76,10 +80,14 @@ impl RawWindow {
 
     fn check(&self, offset: usize, len: usize) -> Result<()> {
         if offset + len > self._memory.len() {
-            return Err(CoreError::Invalid(format!(
-                "{len} bytes at {offset} do not fit a {}-byte raw window",
-                self._memory.len()
-            ))
+            return Err(CoreError::BadArgument {
+                call: "RawWindow",
+                argument: "offset",
+                why: format!(
+                    "{len} bytes at {offset} do not fit a {}-byte raw window",
+                    self._memory.len()
+                ),
+            }
             .into());
         }
         Ok(())

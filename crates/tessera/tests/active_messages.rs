@@ -23,12 +23,14 @@ fn flood(ranks: usize) {
                 let mut next = n.borrow_mut();
                 let expected = next[msg.source()];
                 if msg.args()[0] != expected {
-                    return Err(tessera::CoreError::Invalid(format!(
-                        "from rank {}: got message {} before {expected}",
-                        msg.source(),
-                        msg.args()[0]
-                    ))
-                    .into());
+                    return Err(tessera::Error::Application(
+                        format!(
+                            "from rank {}: got message {} before {expected}",
+                            msg.source(),
+                            msg.args()[0]
+                        )
+                        .into(),
+                    ));
                 }
                 next[msg.source()] = expected + 1;
                 r.set(r.get() + 1);

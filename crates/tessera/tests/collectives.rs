@@ -6,10 +6,9 @@
 //! computed, never hard-coded.
 
 use std::time::Duration;
-use tessera::Blocking;
 
 use tessera::{
-    Algorithm, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
+    Algorithm, Blocking, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
 };
 
 /// Element `i` of world rank `r`'s input in test `seed`.
@@ -975,6 +974,65 @@ fn the_model_s_choice_holds_at_every_size_in_any_order() {
                     }
                 }
             }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A refused argument is a typed error naming the call and the argument, so a caller can
+/// match on which one was wrong; a call out of order names the call.
+#[test]
+fn refusals_name_the_call_and_the_argument() {
+    use tessera::{CoreError, Error, Strided};
+    Job::threads(2)
+        .segment(1 << 20)
+        .run(|ctx| {
+            let world = Team::world(ctx)?;
+            let mut short = [0u64; 1];
+            let e = world
+                .allreduce(&[1u64, 2], &mut short, Op::Sum)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Core(CoreError::BadArgument {
+                        call: "allreduce",
+                        argument: "dst",
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+            let p = ctx.alloc_collective::<u64>(8)?;
+            let shape = Strided {
+                local: &[0u64; 4],
+                local_strides: &[1, 1],
+                remote_strides: &[1],
+                counts: &[2, 2],
+            };
+            let e = ctx.put(p, shape, Blocking).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Core(CoreError::BadArgument {
+                        argument: "strides",
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+            let e = ctx.barrier_wait().unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Core(CoreError::OutOfOrder {
+                        call: "barrier_wait",
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+            world.barrier()?;
             Ok(())
         })
         .unwrap();

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use tessera::Job;
-use tessera::{Blocking, Indexed, IndexedMut, Strided, StridedMut};
+
+use tessera::{Blocking, Indexed, IndexedMut, Job, Strided, StridedMut};
 
 const REMOTE: usize = 4096;
 

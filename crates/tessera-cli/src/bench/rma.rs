@@ -95,7 +95,7 @@ fn iters_for(size: usize, scale: f64) -> u64 {
 fn local_word(ctx: &Context, ptr: GlobalPtr<u64>) -> tessera::Result<&AtomicU64> {
     let p = ctx
         .local_ptr(ptr, 1)?
-        .ok_or_else(|| tessera::CoreError::Invalid("own segment not mapped".into()))?;
+        .ok_or_else(|| tessera::CoreError::Internal("own segment not mapped".into()))?;
     // SAFETY: local_ptr checked that p is an aligned, mapped u64 in our own segment, which
     // lives as long as the context; it is only accessed atomically in this benchmark.
     Ok(unsafe { AtomicU64::from_ptr(p) })

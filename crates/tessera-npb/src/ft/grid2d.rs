@@ -78,12 +78,12 @@ impl<'c> Solver<'c> {
         let n = [data.nx, data.ny, data.nz];
         let (ranks, me) = (world.size(), world.rank());
         let grid = process_grid(ranks, n).ok_or_else(|| {
-            CoreError::Invalid(format!(
+            CoreError::BadArgument { call: "ft", argument: "ranks", why: format!(
                 "ft: {ranks} ranks do not split a {}x{}x{} grid into pencils (a power-of-two p1 × p2 with p1 ≤ min(nz, ny) and p2 ≤ min(nx, ny)); use fewer ranks",
                 n[0],
                 n[1],
                 n[2]
-            ))
+            ) }
         })?;
         let [p1, p2] = grid;
         let at = [me / p2, me % p2];

@@ -25,7 +25,7 @@ use bytemuck::{Pod, Zeroable};
 use crossbeam_utils::Backoff;
 
 use super::stats::{Blocked, Traffic};
-use super::{invalid, Context, GlobalPtr, Target};
+use super::{Context, GlobalPtr, Target};
 use crate::conduit::AmClass;
 use crate::error::CoreError;
 use crate::{Blocking, Result};
@@ -159,9 +159,9 @@ impl Context {
         let id = AmHandlerId::of(name);
         let mut handlers = self.am.handlers.borrow_mut();
         if let Some((existing, _)) = handlers.get(&id) {
-            return Err(invalid(format!(
+            return Err(CoreError::BadArgument { call: "am_register", argument: "name", why: format!(
                 "active-message handler {name:?} clashes with already registered {existing:?}; choose another name"
-            )));
+            ) }.into());
         }
         handlers.insert(id, (name.to_string(), Rc::new(handler)));
         Ok(id)
@@ -327,10 +327,15 @@ impl Context {
             .into());
         }
         if args.len() > MAX_ARGS {
-            return Err(invalid(format!(
-                "{} active-message arguments; at most {MAX_ARGS}",
-                args.len()
-            )));
+            return Err(CoreError::BadArgument {
+                call: "an active-message request",
+                argument: "args",
+                why: format!(
+                    "{} active-message arguments; at most {MAX_ARGS}",
+                    args.len()
+                ),
+            }
+            .into());
         }
         let in_handler = self.in_handler.get() > 0;
         if class == AmClass::Request && in_handler {
@@ -409,18 +414,22 @@ impl Drop for HandlerDepth<'_> {
 
 fn dispatch(ctx: &Context, class: AmClass, source: usize, frame: &[u8]) -> Result<()> {
     if frame.len() < HEADER {
-        return Err(invalid(format!(
-            "truncated active message ({} bytes) from rank {source}",
-            frame.len()
-        )));
+        return Err(CoreError::Malformed {
+            what: format!(
+                "truncated active message ({} bytes) from rank {source}",
+                frame.len()
+            ),
+        }
+        .into());
     }
     let header: WireHeader = bytemuck::pod_read_unaligned(&frame[..HEADER]);
     let nargs = header.nargs as usize;
     let args_end = HEADER + 8 * nargs;
     if nargs > MAX_ARGS || frame.len() < args_end {
-        return Err(invalid(format!(
-            "malformed active message from rank {source}"
-        )));
+        return Err(CoreError::Malformed {
+            what: format!("malformed active message from rank {source}"),
+        }
+        .into());
     }
     let mut args = [0u64; MAX_ARGS];
     bytemuck::cast_slice_mut(&mut args[..nargs]).copy_from_slice(&frame[HEADER..args_end]);
@@ -443,7 +452,9 @@ fn dispatch(ctx: &Context, class: AmClass, source: usize, frame: &[u8]) -> Resul
             // segment; the sender wrote it before sending and writes nothing more to it for
             // this message.
             Target::Direct(p) => unsafe { std::slice::from_raw_parts(p.as_ptr(), len) },
-            Target::Remote { .. } => return Err(invalid("own segment not mapped")),
+            Target::Remote { .. } => {
+                return Err(CoreError::Internal("own segment not mapped".into()).into())
+            }
         }
     } else {
         &frame[args_end..]

@@ -236,8 +236,9 @@ pub(crate) struct RemoteAtomics {
 
 /// Apply the operation in a request to this rank's own segment.
 fn apply_here<T: AtomicInt>(ctx: &Context, offset: u64, op: [u64; 3]) -> Result<u64> {
-    let op = Remote::<T>::decode(op)
-        .ok_or_else(|| CoreError::Invalid(format!("unknown remote atomic operation {}", op[0])))?;
+    let op = Remote::<T>::decode(op).ok_or_else(|| CoreError::Malformed {
+        what: format!("unknown remote atomic operation {}", op[0]),
+    })?;
     let p = ctx.atomic_target(GlobalPtr::<T>::new(ctx.rank(), offset))?;
     // SAFETY: atomic_target checked that p is mapped (our own segment), in bounds and aligned.
     Ok(widen(unsafe { op.apply(p) }))
@@ -248,7 +249,10 @@ fn apply_here<T: AtomicInt>(ctx: &Context, offset: u64, op: [u64; 3]) -> Result<
 pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
     ctx.am_register(REQUEST, |ctx, msg| {
         let &[offset, tag, code, a, b, ticket] = msg.args() else {
-            return Err(CoreError::Invalid("malformed remote atomic request".into()).into());
+            return Err(CoreError::Malformed {
+                what: "malformed remote atomic request".into(),
+            }
+            .into());
         };
         let op = [code, a, b];
         let old = match tag {
@@ -256,13 +260,19 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
             1 => apply_here::<i64>(ctx, offset, op),
             2 => apply_here::<u32>(ctx, offset, op),
             3 => apply_here::<u64>(ctx, offset, op),
-            _ => Err(CoreError::Invalid(format!("unknown remote atomic type {tag}")).into()),
+            _ => Err(CoreError::Malformed {
+                what: format!("unknown remote atomic type {tag}"),
+            }
+            .into()),
         }?;
         ctx.am_reply_short(msg, AmHandlerId::of(REPLY), &[ticket, old])
     })?;
     ctx.am_register(REPLY, |ctx, msg| {
         let &[ticket, old] = msg.args() else {
-            return Err(CoreError::Invalid("malformed remote atomic reply".into()).into());
+            return Err(CoreError::Malformed {
+                what: "malformed remote atomic reply".into(),
+            }
+            .into());
         };
         ctx.remote_atomics.replies.borrow_mut().insert(ticket, old);
         Ok(())
@@ -270,7 +280,10 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
     // A signal: its data, then its flag, on this rank's own segment.
     fn apply_signal(ctx: &Context, msg: &super::am::AmMessage<'_>) -> Result<()> {
         let &[flag, code, a, b, data_offset] = msg.args() else {
-            return Err(CoreError::Invalid("malformed signal".into()).into());
+            return Err(CoreError::Malformed {
+                what: "malformed signal".into(),
+            }
+            .into());
         };
         let data = msg.payload();
         if !data.is_empty() {

@@ -245,9 +245,10 @@ impl Context {
         let _counted_as_barrier = self.stats_scope(false);
         let b = &self.barrier;
         if b.active.get() {
-            return Err(CoreError::Invalid(
-                "barrier_notify called twice without barrier_wait in between".into(),
-            )
+            return Err(CoreError::OutOfOrder {
+                call: "barrier_notify",
+                why: "barrier_notify called twice without barrier_wait in between".into(),
+            }
             .into());
         }
         // Everything signalled before the barrier is applied before it completes anywhere,
@@ -341,7 +342,11 @@ impl Context {
     /// Whether the split-phase barrier has completed, without blocking.
     pub fn barrier_try(&self) -> Result<bool> {
         if !self.barrier.active.get() {
-            return Err(CoreError::Invalid("barrier_try without barrier_notify".into()).into());
+            return Err(CoreError::OutOfOrder {
+                call: "barrier_try",
+                why: "barrier_try without barrier_notify".into(),
+            }
+            .into());
         }
         self.poll()?;
         if self.barrier_advance()? {
@@ -354,7 +359,11 @@ impl Context {
     /// Second half of a split-phase barrier: block until every rank has notified.
     pub fn barrier_wait(&self) -> Result<()> {
         if !self.barrier.active.get() {
-            return Err(CoreError::Invalid("barrier_wait without barrier_notify".into()).into());
+            return Err(CoreError::OutOfOrder {
+                call: "barrier_wait",
+                why: "barrier_wait without barrier_notify".into(),
+            }
+            .into());
         }
         let end = self.barrier_is_end_of_job();
         self.wait_until(

@@ -117,7 +117,7 @@ impl RemoteRange {
     }
 
     fn failed(&self, doing: &str, why: &str) -> crate::Error {
-        CoreError::Invalid(format!(
+        CoreError::Internal(format!(
             "{doing} {} bytes of process {}'s memory directly failed ({why}); the team's probe had found direct reads working, so the process may have ended or changed its permissions (TESSERA_DIRECT=0 keeps long messages to the mailbox)",
             self.bytes, self.pid
         ))

@@ -207,9 +207,14 @@ impl<'ctx> MappedSegments<'ctx> {
     /// The address of the `count` elements at `ptr` when mapped here.
     #[inline(always)]
     fn direct<T>(&self, ptr: GlobalPtr<T>, count: usize, align: usize) -> Result<Option<*mut T>> {
-        let len = std::mem::size_of::<T>()
-            .checked_mul(count)
-            .ok_or_else(|| CoreError::Invalid(format!("{count} elements overflow")))?;
+        let len =
+            std::mem::size_of::<T>()
+                .checked_mul(count)
+                .ok_or_else(|| CoreError::BadArgument {
+                    call: "MappedSegments",
+                    argument: "count",
+                    why: format!("{count} elements overflow"),
+                })?;
         Ok(match self.map.target(ptr, len, align)? {
             Target::Direct(p) => Some(p.as_ptr().cast()),
             Target::Remote { .. } => None,

@@ -55,7 +55,7 @@ use bytemuck::Pod;
 
 use crate::board;
 use crate::conduit::{Conduit, ConduitKind};
-use crate::error::{CoreError, Error};
+use crate::error::CoreError;
 use crate::{Blocking, Result};
 use alloc::{Arena, SegmentHeap};
 pub use gptr::GlobalPtr;
@@ -282,9 +282,14 @@ impl Context {
         arena: Arena,
         count: usize,
     ) -> Result<(GlobalPtr<T>, std::ops::Range<usize>)> {
-        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            CoreError::Invalid(format!("allocation of {count} elements overflows"))
-        })?;
+        let bytes =
+            count
+                .checked_mul(std::mem::size_of::<T>())
+                .ok_or_else(|| CoreError::BadArgument {
+                    call: "alloc",
+                    argument: "count",
+                    why: format!("allocation of {count} elements overflows"),
+                })?;
         let mut heap = self.heap.borrow_mut();
         let block = heap
             .alloc(arena, bytes)
@@ -727,9 +732,4 @@ impl Context {
             16
         }
     }
-}
-
-/// Shorthand used by sub-modules.
-pub(crate) fn invalid(msg: impl Into<String>) -> Error {
-    CoreError::Invalid(msg.into()).into()
 }

@@ -15,10 +15,11 @@
 //! fast as memcpy. On an unmapped peer it goes through the conduit. This module is the one
 //! place that decides which; nothing above it may decide again.
 
+use crate::error::CoreError;
 use bytemuck::Pod;
 
 use super::stats::Traffic;
-use super::{invalid, Context, GlobalPtr, Target};
+use super::{Context, GlobalPtr, Target};
 use crate::{Blocking, Result};
 
 /// Completion handle of a nonblocking transfer. It borrows the local buffer of the
@@ -128,12 +129,12 @@ impl Shape {
 
     fn new(counts: &[usize], a: &[usize], b: &[usize]) -> Result<Shape> {
         if a.len() != counts.len() || b.len() != counts.len() {
-            return Err(invalid(format!(
+            return Err(CoreError::BadArgument { call: "strided transfer", argument: "strides", why: format!(
                 "strided transfer: {} counts but {} and {} strides; give one stride per dimension on each side",
                 counts.len(),
                 a.len(),
                 b.len()
-            )));
+            ) }.into());
         }
         let empty = counts.contains(&0);
         let span = |s: &[usize]| -> usize {
@@ -619,10 +620,15 @@ impl Context {
     ) -> Result<(Shape, Target)> {
         let shape = Shape::new(counts, remote_strides, local_strides)?;
         if shape.span_b > local_len {
-            return Err(invalid(format!(
-                "strided {what} {} elements but the local slice has {local_len}",
-                shape.span_b
-            )));
+            return Err(CoreError::BadArgument {
+                call: "strided transfer",
+                argument: "local",
+                why: format!(
+                    "strided {what} {} elements but the local slice has {local_len}",
+                    shape.span_b
+                ),
+            }
+            .into());
         }
         let base = self.target_of(remote, shape.span_a)?;
         Ok((shape, base))
@@ -667,10 +673,10 @@ impl Context {
 
 fn check_indexed(offsets: usize, run: usize, len: usize) -> Result<()> {
     if offsets * run != len {
-        return Err(invalid(format!(
+        return Err(CoreError::BadArgument { call: "indexed transfer", argument: "local", why: format!(
             "indexed transfer: {offsets} offsets × run {run} = {} elements, but the local slice has {len}",
             offsets * run
-        )));
+        ) }.into());
     }
     Ok(())
 }

@@ -66,7 +66,7 @@ fn trampoline<A: DeserializeOwned, R: Serialize>(
 pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
     ctx.am_register(REQUEST, |ctx, msg| {
         let &[tramp, func, ticket] = msg.args() else {
-            return Err(CoreError::Invalid("malformed rpc request".into()).into());
+            return Err(CoreError::Malformed { what: "malformed rpc request".into() }.into());
         };
         // SAFETY: `tramp` is the offset of a `trampoline::<A, R>` instantiation computed by
         // `Context::rpc` on a rank running this same executable (checked at start-up), so
@@ -89,7 +89,10 @@ pub(crate) fn register_handlers(ctx: &Context) -> Result<()> {
     })?;
     ctx.am_register(REPLY, |ctx, msg| {
         let &[ticket, status] = msg.args() else {
-            return Err(CoreError::Invalid("malformed rpc reply".into()).into());
+            return Err(CoreError::Malformed {
+                what: "malformed rpc reply".into(),
+            }
+            .into());
         };
         let result = match status {
             0 => Ok(msg.payload().to_vec()),
@@ -196,10 +199,10 @@ impl Context {
         let bytes = postcard::to_allocvec(&arg).map_err(|e| CoreError::Serialize(e.to_string()))?;
         let limit = self.am_max_medium(3);
         if bytes.len() > limit {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "rpc", argument: "arg", why: format!(
                 "rpc arguments of {} bytes exceed the {limit}-byte limit of one message; pass a global pointer instead",
                 bytes.len()
-            ))
+            ) }
             .into());
         }
         let ticket = self.rpc.next_ticket.get();

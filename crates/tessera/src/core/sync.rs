@@ -80,7 +80,7 @@ impl Semaphore {
         }
         let words = ctx
             .local_ptr(self.counter, SEMAPHORE_WORDS)?
-            .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()))?;
+            .ok_or_else(|| CoreError::Internal("a rank's own segment is not mapped".into()))?;
         // SAFETY: local_ptr checked that the SEMAPHORE_WORDS words are mapped, in bounds and
         // 8-byte aligned in this rank's segment, which lives as long as `ctx`; the words are
         // only ever accessed atomically (posts are remote atomic adds).
@@ -144,10 +144,13 @@ impl GlobalLock {
         let me = ctx.rank() as u64 + 1;
         match ctx.atomic_compare_swap(self.word, 0, me)? {
             0 => Ok(true),
-            holder if holder == me => Err(CoreError::Invalid(format!(
+            holder if holder == me => Err(CoreError::OutOfOrder {
+                call: "GlobalLock::lock",
+                why: format!(
                 "rank {} tried to take a global lock it already holds (locks are not re-entrant)",
                 ctx.rank()
-            ))
+            ),
+            }
             .into()),
             _ => Ok(false),
         }
@@ -246,10 +249,10 @@ impl TicketLock {
     pub fn unlock(&self, ctx: &Context) -> Result<()> {
         let w = ctx.atomic_load(self.word)?;
         if (w >> 32) & 0xFFFF_FFFF == w & 0xFFFF_FFFF {
-            return Err(CoreError::Invalid(format!(
-                "rank {} released a lock that nobody holds",
-                ctx.rank()
-            ))
+            return Err(CoreError::OutOfOrder {
+                call: "GlobalLock::unlock",
+                why: format!("rank {} released a lock that nobody holds", ctx.rank()),
+            }
             .into());
         }
         // Advance the served half without carrying into the tickets (others may take

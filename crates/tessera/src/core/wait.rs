@@ -94,7 +94,7 @@ impl Context {
             .into());
         }
         self.local_ptr(ptr, 1)?
-            .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()).into())
+            .ok_or_else(|| CoreError::Internal("a rank's own segment is not mapped".into()).into())
     }
 
     /// Whether the word at `ptr` (in this rank's segment) now compares true: `*ptr cmp value`.
@@ -166,7 +166,7 @@ impl Context {
         }
         self.mapped_segments()
             .words(first, len)?
-            .ok_or_else(|| CoreError::Invalid("a rank's own segment is not mapped".into()).into())
+            .ok_or_else(|| CoreError::Internal("a rank's own segment is not mapped".into()).into())
     }
 
     /// Evaluate `f` once over the `len` words from `first` (in this rank's segment), each

@@ -166,9 +166,13 @@ impl MatrixLayout {
             ("process grid columns", grid_cols),
         ] {
             if v == 0 {
-                return Err(CoreError::Invalid(format!(
-                    "MatrixLayout::new: the number of {what} is 0; every size must be positive"
-                ))
+                return Err(CoreError::BadArgument {
+                    call: "MatrixLayout::new",
+                    argument: "sizes",
+                    why: format!(
+                        "MatrixLayout::new: the number of {what} is 0; every size must be positive"
+                    ),
+                }
                 .into());
             }
         }
@@ -187,10 +191,14 @@ impl MatrixLayout {
     /// The same layout with its first block on process `(prow, pcol)`.
     pub fn with_source(mut self, prow: usize, pcol: usize) -> Result<MatrixLayout> {
         if prow >= self.row.procs || pcol >= self.col.procs {
-            return Err(CoreError::Invalid(format!(
-                "MatrixLayout::with_source: process ({prow}, {pcol}) is outside the {}×{} grid",
-                self.row.procs, self.col.procs
-            ))
+            return Err(CoreError::BadArgument {
+                call: "MatrixLayout::with_source",
+                argument: "source",
+                why: format!(
+                    "MatrixLayout::with_source: process ({prow}, {pcol}) is outside the {}×{} grid",
+                    self.row.procs, self.col.procs
+                ),
+            }
             .into());
         }
         self.row.source = prow;
@@ -329,12 +337,16 @@ impl<'t, T: Pod> BlockCyclicMatrix<'t, T> {
     pub fn new(team: &'t Team<'t>, layout: MatrixLayout) -> Result<Self> {
         let (p, q) = layout.grid();
         if team.size() != p * q {
-            return Err(CoreError::Invalid(format!(
-                "BlockCyclicMatrix::new: a {p}×{q} process grid needs {} ranks, but the team \
+            return Err(CoreError::BadArgument {
+                call: "BlockCyclicMatrix::new",
+                argument: "grid",
+                why: format!(
+                    "BlockCyclicMatrix::new: a {p}×{q} process grid needs {} ranks, but the team \
                  has {}; choose a grid whose product is the team size",
-                p * q,
-                team.size()
-            ))
+                    p * q,
+                    team.size()
+                ),
+            }
             .into());
         }
         let rows = (0..p).map(|r| layout.local_ld(r)).max().unwrap_or(1);
@@ -438,16 +450,20 @@ impl<'t, T: Pod> BlockCyclicMatrix<'t, T> {
     ) -> Result<std::borrow::Cow<'_, [T]>> {
         let (p, q) = self.layout.grid();
         if prow >= p || pcol >= q {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument {
+                call: "BlockCyclicMatrix::peer_local",
+                argument: "process",
+                why: format!(
                 "BlockCyclicMatrix::peer_local: process ({prow}, {pcol}) outside a {p}×{q} grid"
-            ))
+            ),
+            }
             .into());
         }
         let local = self.layout.local_ld(prow) * self.layout.local_cols(pcol);
         if range.end > local {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "BlockCyclicMatrix::peer_local", argument: "range", why: format!(
                 "BlockCyclicMatrix::peer_local: elements {range:?} of process ({prow}, {pcol}),                  whose local array has {local}"
-            ))
+            ) }
             .into());
         }
         self.storage.peer(self.layout.rank(prow, pcol), range)
@@ -467,23 +483,31 @@ impl<'t, T: Pod> BlockCyclicMatrix<'t, T> {
         let l = &self.layout;
         let (m, n) = (rows.len(), cols.len());
         if rows.end > l.rows() || cols.end > l.cols() || rows.start > rows.end {
-            return Err(CoreError::Invalid(format!(
-                "BlockCyclicMatrix::read: rows {rows:?} × columns {cols:?} of a {}×{} matrix",
-                l.rows(),
-                l.cols()
-            ))
+            return Err(CoreError::BadArgument {
+                call: "BlockCyclicMatrix::read",
+                argument: "rows",
+                why: format!(
+                    "BlockCyclicMatrix::read: rows {rows:?} × columns {cols:?} of a {}×{} matrix",
+                    l.rows(),
+                    l.cols()
+                ),
+            }
             .into());
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
         if ld < m || dst.len() < (n - 1) * ld + m {
-            return Err(CoreError::Invalid(format!(
-                "BlockCyclicMatrix::read: a {m}×{n} rectangle needs a leading dimension of at \
+            return Err(CoreError::BadArgument {
+                call: "BlockCyclicMatrix::read",
+                argument: "ld",
+                why: format!(
+                    "BlockCyclicMatrix::read: a {m}×{n} rectangle needs a leading dimension of at \
                  least {m} and {} elements, but got {ld} and {}",
-                (n - 1) * ld.max(m) + m,
-                dst.len()
-            ))
+                    (n - 1) * ld.max(m) + m,
+                    dst.len()
+                ),
+            }
             .into());
         }
         for cp in l.col.pieces(cols.clone()) {

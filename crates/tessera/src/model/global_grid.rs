@@ -36,6 +36,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::error::CoreError;
 use bytemuck::{Pod, Zeroable};
 
 use crate::core::Context;
@@ -113,10 +114,15 @@ impl<T: Pod, const N: usize> GridRef<T, N> {
 
     fn element(&self, p: Point<N>) -> Result<GlobalPtr<T>> {
         if !self.layout.domain().contains(p) {
-            return Err(crate::core::invalid(format!(
-                "point {p} is outside the referenced grid's domain {}",
-                self.layout.domain()
-            )));
+            return Err(CoreError::BadArgument {
+                call: "GridRef",
+                argument: "point",
+                why: format!(
+                    "point {p} is outside the referenced grid's domain {}",
+                    self.layout.domain()
+                ),
+            }
+            .into());
         }
         Ok(self.storage.add(self.layout.offset_of(p)))
     }

@@ -52,6 +52,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::error::CoreError;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -59,7 +60,7 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
-use crate::core::{invalid, Context};
+use crate::core::Context;
 use crate::model::domain::{Point, RectDomain};
 use crate::model::global_grid::{GlobalGrid, GridRef};
 use crate::model::grid::{GridView, GridViewMut, Layout};
@@ -109,9 +110,12 @@ impl FromStr for HaloStrategy {
             .into_iter()
             .find(|h| h.name() == s)
             .ok_or_else(|| {
-                invalid(format!(
-                    "unknown halo strategy {s:?}: use 6msg, 26msg or packed"
-                ))
+                CoreError::BadArgument {
+                    call: "HaloStrategy::from_str",
+                    argument: "strategy",
+                    why: format!("unknown halo strategy {s:?}: use 6msg, 26msg or packed"),
+                }
+                .into()
             })
     }
 }
@@ -337,22 +341,22 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
     ) -> Result<Self> {
         let ranks: usize = procs.iter().product();
         if ranks != ctx.ranks() {
-            return Err(invalid(format!(
+            return Err(CoreError::BadArgument { call: "HaloGrid::new", argument: "procs", why: format!(
                 "halo grid: process grid {procs:?} has {ranks} positions but the job has {} ranks; make the product equal the rank count",
                 ctx.ranks()
-            )));
+            ) }.into());
         }
         if !whole.is_unit_stride() || whole.is_empty() || width < 1 {
-            return Err(invalid(format!(
+            return Err(CoreError::BadArgument { call: "HaloGrid::new", argument: "domain", why: format!(
                 "halo grid: needs a non-empty unit-stride domain and width ≥ 1, not {whole} with width {width}"
-            )));
+            ) }.into());
         }
         for (d, &p) in procs.iter().enumerate() {
             if whole.extent(d) < p * width as usize {
-                return Err(invalid(format!(
+                return Err(CoreError::BadArgument { call: "HaloGrid::new", argument: "procs", why: format!(
                     "halo grid: dimension {d} has {} points, too few for {p} blocks of at least {width} (the ghost width); use fewer ranks along it",
                     whole.extent(d),
-                )));
+                ) }.into());
             }
         }
         let geometry = Geometry {

@@ -83,9 +83,11 @@ impl<'t, T: Pod> Mailbox<'t, T> {
     pub fn new(team: &'t Team<'t>, capacity: usize, partners: &[usize]) -> Result<Self> {
         let (p, slots) = (team.size(), partners.len());
         if let Some(&bad) = partners.iter().find(|&&r| r >= p) {
-            return Err(CoreError::Invalid(format!(
-                "Mailbox::new: partner {bad} is not a rank of a team of {p}"
-            ))
+            return Err(CoreError::BadArgument {
+                call: "Mailbox::new",
+                argument: "partners",
+                why: format!("Mailbox::new: partner {bad} is not a rank of a team of {p}"),
+            }
             .into());
         }
         let mine: Vec<u64> = partners.iter().map(|&r| r as u64).collect();
@@ -95,11 +97,15 @@ impl<'t, T: Pod> Mailbox<'t, T> {
             for a in 0..p {
                 let b = all[a * slots + k] as usize;
                 if all[b * slots + k] as usize != a {
-                    return Err(CoreError::Invalid(format!(
+                    return Err(CoreError::BadArgument {
+                        call: "Mailbox::new",
+                        argument: "partners",
+                        why: format!(
                         "Mailbox::new: slot {k} pairs rank {a} with {b}, but rank {b} with {}; \
                          every slot's pairing must be symmetric",
                         all[b * slots + k]
-                    ))
+                    ),
+                    }
                     .into());
                 }
             }
@@ -136,12 +142,16 @@ impl<'t, T: Pod> Mailbox<'t, T> {
     ) -> Result<&[T]> {
         let slots = self.partners.len();
         if slot >= slots || data.len() > self.capacity || incoming > self.capacity {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument {
+                call: "Mailbox::exchange",
+                argument: "data",
+                why: format!(
                 "Mailbox::exchange: slot {slot} of {slots}, sending {} and receiving {incoming} \
                  elements, but messages hold at most {}",
                 data.len(),
                 self.capacity
-            ))
+            ),
+            }
             .into());
         }
         let ctx = self.team.context();
@@ -149,10 +159,14 @@ impl<'t, T: Pod> Mailbox<'t, T> {
         if let Arrival::Barrier(team) = arrival {
             let me = self.team.world_rank(self.team.rank());
             if team.team_rank(partner).is_none() || team.team_rank(me).is_none() {
-                return Err(CoreError::Invalid(format!(
-                    "Mailbox::exchange: Arrival::Barrier with a team that does not hold both \
+                return Err(CoreError::BadArgument {
+                    call: "Mailbox::exchange",
+                    argument: "arrival",
+                    why: format!(
+                        "Mailbox::exchange: Arrival::Barrier with a team that does not hold both \
                      world ranks {me} and {partner}; pass a team of both partners"
-                ))
+                    ),
+                }
                 .into());
             }
         }

@@ -35,10 +35,14 @@ pub trait Reducible: Pod {
 }
 
 fn unsupported<T>(op: Op) -> crate::Error {
-    CoreError::Invalid(format!(
-        "reduction {op:?} does not apply to {}",
-        std::any::type_name::<T>()
-    ))
+    CoreError::BadArgument {
+        call: "a reduction",
+        argument: "op",
+        why: format!(
+            "reduction {op:?} does not apply to {}",
+            std::any::type_name::<T>()
+        ),
+    }
     .into()
 }
 

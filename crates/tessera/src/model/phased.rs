@@ -117,7 +117,7 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         self.phase
     }
 
-    fn expect(&self, want: Phase, call: &str) -> Result<()> {
+    fn expect(&self, want: Phase, call: &'static str) -> Result<()> {
         if self.phase == want {
             return Ok(());
         }
@@ -131,7 +131,11 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             }
             _ => "the array is in its own phase; call share() (a collective) first",
         };
-        Err(CoreError::Invalid(format!("PhasedArray::{call}: {how}")).into())
+        Err(CoreError::OutOfOrder {
+            call,
+            why: format!("PhasedArray::{call}: {how}"),
+        }
+        .into())
     }
 
     /// This rank's part, mutably: only in the own phase.
@@ -168,12 +172,16 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
     pub fn peer(&self, rank: usize, range: Range<usize>) -> Result<Cow<'_, [T]>> {
         self.expect(Phase::Shared, "peer")?;
         if range.start > range.end || range.end > self.len || rank >= self.team.size() {
-            return Err(CoreError::Invalid(format!(
-                "PhasedArray::peer: elements {range:?} of rank {rank}, but the team has {} \
+            return Err(CoreError::BadArgument {
+                call: "PhasedArray::peer",
+                argument: "range",
+                why: format!(
+                    "PhasedArray::peer: elements {range:?} of rank {rank}, but the team has {} \
                  ranks of {} elements",
-                self.team.size(),
-                self.len
-            ))
+                    self.team.size(),
+                    self.len
+                ),
+            }
             .into());
         }
         let ctx = self.team.context();
@@ -206,12 +214,16 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         self.expect(Phase::Shared, "peer_strided")?;
         let extent = strided_extent(src_strides, counts);
         if rank >= self.team.size() || offset.checked_add(extent).is_none_or(|e| e > self.len) {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument {
+                call: "PhasedArray::peer_strided",
+                argument: "offset",
+                why: format!(
                 "PhasedArray::peer_strided: {extent} elements from {offset} of rank {rank}, but \
                  the team has {} ranks of {} elements",
                 self.team.size(),
                 self.len
-            ))
+            ),
+            }
             .into());
         }
         let at = self.base.on(self.team.world_rank(rank)).add(offset);
@@ -236,10 +248,14 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         self.expect(Phase::Own, "exchange")?;
         let p = self.team.size();
         if counts.len() != p {
-            return Err(CoreError::Invalid(format!(
-                "PhasedArray::exchange: {} counts for a team of {p} ranks; pass one per rank",
-                counts.len()
-            ))
+            return Err(CoreError::BadArgument {
+                call: "PhasedArray::exchange",
+                argument: "counts",
+                why: format!(
+                    "PhasedArray::exchange: {} counts for a team of {p} ranks; pass one per rank",
+                    counts.len()
+                ),
+            }
             .into());
         }
         // Every rank's counts to every rank. An allgather completes on no rank before all
@@ -254,11 +270,15 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
                 |senders: Range<usize>| -> usize { senders.map(|s| all[s * p + d] as usize).sum() };
             let total = column(0..p);
             if total > self.len {
-                return Err(CoreError::Invalid(format!(
+                return Err(CoreError::BadArgument {
+                    call: "PhasedArray::exchange",
+                    argument: "counts",
+                    why: format!(
                     "PhasedArray::exchange: rank {d} would receive {total} elements, more than \
                      its {} (allocate a longer array)",
                     self.len
-                ))
+                ),
+                }
                 .into());
             }
             *offset = column(0..me);
@@ -311,17 +331,19 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             match self.team.team_rank(world) {
                 Some(r) => peers.push(r),
                 None => {
-                    return Err(CoreError::Invalid(format!(
+                    return Err(CoreError::BadArgument { call: "PhasedArray::exchange_within", argument: "group", why: format!(
                         "PhasedArray::exchange_within: world rank {world} is in the group but                          not in the array's team; pass a team split from the array's team"
-                    ))
+                    ) }
                     .into())
                 }
             }
         }
         if !peers.contains(&self.team.rank()) {
-            return Err(CoreError::Invalid(
-                "PhasedArray::exchange_within: this rank is not in the group".to_string(),
-            )
+            return Err(CoreError::BadArgument {
+                call: "PhasedArray::exchange_within",
+                argument: "group",
+                why: "PhasedArray::exchange_within: this rank is not in the group".to_string(),
+            }
             .into());
         }
         // Every member has dropped its own-phase borrows once the barrier completes.
@@ -364,9 +386,10 @@ impl<T: Pod> Exchange<'_, '_, T> {
     /// staging buffer sent at [`finish`](Exchange::finish). Call it once per exchange.
     pub fn blocks(&mut self) -> Result<Vec<&mut [T]>> {
         if std::mem::replace(&mut self.handed_out, true) {
-            return Err(CoreError::Invalid(
-                "Exchange::blocks: called twice in one exchange".to_string(),
-            )
+            return Err(CoreError::OutOfOrder {
+                call: "Exchange::blocks",
+                why: "Exchange::blocks: called twice in one exchange".to_string(),
+            }
             .into());
         }
         let team = self.array.team;
@@ -449,19 +472,27 @@ impl<T: Pod> Exchange<'_, '_, T> {
     fn target(&self, dest: usize, offset: usize, n: usize) -> Result<GlobalPtr<T>> {
         let team = self.array.team;
         if self.peers.binary_search(&dest).is_err() && dest < team.size() {
-            return Err(CoreError::Invalid(format!(
-                "Exchange::put: rank {dest} is not in this exchange's group; put only to the \
+            return Err(CoreError::BadArgument {
+                call: "Exchange::put",
+                argument: "dest",
+                why: format!(
+                    "Exchange::put: rank {dest} is not in this exchange's group; put only to the \
                  group passed to exchange_within"
-            ))
+                ),
+            }
             .into());
         }
         if dest >= team.size() || offset.checked_add(n).is_none_or(|end| end > self.array.len) {
-            return Err(CoreError::Invalid(format!(
-                "Exchange::put: {n} elements at {offset} of rank {dest}, but the team has {} \
+            return Err(CoreError::BadArgument {
+                call: "Exchange::put",
+                argument: "offset",
+                why: format!(
+                    "Exchange::put: {n} elements at {offset} of rank {dest}, but the team has {} \
                  ranks of {} elements",
-                team.size(),
-                self.array.len
-            ))
+                    team.size(),
+                    self.array.len
+                ),
+            }
             .into());
         }
         Ok(self.array.base.on(team.world_rank(dest)).add(offset))

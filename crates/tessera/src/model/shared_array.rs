@@ -52,7 +52,8 @@ use std::ops::Range;
 
 use bytemuck::Pod;
 
-use crate::core::{invalid, Context};
+use crate::core::Context;
+use crate::error::CoreError;
 use crate::{Blocking, GlobalPtr, Result, Strided, StridedMut};
 
 /// How a [`SharedArray`]'s elements are dealt to the ranks (see the
@@ -137,9 +138,12 @@ fn map_of(distribution: Distribution, len: usize, ranks: usize) -> Result<Map> {
         Distribution::Indefinite => Map::Indefinite,
         Distribution::Blocked => Map::Blocks(len.div_ceil(ranks).max(1)),
         Distribution::BlockCyclic(0) => {
-            return Err(invalid(
-                "shared array: block size 0; use a block size of at least 1 (or Distribution::Indefinite)",
-            ))
+            return Err(CoreError::BadArgument {
+                call: "SharedArray",
+                argument: "distribution",
+                why: "shared array: block size 0; use a block size of at least 1 (or Distribution::Indefinite)".into(),
+            }
+            .into())
         }
         Distribution::BlockCyclic(b) => Map::Blocks(b),
     })
@@ -214,10 +218,15 @@ impl<T: Pod> SharedArray<T> {
 
     fn check(&self, range: Range<usize>) -> Result<()> {
         if range.start > range.end || range.end > self.len {
-            return Err(invalid(format!(
-                "shared array: elements {}..{} are outside the array's {} elements",
-                range.start, range.end, self.len
-            )));
+            return Err(CoreError::BadArgument {
+                call: "SharedArray",
+                argument: "range",
+                why: format!(
+                    "shared array: elements {}..{} are outside the array's {} elements",
+                    range.start, range.end, self.len
+                ),
+            }
+            .into());
         }
         Ok(())
     }
@@ -457,10 +466,10 @@ impl<T: Pod> SharedArray<T> {
         let map = map_of(distribution, len, self.ranks)?;
         let needed = capacity(map, len, self.ranks);
         if needed > self.capacity {
-            return Err(invalid(format!(
+            return Err(CoreError::BadArgument { call: "SharedArray::view", argument: "len", why: format!(
                 "shared array: {len} elements as {distribution:?} need {needed} per rank, but {} were reserved; view fewer elements",
                 self.capacity
-            )));
+            ) }.into());
         }
         Ok(SharedArray { len, map, ..*self })
     }

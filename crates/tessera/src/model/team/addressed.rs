@@ -119,7 +119,11 @@ impl<'a> Team<'a> {
         self.members.iter().map(|&r| ptr.on(r)).collect()
     }
 
-    pub(super) fn check_destinations<T>(&self, what: &str, dsts: &[GlobalPtr<T>]) -> Result<()> {
+    pub(super) fn check_destinations<T>(
+        &self,
+        what: &'static str,
+        dsts: &[GlobalPtr<T>],
+    ) -> Result<()> {
         self.check_places(what, "destination", dsts)
     }
 
@@ -127,17 +131,21 @@ impl<'a> Team<'a> {
     /// error).
     pub(super) fn check_places<T>(
         &self,
-        what: &str,
-        role: &str,
+        what: &'static str,
+        role: &'static str,
         ptrs: &[GlobalPtr<T>],
     ) -> Result<()> {
         if ptrs.len() != self.size() {
-            return Err(length_error(
-                what,
-                &format!("the {role} list"),
-                ptrs.len(),
-                self.size(),
-            ));
+            return Err(CoreError::BadArgument {
+                call: what,
+                argument: role,
+                why: format!(
+                    "{what}: the {role} list has {} elements but {} are needed",
+                    ptrs.len(),
+                    self.size()
+                ),
+            }
+            .into());
         }
         for (i, &d) in ptrs.iter().enumerate() {
             self.check_place(what, role, i, d)?;
@@ -146,24 +154,33 @@ impl<'a> Team<'a> {
     }
 
     /// Destination `d` must live on team member `i`.
-    pub(super) fn check_destination<T>(&self, what: &str, i: usize, d: GlobalPtr<T>) -> Result<()> {
+    pub(super) fn check_destination<T>(
+        &self,
+        what: &'static str,
+        i: usize,
+        d: GlobalPtr<T>,
+    ) -> Result<()> {
         self.check_place(what, "destination", i, d)
     }
 
     /// Pointer `d` (a `role`) must live on team member `i`.
     pub(super) fn check_place<T>(
         &self,
-        what: &str,
-        role: &str,
+        what: &'static str,
+        role: &'static str,
         i: usize,
         d: GlobalPtr<T>,
     ) -> Result<()> {
         if d.rank() != self.members[i] {
-            return Err(CoreError::Invalid(format!(
-                "{what}: {role} {i} lives on rank {} but team member {i} is rank {}",
-                d.rank(),
-                self.members[i]
-            ))
+            return Err(CoreError::BadArgument {
+                call: what,
+                argument: role,
+                why: format!(
+                    "{what}: {role} {i} lives on rank {} but team member {i} is rank {}",
+                    d.rank(),
+                    self.members[i]
+                ),
+            }
             .into());
         }
         Ok(())
@@ -342,16 +359,14 @@ impl<'a> Team<'a> {
         put: impl FnOnce() -> Result<()>,
     ) -> Result<Option<CollHandle<'a>>> {
         if self.sync.input != SyncMode::No || self.sync.output == SyncMode::All {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "a nonblocking single-address collective", argument: "the team's sync modes", why: format!(
                 "nonblocking single-address collectives need entry SyncMode::No and exit No or My (this team has {:?}/{:?}); use Team::with_sync(SyncMode::No, SyncMode::My) and make sure the destinations are ready before anyone enters",
                 self.sync.input, self.sync.output
-            ))
+            ) }
             .into());
         }
         if !self.schedules.borrow().pending.is_empty() {
-            return Err(CoreError::Invalid(
-                "nonblocking mailbox collectives (allreduce_nb, ...) are in flight on this team: wait for them before starting a nonblocking single-address one".into(),
-            )
+            return Err(CoreError::OutOfOrder { call: "a nonblocking single-address collective", why: "nonblocking mailbox collectives (allreduce_nb, ...) are in flight on this team: wait for them before starting a nonblocking single-address one".into() }
             .into());
         }
         put()?;

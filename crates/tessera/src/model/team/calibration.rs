@@ -66,10 +66,10 @@ impl Calibration {
     /// Read and check a calibration.
     pub fn load(path: &Path) -> Result<Calibration> {
         let fail = |why: String| -> crate::Error {
-            CoreError::Invalid(format!(
+            CoreError::BadArgument { call: "Calibration::load", argument: "path", why: format!(
                 "calibration {}: {why} (rerun `tessera tune --calibrate`, or set TESSERA_CALIBRATION=none)",
                 path.display()
-            ))
+            ) }
             .into()
         };
         let text = crate::config::read_settings_file(path).map_err(|e| fail(e.message))?;

@@ -432,10 +432,10 @@ impl Channel {
     /// transfer must not start meanwhile.
     pub(crate) fn refuse_if_nonblocking(&self) -> Result<()> {
         if self.nonblocking() > 0 {
-            return Err(crate::error::CoreError::Invalid(format!(
+            return Err(CoreError::OutOfOrder { call: "a blocking collective", why: format!(
                 "{} nonblocking collective(s) still in flight on this team (or a team sharing its channel: a subset or its parent): wait for their handles before starting another kind of collective on it",
                 self.nonblocking()
-            ))
+            ) }
             .into());
         }
         Ok(())
@@ -914,7 +914,7 @@ impl Channel {
             ) && !posted_now
                 && offer.destination != [destination.pid, destination.addr]
             {
-                return Err(CoreError::Invalid(format!(
+                return Err(CoreError::Internal(format!(
                     "a split direct read from world rank {} was resumed into another buffer than the one posted (an internal error of the team channel)",
                     self.streams.areas[from].rank()
                 ))

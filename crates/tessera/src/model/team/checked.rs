@@ -179,12 +179,14 @@ impl<'a> Team<'a> {
 
     /// The block each member gets of an all-to-all source of `len` elements, or an error
     /// naming `what` when `len` is not a multiple of the team size.
-    pub(super) fn block_of(&self, what: &str, len: usize) -> Result<usize> {
+    pub(super) fn block_of(&self, what: &'static str, len: usize) -> Result<usize> {
         let n = self.size();
         if !len.is_multiple_of(n) {
-            return Err(CoreError::Invalid(format!(
-                "{what}: src has {len} elements, not a multiple of the team size {n}"
-            ))
+            return Err(CoreError::BadArgument {
+                call: what,
+                argument: "src",
+                why: format!("{what}: src has {len} elements, not a multiple of the team size {n}"),
+            }
             .into());
         }
         Ok(len / n)
@@ -192,10 +194,14 @@ impl<'a> Team<'a> {
 
     pub(super) fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
-            return Err(CoreError::Invalid(format!(
-                "root {root} is not a member: this team has ranks 0..{}",
-                self.size()
-            ))
+            return Err(CoreError::BadArgument {
+                call: "a rooted collective",
+                argument: "root",
+                why: format!(
+                    "root {root} is not a member: this team has ranks 0..{}",
+                    self.size()
+                ),
+            }
             .into());
         }
         Ok(())
@@ -244,9 +250,11 @@ pub(super) fn agree(members: &[usize], all: &[u64]) -> Result<()> {
     let calls: Vec<String> = (0..n)
         .map(|i| format!("rank {}: {}", members[i], describe(&all[5 * i..5 * i + 5])))
         .collect();
-    Err(CoreError::Invalid(format!(
-        "collective arguments differ between ranks (checked mode): {}",
-        calls.join("; ")
-    ))
+    Err(CoreError::ArgumentsDiffer {
+        calls: format!(
+            "collective arguments differ between ranks (checked mode): {}",
+            calls.join("; ")
+        ),
+    }
     .into())
 }

@@ -35,6 +35,7 @@
 //!
 //! This module must never move data or read the clock: it only predicts.
 
+use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
 
 use super::channel::{DEFAULT_CHUNK, DIRECT_FROM};
@@ -184,16 +185,17 @@ impl MachineParams {
         ];
         for (name, value) in fields {
             if !(value.is_finite() && value > 0.0) {
-                return Err(invalid(format!(
-                    "{name} is {value}; it must be a positive number"
-                )));
+                return Err(invalid(
+                    name,
+                    format!("{name} is {value}; it must be a positive number"),
+                ));
             }
         }
         if self.readers < 1.0 {
-            return Err(invalid(format!(
-                "readers is {}; it must be at least 1",
-                self.readers
-            )));
+            return Err(invalid(
+                "readers",
+                format!("readers is {}; it must be at least 1", self.readers),
+            ));
         }
         Ok(())
     }
@@ -331,14 +333,18 @@ impl MachineParams {
     pub fn from_probes(members: usize, direct: bool, us: &[f64]) -> crate::Result<MachineParams> {
         if members < 2 {
             return Err(invalid(
+                "members",
                 "a calibration needs a team of at least 2 members".into(),
             ));
         }
         if us.len() != PROBES.len() || us.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err(invalid(format!(
-                "a calibration needs {} positive times, one per probe",
-                PROBES.len()
-            )));
+            return Err(invalid(
+                "us",
+                format!(
+                    "a calibration needs {} positive times, one per probe",
+                    PROBES.len()
+                ),
+            ));
         }
         let work: Vec<Work> = PROBES
             .iter()
@@ -415,8 +421,13 @@ fn work_of(row: &super::Row, alg: Algorithm, shape: Shape) -> Work {
 }
 
 /// A parameter or calibration input out of range.
-fn invalid(why: String) -> crate::Error {
-    crate::error::CoreError::Invalid(why).into()
+fn invalid(argument: &'static str, why: String) -> crate::Error {
+    CoreError::BadArgument {
+        call: "MachineParams",
+        argument,
+        why,
+    }
+    .into()
 }
 
 // ----- the formulas, one per registry row ---------------------------------------------

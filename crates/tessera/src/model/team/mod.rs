@@ -446,10 +446,10 @@ impl<'a> Team<'a> {
     /// An error unless this team can run `alg` at all.
     fn check_available(&self, alg: Algorithm) -> Result<()> {
         if alg == Algorithm::Native && self.native.is_none() {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "Team::with_algorithm", argument: "algorithm", why: format!(
                 "algorithm native calls the conduit's own collectives, and the {} conduit has none; run on the mpi conduit (--conduit mpi) or choose another algorithm",
                 self.ctx.conduit_kind()
-            ))
+            ) }
             .into());
         }
         Ok(())
@@ -703,22 +703,30 @@ impl<'a> Team<'a> {
         let mut seen = vec![false; n];
         for &m in members {
             if m >= n || std::mem::replace(&mut seen[m], true) {
-                return Err(CoreError::Invalid(format!(
+                return Err(CoreError::BadArgument {
+                    call: "Team::subset",
+                    argument: "members",
+                    why: format!(
                     "subset: member {m} is {} (this team has members 0..{n}, each at most once)",
                     if m >= n {
                         "not a member"
                     } else {
                         "listed twice"
                     }
-                ))
+                ),
+                }
                 .into());
             }
         }
         let Some(me) = members.iter().position(|&m| m == self.me) else {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument {
+                call: "Team::subset",
+                argument: "members",
+                why: format!(
                 "subset: this member ({}) is not in {members:?}; only the subset's members make it",
                 self.me
-            ))
+            ),
+            }
             .into());
         };
         let size = members.len();
@@ -754,11 +762,15 @@ impl<'a> Team<'a> {
     /// this team (member r sits at row r / cols, column r % cols). Collective.
     pub fn grid(&self, rows: usize, cols: usize) -> Result<(Team<'a>, Team<'a>)> {
         if rows * cols != self.size() {
-            return Err(CoreError::Invalid(format!(
-                "a {rows}×{cols} grid needs {} members; this team has {}",
-                rows * cols,
-                self.size()
-            ))
+            return Err(CoreError::BadArgument {
+                call: "Team::grid",
+                argument: "rows",
+                why: format!(
+                    "a {rows}×{cols} grid needs {} members; this team has {}",
+                    rows * cols,
+                    self.size()
+                ),
+            }
             .into());
         }
         let (row, col) = (self.me / cols, self.me % cols);
@@ -938,9 +950,11 @@ fn check_op<T: Reducible>(op: Op) -> Result<()> {
     T::reduce(op, &mut [], &[])
 }
 
-fn length_error(op: &str, arg: &str, got: usize, want: usize) -> crate::Error {
-    CoreError::Invalid(format!(
-        "{op}: {arg} has {got} elements but {want} are needed"
-    ))
+fn length_error(op: &'static str, arg: &'static str, got: usize, want: usize) -> crate::Error {
+    CoreError::BadArgument {
+        call: op,
+        argument: arg,
+        why: format!("{op}: {arg} has {got} elements but {want} are needed"),
+    }
     .into()
 }

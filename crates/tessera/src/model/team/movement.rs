@@ -206,11 +206,11 @@ impl<'a> Team<'a> {
         )?;
         let n = self.size();
         if !src.len().is_multiple_of(n) || dst.len() != src.len() {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "exchange", argument: "dst", why: format!(
                 "exchange: src has {} elements and dst {}; both must be the same multiple of the team size {n}",
                 src.len(),
                 dst.len()
-            ))
+            ) }
             .into());
         }
         let b = src.len() / n;
@@ -232,17 +232,19 @@ impl<'a> Team<'a> {
     ) -> Result<(Vec<usize>, Vec<usize>)> {
         let n = self.size();
         if send_counts.len() != n || recv_counts.len() != n {
-            return Err(CoreError::Invalid(format!(
-                "exchange_v: counts need one entry per member ({n})"
-            ))
+            return Err(CoreError::BadArgument {
+                call: "exchange_v",
+                argument: "counts",
+                why: format!("exchange_v: counts need one entry per member ({n})"),
+            }
             .into());
         }
         let (send_total, recv_total): (usize, usize) =
             (send_counts.iter().sum(), recv_counts.iter().sum());
         if send_total != src_len || recv_total != dst_len {
-            return Err(CoreError::Invalid(format!(
+            return Err(CoreError::BadArgument { call: "exchange_v", argument: "counts", why: format!(
                 "exchange_v: counts add up to {send_total} sent and {recv_total} received, but src has {src_len} and dst {dst_len}"
-            ))
+            ) }
             .into());
         }
         let me = self.me;

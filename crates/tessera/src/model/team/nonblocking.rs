@@ -221,9 +221,7 @@ impl<'a> Team<'a> {
         // The channel counts every nonblocking collective in flight: those held here and
         // the single-address ones.
         if self.channel.nonblocking() > st.pending.len() {
-            return Err(CoreError::Invalid(
-                "nonblocking single-address collectives are in flight on this team: wait for their handles before starting a nonblocking mailbox one".into(),
-            )
+            return Err(CoreError::OutOfOrder { call: "a nonblocking mailbox collective", why: "nonblocking single-address collectives are in flight on this team: wait for their handles before starting a nonblocking mailbox one".into() }
             .into());
         }
         if !st.on_channel() {

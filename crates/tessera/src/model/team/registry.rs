@@ -616,11 +616,15 @@ pub(crate) fn check_forced_env() -> Result<()> {
                 .iter()
                 .map(|c| format!("{}{}", crate::config::COLL_PREFIX, c.name().to_uppercase()))
                 .collect();
-            return Err(CoreError::Invalid(format!(
-                "environment variable {}{op} names no collective operation; one of {}",
-                crate::config::COLL_PREFIX,
-                names.join(", ")
-            ))
+            return Err(CoreError::BadArgument {
+                call: "TESSERA_COLL_<OP>",
+                argument: "OP",
+                why: format!(
+                    "environment variable {}{op} names no collective operation; one of {}",
+                    crate::config::COLL_PREFIX,
+                    names.join(", ")
+                ),
+            }
             .into());
         }
     }
@@ -635,7 +639,11 @@ pub(super) fn forced_from_env() -> Result<Forced> {
         if let Some(value) = crate::config::text(&var) {
             let alg = value
                 .parse::<Algorithm>()
-                .map_err(|e| CoreError::Invalid(format!("{var}: {e}")))?;
+                .map_err(|e| CoreError::BadArgument {
+                    call: "TESSERA_COLL_<OP>",
+                    argument: "algorithm",
+                    why: format!("{var}: {e}"),
+                })?;
             check_supported(op, alg)?;
             forced[op.index()] = Some(alg);
         }
@@ -659,11 +667,15 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
         return Ok(());
     }
     let names: Vec<String> = op.algorithms().iter().map(|a| a.to_string()).collect();
-    Err(CoreError::Invalid(format!(
-        "algorithm {alg} does not implement {}; choose one of: {}",
-        op.name(),
-        names.join(", ")
-    ))
+    Err(CoreError::BadArgument {
+        call: "Team::with_algorithm",
+        argument: "algorithm",
+        why: format!(
+            "algorithm {alg} does not implement {}; choose one of: {}",
+            op.name(),
+            names.join(", ")
+        ),
+    }
     .into())
 }
 

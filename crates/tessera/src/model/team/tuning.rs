@@ -70,10 +70,14 @@ impl TuningTable {
     /// Read and check a table.
     pub fn load(path: &Path) -> Result<TuningTable> {
         let fail = |why: String| -> crate::Error {
-            CoreError::Invalid(format!(
-                "tuning table {}: {why} (rerun `tessera tune`, or set TESSERA_TUNING=none)",
-                path.display()
-            ))
+            CoreError::BadArgument {
+                call: "TuningTable::load",
+                argument: "path",
+                why: format!(
+                    "tuning table {}: {why} (rerun `tessera tune`, or set TESSERA_TUNING=none)",
+                    path.display()
+                ),
+            }
             .into()
         };
         let text = crate::config::read_settings_file(path).map_err(|e| fail(e.message))?;
