@@ -48,6 +48,21 @@ pub enum ConduitKind {
     Mpi,
 }
 
+/// How a conduit's ranks become processes: all that the launcher (`tessera run`) needs to
+/// know of a conduit to start, watch and end its ranks and to say which one failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Processes {
+    /// One process per rank, each started by the launcher, sharing the launcher's
+    /// memory file (its status board and the ranks' regions).
+    PerRank,
+    /// Every rank a thread of one process started by the launcher, which shares the
+    /// launcher's status board.
+    OneForAll,
+    /// Processes started by an MPI launcher (`mpirun` or `srun`) that `tessera run`
+    /// starts: no shared board, and the MPI launcher's exit status speaks for the ranks.
+    ByMpiLauncher,
+}
+
 impl ConduitKind {
     /// The name used on the command line and in `TESSERA_CONDUIT`.
     pub fn name(self) -> &'static str {
@@ -55,6 +70,22 @@ impl ConduitKind {
             ConduitKind::Smp => "smp",
             ConduitKind::Threads => "threads",
             ConduitKind::Mpi => "mpi",
+        }
+    }
+
+    /// How its ranks become processes.
+    ///
+    /// ```
+    /// use tessera::conduit::Processes;
+    /// use tessera::ConduitKind;
+    /// assert_eq!(ConduitKind::Smp.processes(), Processes::PerRank);
+    /// assert_eq!(ConduitKind::Threads.processes(), Processes::OneForAll);
+    /// ```
+    pub fn processes(self) -> Processes {
+        match self {
+            ConduitKind::Smp => Processes::PerRank,
+            ConduitKind::Threads => Processes::OneForAll,
+            ConduitKind::Mpi => Processes::ByMpiLauncher,
         }
     }
 }

@@ -48,6 +48,7 @@ use super::board::{self, Board, JobFile, RankState};
 use super::ConduitKind;
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 use crate::conduit::smp;
+use crate::conduit::Processes;
 use crate::config;
 use crate::core::report as stats;
 use crate::error::JobError;
@@ -187,7 +188,9 @@ fn signal_text(signal: i32) -> String {
 fn describe(status: ExitStatus, conduit: ConduitKind) -> String {
     if let Some(signal) = status.signal() {
         format!("was killed by {}", signal_text(signal))
-    } else if let (ConduitKind::Mpi, Some(code @ 129..=159)) = (conduit, status.code()) {
+    } else if let (Processes::ByMpiLauncher, Some(code @ 129..=159)) =
+        (conduit.processes(), status.code())
+    {
         format!(
             "exited with status {code} (a rank was killed by {})",
             signal_text(code - 128)
@@ -325,7 +328,7 @@ impl MpiLauncher {
 /// The command that starts `spec`'s program: the program itself, or `mpirun` or `srun`
 /// running it.
 fn program_command(spec: &Launch) -> Command {
-    if spec.conduit != ConduitKind::Mpi {
+    if spec.conduit.processes() != Processes::ByMpiLauncher {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args);
         return cmd;
@@ -440,12 +443,12 @@ fn spawn_rank(
         });
     }
     cmd.spawn().map_err(|source| JobError::Os {
-        what: match spec.conduit {
+        what: match spec.conduit.processes() {
             // What failed to start is mpirun, not the program it would have started.
-            ConduitKind::Mpi if MpiLauncher::for_job(&spec.env) == MpiLauncher::Srun => {
+            Processes::ByMpiLauncher if MpiLauncher::for_job(&spec.env) == MpiLauncher::Srun => {
                 "starting srun for the mpi conduit (inside a Slurm allocation, or with TESSERA_LAUNCHER=srun; is Slurm's srun on PATH? --launcher mpirun uses mpirun instead)".into()
             }
-            ConduitKind::Mpi => format!(
+            Processes::ByMpiLauncher => format!(
                 "starting {} for the mpi conduit (TESSERA_MPIRUN names another mpirun; is MPI installed?)",
                 cmd.get_program().to_string_lossy()
             ),
@@ -476,11 +479,11 @@ fn job_file(spec: &Launch) -> Result<Option<JobFile>, JobError> {
         })?,
         None => false,
     };
-    match spec.conduit {
-        ConduitKind::Mpi => Ok(None),
-        ConduitKind::Threads => JobFile::create(spec.ranks, None).map(Some),
-        ConduitKind::Smp if shm_names => JobFile::create(spec.ranks, None).map(Some),
-        ConduitKind::Smp => {
+    match spec.conduit.processes() {
+        Processes::ByMpiLauncher => Ok(None),
+        Processes::OneForAll => JobFile::create(spec.ranks, None).map(Some),
+        Processes::PerRank if shm_names => JobFile::create(spec.ranks, None).map(Some),
+        Processes::PerRank => {
             let segment = match spec
                 .segment
                 .clone()
@@ -617,12 +620,12 @@ fn skipped_ranks(board: &Board, skipped: &[usize]) -> Option<String> {
 fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String> {
     let views = board.snapshot();
     let started = |r: usize| views[r].state != RankState::Absent;
-    let who = match conduit {
-        ConduitKind::Threads => "the ranks' process".to_string(),
+    let who = match conduit.processes() {
+        Processes::OneForAll => "the ranks' process".to_string(),
         _ => format!("rank {rank}"),
     };
-    let unfinished: Vec<usize> = match conduit {
-        ConduitKind::Threads => (0..views.len())
+    let unfinished: Vec<usize> = match conduit.processes() {
+        Processes::OneForAll => (0..views.len())
             .filter(|&r| started(r) && views[r].state != RankState::Finished)
             .collect(),
         _ => vec![rank]
@@ -701,9 +704,9 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
             nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
         );
     }
-    let processes: Vec<Option<usize>> = match spec.conduit {
-        ConduitKind::Smp => (0..spec.ranks).map(Some).collect(),
-        ConduitKind::Threads | ConduitKind::Mpi => vec![None],
+    let processes: Vec<Option<usize>> = match spec.conduit.processes() {
+        Processes::PerRank => (0..spec.ranks).map(Some).collect(),
+        Processes::OneForAll | Processes::ByMpiLauncher => vec![None],
     };
     let mut ranks: Vec<Rank> = Vec::with_capacity(processes.len());
     let mut forwarders = Vec::new();
@@ -760,7 +763,7 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
                     let by =
                         (0..b.ranks()).find(|&x| b.record(x).view().state == RankState::GlobalExit);
                     if let Some(by) = by.filter(|_| {
-                        spec.conduit != ConduitKind::Smp
+                        spec.conduit.processes() != Processes::PerRank
                             || record.view().state == RankState::GlobalExit
                     }) {
                         let status_code = b.record(by).exit_status();
@@ -779,7 +782,7 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
                 }
                 let early = match (&board, status.success()) {
                     (Some(b), true) => {
-                        if spec.conduit == ConduitKind::Smp
+                        if spec.conduit.processes() == Processes::PerRank
                             && b.record(r.rank).view().state == RankState::Absent
                         {
                             skipped.push(r.rank);
@@ -789,10 +792,12 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
                     _ => None,
                 };
                 if !status.success() || early.is_some() {
-                    let who = match spec.conduit {
-                        ConduitKind::Smp => format!("rank {}", r.rank),
-                        ConduitKind::Threads => "the ranks' process".to_string(),
-                        ConduitKind::Mpi => MpiLauncher::for_job(&spec.env).name().to_string(),
+                    let who = match spec.conduit.processes() {
+                        Processes::PerRank => format!("rank {}", r.rank),
+                        Processes::OneForAll => "the ranks' process".to_string(),
+                        Processes::ByMpiLauncher => {
+                            MpiLauncher::for_job(&spec.env).name().to_string()
+                        }
                     };
                     let why = early.unwrap_or_else(|| {
                         let mut why = format!("{who} {}", describe(status, spec.conduit));
@@ -885,8 +890,8 @@ fn launch_ranks(spec: &Launch) -> Result<Outcome, JobError> {
 /// The first line a failed rank left on the board, if any.
 fn failed_reason(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String> {
     let views = board.snapshot();
-    let pick = match conduit {
-        ConduitKind::Threads => views.iter().position(|v| v.state == RankState::Failed)?,
+    let pick = match conduit.processes() {
+        Processes::OneForAll => views.iter().position(|v| v.state == RankState::Failed)?,
         _ => rank,
     };
     let view = views.get(pick)?;
@@ -898,8 +903,8 @@ fn failed_reason(board: &Board, rank: usize, conduit: ConduitKind) -> Option<Str
     if view.text.len() >= 180 {
         text.push('…');
     }
-    Some(match conduit {
-        ConduitKind::Threads => format!("rank {pick} failed: {text}"),
+    Some(match conduit.processes() {
+        Processes::OneForAll => format!("rank {pick} failed: {text}"),
         _ => text,
     })
 }

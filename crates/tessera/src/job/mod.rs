@@ -44,6 +44,7 @@ use crate::core::report as stats;
 
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 pub use crate::conduit::ConduitKind;
+use crate::conduit::Processes;
 use crate::conduit::{smp, threads};
 
 #[cfg(feature = "mpi")]
@@ -195,7 +196,7 @@ impl Job {
             None if ranks.is_some() => ConduitKind::Smp,
             None => ConduitKind::Threads,
         };
-        if conduit == ConduitKind::Mpi {
+        if conduit.processes() == Processes::ByMpiLauncher {
             // MPI decides the ranks; the launcher's count is only a hint for the layout.
             job.ranks = launcher_ranks().unwrap_or(1);
             job.mpi_bypass = config::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true);
@@ -213,12 +214,12 @@ impl Job {
         }
         job.boot_timeout = config::seconds("TESSERA_BOOT_TIMEOUT")?.unwrap_or(DEFAULT_BOOT_TIMEOUT);
         job.shm_names = config::switch("TESSERA_SHM_NAMES")?.unwrap_or(false);
-        if conduit != ConduitKind::Mpi {
+        if conduit.processes() != Processes::ByMpiLauncher {
             if let Some(fd) = config::number::<i32>("TESSERA_JOB_FD", "a descriptor number")? {
                 job.job_file = Some(Arc::new(JobFile::open(fd, job.ranks)?));
             }
         }
-        if conduit == ConduitKind::Smp {
+        if conduit.processes() == Processes::PerRank {
             let missing = |var| {
                 JobError::BadEnv {
                 var,
