@@ -123,16 +123,6 @@ pub enum AmClass {
     Reply = 1,
 }
 
-/// A read done at once, as [`Conduit::get_bytes_start`] reports it: `len` bytes from `get`.
-pub(crate) fn read_now(
-    len: usize,
-    get: impl FnOnce(&mut [u8]) -> Result<(), ConduitError>,
-) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
-    let mut bytes = vec![0u8; len];
-    get(&mut bytes)?;
-    Ok((None, Some(bytes)))
-}
-
 /// One collective of a conduit's own library, without its buffers (see [`NativeCall`]
 /// and [`NativeCollectives::start`]). Ranks are group ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +224,76 @@ pub trait NativeCollectives {
     fn test(&self, ticket: u64, take: &mut dyn FnMut(&[u8])) -> Result<bool, ConduitError>;
 }
 
+/// One transfer between this rank and an unmapped peer's segment, already checked by the
+/// core (rank, bounds, alignment).
+#[derive(Debug)]
+pub enum Transfer<'b> {
+    /// Write `src` at `offset` of `rank`'s segment.
+    Put {
+        /// The peer.
+        rank: usize,
+        /// Byte offset into its segment.
+        offset: usize,
+        /// The bytes (the conduit copies what it keeps past `start`).
+        src: &'b [u8],
+    },
+    /// Read `len` bytes at `offset` of `rank`'s segment.
+    Get {
+        /// The peer.
+        rank: usize,
+        /// Byte offset into its segment.
+        offset: usize,
+        /// Bytes to read.
+        len: usize,
+        /// Where they land.
+        into: GetInto<'b>,
+    },
+}
+
+/// Where a get's bytes land.
+#[derive(Debug)]
+pub enum GetInto<'b> {
+    /// The caller's buffer: filled before `start` returns ([`Finish::Now`], or a
+    /// [`Finish::Ticket`] get that completes at once), else the same buffer passed to
+    /// [`Rma::complete`] for the ticket.
+    Buffer(&'b mut [u8]),
+    /// This rank's own segment at this byte offset ([`Finish::Quiet`]), untouched by the
+    /// core until the next completion of [`Which::All`].
+    Segment(usize),
+}
+
+/// When a started transfer completes (a put at its target, a get in its landing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// Before `start` returns.
+    Now,
+    /// When [`Rma::complete`] reports its ticket done.
+    Ticket,
+    /// By the next [`Rma::complete`] of [`Which::All`] (OpenSHMEM's quiet), which the
+    /// core runs before every ordering operation to an unmapped peer.
+    Quiet,
+}
+
+/// What [`Rma::complete`] completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// The transfer with this ticket.
+    One(u64),
+    /// Every [`Finish::Quiet`] transfer started so far.
+    All,
+}
+
+/// A conduit's own one-sided transfers ([`Conduit::rma`]).
+pub trait Rma {
+    /// Start `transfer`, complete as `finish` says; a ticket for [`Finish::Ticket`] unless
+    /// the transfer is already complete (`None`).
+    fn start(&self, transfer: Transfer<'_>, finish: Finish) -> Result<Option<u64>, ConduitError>;
+    /// Whether `which` is complete (a get's bytes copied into `landing`), blocking until it
+    /// is with `wait`. A ticket reported done is forgotten; one never completed is
+    /// completed and dropped with the conduit.
+    fn complete(&self, which: Which, wait: bool, landing: &mut [u8]) -> Result<bool, ConduitError>;
+}
+
 /// The boundary every conduit implements.
 ///
 /// Offsets are byte offsets into a rank's *segment* (the part of its memory that the
@@ -249,80 +309,15 @@ pub trait Conduit {
     /// Size in bytes of every rank's segment (all ranks have the same size).
     fn segment_len(&self) -> usize;
     /// Base address of `rank`'s segment if this process can load and store it directly
-    /// (same node), or `None` when it must go through [`Conduit::put_bytes`] and friends.
+    /// (same node), or `None` when transfers to it go through [`Conduit::rma`] or active
+    /// messages.
     fn segment_base(&self, rank: usize) -> Option<NonNull<u8>>;
 
-    /// Write `src` to `rank`'s segment at `offset` (peers without a direct mapping).
-    fn put_bytes(&self, _rank: usize, _offset: usize, _src: &[u8]) -> Result<(), ConduitError> {
-        Err(self.unsupported("put to an unmapped peer"))
-    }
-    /// Read `dst.len()` bytes from `rank`'s segment at `offset` (peers without a mapping).
-    fn get_bytes(&self, _rank: usize, _offset: usize, _dst: &mut [u8]) -> Result<(), ConduitError> {
-        Err(self.unsupported("get from an unmapped peer"))
-    }
-
-    /// Start writing `src` to an unmapped peer's segment, from the conduit's own copy of
-    /// it (so the caller's buffer is free at once). Returns a transfer to finish with
-    /// [`Conduit::transfer_done`], or `None` when the write is already complete at the
-    /// target (the default: a blocking [`Conduit::put_bytes`]).
-    fn put_bytes_start(
-        &self,
-        rank: usize,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<Option<u64>, ConduitError> {
-        self.put_bytes(rank, offset, src).map(|()| None)
-    }
-    /// Start reading `len` bytes of an unmapped peer's segment into the conduit's own
-    /// buffer; [`Conduit::transfer_done`] copies them out. `Some(bytes)` in the second
-    /// place when the read is already complete (the default: a blocking
-    /// [`Conduit::get_bytes`]).
-    fn get_bytes_start(
-        &self,
-        rank: usize,
-        offset: usize,
-        len: usize,
-    ) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
-        read_now(len, |bytes| self.get_bytes(rank, offset, bytes))
-    }
-    /// Whether a started transfer is done: a put complete at its target, a get's bytes
-    /// copied into `landing`. With `wait`, block until it is. Once it reports done, the id
-    /// is forgotten; a transfer never finished is completed and dropped with the conduit.
-    fn transfer_done(
-        &self,
-        _transfer: u64,
-        _wait: bool,
-        _landing: &mut [u8],
-    ) -> Result<bool, ConduitError> {
-        Ok(true)
-    }
-
-    /// Start writing `src` (copied, so the caller's buffer is free at once) to an unmapped
-    /// peer, complete by the next [`Conduit::sync_nbi`] (default: complete at once).
-    fn put_bytes_nbi(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
-        self.put_bytes(rank, offset, src)
-    }
-    /// Start reading `len` bytes of an unmapped peer's segment straight into `dst`, complete
-    /// by the next [`Conduit::sync_nbi`] (default: complete at once).
-    ///
-    /// # Safety
-    /// `dst` must point to `len` bytes of this rank's own segment that nothing reads or
-    /// writes until the next `sync_nbi` returns.
-    unsafe fn get_bytes_nbi(
-        &self,
-        rank: usize,
-        offset: usize,
-        dst: NonNull<u8>,
-        len: usize,
-    ) -> Result<(), ConduitError> {
-        // SAFETY: the caller guarantees `dst` is `len` bytes of our own mapped segment that
-        // nobody touches meanwhile.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_ptr(), len) };
-        self.get_bytes(rank, offset, dst)
-    }
-    /// Complete every `*_nbi` transfer started on this conduit.
-    fn sync_nbi(&self) -> Result<(), ConduitError> {
-        Ok(())
+    /// The conduit's own one-sided transfers to peers without a direct mapping (MPI's
+    /// windows). `None`, the default: the core moves them as active messages
+    /// (`core::transfer`), so a conduit that only moves frames runs every transfer.
+    fn rma(&self) -> Option<&dyn Rma> {
+        None
     }
 
     /// The memory file holding this rank's segment and the segment's offset in it, where

@@ -436,9 +436,9 @@ pub(crate) struct ShmConduit {
     undrained: RefCell<Vec<usize>>,
     undrained_flag: Vec<Cell<bool>>,
     abort: Option<Arc<AbortFlag>>,
-    /// Report every peer's segment as unmapped and move data through
-    /// [`Conduit::put_bytes`]/[`Conduit::get_bytes`], as a conduit across hosts would (a
-    /// testing aid: it drives the core's paths for unmapped peers on one machine).
+    /// Report every peer's segment as unmapped, so that data moves as active messages, as
+    /// with a conduit across hosts that has no one-sided operations of its own (a testing
+    /// aid: it drives the core's paths for unmapped peers on one machine).
     hide_peers: bool,
     /// The file this rank's region is mapped from and the region's offset in it.
     region_file: Option<(std::os::fd::OwnedFd, u64)>,
@@ -545,30 +545,6 @@ impl Conduit for ShmConduit {
             return None;
         }
         Some(self.mapped_segment(rank))
-    }
-    fn put_bytes(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
-        // SAFETY: the core checked that [offset, offset + len) lies inside rank's segment;
-        // the copy is a plain store like a direct put (ordering comes from later atomics
-        // and active messages, which release).
-        unsafe {
-            std::ptr::copy(
-                src.as_ptr(),
-                self.mapped_segment(rank).as_ptr().add(offset),
-                src.len(),
-            )
-        };
-        Ok(())
-    }
-    fn get_bytes(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), ConduitError> {
-        // SAFETY: as in put_bytes.
-        unsafe {
-            std::ptr::copy(
-                self.mapped_segment(rank).as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
-        Ok(())
     }
     fn segment_file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
         use std::os::fd::AsFd;

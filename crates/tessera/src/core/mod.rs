@@ -43,6 +43,7 @@ pub mod rma;
 pub mod rpc;
 pub mod stats;
 pub mod sync;
+pub(crate) mod transfer;
 pub mod wait;
 
 use std::cell::{Cell, RefCell};
@@ -165,6 +166,9 @@ pub struct Context {
     end_checks: RefCell<Vec<EndCheck>>,
     /// Messages the model layer's waits took in ([`Context::note_progress`]).
     progress: Cell<u64>,
+    /// Transfers to unmapped peers moving as active messages (last: rarely used, so it
+    /// stays off the lines the mapped paths read).
+    am_transfers: transfer::AmTransfers,
 }
 
 /// A check run after the end-of-job barrier.
@@ -198,11 +202,13 @@ impl Context {
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
             remote_atomics: atomic::RemoteAtomics::default(),
+            am_transfers: transfer::AmTransfers::default(),
             stats: None,
             end_checks: RefCell::new(Vec::new()),
             progress: Cell::new(0),
         };
         atomic::register_handlers(&ctx)?;
+        transfer::register_handlers(&ctx)?;
         ctx.barrier = barrier::BarrierState::new(&ctx)?;
         rpc::register_handlers(&ctx)?;
         ctx.barrier()?;

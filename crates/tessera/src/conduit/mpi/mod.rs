@@ -60,7 +60,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Threading;
 
 use super::shm::{default_ring_capacity, RegionLayout, ShmConduit};
-use super::{smp, AmClass, Conduit, ConduitKind};
+use super::{smp, AmClass, Conduit, ConduitKind, Finish, GetInto, Which};
 use crate::error::{ConduitError, JobError};
 use messenger::Messenger;
 use raw::{ProgressThread, Transfer, Window};
@@ -266,81 +266,8 @@ impl Conduit for MpiConduit {
     fn segment_base(&self, rank: usize) -> Option<NonNull<u8>> {
         self.local.segment_base((*self.node_rank.get(rank)?)?)
     }
-    fn put_bytes(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
-        self.window.put(rank, offset, src)
-    }
-    fn get_bytes(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<(), ConduitError> {
-        self.window.get(rank, offset, dst)
-    }
-    fn put_bytes_start(
-        &self,
-        rank: usize,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<Option<u64>, ConduitError> {
-        match self.window.start_put(rank, offset, src.to_vec())? {
-            Some(transfer) => Ok(Some(self.track(transfer))),
-            None => self.window.put(rank, offset, src).map(|()| None),
-        }
-    }
-    fn get_bytes_start(
-        &self,
-        rank: usize,
-        offset: usize,
-        len: usize,
-    ) -> Result<(Option<u64>, Option<Vec<u8>>), ConduitError> {
-        match self.window.start_get(rank, offset, len)? {
-            Some(transfer) => Ok((Some(self.track(transfer)), None)),
-            None => super::read_now(len, |bytes| self.window.get(rank, offset, bytes)),
-        }
-    }
-    fn put_bytes_nbi(&self, rank: usize, offset: usize, src: &[u8]) -> Result<(), ConduitError> {
-        let copy = src.to_vec();
-        // SAFETY: the copy's heap buffer stays in `deferred` (moving the Vec does not move
-        // it) until sync_nbi has flushed the window.
-        unsafe { self.window.put_deferred(rank, offset, &copy) }?;
-        self.deferred.borrow_mut().push(copy);
-        self.deferred_any.set(true);
-        Ok(())
-    }
-    unsafe fn get_bytes_nbi(
-        &self,
-        rank: usize,
-        offset: usize,
-        dst: NonNull<u8>,
-        len: usize,
-    ) -> Result<(), ConduitError> {
-        // SAFETY: forwarded from the caller, who keeps `dst` untouched until sync_nbi, which
-        // flushes the window.
-        unsafe { self.window.get_deferred(rank, offset, dst, len) }?;
-        self.deferred_any.set(true);
-        Ok(())
-    }
-    fn sync_nbi(&self) -> Result<(), ConduitError> {
-        if self.deferred_any.replace(false) {
-            self.window.flush_all()?;
-            self.deferred.borrow_mut().clear();
-        }
-        Ok(())
-    }
-    fn transfer_done(
-        &self,
-        transfer: u64,
-        wait: bool,
-        landing: &mut [u8],
-    ) -> Result<bool, ConduitError> {
-        let mut transfers = self.transfers.borrow_mut();
-        let Some(t) = transfers.get_mut(&transfer) else {
-            return Ok(true);
-        };
-        if !self.window.finish(t, wait)? {
-            return Ok(false);
-        }
-        if !t.is_put() {
-            landing.copy_from_slice(t.bytes());
-        }
-        transfers.remove(&transfer);
-        Ok(true)
+    fn rma(&self) -> Option<&dyn super::Rma> {
+        Some(self)
     }
     fn am_max_frame(&self) -> usize {
         self.local.am_max_frame()
@@ -493,5 +420,110 @@ impl Drop for MpiConduit {
             // Freeing windows is collective; after a failure the others may never come.
             self.abort("the rank ended before the job's final barrier");
         }
+    }
+}
+
+/// MPI's one-sided operations on the window over every rank's segment, for ranks on other
+/// hosts.
+impl super::Rma for MpiConduit {
+    fn start(
+        &self,
+        transfer: super::Transfer<'_>,
+        finish: Finish,
+    ) -> Result<Option<u64>, ConduitError> {
+        use super::Transfer::{Get, Put};
+        match (transfer, finish) {
+            (Put { rank, offset, src }, Finish::Now) => {
+                self.window.put(rank, offset, src).map(|()| None)
+            }
+            (Put { rank, offset, src }, Finish::Ticket) => {
+                match self.window.start_put(rank, offset, src.to_vec())? {
+                    Some(transfer) => Ok(Some(self.track(transfer))),
+                    None => self.window.put(rank, offset, src).map(|()| None),
+                }
+            }
+            (Put { rank, offset, src }, Finish::Quiet) => {
+                let copy = src.to_vec();
+                // SAFETY: the copy's heap buffer stays in `deferred` (moving the Vec does
+                // not move it) until the completion of every quiet transfer has flushed the
+                // window.
+                unsafe { self.window.put_deferred(rank, offset, &copy) }?;
+                self.deferred.borrow_mut().push(copy);
+                self.deferred_any.set(true);
+                Ok(None)
+            }
+            (
+                Get {
+                    rank,
+                    offset,
+                    into: GetInto::Buffer(dst),
+                    ..
+                },
+                Finish::Now,
+            ) => self.window.get(rank, offset, dst).map(|()| None),
+            (
+                Get {
+                    rank,
+                    offset,
+                    len,
+                    into: GetInto::Buffer(dst),
+                },
+                Finish::Ticket,
+            ) => match self.window.start_get(rank, offset, len)? {
+                Some(transfer) => Ok(Some(self.track(transfer))),
+                None => self.window.get(rank, offset, dst).map(|()| None),
+            },
+            (
+                Get {
+                    rank,
+                    offset,
+                    len,
+                    into: GetInto::Segment(at),
+                },
+                Finish::Quiet,
+            ) => {
+                let own = self.segment_base(self.rank).ok_or_else(|| {
+                    self.unsupported("a quiet get without this rank's own segment")
+                })?;
+                // SAFETY: the core checked that [at, at + len) lies inside this rank's own
+                // segment and leaves it untouched until the completion of every quiet
+                // transfer, which flushes the window.
+                unsafe {
+                    let dst = NonNull::new_unchecked(own.as_ptr().add(at));
+                    self.window.get_deferred(rank, offset, dst, len)
+                }?;
+                self.deferred_any.set(true);
+                Ok(None)
+            }
+            (transfer, finish) => Err(self.unsupported(match (transfer, finish) {
+                (Get { .. }, Finish::Quiet) => "a quiet get into a buffer",
+                _ => "a get into this rank's segment that is not quiet",
+            })),
+        }
+    }
+
+    fn complete(&self, which: Which, wait: bool, landing: &mut [u8]) -> Result<bool, ConduitError> {
+        let transfer = match which {
+            Which::All => {
+                if self.deferred_any.replace(false) {
+                    self.window.flush_all()?;
+                    self.deferred.borrow_mut().clear();
+                }
+                return Ok(true);
+            }
+            Which::One(transfer) => transfer,
+        };
+        let mut transfers = self.transfers.borrow_mut();
+        let Some(t) = transfers.get_mut(&transfer) else {
+            return Ok(true);
+        };
+        if !self.window.finish(t, wait)? {
+            return Ok(false);
+        }
+        if !t.is_put() {
+            landing.copy_from_slice(t.bytes());
+        }
+        transfers.remove(&transfer);
+        Ok(true)
     }
 }
