@@ -291,10 +291,7 @@ impl<'a, T: Pod, S: AsRef<[T]> + ?Sized> PutShape<'a, T, Blocking> for &S {
     type Output = Result<()>;
     #[inline]
     fn put_to(self, ctx: &'a Context, dst: GlobalPtr<T>, _: Blocking) -> Result<()> {
-        match self.as_ref() {
-            [value] => ctx.put_one(dst, *value),
-            src => ctx.put_blocking(dst, src),
-        }
+        ctx.put_blocking(dst, self.as_ref())
     }
 }
 

@@ -317,7 +317,7 @@ impl Context {
     }
 
     /// The blocking contiguous put ([`Context::put`] with [`Blocking`](super::Blocking)).
-    #[inline]
+    #[inline(always)]
     pub(super) fn put_blocking<T: Pod>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
         // Matched in place rather than through `?` and `store_bytes`: the mapped path then
@@ -326,36 +326,23 @@ impl Context {
         match self.target_of(dst, src.len()) {
             Ok(Target::Direct(p)) => {
                 self.count(Traffic::Put, dst.rank(), bytes.len());
-                // SAFETY: `target_of` checked the destination for src.len() elements: mapped
-                // and in bounds; `copy` tolerates overlap (the source may be in a segment).
-                unsafe { std::ptr::copy(bytes.as_ptr(), p.as_ptr(), bytes.len()) };
+                match src {
+                    // One element is one typed store, not a call to copy bytes (where the
+                    // slice is written as one element its length is known, so the choice
+                    // costs nothing).
+                    // SAFETY: `target_of` checked the destination for one T: mapped, in
+                    // bounds and aligned for T.
+                    [value] => unsafe { p.cast::<T>().as_ptr().write(*value) },
+                    // SAFETY: `target_of` checked the destination for src.len() elements:
+                    // mapped and in bounds; `copy` tolerates overlap (the source may be in a
+                    // segment).
+                    _ => unsafe { std::ptr::copy(bytes.as_ptr(), p.as_ptr(), bytes.len()) },
+                }
                 Ok(())
             }
             Ok(remote) => {
                 self.count(Traffic::Put, dst.rank(), bytes.len());
                 self.store_bytes(remote, bytes)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The blocking put of one element: one typed store on a mapped peer, not a call to
-    /// copy bytes (a one-element slice's length is known where it is written, so the
-    /// choice costs nothing).
-    #[inline(always)]
-    pub(super) fn put_one<T: Pod>(&self, dst: GlobalPtr<T>, value: T) -> Result<()> {
-        // Matched in place, as in `put_blocking`.
-        match self.target_of(dst, 1) {
-            Ok(Target::Direct(p)) => {
-                self.count(Traffic::Put, dst.rank(), std::mem::size_of::<T>());
-                // SAFETY: `target_of` checked the destination for one T: mapped, in bounds
-                // and aligned for T.
-                unsafe { p.cast::<T>().as_ptr().write(value) };
-                Ok(())
-            }
-            Ok(remote) => {
-                self.count(Traffic::Put, dst.rank(), std::mem::size_of::<T>());
-                self.store_bytes(remote, bytemuck::bytes_of(&value))
             }
             Err(e) => Err(e),
         }

@@ -114,6 +114,15 @@ impl Context {
     /// operations where it has them, else active messages. A ticket comes back for
     /// [`Finish::Ticket`] unless the transfer is already complete.
     pub(crate) fn transfer(&self, transfer: Transfer<'_>, finish: Finish) -> Result<Option<u64>> {
+        // A get lands in the caller's buffer unless it is implicit, and then in the segment.
+        debug_assert!(match &transfer {
+            Transfer::Get {
+                into: GetInto::Segment(_),
+                ..
+            } => finish == Finish::Quiet,
+            Transfer::Get { .. } => finish != Finish::Quiet,
+            Transfer::Put { .. } => true,
+        });
         if let Some(rma) = self.conduit().rma() {
             return Ok(rma.start(transfer, finish)?);
         }

@@ -165,13 +165,7 @@ impl<'a> Team<'a> {
         let mut distance = 1;
         while distance < self.size() {
             let partner = self.me ^ distance;
-            self.channel.sendrecv(
-                self.ctx,
-                partner,
-                bytemuck::cast_slice(dst),
-                partner,
-                bytemuck::cast_slice_mut(theirs),
-            )?;
+            self.sendrecv(partner, dst, partner, theirs)?;
             combine(dst, theirs)?;
             distance *= 2;
         }
