@@ -24,6 +24,8 @@
 //! `A` regenerated.
 
 use std::ops::Range;
+use tessera::coll::{Allreduce, Broadcast};
+use tessera::{Blocking, Nonblocking};
 
 use tessera::{MatrixLayout, Op, Result};
 
@@ -137,11 +139,17 @@ impl StepPanels {
         }
         let (p, q) = grid.shape;
         if p == 1 {
-            comm.time(|| grid.row.broadcast(root, &mut self.buf))?;
+            comm.time(|| {
+                grid.row
+                    .run(Broadcast::in_place(root, &mut self.buf), Blocking)
+            })?;
         } else {
             for r in 0..p {
                 let piece = self.piece(layout, grid.me.0, r, first);
-                comm.time(|| grid.world.broadcast(r * q + root, piece))?;
+                comm.time(|| {
+                    grid.world
+                        .run(Broadcast::in_place(r * q + root, piece), Blocking)
+                })?;
             }
         }
         self.columns(grid, layout, first);
@@ -162,14 +170,17 @@ impl StepPanels {
         let (p, q) = grid.shape;
         if p == 1 {
             let buf = std::mem::take(&mut self.buf);
-            return Ok(vec![
-                comm.time(|| grid.row.broadcast_nb_in_place(root, buf))?
-            ]);
+            return Ok(vec![comm.time(|| {
+                grid.row.run(Broadcast::owned(root, buf), Nonblocking)
+            })?]);
         }
         (0..p)
             .map(|r| {
                 let piece = std::mem::take(self.piece(layout, grid.me.0, r, first));
-                comm.time(|| grid.world.broadcast_nb_in_place(r * q + root, piece))
+                comm.time(|| {
+                    grid.world
+                        .run(Broadcast::owned(r * q + root, piece), Nonblocking)
+                })
             })
             .collect()
     }
@@ -410,7 +421,7 @@ fn factor_panel(
         }
         diag[0] = f64::from_bits(result.err().map_or(u64::MAX, |c| (k0 + c) as u64));
     }
-    comm.time(|| grid.col.broadcast(pr, diag))?;
+    comm.time(|| grid.col.run(Broadcast::in_place(pr, diag), Blocking))?;
     let status = diag[0].to_bits();
     // The panel below the diagonal block: this rank's local rows from k0 + w.
     let below = layout.local_rows_below(prow, k0 + w);
@@ -758,7 +769,7 @@ pub(crate) fn check(
             norm += weight * a * a;
         }
     }
-    let diff = grid.world.allreduce_value(diff, Op::Sum)?;
-    let norm = grid.world.allreduce_value(norm, Op::Sum)?;
+    let diff = grid.world.run(Allreduce::value(diff, Op::Sum), Blocking)?;
+    let norm = grid.world.run(Allreduce::value(norm, Op::Sum), Blocking)?;
     Ok(diff.sqrt() / (norm.sqrt() * n as f64 * f64::EPSILON))
 }

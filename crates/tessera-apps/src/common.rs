@@ -3,6 +3,8 @@
 //! separates communication from computation.
 
 use std::time::Instant;
+use tessera::coll::{Allreduce, Barrier};
+use tessera::Blocking;
 
 use tessera::{BlockCyclicMatrix, MatrixLayout, Op, Team};
 
@@ -157,7 +159,7 @@ fn scatter_rows(
         full[layout.global_row(me.0, li)] = *v;
     }
     let mut sum = vec![0.0; full.len()];
-    world.allreduce(&full, &mut sum, Op::Sum)?;
+    world.run(Allreduce::new(&full, Op::Sum).to(&mut sum), Blocking)?;
     Ok(sum)
 }
 
@@ -168,7 +170,7 @@ pub fn max_abs(v: &[f64]) -> f64 {
 
 /// Start every rank's clock together: a barrier of the world, then the time.
 pub fn start_clock(world: &Team<'_>) -> tessera::Result<Instant> {
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     Ok(Instant::now())
 }
 
@@ -179,9 +181,9 @@ pub fn stop_clock(
     start: Instant,
     comm: &CommTimer,
 ) -> tessera::Result<(f64, f64)> {
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     let elapsed = start.elapsed().as_secs_f64();
-    let comm = world.allreduce_value(comm.seconds(), Op::Max)?;
+    let comm = world.run(Allreduce::value(comm.seconds(), Op::Max), Blocking)?;
     Ok((elapsed, comm))
 }
 

@@ -17,6 +17,8 @@
 //! Checked as HPL does: solve `A·x = b` with the factors and report
 //! `‖A·x − b‖∞ / (ε·(‖A‖∞‖x‖∞ + ‖b‖∞)·N)` with the original `A` regenerated.
 
+use tessera::coll::{Allreduce, Broadcast};
+use tessera::Blocking;
 use tessera::{Loc, MatrixLayout, Op, Result};
 
 use crate::blas::{self, Solve, Trans, Triangle};
@@ -77,7 +79,7 @@ fn factor_panel(
                 best = Loc::new(v, layout.global_row(prow, li) as u64);
             }
         }
-        let best = comm.time(|| grid.col.allreduce_value(best, Op::MaxLoc))?;
+        let best = comm.time(|| grid.col.run(Allreduce::value(best, Op::MaxLoc), Blocking))?;
         if best.value <= 0.0 {
             return Ok((ipiv, j as u64));
         }
@@ -95,7 +97,8 @@ fn factor_panel(
         }
         let rows = comm.time(|| -> Result<Vec<f64>> {
             let mut sum = vec![0.0; 2 * w];
-            grid.col.allreduce(&rows, &mut sum, Op::Sum)?;
+            grid.col
+                .run(Allreduce::new(&rows, Op::Sum).to(&mut sum), Blocking)?;
             Ok(sum)
         })?;
         // Swap: row j takes the pivot row, the pivot row takes row j.
@@ -177,7 +180,10 @@ fn swap_rows(
         }
     }
     all.resize(mine.len(), 0.0);
-    comm.time(|| grid.col.allreduce(mine, all, Op::Sum))?;
+    comm.time(|| {
+        grid.col
+            .run(Allreduce::new(mine, Op::Sum).to(all), Blocking)
+    })?;
     for (s, &r) in rows.iter().enumerate() {
         let (owner, li) = layout.local_row(r);
         if owner == prow {
@@ -241,7 +247,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                     .copy_from_slice(&al.data[(lc + c) * ld + lr0..(lc + c) * ld + mloc]);
             }
         }
-        comm.time(|| grid.row.broadcast(pc, &mut buf))?;
+        comm.time(|| grid.row.run(Broadcast::in_place(pc, &mut buf), Blocking))?;
         let status = buf[0].to_bits();
         if status != OK {
             failure = Some(format!(
@@ -288,7 +294,7 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                     .copy_from_slice(&al.data[(lc1 + c) * ld + lr..(lc1 + c) * ld + lr + w]);
             }
         }
-        comm.time(|| grid.col.broadcast(pr, &mut u))?;
+        comm.time(|| grid.col.run(Broadcast::in_place(pr, &mut u), Blocking))?;
         // 5: the trailing update.
         let lr1 = layout.local_rows_below(prow, k0 + w);
         blas::gemm(
@@ -363,7 +369,10 @@ pub(crate) fn check(
             blas::trsv(triangle, w, &lu[lc * ld + lr..], ld, &mut y[k0..k0 + w]);
         }
         let mut part = y[k0..k0 + w].to_vec();
-        world.broadcast(layout.rank(pr, pc), &mut part)?;
+        world.run(
+            Broadcast::in_place(layout.rank(pr, pc), &mut part),
+            Blocking,
+        )?;
         y[k0..k0 + w].copy_from_slice(&part);
         let mut delta = vec![0.0; rows.len()];
         if pcol == pc {
@@ -389,7 +398,7 @@ pub(crate) fn check(
             }
         }
         let mut sum = vec![0.0; delta.len()];
-        world.allreduce(&delta, &mut sum, Op::Sum)?;
+        world.run(Allreduce::new(&delta, Op::Sum).to(&mut sum), Blocking)?;
         for (yi, d) in y[rows].iter_mut().zip(sum) {
             *yi += d;
         }

@@ -50,6 +50,8 @@ pub use bound::run;
 mod bound {
     use std::os::raw::{c_char, c_int};
     use std::time::Instant;
+    use tessera::coll::{Allreduce, Barrier};
+    use tessera::Blocking;
 
     use tessera::{Context, Team};
 
@@ -367,12 +369,15 @@ mod bound {
             }
         }
         let mut all = vec![0u64; n];
-        world.allreduce(&mine, &mut all, tessera::Op::Sum)?;
+        world.run(
+            Allreduce::new(&mine, tessera::Op::Sum).to(&mut all),
+            Blocking,
+        )?;
         Ok(all.into_iter().map(|p| p as usize).collect())
     }
 
     fn finish(world: &Team<'_>, start: Instant) -> tessera::Result<f64> {
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         Ok(start.elapsed().as_secs_f64())
     }
 }

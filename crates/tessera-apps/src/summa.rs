@@ -13,6 +13,8 @@
 //!
 //! Checked with a vector: `C·x` against `A·(B·x)`.
 
+use tessera::coll::Broadcast;
+use tessera::{Blocking, Nonblocking};
 use tessera::{MatrixLayout, Result};
 
 use crate::blas::{self, Trans};
@@ -86,8 +88,10 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                 own_panels(k, &mut own);
                 let (a_root, b_root) = roots(k);
                 comm.time(|| -> Result<()> {
-                    grid.row.broadcast(a_root, &mut own.a)?;
-                    grid.col.broadcast(b_root, &mut own.b)
+                    grid.row
+                        .run(Broadcast::in_place(a_root, &mut own.a), Blocking)?;
+                    grid.col
+                        .run(Broadcast::in_place(b_root, &mut own.b), Blocking)
                 })?;
                 multiply(&own, mloc, nloc, ld, cl.data, &mut || Ok(()))?;
             }
@@ -106,8 +110,8 @@ pub fn run(grid: &Grid<'_>, problem: &Problem) -> Result<Outcome> {
                 own_panels(k, &mut p);
                 let (a_root, b_root) = roots(k);
                 Ok((
-                    grid.row.broadcast_nb_in_place(a_root, p.a)?,
-                    grid.col.broadcast_nb_in_place(b_root, p.b)?,
+                    grid.row.run(Broadcast::owned(a_root, p.a), Nonblocking)?,
+                    grid.col.run(Broadcast::owned(b_root, p.b), Nonblocking)?,
                     p.width,
                 ))
             };

@@ -11,6 +11,7 @@
 //! instructions per call of each under callgrind.
 
 use std::time::Instant;
+use tessera::coll::{Allreduce, Barrier, Broadcast, Exchange};
 
 use tessera::{AtomicOp, Blocking, Compare, Context, Op, Signal, SignalOp, SyncMode, Team};
 
@@ -29,7 +30,7 @@ fn time_rank0(
 ) -> tessera::Result<f64> {
     let mut best = f64::INFINITY;
     for _ in 0..5 {
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         if ctx.rank() == 0 {
             let t0 = Instant::now();
             for i in 0..iters {
@@ -38,7 +39,7 @@ fn time_rank0(
             best = best.min(t0.elapsed().as_secs_f64() / iters as f64);
         }
     }
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     Ok(best * 1e9)
 }
 
@@ -50,7 +51,7 @@ fn time_all(
 ) -> tessera::Result<f64> {
     let mut best = f64::INFINITY;
     for _ in 0..5 {
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         let t0 = Instant::now();
         for _ in 0..iters {
             body()?;
@@ -69,7 +70,7 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
     let word = ctx.alloc_collective::<i64>(1)?;
     let sig = ctx.alloc_collective::<u64>(1)?;
     let (one, mut out) = ([1i64], [0i64]);
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     let ones = vec![1i64; n];
     // One loop per operation, so that choosing the operation is not counted per call.
     macro_rules! calls {
@@ -92,14 +93,18 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
             ctx.fence();
             ctx.atomic_store(sig.on(peer), i)?;
         }),
-        "barrier_all" => calls!(_i => world.barrier()?),
-        "sum_to_all" | "team_sum_world" => calls!(_i => world.allreduce(&one, &mut out, Op::Sum)?),
-        "team_sum_split" => calls!(_i => split.allreduce(&one, &mut out, Op::Sum)?),
+        "barrier_all" => calls!(_i => world.run(Barrier, Blocking)?),
+        "sum_to_all" | "team_sum_world" => {
+            calls!(_i => world.run(Allreduce::new(&one, Op::Sum).to(&mut out), Blocking)?)
+        }
+        "team_sum_split" => {
+            calls!(_i => split.run(Allreduce::new(&one, Op::Sum).to(&mut out), Blocking)?)
+        }
         "team_alltoall_world" => {
             // As the C layer calls it: straight into the symmetric destinations.
             let loose = world.with_sync(SyncMode::No, SyncMode::My);
             let dsts = world.symmetric(ctx.alloc_collective::<i64>(n)?);
-            calls!(_i => loose.exchange_to(&ones, &dsts)?)
+            calls!(_i => loose.run(Exchange::new(&ones).to_symmetric(&dsts), Blocking)?)
         }
         _ => {
             return Err(tessera::Error::Application(
@@ -127,7 +132,7 @@ fn main() {
         let flag = ctx.alloc_collective::<i64>(1)?;
         let buf = ctx.alloc_collective::<u8>(4 << 20)?;
         let src = vec![1u8; 4 << 20];
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         if me == 0 {
             println!("# shmem_twin (Rust API): {n} ranks");
         }
@@ -163,7 +168,7 @@ fn main() {
             let mut best = f64::INFINITY;
             for _ in 0..5 {
                 ctx.put(flag, &[0], Blocking)?;
-                world.barrier()?;
+                world.run(Barrier, Blocking)?;
                 let t0 = Instant::now();
                 for round in 1..=20_000i64 {
                     if me == 0 {
@@ -176,18 +181,20 @@ fn main() {
                 }
                 best = best.min(t0.elapsed().as_secs_f64() / 20_000.0 / 2.0);
             }
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             report(ctx, "wait_until_wakeup", 8, best * 1e9, "ns");
         }
-        let t = time_all(&world, 20_000, || world.barrier())?;
+        let t = time_all(&world, 20_000, || world.run(Barrier, Blocking))?;
         report(ctx, "barrier_all", 0, t, "ns");
         let mut out = [0i64];
         let t = time_all(&world, 20_000, || {
-            world.allreduce(&[1i64], &mut out, Op::Sum)
+            world.run(Allreduce::new(&[1i64], Op::Sum).to(&mut out), Blocking)
         })?;
         report(ctx, "sum_to_all", 8, t, "ns");
         let (big, mut big_out) = (vec![1i64; 1 << 17], vec![0i64; 1 << 17]);
-        let t = time_all(&world, 200, || world.allreduce(&big, &mut big_out, Op::Sum))?;
+        let t = time_all(&world, 200, || {
+            world.run(Allreduce::new(&big, Op::Sum).to(&mut big_out), Blocking)
+        })?;
         report(ctx, "sum_to_all", 1 << 20, t, "ns");
         // The C layer's alltoall and broadcast: single-address forms, entry
         // unsynchronised (the destinations are ready), each rank returning once its own
@@ -197,18 +204,23 @@ fn main() {
         let dsts = world.symmetric(dst);
         for (count, iters) in [(1, 20_000), (1024, 2_000)] {
             let a = vec![1u64; count * n];
-            let t = time_all(&world, iters, || loose.exchange_to(&a, &dsts))?;
+            let t = time_all(&world, iters, || {
+                loose.run(Exchange::new(&a).to_symmetric(&dsts), Blocking)
+            })?;
             report(ctx, "alltoall64", count * 8, t, "ns");
         }
         let t = time_all(&world, 20_000, || {
-            loose.broadcast_to(0, &[1u32], &world.symmetric(dst.cast::<u32>()), 1)
+            loose.run(
+                Broadcast::new(0, &[1u32], 1).to_symmetric(&world.symmetric(dst.cast::<u32>())),
+                Blocking,
+            )
         })?;
         report(ctx, "broadcast32", 4, t, "ns");
 
         // 1.5: put-with-signal, and what a 1.4 program writes instead.
         let sig = ctx.alloc_collective::<u64>(1)?;
         ctx.put(sig, &[0], Blocking)?;
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         let one = [7i64];
         let t = time_rank0(ctx, &world, 200_000, |i| {
             let to = words.on(peer).add(i as usize & 1023);
@@ -227,7 +239,7 @@ fn main() {
                 let mut best = f64::INFINITY;
                 for _ in 0..5 {
                     ctx.put(sig, &[0], Blocking)?;
-                    world.barrier()?;
+                    world.run(Barrier, Blocking)?;
                     let t0 = Instant::now();
                     for round in 1..=20_000u64 {
                         if me > 1 {
@@ -253,7 +265,7 @@ fn main() {
                     }
                     best = best.min(t0.elapsed().as_secs_f64() / 20_000.0 / 2.0);
                 }
-                world.barrier()?;
+                world.run(Barrier, Blocking)?;
                 report(ctx, name, 8, best * 1e9, "ns");
             }
         }
@@ -261,11 +273,15 @@ fn main() {
         // Team collectives on the world team and on a team of every rank made from it.
         let split = world.subset(&(0..n).collect::<Vec<_>>())?;
         for (team, name) in [(&world, "world"), (&split, "split")] {
-            let t = time_all(team, 20_000, || team.allreduce(&[1i64], &mut out, Op::Sum))?;
+            let t = time_all(team, 20_000, || {
+                team.run(Allreduce::new(&[1i64], Op::Sum).to(&mut out), Blocking)
+            })?;
             report(ctx, &format!("team_sum_{name}"), 8, t, "ns");
         }
         for (team, name) in [(&world, "world"), (&split, "split")] {
-            let t = time_all(team, 200, || team.allreduce(&big, &mut big_out, Op::Sum))?;
+            let t = time_all(team, 200, || {
+                team.run(Allreduce::new(&big, Op::Sum).to(&mut big_out), Blocking)
+            })?;
             report(ctx, &format!("team_sum_{name}"), 1 << 20, t, "ns");
         }
         for (count, iters) in [(1, 20_000), (1024, 2_000)] {
@@ -275,7 +291,9 @@ fn main() {
                     team.with_sync(SyncMode::No, SyncMode::My),
                     team.symmetric(dst),
                 );
-                let t = time_all(team, iters, || loose.exchange_to(&a, &dsts))?;
+                let t = time_all(team, iters, || {
+                    loose.run(Exchange::new(&a).to_symmetric(&dsts), Blocking)
+                })?;
                 report(ctx, &format!("team_alltoall_{name}"), count * 8, t, "ns");
             }
         }
@@ -286,7 +304,7 @@ fn main() {
             for threads in 1..=2usize {
                 let mut best = f64::INFINITY;
                 for _ in 0..5 {
-                    world.barrier()?;
+                    world.run(Barrier, Blocking)?;
                     if me == 0 {
                         let t0 = Instant::now();
                         std::thread::scope(|s| {
@@ -303,7 +321,7 @@ fn main() {
                         best = best.min(per);
                     }
                 }
-                world.barrier()?;
+                world.run(Barrier, Blocking)?;
                 let name = format!(
                     "ctx_put8_{threads}thread{}",
                     if threads > 1 { "s" } else { "" }

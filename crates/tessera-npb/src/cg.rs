@@ -32,6 +32,8 @@ use crate::NpbError;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
+use tessera::coll::{Allreduce, Barrier};
+use tessera::Blocking;
 
 use tessera::{Arrival, Context, Mailbox, Op, Team};
 
@@ -641,7 +643,7 @@ pub fn choose_form(matrix: &mut Matrix, world: &Team) -> tessera::Result<Vec<(Pr
     }
     let mut times = Vec::new();
     for (form, best) in forms.into_iter().zip(best) {
-        times.push((form, world.allreduce_value(best, Op::Max)?));
+        times.push((form, world.run(Allreduce::value(best, Op::Max), Blocking)?));
     }
     let fastest = times
         .iter()
@@ -802,9 +804,9 @@ impl Exchanger<'_> {
 
     fn barrier(&self, across_rows: bool) -> tessera::Result<()> {
         if across_rows {
-            self.world.barrier()
+            self.world.run(Barrier, Blocking)
         } else {
-            self.row_team.barrier()
+            self.row_team.run(Barrier, Blocking)
         }
     }
 }
@@ -1001,7 +1003,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     };
     solver.step(data.shift)?; // untimed warm-up
     solver.x.fill(1.0);
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     let start = Instant::now();
     let mut zeta = 0.0;
     let mut progress = crate::Progress::new("cg", data.niter, me)?;
@@ -1009,9 +1011,15 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         zeta = solver.step(data.shift)?;
         progress.done(done);
     }
-    let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    let elapsed = world.run(
+        Allreduce::value(start.elapsed().as_secs_f64(), Op::Max),
+        Blocking,
+    )?;
     crate::note_resident_share(); // every array is still held here
-    let nonzeros = world.allreduce_value(solver.op.matrix.nonzeros() as u64, Op::Sum)?;
+    let nonzeros = world.run(
+        Allreduce::value(solver.op.matrix.nonzeros() as u64, Op::Sum),
+        Blocking,
+    )?;
     if me != 0 {
         return Ok(None);
     }

@@ -13,6 +13,8 @@
 use crate::NpbError;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use tessera::coll::{Allreduce, Barrier};
+use tessera::Blocking;
 
 use tessera::{Context, Op, Team};
 
@@ -338,7 +340,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     let (p, r) = (world.size() as u64, world.rank() as u64);
     let (first, last) = (batches * r / p, batches * (r + 1) / p);
     let mut scratch = Scratch::default();
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     let start = Instant::now();
     let mine = tally(first, last, &mut scratch);
     let mut packed = [0.0; 2 + NQ];
@@ -346,8 +348,11 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     packed[1] = mine.sy;
     packed[2..].copy_from_slice(&mine.q);
     let mut total = [0.0; 2 + NQ];
-    world.allreduce(&packed, &mut total, Op::Sum)?;
-    let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    world.run(Allreduce::new(&packed, Op::Sum).to(&mut total), Blocking)?;
+    let elapsed = world.run(
+        Allreduce::value(start.elapsed().as_secs_f64(), Op::Max),
+        Blocking,
+    )?;
     crate::note_resident_share(); // every array is still held here
     if world.rank() != 0 {
         return Ok(None);

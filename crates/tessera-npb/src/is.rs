@@ -27,6 +27,8 @@
 use crate::NpbError;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use tessera::coll::{Allgather, Allreduce, Barrier};
+use tessera::Blocking;
 
 use tessera::{Context, Op, Phase, PhasedArray, Team};
 
@@ -508,21 +510,27 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         range: (0, 0),
         phases: [0.0; PHASES.len()],
     };
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     state.rank(1)?; // untimed
     state.passed = 0;
     state.phases = [0.0; PHASES.len()];
-    world.barrier()?;
+    world.run(Barrier, Blocking)?;
     let start = Instant::now();
     for iteration in 1..=ITERATIONS {
         state.rank(iteration)?;
     }
-    let elapsed = world.allreduce_value(start.elapsed().as_secs_f64(), Op::Max)?;
+    let elapsed = world.run(
+        Allreduce::value(start.elapsed().as_secs_f64(), Op::Max),
+        Blocking,
+    )?;
     crate::note_resident_share(); // every array is still held here
 
     // Each step's mean over the ranks, and the longest wait for delivery.
     let mut sums = [0.0; PHASES.len()];
-    world.allreduce(&state.phases, &mut sums, Op::Sum)?;
+    world.run(
+        Allreduce::new(&state.phases, Op::Sum).to(&mut sums),
+        Blocking,
+    )?;
     let mut profile: BTreeMap<String, f64> = PHASES
         .iter()
         .zip(sums)
@@ -530,10 +538,13 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         .collect();
     profile.insert(
         "deliver_max_s".to_string(),
-        world.allreduce_value(state.phases[DELIVER], Op::Max)?,
+        world.run(Allreduce::value(state.phases[DELIVER], Op::Max), Blocking)?,
     );
     let sorted_ok = state.full_verify()?;
-    let passed = world.allreduce_value(state.passed + u64::from(sorted_ok), Op::Sum)?;
+    let passed = world.run(
+        Allreduce::value(state.passed + u64::from(sorted_ok), Op::Sum),
+        Blocking,
+    )?;
     if me != 0 {
         return Ok(None);
     }
@@ -672,7 +683,10 @@ impl State<'_> {
         }
         lap(&mut self.phases, COUNT);
         let mut totals = vec![0u64; buckets + TESTS];
-        self.world.allreduce(&self.counts, &mut totals, Op::Sum)?;
+        self.world.run(
+            Allreduce::new(&self.counts, Op::Sum).to(&mut totals),
+            Blocking,
+        )?;
         lap(&mut self.phases, ALLREDUCE);
         let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
         // Keys per destination, per chunk.
@@ -820,7 +834,8 @@ impl State<'_> {
             sorted.last().map_or(i64::MIN, |&k| k as i64),
         ];
         let mut all = vec![0i64; 2 * self.world.size()];
-        self.world.allgather(&ends, &mut all)?;
+        self.world
+            .run(Allgather::new(&ends).to(&mut all), Blocking)?;
         let me = self.world.rank();
         let previous_max = all[..2 * me]
             .chunks(2)
@@ -828,7 +843,9 @@ impl State<'_> {
             .max()
             .unwrap_or(i64::MIN);
         let boundary = sorted.first().is_none_or(|&k| previous_max <= k as i64);
-        let total: u64 = self.world.allreduce_value(count as u64, Op::Sum)?;
+        let total: u64 = self
+            .world
+            .run(Allreduce::value(count as u64, Op::Sum), Blocking)?;
         Ok(ordered && boundary && total as usize == self.keys.len() * self.world.size())
     }
 }

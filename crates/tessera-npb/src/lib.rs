@@ -14,6 +14,8 @@
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
 
+use tessera::coll::Gather;
+use tessera::Blocking;
 /// Define a kernel's variants: an enum with a name per variant (the first is the
 /// default), `ALL`, `NAMES`, `Display` and `FromStr` (whose error lists the names).
 macro_rules! variants {
@@ -353,7 +355,7 @@ pub fn run(
         peak_resident_bytes(),
         RESIDENT_SHARE.load(std::sync::atomic::Ordering::Relaxed),
     ];
-    world.gather(0, &mine, &mut gathered)?;
+    world.run(Gather::new(0, &mine).to(&mut gathered), Blocking)?;
     Ok(outcome.map(|o| Outcome {
         demand: Some(kernel.benchmark().demand(class, &o)),
         simd: simd::level().to_string(),

@@ -27,6 +27,9 @@
 // most plainly.
 #![allow(clippy::needless_range_loop)]
 
+use tessera::coll::{Allgather, Allreduce, Barrier};
+use tessera::Blocking;
+
 use crate::NpbError;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -690,7 +693,7 @@ impl Seam {
     fn new(team: &Team<'_>, at: [usize; 3], extent: [usize; 3]) -> tessera::Result<Seam> {
         let mine = at.map(|a| a as u64);
         let mut all = vec![0u64; 3 * team.size()];
-        team.allgather(&mine, &mut all)?;
+        team.run(Allgather::new(&mine).to(&mut all), Blocking)?;
         let shape = Shape::with_interior(extent);
         let interior: usize = extent.iter().product();
         Ok(Seam {
@@ -716,7 +719,10 @@ impl Seam {
             (&mut self.packed, inner, [0; 3]),
             extent,
         );
-        team.allgather(&self.packed, &mut self.gathered)?;
+        team.run(
+            Allgather::new(&self.packed).to(&mut self.gathered),
+            Blocking,
+        )?;
         for (packed, at) in self.gathered.chunks_exact(inner.len()).zip(&self.all_at) {
             let interior_at = at.map(|a| a + 1);
             copy_box((packed, inner, [0; 3]), (whole, shape, interior_at), extent);
@@ -886,8 +892,10 @@ impl<'c> Multigrid<'c> {
             }
             let mut all_values = vec![0.0; KEEP * ranks];
             let mut all_indices = vec![0u64; KEEP * ranks];
-            self.team.allgather(&values, &mut all_values)?;
-            self.team.allgather(&indices, &mut all_indices)?;
+            self.team
+                .run(Allgather::new(&values).to(&mut all_values), Blocking)?;
+            self.team
+                .run(Allgather::new(&indices).to(&mut all_indices), Blocking)?;
             let mut best: Vec<(f64, u64)> = Vec::with_capacity(KEEP + 1);
             for (&value, &at) in all_values.iter().zip(&all_indices) {
                 if at != u64::MAX {
@@ -1038,8 +1046,8 @@ impl<'c> Multigrid<'c> {
     fn norm(&mut self) -> tessera::Result<(f64, f64)> {
         let top = self.levels.last().expect("at least one level");
         let (sum, max) = norm_parts(top.r.as_slice(), top.shape);
-        let sum = self.team.allreduce_value(sum, Op::Sum)?;
-        let max = self.team.allreduce_value(max, Op::Max)?;
+        let sum = self.team.run(Allreduce::value(sum, Op::Sum), Blocking)?;
+        let max = self.team.run(Allreduce::value(max, Op::Max), Blocking)?;
         Ok(((sum / (self.n as f64).powi(3)).sqrt(), max))
     }
 
@@ -1206,7 +1214,7 @@ pub fn run_gathering(
     mg.iteration()?;
     mg.top().u.as_mut_slice().fill(0.0);
     mg.zran3()?;
-    mg.team.barrier()?;
+    mg.team.run(Barrier, Blocking)?;
 
     let before = mg.exchange_stats();
     let start = Instant::now();
@@ -1225,14 +1233,14 @@ pub fn run_gathering(
         (exchanges.total - before.total).as_secs_f64(),
         (exchanges.waiting - before.waiting).as_secs_f64(),
     );
-    let elapsed = mg.team.allreduce_value(mine, Op::Max)?;
+    let elapsed = mg.team.run(Allreduce::value(mine, Op::Max), Blocking)?;
     let mut profile = BTreeMap::new();
     for (name, seconds) in [
         ("compute_s", mine - in_exchange),
         ("communication_s", in_exchange - waiting),
         ("wait_s", waiting),
     ] {
-        let mean = mg.team.allreduce_value(seconds, Op::Sum)? / ctx.ranks() as f64;
+        let mean = mg.team.run(Allreduce::value(seconds, Op::Sum), Blocking)? / ctx.ranks() as f64;
         profile.insert(name.to_string(), mean);
     }
     if ctx.rank() != 0 {

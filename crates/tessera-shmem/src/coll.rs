@@ -8,6 +8,8 @@
 
 use bytemuck::Pod;
 use libc::{c_int, c_long, c_void};
+use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast, Exchange, Exscan, Scan};
+use tessera::Blocking;
 use tessera::{GlobalPtr, Op, Team};
 
 use crate::{check, fatal, state, teams, ComplexD, ComplexF, LongDouble, State};
@@ -123,7 +125,7 @@ pub unsafe extern "C" fn shmem_barrier_all() {
     const CALL: &str = "shmem_barrier_all";
     let s = state(CALL);
     crate::complete(CALL, s.sym);
-    check(CALL, s.world.barrier());
+    check(CALL, s.world.run(Barrier, Blocking));
 }
 
 /// `shmem_sync_all`: a barrier without completing puts.
@@ -133,7 +135,7 @@ pub unsafe extern "C" fn shmem_barrier_all() {
 #[export_name = "pshmem_sync_all"]
 pub unsafe extern "C" fn shmem_sync_all() {
     const CALL: &str = "shmem_sync_all";
-    check(CALL, state(CALL).world.barrier());
+    check(CALL, state(CALL).world.run(Barrier, Blocking));
 }
 
 /// `shmem_barrier` over an active set.
@@ -150,7 +152,7 @@ pub unsafe extern "C" fn shmem_barrier(
     const CALL: &str = "shmem_barrier";
     on_active_set(CALL, start, log_stride, size, |s, team| {
         crate::complete(CALL, s.sym);
-        check(CALL, team.barrier());
+        check(CALL, team.run(Barrier, Blocking));
     });
 }
 
@@ -167,7 +169,7 @@ pub unsafe extern "C" fn shmem_sync(
 ) {
     const CALL: &str = "shmem_sync";
     on_active_set(CALL, start, log_stride, size, |_, team| {
-        check(CALL, team.barrier())
+        check(CALL, team.run(Barrier, Blocking))
     });
 }
 
@@ -294,7 +296,7 @@ pub(crate) unsafe fn broadcast<T: Pod>(
         if at_root && !root_dest {
             dsts[root] = sym.own(call, source, n);
         }
-        team.broadcast_to(root, src, dsts, n)
+        team.run(Broadcast::new(root, src, n).to_symmetric(dsts), Blocking)
     });
     check(call, r);
 }
@@ -312,7 +314,10 @@ pub(crate) unsafe fn collect<T: Pod>(
 ) {
     let n = team.size();
     let mut counts = vec![0u64; n];
-    check(call, team.allgather(&[nelems as u64], &mut counts));
+    check(
+        call,
+        team.run(Allgather::new(&[nelems as u64]).to(&mut counts), Blocking),
+    );
     let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
     // SAFETY: the caller passes a source valid for nelems elements.
     let mine = unsafe { slice(source, nelems) };
@@ -320,7 +325,13 @@ pub(crate) unsafe fn collect<T: Pod>(
     let total: usize = counts.iter().sum();
     // SAFETY: the caller passes a destination valid for the total.
     let out = unsafe { slice_mut(dest, total) };
-    check(call, team.exchange_v(&src, &vec![nelems; n], out, &counts));
+    check(
+        call,
+        team.run(
+            Exchange::varying(&src, &vec![nelems; n], &counts).to(out),
+            Blocking,
+        ),
+    );
 }
 
 /// `fcollect`: every member's `nelems` concatenated in member order.
@@ -337,7 +348,7 @@ pub(crate) unsafe fn fcollect<T: Pod>(
     // SAFETY: the caller passes buffers of nelems and size × nelems elements.
     let r = unsafe {
         with_buffers(source, nelems, dest, nelems * team.size(), |s, d| {
-            team.allgather(s, d)
+            team.run(Allgather::new(s).to(d), Blocking)
         })
     };
     check(call, r);
@@ -366,10 +377,13 @@ pub(crate) unsafe fn alltoall<T: Pod>(
             // SAFETY: the caller passes a source of size × nelems elements; the copy is
             // read while the destination is written.
             let copy = unsafe { slice(source, total) }.to_vec();
-            team.exchange_to(&copy, dsts)
+            team.run(Exchange::new(&copy).to_symmetric(dsts), Blocking)
         } else {
             // SAFETY: as the caller guarantees; the source is not written by the call.
-            team.exchange_to(unsafe { slice(source, total) }, dsts)
+            team.run(
+                Exchange::new(unsafe { slice(source, total) }).to_symmetric(dsts),
+                Blocking,
+            )
         }
     });
     check(call, r);
@@ -401,7 +415,10 @@ pub(crate) unsafe fn alltoalls<T: Pod>(
         .map(|k| unsafe { *source.add(k * sst) })
         .collect();
     let mut out = vec![T::zeroed(); n * nelems];
-    check(call, team.exchange(&packed, &mut out));
+    check(
+        call,
+        team.run(Exchange::new(&packed).to(&mut out), Blocking),
+    );
     for (k, v) in out.into_iter().enumerate() {
         // SAFETY: the caller passes a strided destination of n blocks.
         unsafe { *dest.add(k * dst) = v };
@@ -544,13 +561,13 @@ macro_rules! builtin_to_all {
         impl ToAll for $t {
             #[inline(always)]
             fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
-                team.allreduce(src, dst, builtin(op))
+                team.run(Allreduce::new(src, builtin(op)).to(dst), Blocking)
             }
             fn sum_scan(team: &Team<'static>, exclusive: bool, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
                 if exclusive {
-                    team.exscan(src, dst, Op::Sum)
+                    team.run(Exscan::new(src, Op::Sum).to(dst), Blocking)
                 } else {
-                    team.scan(src, dst, Op::Sum)
+                    team.run(Scan::new(src, Op::Sum).to(dst), Blocking)
                 }
             }
         }
@@ -581,11 +598,17 @@ impl ToAll for LongDouble {
             ReduceOp::Sum => 2,
             _ => 3,
         };
-        team.allreduce_with(src, dst, &|acc: &mut [LongDouble], other: &[LongDouble]| {
-            // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths).
-            unsafe { tessera_longdouble_reduce(code, acc.as_mut_ptr(), other.as_ptr(), acc.len()) };
-            Ok(())
-        })
+        team.run(
+            Allreduce::with(src, |acc: &mut [LongDouble], other: &[LongDouble]| {
+                // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths).
+                unsafe {
+                    tessera_longdouble_reduce(code, acc.as_mut_ptr(), other.as_ptr(), acc.len())
+                };
+                Ok(())
+            })
+            .to(dst),
+            Blocking,
+        )
     }
     fn sum_scan(
         team: &Team<'static>,
@@ -593,19 +616,17 @@ impl ToAll for LongDouble {
         src: &[Self],
         dst: &mut [Self],
     ) -> tessera::Result<()> {
-        team.scan_with(
-            src,
-            dst,
-            exclusive,
-            &|acc: &mut [LongDouble], other: &[LongDouble]| {
-                // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths);
-                // 2 is the sum.
-                unsafe {
-                    tessera_longdouble_reduce(2, acc.as_mut_ptr(), other.as_ptr(), acc.len())
-                };
-                Ok(())
-            },
-        )
+        let sum = |acc: &mut [LongDouble], other: &[LongDouble]| {
+            // SAFETY: both slices hold `acc.len()` long doubles (the team checks lengths);
+            // 2 is the sum.
+            unsafe { tessera_longdouble_reduce(2, acc.as_mut_ptr(), other.as_ptr(), acc.len()) };
+            Ok(())
+        };
+        if exclusive {
+            team.run(Exscan::with(src, sum).to(dst), Blocking)
+        } else {
+            team.run(Scan::with(src, sum).to(dst), Blocking)
+        }
     }
 }
 
@@ -614,7 +635,7 @@ macro_rules! complex_to_all {
         impl ToAll for $t {
             fn allreduce(team: &Team<'static>, op: ReduceOp, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
                 let prod = op == ReduceOp::Prod;
-                team.allreduce_with(src, dst, &move |acc: &mut [$t], other: &[$t]| {
+                team.run(Allreduce::with(src, move |acc: &mut [$t], other: &[$t]| {
                     for (a, b) in acc.iter_mut().zip(other) {
                         *a = if prod {
                             [a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]]
@@ -623,15 +644,20 @@ macro_rules! complex_to_all {
                         };
                     }
                     Ok(())
-                })
+                }).to(dst), Blocking)
             }
             fn sum_scan(team: &Team<'static>, exclusive: bool, src: &[Self], dst: &mut [Self]) -> tessera::Result<()> {
-                team.scan_with(src, dst, exclusive, &|acc: &mut [$t], other: &[$t]| {
+                let sum = |acc: &mut [$t], other: &[$t]| {
                     for (a, b) in acc.iter_mut().zip(other) {
                         *a = [a[0] + b[0], a[1] + b[1]];
                     }
                     Ok(())
-                })
+                };
+                if exclusive {
+                    team.run(Exscan::with(src, sum).to(dst), Blocking)
+                } else {
+                    team.run(Scan::with(src, sum).to(dst), Blocking)
+                }
             }
         }
     )*};

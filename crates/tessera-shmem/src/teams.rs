@@ -11,6 +11,8 @@
 //! alike from the same arguments.
 
 use std::rc::Rc;
+use tessera::coll::Barrier;
+use tessera::Blocking;
 
 use libc::{c_int, c_long, c_void};
 use tessera::{GlobalPtr, Team};
@@ -384,7 +386,7 @@ pub unsafe extern "C" fn shmem_team_sync(team: Handle) -> c_int {
     // Held throughout: the teams it looks up are the state's.
     let _held = state("shmem_team_sync");
     const CALL: &str = "shmem_team_sync";
-    check(CALL, valid(CALL, team).team.barrier());
+    check(CALL, valid(CALL, team).team.run(Barrier, Blocking));
     0
 }
 

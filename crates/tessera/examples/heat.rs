@@ -8,6 +8,8 @@
 //! cargo run --release -- run -n 4 -- target/release/examples/heat 64 50 26msg
 //! ```
 
+use tessera::coll::Allreduce;
+use tessera::Blocking;
 use tessera::{Grid, HaloGrid, HaloStrategy, Op, Point, RectDomain, Team};
 
 fn main() {
@@ -34,7 +36,7 @@ fn main() {
         let heat = |u: &HaloGrid<f64, 3>| {
             let mut sum = 0.0;
             u.view().restrict(&interior).foreach(|_, &e| sum += e);
-            team.allreduce_value(sum, Op::Sum)
+            team.run(Allreduce::value(sum, Op::Sum), Blocking)
         };
         let before = heat(&u)?;
         let start = std::time::Instant::now();

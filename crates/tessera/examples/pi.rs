@@ -7,6 +7,8 @@
 //! cargo run --release -- run -n 4 -- target/release/examples/pi 10000000
 //! ```
 
+use tessera::coll::Allreduce;
+use tessera::Blocking;
 use tessera::{AtomicOp, Op, Team};
 
 /// A small, fast generator (xorshift64*), seeded per rank.
@@ -50,7 +52,7 @@ fn main() {
             left -= n;
         }
         // Every rank gets the total from the collective ...
-        let total_hits = world.allreduce_value(mine, Op::Sum)?;
+        let total_hits = world.run(Allreduce::value(mine, Op::Sum), Blocking)?;
         ctx.barrier()?;
         // ... and rank 0 also has it from the atomics.
         if ctx.rank() == 0 {

@@ -16,6 +16,8 @@
 //! cargo run --release -- run -n 4 -- target/release/examples/summa 240
 //! ```
 
+use tessera::coll::{Allreduce, Barrier, Broadcast};
+use tessera::{Blocking, Nonblocking};
 use tessera::{CollHandle, GlobalPtr, Op, SyncMode, Team};
 
 fn a(r: usize, c: usize) -> f64 {
@@ -85,7 +87,10 @@ fn main() {
                 }
             }
             let a_dsts: Vec<GlobalPtr<f64>> = row.symmetric(a_bufs.add(slot * mb * w));
-            let ha = row_nb.broadcast_to_nb(owner_col, &scratch_a, &a_dsts, mb * w)?;
+            let ha = row_nb.run(
+                Broadcast::new(owner_col, &scratch_a, mb * w).to_symmetric(&a_dsts),
+                Nonblocking,
+            )?;
             // B panel: rows k..k+w, owned by process row k / mb.
             let owner_row = k / mb;
             let r0 = k.saturating_sub(owner_row * mb);
@@ -95,12 +100,15 @@ fn main() {
                 &[][..]
             };
             let b_dsts: Vec<GlobalPtr<f64>> = col.symmetric(b_bufs.add(slot * w * nb));
-            let hb = col_nb.broadcast_to_nb(owner_row, b_src, &b_dsts, w * nb)?;
+            let hb = col_nb.run(
+                Broadcast::new(owner_row, b_src, w * nb).to_symmetric(&b_dsts),
+                Nonblocking,
+            )?;
             Ok([ha, hb])
         };
         let panels: Vec<usize> = (0..n).step_by(w).collect();
-        row.barrier()?;
-        col.barrier()?;
+        row.run(Barrier, Blocking)?;
+        col.run(Barrier, Blocking)?;
         let mut pending = Some(fetch(panels[0], 0)?);
         for (t, _) in panels.iter().enumerate() {
             let slot = t % 2;
@@ -109,8 +117,8 @@ fn main() {
             }
             if let Some(&next) = panels.get(t + 1) {
                 // Everyone is done with panel t − 1, whose buffers panel t + 1 refills.
-                row.barrier()?;
-                col.barrier()?;
+                row.run(Barrier, Blocking)?;
+                col.run(Barrier, Blocking)?;
                 pending = Some(fetch(next, 1 - slot)?);
             }
             // SAFETY: nothing writes these buffers until the barriers before the fetch of
@@ -139,7 +147,7 @@ fn main() {
                 worst = worst.max((c_block[r * nb + c] - want).abs());
             }
         }
-        let worst = world.allreduce_value(worst, Op::Max)?;
+        let worst = world.run(Allreduce::value(worst, Op::Max), Blocking)?;
         if ctx.rank() == 0 {
             println!("summa: {n}×{n} on a {pr}×{pc} grid, panels of {w}; largest error against a serial multiply {worst:.1e}");
         }

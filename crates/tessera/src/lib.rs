@@ -72,6 +72,9 @@ pub use crate::model::mailbox::{Arrival, Mailbox};
 pub use crate::model::ops::{Combine, Loc, Op, Reducible};
 pub use crate::model::phased::{Exchange, Phase, PhasedArray};
 pub use crate::model::shared_array::{Affinity, Distribution, SharedArray};
+/// Collective operations as values, for [`Team::run`]: [`coll::Barrier`],
+/// [`coll::Broadcast`], [`coll::Allreduce`], ... (see the module's docs for their forms).
+pub use crate::model::team::operations as coll;
 pub use crate::model::team::{
     Algorithm, CollHandle, CollRequest, Collective, DataSync, SyncMode, Team,
 };

@@ -2,6 +2,8 @@
 //! between ranks are reported instead of silently handing out different offsets.
 
 use std::time::Duration;
+use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast, Gather};
+use tessera::{Blocking, Nonblocking};
 
 use tessera::Job;
 
@@ -62,10 +64,10 @@ fn mismatched_collective_arguments_name_the_ranks() {
         checked(3, 16 << 20).run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             // Matching calls pass.
-            world.allreduce_value(1u64, tessera::Op::Sum)?;
+            world.run(Allreduce::value(1u64, tessera::Op::Sum), Blocking)?;
             // Rank 2 broadcasts from a different root and a root that does not exist.
             let root = if ctx.rank() == 2 { 5 } else { 0 };
-            world.broadcast(root, &mut [0u32; 4])?;
+            world.run(Broadcast::in_place(root, &mut [0u32; 4]), Blocking)?;
             Ok(())
         }),
         &[
@@ -83,7 +85,7 @@ fn mismatched_collective_arguments_name_the_ranks() {
             } else {
                 tessera::Op::Max
             };
-            world.allreduce_value(1.0f64, op)?;
+            world.run(Allreduce::value(1.0f64, op), Blocking)?;
             Ok(())
         }),
         &["Sum", "Max"],
@@ -98,11 +100,11 @@ fn nonblocking_calls_are_checked_too() {
         .run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let me = ctx.rank() as u64;
-            let sum = world.allreduce_nb(&[me], tessera::Op::Sum)?;
-            let all = world.allgather_nb(&[me])?;
+            let sum = world.run(Allreduce::new(&[me], tessera::Op::Sum), Nonblocking)?;
+            let all = world.run(Allgather::new(&[me]), Nonblocking)?;
             assert_eq!(all.wait()?, vec![0, 1, 2]);
             assert_eq!(sum.wait()?, vec![3]);
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             Ok(())
         })
         .unwrap();
@@ -113,7 +115,9 @@ fn nonblocking_calls_are_checked_too() {
         checked(3, 16 << 20).run(|ctx| {
             let world = tessera::Team::world(ctx)?;
             let root = if ctx.rank() == 1 { 2 } else { 0 };
-            world.gather_nb(root, &[1u16, 2])?.wait()?;
+            world
+                .run(Gather::new(root, &[1u16, 2]), Nonblocking)?
+                .wait()?;
             Ok(())
         }),
         &[

@@ -6,6 +6,10 @@
 //! computed, never hard-coded.
 
 use std::time::Duration;
+use tessera::coll::{
+    Allgather, Allreduce, Barrier, Broadcast, Exchange, Exscan, Gather, Reduce, Scan, Scatter,
+};
+use tessera::Nonblocking;
 
 use tessera::{
     Algorithm, Blocking, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
@@ -81,7 +85,7 @@ fn start_nb<'a>(
     let on_root = |v: Vec<u64>| if me == root { v } else { Vec::new() };
     Ok(match op {
         Collective::Barrier => {
-            let r = t.barrier_nb()?;
+            let r = t.run(Barrier, Nonblocking)?;
             (
                 Box::new(move || r.wait().map(|_| Vec::new())) as Waiter,
                 Vec::new(),
@@ -94,25 +98,37 @@ fn start_nb<'a>(
                 vec![0; len]
             };
             let want = (0..len).map(|i| input(root, i)).collect();
-            (waiter(t.broadcast_nb(root, &data)?), want)
+            (
+                waiter(t.run(Broadcast::new(root, &data, data.len()), Nonblocking)?),
+                want,
+            )
         }
         Collective::Reduce if second => (
-            waiter(t.reduce_nb_with(root, &mine, add)?),
+            waiter(t.run(Reduce::with(root, &mine, add), Nonblocking)?),
             on_root(sum(0..n)),
         ),
         Collective::Reduce => (
-            waiter(t.reduce_nb(root, &mine, Op::Sum)?),
+            waiter(t.run(Reduce::new(root, &mine, Op::Sum), Nonblocking)?),
             on_root(sum(0..n)),
         ),
-        Collective::Allreduce if second => (waiter(t.allreduce_nb_with(&mine, add)?), sum(0..n)),
+        Collective::Allreduce if second => (
+            waiter(t.run(Allreduce::with(&mine, add), Nonblocking)?),
+            sum(0..n),
+        ),
         Collective::Allreduce => {
             let want = (0..len)
                 .map(|i| (0..n).fold(0, |a, m| a ^ input(m, i)))
                 .collect();
-            (waiter(t.allreduce_nb(&mine, Op::BitXor)?), want)
+            (
+                waiter(t.run(Allreduce::new(&mine, Op::BitXor), Nonblocking)?),
+                want,
+            )
         }
-        Collective::Gather => (waiter(t.gather_nb(root, &mine)?), on_root(everyone)),
-        Collective::Allgather => (waiter(t.allgather_nb(&mine)?), everyone),
+        Collective::Gather => (
+            waiter(t.run(Gather::new(root, &mine), Nonblocking)?),
+            on_root(everyone),
+        ),
+        Collective::Allgather => (waiter(t.run(Allgather::new(&mine), Nonblocking)?), everyone),
         Collective::Scatter => {
             let src = if me == root {
                 everyone.clone()
@@ -120,7 +136,10 @@ fn start_nb<'a>(
                 Vec::new()
             };
             let want = everyone[me * len..(me + 1) * len].to_vec();
-            (waiter(t.scatter_nb(root, &src, len)?), want)
+            (
+                waiter(t.run(Scatter::new(root, &src, len), Nonblocking)?),
+                want,
+            )
         }
         Collective::Exchange if second => {
             // Member m sends (m + j) % 3 + len % 4 elements to member j.
@@ -134,14 +153,17 @@ fn start_nb<'a>(
             let want = (0..n)
                 .flat_map(|m| (0..count(m, me)).map(move |i| item(m, me, i)))
                 .collect();
-            (waiter(t.exchange_v_nb(&src, &send, &recv)?), want)
+            (
+                waiter(t.run(Exchange::varying(&src, &send, &recv), Nonblocking)?),
+                want,
+            )
         }
         Collective::Exchange => {
             let src: Vec<u64> = (0..n * len).map(|i| input(me, i)).collect();
             let want = (0..n)
                 .flat_map(|m| (0..len).map(move |i| input_u64(w(m), me * len + i, seed)))
                 .collect();
-            (waiter(t.exchange_nb(&src)?), want)
+            (waiter(t.run(Exchange::new(&src), Nonblocking)?), want)
         }
         Collective::Scan if second => {
             let want = if me == 0 {
@@ -151,9 +173,15 @@ fn start_nb<'a>(
                     .map(|i| (0..me).map(|m| input(m, i)).max().unwrap())
                     .collect()
             };
-            (waiter(t.exscan_nb(&mine, Op::Max)?), want)
+            (
+                waiter(t.run(Exscan::new(&mine, Op::Max), Nonblocking)?),
+                want,
+            )
         }
-        Collective::Scan => (waiter(t.scan_nb(&mine, Op::Sum)?), sum(0..me + 1)),
+        Collective::Scan => (
+            waiter(t.run(Scan::new(&mine, Op::Sum), Nonblocking)?),
+            sum(0..me + 1),
+        ),
         Collective::BroadcastTo | Collective::ScatterTo | Collective::GatherTo => {
             unreachable!("single-address forms are checked by check_rooted_single_address")
         }
@@ -182,24 +210,34 @@ fn check_rooted_single_address(
     for (input, output) in modes.iter().flat_map(|&i| modes.map(|o| (i, o))) {
         let s = t.with_sync(input, output);
         ctx.put(buf, &vec![0; n * len], Blocking)?;
-        t.barrier()?;
+        t.run(Barrier, Blocking)?;
         let on_root = |v: &[u64]| if me == root { v.to_vec() } else { Vec::new() };
         let (read, want) = match op {
             Collective::BroadcastTo => {
-                s.broadcast_to(root, &on_root(&roots[..len]), &s.symmetric(buf), len)?;
+                s.run(
+                    Broadcast::new(root, &on_root(&roots[..len]), len)
+                        .to_symmetric(&s.symmetric(buf)),
+                    Blocking,
+                )?;
                 (len, roots[..len].to_vec())
             }
             Collective::ScatterTo => {
-                s.scatter_to(root, &on_root(&roots), &s.symmetric(buf), len)?;
+                s.run(
+                    Scatter::new(root, &on_root(&roots), len).to_symmetric(&s.symmetric(buf)),
+                    Blocking,
+                )?;
                 (len, roots[me * len..(me + 1) * len].to_vec())
             }
             _ => {
-                s.gather_to(root, &mine[..len], buf.on(w(root)))?;
+                s.run(
+                    Gather::new(root, &mine[..len]).to_symmetric(&[buf.on(w(root))]),
+                    Blocking,
+                )?;
                 let all: Vec<u64> = (0..n).flat_map(|m| of(m)[..len].to_vec()).collect();
                 (if me == root { n * len } else { 0 }, on_root(&all))
             }
         };
-        t.barrier()?;
+        t.run(Barrier, Blocking)?;
         let mut got = vec![0u64; read];
         ctx.get(buf, &mut got, Blocking)?;
         if got != want {
@@ -207,7 +245,7 @@ fn check_rooted_single_address(
                 "wrong data at sync {input:?}/{output:?}"
             ))));
         }
-        t.barrier()?; // read before the next call writes
+        t.run(Barrier, Blocking)?; // read before the next call writes
     }
     ctx.free_collective(buf)?;
     Ok(())
@@ -243,14 +281,14 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                 };
                 let mine: Vec<u64> = (0..len).map(|i| input_u64(w(me), i, seed)).collect();
                 match op {
-                    Collective::Barrier => t.barrier()?,
+                    Collective::Barrier => t.run(Barrier, Blocking)?,
                     Collective::Broadcast => {
                         let mut data = if me == root {
                             mine.clone()
                         } else {
                             vec![0; len]
                         };
-                        t.broadcast(root, &mut data)?;
+                        t.run(Broadcast::in_place(root, &mut data), Blocking)?;
                         let want: Vec<u64> =
                             (0..len).map(|i| input_u64(w(root), i, seed)).collect();
                         if data != want {
@@ -259,7 +297,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                     Collective::Reduce => {
                         let mut out = vec![0u64; if me == root { len } else { 0 }];
-                        t.reduce(root, &mine, &mut out, Op::Sum)?;
+                        t.run(Reduce::new(root, &mine, Op::Sum).to(&mut out), Blocking)?;
                         if me == root {
                             let want: Vec<u64> = (0..len)
                                 .map(|i| {
@@ -274,7 +312,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         // Floating point, max and min-with-index too.
                         let fl: Vec<f64> = (0..len).map(|i| input_f64(w(me), i, seed)).collect();
                         let mut fo = vec![0.0; if me == root { len } else { 0 }];
-                        t.reduce(root, &fl, &mut fo, Op::Max)?;
+                        t.run(Reduce::new(root, &fl, Op::Max).to(&mut fo), Blocking)?;
                         if me == root {
                             for (i, v) in fo.iter().enumerate() {
                                 let want = (0..n)
@@ -288,7 +326,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                     Collective::Allreduce => {
                         let mut out = vec![0u64; len];
-                        t.allreduce(&mine, &mut out, Op::BitXor)?;
+                        t.run(Allreduce::new(&mine, Op::BitXor).to(&mut out), Blocking)?;
                         let want: Vec<u64> = (0..len)
                             .map(|i| (0..n).fold(0, |a, m| a ^ input_u64(w(m), i, seed)))
                             .collect();
@@ -297,7 +335,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         }
                         let fl: Vec<f64> = (0..len).map(|i| input_f64(w(me), i, seed)).collect();
                         let mut fo = vec![0.0; len];
-                        t.allreduce(&fl, &mut fo, Op::Sum)?;
+                        t.run(Allreduce::new(&fl, Op::Sum).to(&mut fo), Blocking)?;
                         for (i, v) in fo.iter().enumerate() {
                             let want: f64 = (0..n).map(|m| input_f64(w(m), i, seed)).sum();
                             if !close(*v, want) {
@@ -306,7 +344,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         }
                         let locs: Vec<Loc> = (0..len).map(|i| input_loc(w(me), i, seed)).collect();
                         let mut lo = vec![Loc::new(0.0, 0); len];
-                        t.allreduce(&locs, &mut lo, Op::MinLoc)?;
+                        t.run(Allreduce::new(&locs, Op::MinLoc).to(&mut lo), Blocking)?;
                         for (i, v) in lo.iter().enumerate() {
                             let want = (0..n)
                                 .map(|m| input_loc(w(m), i, seed))
@@ -329,15 +367,15 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                             .map(|i| [input_u64(w(me), i, seed) as u32, me as u32])
                             .collect();
                         let mut po = vec![[0u32; 2]; len];
-                        t.allreduce_with(
-                            &pairs,
-                            &mut po,
-                            &|a: &mut [[u32; 2]], b: &[[u32; 2]]| {
+                        t.run(
+                            Allreduce::with(&pairs, |a: &mut [[u32; 2]], b: &[[u32; 2]]| {
                                 for (x, y) in a.iter_mut().zip(b) {
                                     *x = [x[0].max(y[0]), x[1].max(y[1])];
                                 }
                                 Ok(())
-                            },
+                            })
+                            .to(&mut po),
+                            Blocking,
                         )?;
                         for (i, v) in po.iter().enumerate() {
                             let want = [
@@ -354,7 +392,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                     Collective::Gather => {
                         let mut out = vec![0u64; if me == root { n * len } else { 0 }];
-                        t.gather(root, &mine, &mut out)?;
+                        t.run(Gather::new(root, &mine).to(&mut out), Blocking)?;
                         if me == root {
                             let want: Vec<u64> = (0..n)
                                 .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, seed)))
@@ -366,7 +404,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                     Collective::Allgather => {
                         let mut out = vec![0u64; n * len];
-                        t.allgather(&mine, &mut out)?;
+                        t.run(Allgather::new(&mine).to(&mut out), Blocking)?;
                         let want: Vec<u64> = (0..n)
                             .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, seed)))
                             .collect();
@@ -381,7 +419,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                             Vec::new()
                         };
                         let mut out = vec![0u64; len];
-                        t.scatter(root, &src, &mut out)?;
+                        t.run(Scatter::new(root, &src, out.len()).to(&mut out), Blocking)?;
                         let want: Vec<u64> = (0..len)
                             .map(|i| input_u64(w(root), me * len + i, seed))
                             .collect();
@@ -394,7 +432,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         let src: Vec<u64> =
                             (0..n * len).map(|i| input_u64(w(me), i, seed)).collect();
                         let mut out = vec![0u64; n * len];
-                        t.exchange(&src, &mut out)?;
+                        t.run(Exchange::new(&src).to(&mut out), Blocking)?;
                         let want: Vec<u64> = (0..n)
                             .flat_map(|m| {
                                 (0..len).map(move |i| input_u64(w(m), me * len + i, seed))
@@ -414,7 +452,10 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                             })
                             .collect();
                         let mut out = vec![0u64; recv_counts.iter().sum()];
-                        t.exchange_v(&src, &send_counts, &mut out, &recv_counts)?;
+                        t.run(
+                            Exchange::varying(&src, &send_counts, &recv_counts).to(&mut out),
+                            Blocking,
+                        )?;
                         let want: Vec<u64> = (0..n)
                             .flat_map(|m| {
                                 (0..count(m, me))
@@ -427,7 +468,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                     }
                     Collective::Scan => {
                         let mut out = vec![0u64; len];
-                        t.scan(&mine, &mut out, Op::Sum)?;
+                        t.run(Scan::new(&mine, Op::Sum).to(&mut out), Blocking)?;
                         let want: Vec<u64> = (0..len)
                             .map(|i| {
                                 (0..=me).fold(0u64, |a, m| a.wrapping_add(input_u64(w(m), i, seed)))
@@ -436,7 +477,7 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                         if out != want {
                             return Err(fail(ctx_msg("wrong inclusive scan")));
                         }
-                        t.exscan(&mine, &mut out, Op::Max)?;
+                        t.run(Exscan::new(&mine, Op::Max).to(&mut out), Blocking)?;
                         let want: Vec<u64> = if me == 0 {
                             vec![0; len]
                         } else {
@@ -488,7 +529,10 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         } else {
             Vec::new()
         };
-        team.broadcast_to(root, &src, &team.symmetric(buf), len)?;
+        team.run(
+            Broadcast::new(root, &src, len).to_symmetric(&team.symmetric(buf)),
+            Blocking,
+        )?;
         let mut got = vec![0u64; len];
         ctx.get(buf, &mut got, Blocking)?;
         if got
@@ -499,7 +543,10 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
             return Err(fail(format!("{label}: broadcast_to of {len}")));
         }
         let src: Vec<u64> = (0..n * len).map(|i| input_u64(w(me), i, 98)).collect();
-        team.exchange_to(&src, &team.symmetric(buf))?;
+        team.run(
+            Exchange::new(&src).to_symmetric(&team.symmetric(buf)),
+            Blocking,
+        )?;
         let mut got = vec![0u64; n * len];
         ctx.get(buf, &mut got, Blocking)?;
         let want: Vec<u64> = (0..n)
@@ -513,8 +560,11 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         let everyone: Vec<u64> = (0..n)
             .flat_map(|m| (0..len).map(move |i| input_u64(w(m), i, 97)))
             .collect();
-        team.barrier()?;
-        team.gather_to(root, &mine, buf.on(w(root)))?;
+        team.run(Barrier, Blocking)?;
+        team.run(
+            Gather::new(root, &mine).to_symmetric(&[buf.on(w(root))]),
+            Blocking,
+        )?;
         if me == root {
             let mut got = vec![0u64; n * len];
             ctx.get(buf, &mut got, Blocking)?;
@@ -522,20 +572,26 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
                 return Err(fail(format!("{label}: gather_to of {len}")));
             }
         }
-        team.barrier()?;
+        team.run(Barrier, Blocking)?;
         let src = if me == root {
             everyone.clone()
         } else {
             Vec::new()
         };
-        team.scatter_to(root, &src, &team.symmetric(buf), len)?;
+        team.run(
+            Scatter::new(root, &src, len).to_symmetric(&team.symmetric(buf)),
+            Blocking,
+        )?;
         let mut got = vec![0u64; len];
         ctx.get(buf, &mut got, Blocking)?;
         if got[..] != everyone[me * len..(me + 1) * len] {
             return Err(fail(format!("{label}: scatter_to of {len}")));
         }
-        team.barrier()?;
-        team.allgather_to(&mine, &team.symmetric(buf))?;
+        team.run(Barrier, Blocking)?;
+        team.run(
+            Allgather::new(&mine).to_symmetric(&team.symmetric(buf)),
+            Blocking,
+        )?;
         let mut got = vec![0u64; n * len];
         ctx.get(buf, &mut got, Blocking)?;
         if got != everyone {
@@ -544,43 +600,49 @@ fn check_team(team: &Team, label: &str, seed0: u64) -> tessera::RankResult {
         // Rendezvous forms: the receivers get. Every `buf` now holds `everyone`; member
         // i's block sits at i · len.
         let mut got = vec![0u64; len];
-        team.broadcast_from(root, buf.on(w(root)).add(root * len), &mut got)?;
+        team.run(
+            Broadcast::from_symmetric(root, buf.on(w(root)).add(root * len), &mut got),
+            Blocking,
+        )?;
         if got[..] != everyone[root * len..(root + 1) * len] {
             return Err(fail(format!("{label}: broadcast_from of {len}")));
         }
         let srcs: Vec<GlobalPtr<u64>> = (0..n).map(|i| buf.on(w(i)).add(i * len)).collect();
         let mut got = vec![0u64; if me == root { n * len } else { 0 }];
-        team.gather_from(root, &srcs, &mut got)?;
+        team.run(Gather::from_symmetric(root, &srcs, &mut got), Blocking)?;
         if me == root && got != everyone {
             return Err(fail(format!("{label}: gather_from of {len}")));
         }
-        team.barrier()?; // nobody frees (and reuses) a buffer others may still read
+        team.run(Barrier, Blocking)?; // nobody frees (and reuses) a buffer others may still read
         ctx.free_collective(buf)?;
     }
     if n > 1 {
         let bad = vec![GlobalPtr::<u64>::new(w(0), 0); n];
-        if team.exchange_to(&[0u64; 0], &bad).is_ok() {
+        if team
+            .run(Exchange::new(&[0u64; 0]).to_symmetric(&bad), Blocking)
+            .is_ok()
+        {
             return Err(fail(format!(
                 "{label}: exchange_to accepted destinations on the wrong ranks"
             )));
         }
     }
     // Value forms.
-    let total = team.allreduce_value(w(me) as u64 + 1, Op::Sum)?;
+    let total = team.run(Allreduce::value(w(me) as u64 + 1, Op::Sum), Blocking)?;
     let want: u64 = (0..n).map(|m| w(m) as u64 + 1).sum();
     if total != want {
         return Err(fail(format!("{label}: allreduce_value {total} vs {want}")));
     }
-    let b = team.broadcast_value(n - 1, w(me) as i32 * 3)?;
+    let b = team.run(Broadcast::value(n - 1, w(me) as i32 * 3), Blocking)?;
     if b != w(n - 1) as i32 * 3 {
         return Err(fail(format!("{label}: broadcast_value")));
     }
-    let r = team.reduce_value(0, me as u32 + 1, Op::Prod)?;
+    let r = team.run(Reduce::value(0, me as u32 + 1, Op::Prod), Blocking)?;
     if (me == 0) != r.is_some() || r.is_some_and(|v| v != (1..=n as u32).product::<u32>()) {
         return Err(fail(format!("{label}: reduce_value {r:?}")));
     }
-    if team.scan_value(1u64, Op::Sum)? != me as u64 + 1
-        || team.exscan_value(1u64, Op::Sum)? != (me > 0).then_some(me as u64)
+    if team.run(Scan::value(1u64, Op::Sum), Blocking)? != me as u64 + 1
+        || team.run(Exscan::value(1u64, Op::Sum), Blocking)? != (me > 0).then_some(me as u64)
     {
         return Err(fail(format!("{label}: scan values")));
     }
@@ -657,10 +719,13 @@ fn bad_arguments_are_reported() {
         .wait_timeout(Duration::from_secs(30))
         .run(|ctx| {
             let world = Team::world(ctx)?;
-            let err = world.broadcast(7, &mut [0u8; 4]).unwrap_err().to_string();
+            let err = world
+                .run(Broadcast::in_place(7, &mut [0u8; 4]), Blocking)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("root 7 is not a member"), "{err}");
             let err = world
-                .allgather(&[1u32; 2], &mut [0u32; 5])
+                .run(Allgather::new(&[1u32; 2]).to(&mut [0u32; 5]), Blocking)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("allgather"), "{err}");
@@ -673,7 +738,9 @@ fn bad_arguments_are_reported() {
                 err.contains("does not implement broadcast") && err.contains("binomial"),
                 "{err}"
             );
-            assert!(world.allreduce_value(1.5f64, Op::BitAnd).is_err());
+            assert!(world
+                .run(Allreduce::value(1.5f64, Op::BitAnd), Blocking)
+                .is_err());
             let err = world.grid(2, 2).err().unwrap().to_string();
             assert!(err.contains("2×2 grid needs 4"), "{err}");
             Ok(())
@@ -703,23 +770,23 @@ fn subsets_made_by_their_members_alone() {
                 let n = set.len();
                 let value = 10 * me as u64 + round;
                 let sum: u64 = set.iter().map(|&r| 10 * r as u64 + round).sum();
-                if team.allreduce_value(value, tessera::Op::Sum)? != sum {
+                if team.run(Allreduce::value(value, tessera::Op::Sum), Blocking)? != sum {
                     return Err(format!("subset {set:?} allreduce").into());
                 }
                 let mut b = [value; 3];
-                team.broadcast(n - 1, &mut b)?;
+                team.run(Broadcast::in_place(n - 1, &mut b), Blocking)?;
                 if b != [10 * set[n - 1] as u64 + round; 3] {
                     return Err(format!("subset {set:?} broadcast {b:?}").into());
                 }
                 let mut all = vec![0u64; n];
-                team.allgather(&[value], &mut all)?;
+                team.run(Allgather::new(&[value]).to(&mut all), Blocking)?;
                 let want: Vec<u64> = set.iter().map(|&r| 10 * r as u64 + round).collect();
                 if all != want {
                     return Err(format!("subset {set:?} allgather {all:?}").into());
                 }
                 let src: Vec<u64> = (0..n as u64).map(|j| 100 * value + j).collect();
                 let mut dst = vec![0u64; n];
-                team.exchange(&src, &mut dst)?;
+                team.run(Exchange::new(&src).to(&mut dst), Blocking)?;
                 let t = team.rank() as u64;
                 let want: Vec<u64> = set
                     .iter()
@@ -728,9 +795,9 @@ fn subsets_made_by_their_members_alone() {
                 if dst != want {
                     return Err(format!("subset {set:?} exchange {dst:?}").into());
                 }
-                team.barrier()?;
+                team.run(Barrier, Blocking)?;
                 // The whole team in between, on the same streams.
-                if world.allreduce_value(1u64, tessera::Op::Sum)? != 5 {
+                if world.run(Allreduce::value(1u64, tessera::Op::Sum), Blocking)? != 5 {
                     return Err("world allreduce between subsets".into());
                 }
             }
@@ -761,16 +828,16 @@ fn value_forms_of_gather_allgather_and_scatter() {
                     let n = t.size();
                     let value = |m: usize| input_f64(t.world_rank(m), 0, 42);
                     let everyone: Vec<f64> = (0..n).map(value).collect();
-                    if t.allgather_value(value(t.rank()))? != everyone {
+                    if t.run(Allgather::value(value(t.rank())), Blocking)? != everyone {
                         return Err(fail(format!("allgather_value on {n} members")));
                     }
                     for root in 0..n {
-                        let got = t.gather_value(root, value(t.rank()))?;
+                        let got = t.run(Gather::value(root, value(t.rank())), Blocking)?;
                         if got != (t.rank() == root).then(|| everyone.clone()) {
                             return Err(fail(format!("gather_value to {root}: {got:?}")));
                         }
                         let values: Vec<Loc> = (0..n).map(|m| input_loc(root, m, 7)).collect();
-                        let mine = t.scatter_value(root, &values)?;
+                        let mine = t.run(Scatter::value(root, &values), Blocking)?;
                         if mine != input_loc(root, t.rank(), 7) {
                             return Err(fail(format!("scatter_value from {root}: {mine:?}")));
                         }
@@ -802,7 +869,7 @@ fn a_long_nonblocking_broadcast_completes_while_its_root_computes() {
             } else {
                 vec![0; len]
             };
-            let request = team.broadcast_nb(0, &mine)?;
+            let request = team.run(Broadcast::new(0, &mine, mine.len()), Nonblocking)?;
             if team.rank() == 0 {
                 // Compute (here: sleep) without polling, then say so.
                 std::thread::sleep(Duration::from_secs(2));
@@ -818,7 +885,7 @@ fn a_long_nonblocking_broadcast_completes_while_its_root_computes() {
             if got != data {
                 return Err(fail(format!("rank {}: wrong data", team.rank())));
             }
-            team.barrier()?;
+            team.run(Barrier, Blocking)?;
             Ok(())
         })
         .unwrap();
@@ -851,12 +918,19 @@ fn an_in_place_nonblocking_broadcast_fills_the_buffer_it_was_given() {
                 fill(&mut bufs.0, r0, seed);
                 fill(&mut bufs.1, r1, seed + 1);
                 let ptrs = (bufs.0.as_ptr(), bufs.1.as_ptr());
-                let first = t.broadcast_nb_in_place(r0, std::mem::take(&mut bufs.0))?;
+                let first = t.run(
+                    Broadcast::owned(r0, std::mem::take(&mut bufs.0)),
+                    Nonblocking,
+                )?;
                 // Odd members take the copying form for the second call.
                 let second = if me % 2 == 1 {
-                    t.broadcast_nb(r1, &std::mem::take(&mut bufs.1))?
+                    let data = std::mem::take(&mut bufs.1);
+                    t.run(Broadcast::new(r1, &data, data.len()), Nonblocking)?
                 } else {
-                    t.broadcast_nb_in_place(r1, std::mem::take(&mut bufs.1))?
+                    t.run(
+                        Broadcast::owned(r1, std::mem::take(&mut bufs.1)),
+                        Nonblocking,
+                    )?
                 };
                 bufs = (first.wait()?, second.wait()?);
                 let what = |what: &str| format!("rank {me}, {alg}, {len} elements: {what}");
@@ -871,7 +945,7 @@ fn an_in_place_nonblocking_broadcast_fills_the_buffer_it_was_given() {
                 }
             }
         }
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         Ok(())
     }
     for (ranks, checked) in [(5, false), (3, true)] {
@@ -904,7 +978,7 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
             let me = team.rank();
             if me == 0 {
                 for k in 0..AHEAD {
-                    team.broadcast(0, &mut [k])?;
+                    team.run(Broadcast::in_place(0, &mut [k]), Blocking)?;
                 }
                 root_done.store(true, Ordering::SeqCst);
             } else {
@@ -919,7 +993,7 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
                 }
                 for k in 0..AHEAD {
                     let mut got = [u64::MAX];
-                    team.broadcast(0, &mut got)?;
+                    team.run(Broadcast::in_place(0, &mut got), Blocking)?;
                     if got[0] != k {
                         return Err(fail(format!("rank {me}: broadcast {k} brought {}", got[0])));
                     }
@@ -930,12 +1004,12 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
                 let len = lengths[round % lengths.len()];
                 let want: Vec<u64> = (0..len).map(|i| (round * 8 + i) as u64 + 1).collect();
                 let mut data = if me == 0 { want.clone() } else { vec![0; len] };
-                team.broadcast(0, &mut data)?;
+                team.run(Broadcast::in_place(0, &mut data), Blocking)?;
                 if data != want {
                     return Err(fail(format!("rank {me}: round {round} ({len} words) differs")));
                 }
             }
-            team.barrier()?;
+            team.run(Barrier, Blocking)?;
             Ok(())
         })
         .unwrap();
@@ -990,7 +1064,7 @@ fn refusals_name_the_call_and_the_argument() {
             let world = Team::world(ctx)?;
             let mut short = [0u64; 1];
             let e = world
-                .allreduce(&[1u64, 2], &mut short, Op::Sum)
+                .run(Allreduce::new(&[1u64, 2], Op::Sum).to(&mut short), Blocking)
                 .unwrap_err();
             assert!(
                 matches!(
@@ -1032,7 +1106,7 @@ fn refusals_name_the_call_and_the_argument() {
                 ),
                 "{e:?}"
             );
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             Ok(())
         })
         .unwrap();

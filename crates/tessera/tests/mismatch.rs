@@ -5,6 +5,8 @@
 //! bounded by a watchdog.
 
 use std::time::{Duration, Instant};
+use tessera::coll::{Allreduce, Barrier, Broadcast, Exchange};
+use tessera::{Blocking, Nonblocking};
 
 use tessera::{Algorithm, Collective, Job, Op, SyncMode, Team};
 
@@ -48,7 +50,10 @@ fn reductions_with_different_operations_are_caught() {
             let world = Team::world(ctx)?;
             let op = if ctx.rank() == 0 { Op::Sum } else { Op::Max };
             let mut out = [0u64; 4];
-            world.allreduce(&[ctx.rank() as u64; 4], &mut out, op)?;
+            world.run(
+                Allreduce::new(&[ctx.rank() as u64; 4], op).to(&mut out),
+                Blocking,
+            )?;
             Ok(())
         },
     );
@@ -64,7 +69,7 @@ fn reductions_of_different_lengths_are_caught() {
             let n = if ctx.rank() == 0 { 64 << 10 } else { 128 << 10 };
             let src = vec![1.0f64; n];
             let mut out = vec![0.0f64; n];
-            world.allreduce(&src, &mut out, Op::Sum)?;
+            world.run(Allreduce::new(&src, Op::Sum).to(&mut out), Blocking)?;
             Ok(())
         },
     );
@@ -84,7 +89,7 @@ fn ranks_following_different_algorithms_are_caught() {
             };
             let team = world.with_algorithm(Collective::Allreduce, alg)?;
             let mut out = [0u64; 64];
-            team.allreduce(&[1u64; 64], &mut out, Op::Sum)?;
+            team.run(Allreduce::new(&[1u64; 64], Op::Sum).to(&mut out), Blocking)?;
             Ok(())
         },
     );
@@ -108,7 +113,7 @@ fn broadcasts_from_different_roots_are_caught() {
             let world =
                 Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
             let mut data = [ctx.rank() as u32; 8];
-            world.broadcast(ctx.rank(), &mut data)?;
+            world.run(Broadcast::in_place(ctx.rank(), &mut data), Blocking)?;
             Ok(())
         },
     );
@@ -124,7 +129,7 @@ fn broadcasts_from_different_roots_are_caught() {
         |ctx| {
             let world = Team::world(ctx)?.with_online_tuning();
             let mut data = [ctx.rank() as u32; 8];
-            world.broadcast(ctx.rank(), &mut data)?;
+            world.run(Broadcast::in_place(ctx.rank(), &mut data), Blocking)?;
             Ok(())
         },
     );
@@ -137,8 +142,8 @@ fn broadcasts_from_different_roots_are_caught() {
             let world = Team::world(ctx)?;
             let root = if ctx.rank() == 2 { 2 } else { 0 };
             let mut data = [7u32; 8];
-            world.broadcast(root, &mut data)?;
-            world.barrier()?;
+            world.run(Broadcast::in_place(root, &mut data), Blocking)?;
+            world.run(Barrier, Blocking)?;
             Ok(())
         },
     );
@@ -185,17 +190,23 @@ fn matching_calls_still_pass() {
             let world = Team::world(ctx)?;
             let (row, col) = world.grid(2, 2)?;
             let mut out = [0u64; 3];
-            world.allreduce(&[1, 2, 3], &mut out, Op::Sum)?;
+            world.run(Allreduce::new(&[1, 2, 3], Op::Sum).to(&mut out), Blocking)?;
             assert_eq!(out, [4, 8, 12]);
-            row.allreduce_with(&[1u64], &mut out[..1], &|a: &mut [u64], b: &[u64]| {
-                a[0] += b[0];
-                Ok(())
-            })?;
+            row.run(
+                Allreduce::with(&[1u64], |a: &mut [u64], b: &[u64]| {
+                    a[0] += b[0];
+                    Ok(())
+                })
+                .to(&mut out[..1]),
+                Blocking,
+            )?;
             assert_eq!(out[0], 2);
             let mut b = [ctx.rank() as u32; 2];
-            col.broadcast(1, &mut b)?;
+            col.run(Broadcast::in_place(1, &mut b), Blocking)?;
             assert_eq!(b, [(ctx.rank() % 2 + 2) as u32; 2]);
-            let r = world.allreduce_nb(&[2u64], Op::Max)?.wait()?;
+            let r = world
+                .run(Allreduce::new(&[2u64], Op::Max), Nonblocking)?
+                .wait()?;
             assert_eq!(r, [2]);
             Ok(())
         })
@@ -216,8 +227,11 @@ fn single_address_calls_that_differ_are_caught_naming_both() {
             let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
             let buf = ctx.alloc_collective::<u64>(8)?;
             let len = 1 + ctx.rank();
-            world.exchange_to(&vec![7u64; 2 * len], &world.symmetric(buf))?;
-            world.barrier()?;
+            world.run(
+                Exchange::new(&vec![7u64; 2 * len]).to_symmetric(&world.symmetric(buf)),
+                Blocking,
+            )?;
+            world.run(Barrier, Blocking)?;
             Ok(())
         },
     );
@@ -233,7 +247,10 @@ fn single_address_calls_that_differ_are_caught_naming_both() {
         |ctx| {
             let world = Team::world(ctx)?.with_sync(SyncMode::No, SyncMode::My);
             let dsts = world.symmetric(ctx.alloc_collective::<u32>(2)?);
-            world.broadcast_to(ctx.rank() % 2, &[9, 9], &dsts, 2)?;
+            world.run(
+                Broadcast::new(ctx.rank() % 2, &[9, 9], 2).to_symmetric(&dsts),
+                Blocking,
+            )?;
             Ok(())
         },
     );

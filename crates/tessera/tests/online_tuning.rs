@@ -5,6 +5,8 @@
 
 use std::sync::Mutex;
 use std::time::Duration;
+use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast};
+use tessera::Nonblocking;
 
 use tessera::{Algorithm, Blocking, Collective, Context, Job, Op, Team};
 
@@ -33,7 +35,7 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
         for len in [1usize, 300, 5000] {
             let mine: Vec<u64> = (0..len).map(|i| input(me, i, call)).collect();
             let mut out = vec![0u64; len];
-            world.allreduce(&mine, &mut out, Op::Sum)?;
+            world.run(Allreduce::new(&mine, Op::Sum).to(&mut out), Blocking)?;
             for (i, &got) in out.iter().enumerate() {
                 let want = (0..n).fold(0u64, |a, r| a.wrapping_add(input(r, i, call)));
                 if got != want {
@@ -43,7 +45,7 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
                 }
             }
             let mut all = vec![0u64; n * len];
-            world.allgather(&mine, &mut all)?;
+            world.run(Allgather::new(&mine).to(&mut all), Blocking)?;
             let want: Vec<u64> = (0..n)
                 .flat_map(|r| (0..len).map(move |i| input(r, i, call)))
                 .collect();
@@ -56,7 +58,7 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
             } else {
                 vec![0; len]
             };
-            world.broadcast(root, &mut b)?;
+            world.run(Broadcast::in_place(root, &mut b), Blocking)?;
             if b.iter()
                 .enumerate()
                 .any(|(i, &x)| x != input(root, i, call))
@@ -65,7 +67,10 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
             }
             // A single-address form tunes its trees too.
             let src = if me == root { &mine[..] } else { &[] };
-            world.broadcast_to(root, src, &world.symmetric(landing), len)?;
+            world.run(
+                Broadcast::new(root, src, len).to_symmetric(&world.symmetric(landing)),
+                Blocking,
+            )?;
             let mut got = vec![0u64; len];
             ctx.get(landing, &mut got, Blocking)?;
             if got
@@ -75,11 +80,13 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
             {
                 return Err(fail(format!("call {call} broadcast_to len {len} differs")));
             }
-            world.barrier()?; // read before the next call writes
-                              // A nonblocking call in the middle of the trials uses the decided or the
-                              // model's algorithm, never a trial, and still agrees.
+            world.run(Barrier, Blocking)?; // read before the next call writes
+                                           // A nonblocking call in the middle of the trials uses the decided or the
+                                           // model's algorithm, never a trial, and still agrees.
             if call % 4 == 1 {
-                let got = world.allreduce_nb(&mine, Op::Max)?.wait()?;
+                let got = world
+                    .run(Allreduce::new(&mine, Op::Max), Nonblocking)?
+                    .wait()?;
                 let want: Vec<u64> = (0..len)
                     .map(|i| (0..n).map(|r| input(r, i, call)).max().unwrap())
                     .collect();
@@ -88,7 +95,7 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
                 }
             }
         }
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
     }
     let decided = world.online_decisions();
     for (op, bytes, alg) in &decided {
@@ -183,8 +190,8 @@ fn by_default_teams_tune_online_only_where_ranks_have_processors() {
                     .split(Some((ctx.rank() % 2) as u32), 0)?
                     .expect("every rank has a colour");
                 for _ in 0..160 {
-                    world.allreduce_value(1u64, Op::Sum)?;
-                    half.allreduce_value(1u64, Op::Sum)?;
+                    world.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
+                    half.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
                 }
                 let made = !world.online_decisions().is_empty();
                 // A team of one has nothing to tune.

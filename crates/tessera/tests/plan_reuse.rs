@@ -6,6 +6,10 @@
 //! root, length or kind would deliver the wrong elements.
 
 use std::time::Duration;
+use tessera::coll::{
+    Allgather, Allreduce, Broadcast, Exchange, Exscan, Gather, Reduce, Scan, Scatter,
+};
+use tessera::Blocking;
 
 use tessera::{Algorithm, Collective, Context, Job, Op, Team};
 
@@ -45,12 +49,12 @@ fn call(team: &Team, step: usize) -> tessera::RankResult {
     match step % 9 {
         0 => {
             let mut out = vec![0; len];
-            team.allreduce(&mine, &mut out, Op::Sum)?;
+            team.run(Allreduce::new(&mine, Op::Sum).to(&mut out), Blocking)?;
             expect("allreduce", step, &out, &sum(0..n))
         }
         1 => {
             let mut out = vec![0; len];
-            team.reduce(root, &mine, &mut out, Op::Sum)?;
+            team.run(Reduce::new(root, &mine, Op::Sum).to(&mut out), Blocking)?;
             if me == root {
                 expect("reduce", step, &out, &sum(0..n))?;
             }
@@ -58,12 +62,12 @@ fn call(team: &Team, step: usize) -> tessera::RankResult {
         }
         2 => {
             let mut data = if me == root { mine } else { vec![0; len] };
-            team.broadcast(root, &mut data)?;
+            team.run(Broadcast::in_place(root, &mut data), Blocking)?;
             expect("broadcast", step, &data, &all[root])
         }
         3 => {
             let mut out = vec![0; if me == root { n * len } else { 0 }];
-            team.gather(root, &mine, &mut out)?;
+            team.run(Gather::new(root, &mine).to(&mut out), Blocking)?;
             if me == root {
                 expect("gather", step, &out, &all.concat())?;
             }
@@ -71,7 +75,7 @@ fn call(team: &Team, step: usize) -> tessera::RankResult {
         }
         4 => {
             let mut out = vec![0; n * len];
-            team.allgather(&mine, &mut out)?;
+            team.run(Allgather::new(&mine).to(&mut out), Blocking)?;
             expect("allgather", step, &out, &all.concat())
         }
         5 => {
@@ -82,14 +86,14 @@ fn call(team: &Team, step: usize) -> tessera::RankResult {
                 Vec::new()
             };
             let mut out = vec![0; len];
-            team.scatter(root, &src, &mut out)?;
+            team.run(Scatter::new(root, &src, out.len()).to(&mut out), Blocking)?;
             expect("scatter", step, &out, &blocks[me * len..(me + 1) * len])
         }
         6 => {
             // Block j of member r's input goes to member j.
             let src = inputs(me, n * len, step);
             let mut out = vec![0; n * len];
-            team.exchange(&src, &mut out)?;
+            team.run(Exchange::new(&src).to(&mut out), Blocking)?;
             let want: Vec<u64> = (0..n)
                 .flat_map(|r| inputs(r, n * len, step)[me * len..(me + 1) * len].to_vec())
                 .collect();
@@ -97,12 +101,12 @@ fn call(team: &Team, step: usize) -> tessera::RankResult {
         }
         7 => {
             let mut out = vec![0; len];
-            team.scan(&mine, &mut out, Op::Sum)?;
+            team.run(Scan::new(&mine, Op::Sum).to(&mut out), Blocking)?;
             expect("scan", step, &out, &sum(0..me + 1))
         }
         _ => {
             let mut out = vec![0; len];
-            team.exscan(&mine, &mut out, Op::Sum)?;
+            team.run(Exscan::new(&mine, Op::Sum).to(&mut out), Blocking)?;
             expect("exclusive scan", step, &out, &sum(0..me))
         }
     }

@@ -13,6 +13,8 @@
 
 use std::sync::Mutex;
 use std::time::Duration;
+use tessera::coll::{Allreduce, Barrier, Broadcast};
+use tessera::Blocking;
 
 use tessera::core::report::RankStats;
 use tessera::{Algorithm, Collective, Job, Op, Team, Traffic};
@@ -58,15 +60,15 @@ const OPS: [Collective; 3] = [
 /// One 8-byte call of `op` on `team`, checked.
 fn call(ctx: &tessera::Context, team: &Team, op: Collective) -> tessera::Result<()> {
     match op {
-        Collective::Barrier => team.barrier(),
+        Collective::Barrier => team.run(Barrier, Blocking),
         Collective::Broadcast => {
             let mut value = [if ctx.rank() == 0 { 42u64 } else { 0 }];
-            team.broadcast(0, &mut value)?;
+            team.run(Broadcast::in_place(0, &mut value), Blocking)?;
             assert_eq!(value, [42]);
             Ok(())
         }
         _ => {
-            let sum = team.allreduce_value(ctx.rank() as u64, Op::Sum)?;
+            let sum = team.run(Allreduce::value(ctx.rank() as u64, Op::Sum), Blocking)?;
             let n = ctx.ranks() as u64;
             assert_eq!(sum, n * (n - 1) / 2);
             Ok(())

@@ -6,6 +6,8 @@
 //! still share its processor).
 
 use std::time::Duration;
+use tessera::coll::{Allgather, Allreduce, Broadcast, Exchange, Gather, Scatter};
+use tessera::{Blocking, Nonblocking};
 
 use tessera::{Context, Job, Team};
 
@@ -55,8 +57,10 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         let me = world.rank();
         // Whether every rank has a processor of its own (else the helpers' checks below are
         // skipped: a sender sharing its receiver's processor never gets to help).
-        let pinned =
-            world.allreduce_value(u64::from(pin_to_own_processor(me)), tessera::Op::Min)? == 1;
+        let pinned = world.run(
+            Allreduce::value(u64::from(pin_to_own_processor(me)), tessera::Op::Min),
+            Blocking,
+        )? == 1;
         if !pinned && me == 0 {
             eprintln!("fewer processors than ranks: the checks that senders help are skipped");
         }
@@ -76,7 +80,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             } else {
                 vec![0; len]
             };
-            world.broadcast(0, &mut d)?;
+            world.run(Broadcast::in_place(0, &mut d), Blocking)?;
             if d != block(0, len, seed) {
                 return Err(fail(format!("broadcast of {len} elements")));
             }
@@ -106,7 +110,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
                 } else {
                     0
                 };
-                match world.broadcast_value(helper, verdict)? {
+                match world.run(Broadcast::value(helper, verdict), Blocking)? {
                     0 => continue,
                     v => return Ok(v == 1),
                 }
@@ -132,7 +136,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             // Gather to 0, the root late: member 1 waits and writes its half.
             late(0);
             let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
-            world.gather(0, &block(me, len, seed), &mut all)?;
+            world.run(Gather::new(0, &block(me, len, seed)).to(&mut all), Blocking)?;
             if me == 0 && all != [block(0, len, seed), block(1, len, seed)].concat() {
                 return Err(fail(format!("gather of {len} elements")));
             }
@@ -140,13 +144,16 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             late(0);
             let src = [block(1, len, seed), block(2, len, seed)].concat();
             let mut mine = vec![0; len];
-            world.scatter(1, if me == 1 { &src[..] } else { &[] }, &mut mine)?;
+            world.run(
+                Scatter::new(1, if me == 1 { &src[..] } else { &[] }, mine.len()).to(&mut mine),
+                Blocking,
+            )?;
             if mine != src[me * len..(me + 1) * len] {
                 return Err(fail(format!("scatter of {len} elements")));
             }
             let xsrc = block(10 + me, 2 * len, seed);
             let mut got = vec![0; 2 * len];
-            world.exchange(&xsrc, &mut got)?;
+            world.run(Exchange::new(&xsrc).to(&mut got), Blocking)?;
             let want: Vec<u64> = (0..2)
                 .flat_map(|r| block(10 + r, 2 * len, seed)[me * len..(me + 1) * len].to_vec())
                 .collect();
@@ -163,7 +170,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
             late(0);
             let len = 1 << 19;
             let mut all = vec![0; if me == 0 { 2 * len } else { 0 }];
-            world.gather(0, &block(me, len, k), &mut all)?;
+            world.run(Gather::new(0, &block(me, len, k)).to(&mut all), Blocking)?;
             if me == 0 && all != [block(0, len, k), block(1, len, k)].concat() {
                 return Err(fail("gather of 4 MiB".into()));
             }
@@ -182,7 +189,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         let allgather = |k: u64| -> tessera::RankResult {
             let len = 1 << 19;
             let mut all = vec![0; 2 * len];
-            all_broadcast.allgather(&block(me, len, k), &mut all)?;
+            all_broadcast.run(Allgather::new(&block(me, len, k)).to(&mut all), Blocking)?;
             if all != [block(0, len, k), block(1, len, k)].concat() {
                 return Err(fail("allgather of 4 MiB blocks".into()));
             }
@@ -202,7 +209,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         let len = 1 << 19;
         let xsrc = block(20 + me, 2 * len, 5);
         let mut got = vec![0; 2 * len];
-        world.exchange(&xsrc, &mut got)?;
+        world.run(Exchange::new(&xsrc).to(&mut got), Blocking)?;
         let want: Vec<u64> = (0..2)
             .flat_map(|r| block(20 + r, 2 * len, 5)[me * len..(me + 1) * len].to_vec())
             .collect();
@@ -217,7 +224,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         // once its patience runs out (or the member pushed before it slept). Every byte
         // arrives either way.
         let len = 1 << 19;
-        let request = all_broadcast.allgather_nb(&block(me, len, 11))?;
+        let request = all_broadcast.run(Allgather::new(&block(me, len, 11)), Nonblocking)?;
         if me == 1 {
             std::thread::sleep(Duration::from_millis(30));
         }
@@ -239,7 +246,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         world.set_split_copies(true);
         let len = 1 << 18;
         let data = block(0, len, 9);
-        let request = world.broadcast_nb(0, if me == 0 { &data[..] } else { &data[..len] })?;
+        let request = world.run(Broadcast::new(0, &data, len), Nonblocking)?;
         if me == 0 {
             std::thread::sleep(Duration::from_millis(30));
         }

@@ -4,6 +4,8 @@
 //! across hosts). The smp and launcher paths are tested by the command's tests.
 
 use std::time::Duration;
+use tessera::coll::{Broadcast, Exchange};
+use tessera::Nonblocking;
 
 use tessera::{
     Algorithm, AtomicOp, Blocked, Blocking, Collective, Job, JobStats, Signal, Strided, Team,
@@ -137,12 +139,12 @@ fn collectives_are_counted_per_algorithm_and_their_bytes_flow_where_the_algorith
             let world = Team::world(ctx)?;
             let flat = world.with_algorithm(Collective::Broadcast, Algorithm::Flat)?;
             let mut data = vec![ctx.rank() as u64; len];
-            flat.broadcast(0, &mut data)?;
-            flat.broadcast(0, &mut data)?;
+            flat.run(Broadcast::in_place(0, &mut data), Blocking)?;
+            flat.run(Broadcast::in_place(0, &mut data), Blocking)?;
             let pairwise = world.with_algorithm(Collective::Exchange, Algorithm::Pairwise)?;
             let src = vec![1u64; len * ranks];
             let mut dst = vec![0u64; len * ranks];
-            pairwise.exchange(&src, &mut dst)?;
+            pairwise.run(Exchange::new(&src).to(&mut dst), Blocking)?;
             Ok(())
         })
         .unwrap();
@@ -318,7 +320,7 @@ fn nonblocking_collectives_count_as_collectives() {
             let world = Team::world(ctx)?;
             let flat = world.with_algorithm(Collective::Exchange, Algorithm::Pairwise)?;
             let mine = [ctx.rank() as u64; 64 * 3];
-            let all = flat.exchange_nb(&mine)?.wait()?;
+            let all = flat.run(Exchange::new(&mine), Nonblocking)?.wait()?;
             assert_eq!(all.len(), 64 * ctx.ranks());
             Ok(())
         })

@@ -3,6 +3,8 @@
 //! its partners here would deadlock, which the short watchdog turns into a failure).
 
 use std::time::Duration;
+use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast, Exchange, Gather, Scatter};
+use tessera::Nonblocking;
 
 use tessera::{Blocking, Job, SyncMode, Team};
 
@@ -28,22 +30,28 @@ fn every_mode_combination_delivers() {
                     let team = world.with_sync(input, output);
                     let label = format!("in {input:?}, out {output:?}");
                     // allgather_to: every block from every member.
-                    world.barrier()?; // destinations free (for the loose entry modes)
-                    team.allgather_to(&[100 * me as u64 + 7; 2], &dsts)?;
-                    world.barrier()?; // complete (for the loose exit modes)
+                    world.run(Barrier, Blocking)?; // destinations free (for the loose entry modes)
+                    team.run(
+                        Allgather::new(&[100 * me as u64 + 7; 2]).to_symmetric(&dsts),
+                        Blocking,
+                    )?;
+                    world.run(Barrier, Blocking)?; // complete (for the loose exit modes)
                     let mut got = vec![0u64; 2 * n];
                     ctx.get(buf, &mut got, Blocking)?;
                     let want: Vec<u64> = (0..n).flat_map(|m| [100 * m as u64 + 7; 2]).collect();
                     assert_eq!(got, want, "allgather_to, {label}");
                     // scatter_to from the last member, gather_to to the first.
-                    world.barrier()?;
+                    world.run(Barrier, Blocking)?;
                     let all: Vec<u64> = (0..n as u64).map(|i| 1000 + i).collect();
                     let src = if me == n - 1 { all.clone() } else { Vec::new() };
-                    team.scatter_to(n - 1, &src, &dsts, 1)?;
-                    world.barrier()?;
+                    team.run(Scatter::new(n - 1, &src, 1).to_symmetric(&dsts), Blocking)?;
+                    world.run(Barrier, Blocking)?;
                     assert_eq!(ctx.get_value(buf)?, 1000 + me as u64, "scatter_to, {label}");
-                    team.gather_to(0, &[me as u64 * 3], buf.on(0).add(n))?;
-                    world.barrier()?;
+                    team.run(
+                        Gather::new(0, &[me as u64 * 3]).to_symmetric(&[buf.on(0).add(n)]),
+                        Blocking,
+                    )?;
+                    world.run(Barrier, Blocking)?;
                     if me == 0 {
                         let mut got = vec![0u64; n];
                         ctx.get(buf.add(n), &mut got, Blocking)?;
@@ -52,19 +60,19 @@ fn every_mode_combination_delivers() {
                     }
                     // The rendezvous forms: broadcast_from the middle member's block, and
                     // gather_from every member's first element to the last member.
-                    world.barrier()?;
+                    world.run(Barrier, Blocking)?;
                     ctx.put(buf, &[5 * me as u64 + 1], Blocking)?;
-                    world.barrier()?; // sources ready (for the loose entry modes)
+                    world.run(Barrier, Blocking)?; // sources ready (for the loose entry modes)
                     let mut one = [0u64];
-                    team.broadcast_from(1, buf.on(1), &mut one)?;
+                    team.run(Broadcast::from_symmetric(1, buf.on(1), &mut one), Blocking)?;
                     assert_eq!(one, [6], "broadcast_from, {label}");
                     let mut all = vec![0u64; if me == n - 1 { n } else { 0 }];
-                    team.gather_from(n - 1, &dsts, &mut all)?;
+                    team.run(Gather::from_symmetric(n - 1, &dsts, &mut all), Blocking)?;
                     if me == n - 1 {
                         let want: Vec<u64> = (0..n as u64).map(|m| 5 * m + 1).collect();
                         assert_eq!(all, want, "gather_from, {label}");
                     }
-                    world.barrier()?; // every source read (for the loose exit modes)
+                    world.run(Barrier, Blocking)?; // every source read (for the loose exit modes)
                 }
             }
             Ok(())
@@ -89,28 +97,40 @@ fn loose_modes_let_a_member_finish_before_the_others_enter() {
                 let me = ctx.rank();
                 // Receiver first: it has nothing to wait for at exit.
                 if me == 1 {
-                    loose.broadcast_to(0, &[], &world.symmetric(buf), 1)?;
+                    loose.run(
+                        Broadcast::new(0, &[], 1).to_symmetric(&world.symmetric(buf)),
+                        Blocking,
+                    )?;
                     go.on(0).post(ctx, 1)?;
                 } else {
                     go.wait(ctx, 1)?;
-                    loose.broadcast_to(0, &[42u64], &world.symmetric(buf), 1)?;
+                    loose.run(
+                        Broadcast::new(0, &[42u64], 1).to_symmetric(&world.symmetric(buf)),
+                        Blocking,
+                    )?;
                 }
-                world.barrier()?;
+                world.run(Barrier, Blocking)?;
                 assert_eq!(ctx.get_value(buf)?, 42, "in {input:?}");
-                world.barrier()?; // read before the next write
-                                  // Root first, with no entry synchronisation at all: it writes and leaves
-                                  // before the receiver enters.
+                world.run(Barrier, Blocking)?; // read before the next write
+                                               // Root first, with no entry synchronisation at all: it writes and leaves
+                                               // before the receiver enters.
                 if input == SyncMode::No {
                     if me == 0 {
-                        loose.broadcast_to(0, &[43u64], &world.symmetric(buf), 1)?;
+                        loose.run(
+                            Broadcast::new(0, &[43u64], 1).to_symmetric(&world.symmetric(buf)),
+                            Blocking,
+                        )?;
                         go.on(1).post(ctx, 1)?;
                     } else {
                         go.wait(ctx, 1)?;
-                        loose.broadcast_to(0, &[], &world.symmetric(buf), 1)?;
+                        loose.run(
+                            Broadcast::new(0, &[], 1).to_symmetric(&world.symmetric(buf)),
+                            Blocking,
+                        )?;
                         assert_eq!(ctx.get_value(buf)?, 43);
                     }
                 }
-                world.barrier()?;
+                world.run(Barrier, Blocking)?;
                 Ok(())
             })
             .unwrap_or_else(|e| panic!("in {input:?}: {e}"));
@@ -133,7 +153,7 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                 world.symmetric(buf.add(k * n * len))
             };
             for round in 0..5u64 {
-                world.barrier()?; // every destination is free before anyone enters
+                world.run(Barrier, Blocking)?; // every destination is free before anyone enters
                 let mine: Vec<u64> = (0..len as u64)
                     .map(|i| round * 1_000_000 + 1000 * me as u64 + i)
                     .collect();
@@ -141,9 +161,12 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                     .flat_map(|m| (0..len as u64).map(move |i| round * 1_000_000 + 1000 * m + i))
                     .collect();
                 let mut handles = vec![
-                    loose.allgather_to_nb(&mine, &part(0))?,
-                    loose.exchange_to_nb(&everyone, &part(1))?,
-                    loose.gather_to_nb(1, &mine, part(2)[1])?,
+                    loose.run(Allgather::new(&mine).to_symmetric(&part(0)), Nonblocking)?,
+                    loose.run(Exchange::new(&everyone).to_symmetric(&part(1)), Nonblocking)?,
+                    loose.run(
+                        Gather::new(1, &mine).to_symmetric(&[part(2)[1]]),
+                        Nonblocking,
+                    )?,
                 ];
                 let src = if me == 0 {
                     // A late root: the others' handles must not complete before its data
@@ -153,7 +176,10 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                 } else {
                     Vec::new()
                 };
-                handles.push(loose.scatter_to_nb(0, &src, &part(3), len)?);
+                handles.push(loose.run(
+                    Scatter::new(0, &src, len).to_symmetric(&part(3)),
+                    Nonblocking,
+                )?);
                 let mut spin = 0u64;
                 while !handles[0].test()? {
                     spin = spin.wrapping_add(1); // computation overlapping the exchange
@@ -175,17 +201,20 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                 let mut mine_back = vec![0u64; len];
                 ctx.get(buf.add(3 * n * len), &mut mine_back, Blocking)?;
                 assert_eq!(mine_back, mine, "scatter_to_nb, round {round}");
-                world.barrier()?; // others may still read what we hold
+                world.run(Barrier, Blocking)?; // others may still read what we hold
             }
             // While one of its nonblocking collectives is in flight, a rank's other
             // collectives on the team refuse to start. Rank 1's broadcast cannot complete
             // before rank 0 issues its part, which waits for rank 1's go-ahead.
             let go = ctx.semaphore_collective()?;
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             let dsts = part(0);
             if me == 1 {
-                let handle = loose.broadcast_to_nb(0, &[], &dsts, 1)?;
-                let e = world.allreduce_value(1u64, tessera::Op::Sum).unwrap_err();
+                let handle =
+                    loose.run(Broadcast::new(0, &[], 1).to_symmetric(&dsts), Nonblocking)?;
+                let e = world
+                    .run(Allreduce::value(1u64, tessera::Op::Sum), Blocking)
+                    .unwrap_err();
                 assert!(
                     e.to_string()
                         .contains("nonblocking collective(s) still in flight"),
@@ -195,14 +224,24 @@ fn nonblocking_forms_overlap_and_complete_in_any_order() {
                 handle.wait()?;
             } else if me == 0 {
                 go.wait(ctx, 1)?;
-                loose.broadcast_to_nb(0, &[5u64], &dsts, 1)?.wait()?;
+                loose
+                    .run(
+                        Broadcast::new(0, &[5u64], 1).to_symmetric(&dsts),
+                        Nonblocking,
+                    )?
+                    .wait()?;
             } else {
-                loose.broadcast_to_nb(0, &[], &dsts, 1)?.wait()?;
+                loose
+                    .run(Broadcast::new(0, &[], 1).to_symmetric(&dsts), Nonblocking)?
+                    .wait()?;
             }
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             assert_eq!(ctx.get_value(buf)?, 5);
             let e = world
-                .broadcast_to_nb(0, &[1u64], &part(0), 1)
+                .run(
+                    Broadcast::new(0, &[1u64], 1).to_symmetric(&part(0)),
+                    Nonblocking,
+                )
                 .err()
                 .expect("entry All");
             assert!(e.to_string().contains("need entry SyncMode::No"), "{e}");
@@ -303,7 +342,7 @@ fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
             if ctx.rank() == root {
                 ctx.put(src, &[4, 5, 6], Blocking)?;
             }
-            world.barrier()?;
+            world.run(Barrier, Blocking)?;
             let mut dsts = world.symmetric(dst);
             dsts[root] = src.on(root);
             // In place: the root's slice is the very memory of its dsts[root].
@@ -313,8 +352,8 @@ fn broadcast_to_in_place_leaves_the_roots_destination_alone() {
             } else {
                 &[]
             };
-            world.broadcast_to(root, from, &dsts, 3)?;
-            world.barrier()?;
+            world.run(Broadcast::new(root, from, 3).to_symmetric(&dsts), Blocking)?;
+            world.run(Barrier, Blocking)?;
             let mut got = [0u64; 3];
             ctx.get(dst, &mut got, Blocking)?;
             let want = if ctx.rank() == root {

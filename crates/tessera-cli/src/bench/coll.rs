@@ -6,9 +6,13 @@
 
 use std::path::Path;
 use std::time::Instant;
+use tessera::coll::{
+    Allgather, Allreduce, Barrier, Broadcast, Exchange, Gather, Reduce, Scan, Scatter,
+};
 
 use tessera::{
-    Algorithm, Blocking, Collective, Context, GlobalPtr, Op, RankResult, SyncMode, Team,
+    Algorithm, Blocking, Collective, Context, GlobalPtr, Nonblocking, Op, RankResult, SyncMode,
+    Team,
 };
 
 use super::rma::{best_per_iter, record};
@@ -44,23 +48,39 @@ pub(crate) fn run_once(
     } = bufs;
     let buf = &mut buf[..len];
     match op {
-        Collective::Barrier => team.barrier(),
-        Collective::Broadcast => team.broadcast(0, buf),
-        Collective::Reduce => team.reduce(0, buf, &mut out[..root_len(len)], Op::Sum),
-        Collective::Allreduce => team.allreduce(buf, &mut out[..len], Op::Sum),
-        Collective::Gather => team.gather(0, buf, &mut big[..root_len(n * len)]),
-        Collective::Allgather => team.allgather(buf, &mut big[..n * len]),
-        Collective::Scatter => team.scatter(0, &big[..root_len(n * len)], buf),
+        Collective::Barrier => team.run(Barrier, Blocking),
+        Collective::Broadcast => team.run(Broadcast::in_place(0, buf), Blocking),
+        Collective::Reduce => team.run(
+            Reduce::new(0, buf, Op::Sum).to(&mut out[..root_len(len)]),
+            Blocking,
+        ),
+        Collective::Allreduce => {
+            team.run(Allreduce::new(buf, Op::Sum).to(&mut out[..len]), Blocking)
+        }
+        Collective::Gather => team.run(
+            Gather::new(0, buf).to(&mut big[..root_len(n * len)]),
+            Blocking,
+        ),
+        Collective::Allgather => team.run(Allgather::new(buf).to(&mut big[..n * len]), Blocking),
+        Collective::Scatter => team.run(
+            Scatter::new(0, &big[..root_len(n * len)], buf.len()).to(buf),
+            Blocking,
+        ),
         Collective::Exchange => {
             // Source and destination are the two halves of `big`, so nothing is copied or
             // allocated inside the timed loop.
             let (src, dst) = big.split_at_mut(n * len);
-            team.exchange(src, &mut dst[..n * len])
+            team.run(Exchange::new(src).to(&mut dst[..n * len]), Blocking)
         }
-        Collective::Scan => team.scan(buf, &mut out[..len], Op::Sum),
-        Collective::BroadcastTo => team.broadcast_to(0, buf, landing, len),
-        Collective::ScatterTo => team.scatter_to(0, &big[..root_len(n * len)], landing, len),
-        Collective::GatherTo => team.gather_to(0, buf, landing[0]),
+        Collective::Scan => team.run(Scan::new(buf, Op::Sum).to(&mut out[..len]), Blocking),
+        Collective::BroadcastTo => {
+            team.run(Broadcast::new(0, buf, len).to_symmetric(landing), Blocking)
+        }
+        Collective::ScatterTo => team.run(
+            Scatter::new(0, &big[..root_len(n * len)], len).to_symmetric(landing),
+            Blocking,
+        ),
+        Collective::GatherTo => team.run(Gather::new(0, buf).to_symmetric(&[landing[0]]), Blocking),
     }
 }
 
@@ -80,20 +100,54 @@ pub(crate) fn run_once_nb(
     let scatter_src = &big[..if team.rank() == root { n * len } else { 0 }];
     let loose = || team.with_sync(SyncMode::No, SyncMode::My);
     match op {
-        Collective::Barrier => team.barrier_nb()?.wait().map(drop),
-        Collective::Broadcast => team.broadcast_nb(root, buf)?.wait().map(drop),
-        Collective::Reduce => team.reduce_nb(root, buf, Op::Sum)?.wait().map(drop),
-        Collective::Allreduce => team.allreduce_nb(buf, Op::Sum)?.wait().map(drop),
-        Collective::Gather => team.gather_nb(root, buf)?.wait().map(drop),
-        Collective::Allgather => team.allgather_nb(buf)?.wait().map(drop),
-        Collective::Scatter => team.scatter_nb(root, scatter_src, len)?.wait().map(drop),
-        Collective::Exchange => team.exchange_nb(&big[..n * len])?.wait().map(drop),
-        Collective::Scan => team.scan_nb(buf, Op::Sum)?.wait().map(drop),
-        Collective::BroadcastTo => loose().broadcast_to_nb(root, buf, landing, len)?.wait(),
-        Collective::ScatterTo => loose()
-            .scatter_to_nb(root, scatter_src, landing, len)?
+        Collective::Barrier => team.run(Barrier, Nonblocking)?.wait().map(drop),
+        Collective::Broadcast => team
+            .run(Broadcast::new(root, buf, buf.len()), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Reduce => team
+            .run(Reduce::new(root, buf, Op::Sum), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Allreduce => team
+            .run(Allreduce::new(buf, Op::Sum), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Gather => team
+            .run(Gather::new(root, buf), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Allgather => team.run(Allgather::new(buf), Nonblocking)?.wait().map(drop),
+        Collective::Scatter => team
+            .run(Scatter::new(root, scatter_src, len), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Exchange => team
+            .run(Exchange::new(&big[..n * len]), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::Scan => team
+            .run(Scan::new(buf, Op::Sum), Nonblocking)?
+            .wait()
+            .map(drop),
+        Collective::BroadcastTo => loose()
+            .run(
+                Broadcast::new(root, buf, len).to_symmetric(landing),
+                Nonblocking,
+            )?
             .wait(),
-        Collective::GatherTo => loose().gather_to_nb(root, buf, landing[0])?.wait(),
+        Collective::ScatterTo => loose()
+            .run(
+                Scatter::new(root, scatter_src, len).to_symmetric(landing),
+                Nonblocking,
+            )?
+            .wait(),
+        Collective::GatherTo => loose()
+            .run(
+                Gather::new(root, buf).to_symmetric(&[landing[0]]),
+                Nonblocking,
+            )?
+            .wait(),
     }
 }
 
@@ -217,7 +271,7 @@ pub(crate) fn time_choices(
                 (round + m - k) % m
             };
             run_once(&teams[i], op, len, bufs)?;
-            teams[i].barrier()?;
+            teams[i].run(Barrier, Blocking)?;
             let t0 = Instant::now();
             for _ in 0..iters {
                 run_once(&teams[i], op, len, bufs)?;
@@ -277,7 +331,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
                 .filter(|&i| i != mpi)
                 .min_by(|&a, &b| times[1 + a].total_cmp(&times[1 + b]))
                 .expect("every operation has algorithms of its own");
-            let own = world.broadcast_value(0, own as u64)? as usize;
+            let own = world.run(Broadcast::value(0, own as u64), Blocking)? as usize;
             for alg in [candidates[own], Algorithm::Native] {
                 let team = world.with_algorithm(op, alg)?;
                 let t = osu_latency(&world, iters, || run_once(&team, op, len, &mut bufs))?;
@@ -324,8 +378,14 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
             {
                 let team = world.with_sync(input, output);
                 let best = best_per_iter_synced(ctx, iters, || match op {
-                    Collective::Allgather => team.allgather_to(&bufs.buf[..len], &dsts),
-                    Collective::Exchange => team.exchange_to(&bufs.big[..n * len], &dsts),
+                    Collective::Allgather => team.run(
+                        Allgather::new(&bufs.buf[..len]).to_symmetric(&dsts),
+                        Blocking,
+                    ),
+                    Collective::Exchange => team.run(
+                        Exchange::new(&bufs.big[..n * len]).to_symmetric(&dsts),
+                        Blocking,
+                    ),
                     _ => run_once(&team, op, len, &mut bufs),
                 })?;
                 part.results.push(Record {
@@ -339,10 +399,13 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
         if matches!(op, Collective::Broadcast | Collective::Gather) {
             let mut got = vec![0u64; n * len];
             let best = best_per_iter_synced(ctx, iters, || match op {
-                Collective::Broadcast => world.broadcast_from(0, dsts[0], &mut got[..len]),
+                Collective::Broadcast => world.run(
+                    Broadcast::from_symmetric(0, dsts[0], &mut got[..len]),
+                    Blocking,
+                ),
                 _ => {
                     let mine = if world.rank() == 0 { n * len } else { 0 };
-                    world.gather_from(0, &dsts, &mut got[..mine])
+                    world.run(Gather::from_symmetric(0, &dsts, &mut got[..mine]), Blocking)
                 }
             })?;
             part.results.push(Record {
@@ -364,7 +427,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
             ] {
                 world.set_split_copies(split);
                 let best = best_per_iter_synced(ctx, iters, || {
-                    world.broadcast(0, &mut got)?;
+                    world.run(Broadcast::in_place(0, &mut got), Blocking)?;
                     if read {
                         sum = got.iter().fold(sum, |a, &x| a.wrapping_add(x));
                     }
@@ -387,7 +450,7 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
                 if world.rank() == 0 {
                     ctx.put(dsts[0], &fresh, Blocking)?;
                 }
-                world.broadcast_from(0, dsts[0], &mut got)
+                world.run(Broadcast::from_symmetric(0, dsts[0], &mut got), Blocking)
             })?;
             part.results.push(Record {
                 algorithm: Some("rendezvous_fresh".into()),
@@ -450,7 +513,9 @@ fn overlap(
     iters: u64,
 ) -> tessera::Result<(f64, f64, f64)> {
     let mut out = vec![0u64; buf.len()];
-    let collective = best_per_iter_synced(ctx, iters, || world.allreduce(buf, &mut out, Op::Sum))?;
+    let collective = best_per_iter_synced(ctx, iters, || {
+        world.run(Allreduce::new(buf, Op::Sum).to(&mut out), Blocking)
+    })?;
     let mut x = 1.0f64;
     let t0 = Instant::now();
     for _ in 0..1000 {
@@ -458,13 +523,16 @@ fn overlap(
     }
     let unit = t0.elapsed().as_secs_f64() / 1000.0;
     // Every member computes as long as rank 0 measured, so the ranks stay in step.
-    let units = world.broadcast_value(0, (collective / unit).ceil().max(1.0) as u64)?;
+    let units = world.run(
+        Broadcast::value(0, (collective / unit).ceil().max(1.0) as u64),
+        Blocking,
+    )?;
     let compute = best_per_iter_synced(ctx, iters, || {
         (0..units).for_each(|_| compute_unit(&mut x));
         Ok(())
     })?;
     let both = best_per_iter_synced(ctx, iters, || {
-        let mut request = world.allreduce_nb(buf, Op::Sum)?;
+        let mut request = world.run(Allreduce::new(buf, Op::Sum), Nonblocking)?;
         for u in 0..units {
             compute_unit(&mut x);
             if u % 8 == 0 {
@@ -507,12 +575,12 @@ fn osu_latency(
     call()?; // warm up
     let mut inside = 0.0;
     for _ in 0..iters {
-        team.barrier()?;
+        team.run(Barrier, Blocking)?;
         let t0 = Instant::now();
         call()?;
         inside += t0.elapsed().as_secs_f64();
     }
-    let total = team.allreduce_value(inside / iters as f64, Op::Sum)?;
+    let total = team.run(Allreduce::value(inside / iters as f64, Op::Sum), Blocking)?;
     Ok(total / team.size() as f64)
 }
 

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use tessera::coll::Allreduce;
 
 use tessera::{
     Blocking, Compare, ConduitKind, Context, GlobalPtr, Nonblocking, RankResult, Signal,
@@ -424,7 +425,9 @@ fn mpi_comparisons(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     let world = tessera::Team::world(ctx)?;
     ctx.barrier()?;
     let t = best_per_iter(n, |i| {
-        world.allreduce_value(i, tessera::Op::Sum).map(|_| ())
+        world
+            .run(Allreduce::value(i, tessera::Op::Sum), Blocking)
+            .map(|_| ())
     })?;
     part.results
         .push(record("allreduce", 8, p, "latency_us", t * 1e6));

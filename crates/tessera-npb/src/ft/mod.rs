@@ -35,6 +35,8 @@ use crate::NpbError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tessera::coll::{Allreduce, Barrier};
+use tessera::Blocking;
 
 use num_complex::Complex;
 use rustfft::{Fft, FftDirection, FftPlanner, FftPlannerScalar};
@@ -753,8 +755,8 @@ impl Steps for Solver<'_> {
 
 /// The checksum from every rank's partial sum `mine`.
 fn total_checksum(team: &Team<'_>, mine: C, n: [usize; 3]) -> tessera::Result<C> {
-    let re = team.allreduce_value(mine.re, Op::Sum)?;
-    let im = team.allreduce_value(mine.im, Op::Sum)?;
+    let re = team.run(Allreduce::value(mine.re, Op::Sum), Blocking)?;
+    let im = team.run(Allreduce::value(mine.im, Op::Sum), Blocking)?;
     Ok(C::new(re, im) / n.iter().product::<usize>() as f64)
 }
 
@@ -826,7 +828,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     // Untimed pass, as the reference does: initial conditions and one forward FFT.
     solver.initial_conditions()?;
     solver.forward_fft()?;
-    solver.team().barrier()?;
+    solver.team().run(Barrier, Blocking)?;
 
     solver.comm_wait(true);
     let start = Instant::now();
@@ -842,7 +844,9 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
     }
     let mine = start.elapsed().as_secs_f64();
     crate::note_resident_share(); // every array is still held here
-    let elapsed = solver.team().allreduce_value(mine, Op::Max)?;
+    let elapsed = solver
+        .team()
+        .run(Allreduce::value(mine, Op::Max), Blocking)?;
     let (comm, wait) = solver.comm_wait(false);
     let (comm, wait) = (comm.as_secs_f64(), wait.as_secs_f64());
     let mut profile = BTreeMap::new();
@@ -851,7 +855,10 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         ("communication_s", comm),
         ("wait_s", wait),
     ] {
-        let mean = solver.team().allreduce_value(seconds, Op::Sum)? / ctx.ranks() as f64;
+        let mean = solver
+            .team()
+            .run(Allreduce::value(seconds, Op::Sum), Blocking)?
+            / ctx.ranks() as f64;
         profile.insert(name.to_string(), mean);
     }
     if ctx.rank() != 0 {

@@ -3,6 +3,10 @@
 //! This module must never special-case a conduit: what it checks is the contract.
 
 use super::*;
+use crate::coll::{
+    Allgather, Allreduce, Barrier, Broadcast, Exchange, Exscan, Gather, Reduce, Scan, Scatter,
+};
+use crate::{Blocking, Nonblocking};
 
 /// Every collective with every algorithm on the world team, at a small and a multi-chunk
 /// size, against results computed sequentially (the full matrix of team shapes and types
@@ -25,47 +29,47 @@ pub(super) fn collectives(ctx: &Context) -> RankResult {
                     .collect();
                 let root = len % n;
                 match op {
-                    Collective::Barrier => t.barrier()?,
+                    Collective::Barrier => t.run(Barrier, Blocking)?,
                     Collective::Broadcast => {
                         let mut d = if me == root {
                             mine.clone()
                         } else {
                             vec![0; len]
                         };
-                        t.broadcast(root, &mut d)?;
+                        t.run(Broadcast::in_place(root, &mut d), Blocking)?;
                         ensure(d == all[root * len..(root + 1) * len], || what("data"))?;
                     }
                     Collective::Reduce => {
                         let mut d = vec![0; if me == root { len } else { 0 }];
-                        t.reduce(root, &mine, &mut d, Op::Sum)?;
+                        t.run(Reduce::new(root, &mine, Op::Sum).to(&mut d), Blocking)?;
                         ensure(me != root || d == sum, || what("sum"))?;
                     }
                     Collective::Allreduce => {
                         let mut d = vec![0; len];
-                        t.allreduce(&mine, &mut d, Op::Sum)?;
+                        t.run(Allreduce::new(&mine, Op::Sum).to(&mut d), Blocking)?;
                         ensure(d == sum, || what("sum"))?;
                     }
                     Collective::Gather => {
                         let mut d = vec![0; if me == root { n * len } else { 0 }];
-                        t.gather(root, &mine, &mut d)?;
+                        t.run(Gather::new(root, &mine).to(&mut d), Blocking)?;
                         ensure(me != root || d == all, || what("blocks"))?;
                     }
                     Collective::Allgather => {
                         let mut d = vec![0; n * len];
-                        t.allgather(&mine, &mut d)?;
+                        t.run(Allgather::new(&mine).to(&mut d), Blocking)?;
                         ensure(d == all, || what("blocks"))?;
                     }
                     Collective::Scatter => {
                         let src = if me == root { all.clone() } else { Vec::new() };
                         let mut d = vec![0; len];
-                        t.scatter(root, &src, &mut d)?;
+                        t.run(Scatter::new(root, &src, d.len()).to(&mut d), Blocking)?;
                         ensure(d == all[me * len..(me + 1) * len], || what("block"))?;
                     }
                     Collective::Exchange => {
                         // Block j of rank r's source: value(r, j·len + i).
                         let src: Vec<u64> = (0..n * len).map(|i| value(me, i)).collect();
                         let mut d = vec![0; n * len];
-                        t.exchange(&src, &mut d)?;
+                        t.run(Exchange::new(&src).to(&mut d), Blocking)?;
                         let want: Vec<u64> = (0..n)
                             .flat_map(|r| (0..len).map(move |i| value(r, me * len + i)))
                             .collect();
@@ -73,7 +77,7 @@ pub(super) fn collectives(ctx: &Context) -> RankResult {
                     }
                     Collective::Scan => {
                         let mut d = vec![0; len];
-                        t.scan(&mine, &mut d, Op::Sum)?;
+                        t.run(Scan::new(&mine, Op::Sum).to(&mut d), Blocking)?;
                         let want: Vec<u64> = (0..len)
                             .map(|i| (0..=me).map(|r| value(r, i)).sum())
                             .collect();
@@ -82,20 +86,29 @@ pub(super) fn collectives(ctx: &Context) -> RankResult {
                     Collective::BroadcastTo => {
                         let d = ctx.alloc_collective::<u64>(len)?;
                         let src = if me == root { mine.clone() } else { Vec::new() };
-                        t.broadcast_to(root, &src, &t.symmetric(d), len)?;
+                        t.run(
+                            Broadcast::new(root, &src, len).to_symmetric(&t.symmetric(d)),
+                            Blocking,
+                        )?;
                         let got = read_and_free(ctx, d, len)?;
                         ensure(got == all[root * len..(root + 1) * len], || what("data"))?;
                     }
                     Collective::ScatterTo => {
                         let d = ctx.alloc_collective::<u64>(len)?;
                         let src = if me == root { all.clone() } else { Vec::new() };
-                        t.scatter_to(root, &src, &t.symmetric(d), len)?;
+                        t.run(
+                            Scatter::new(root, &src, len).to_symmetric(&t.symmetric(d)),
+                            Blocking,
+                        )?;
                         let got = read_and_free(ctx, d, len)?;
                         ensure(got == all[me * len..(me + 1) * len], || what("block"))?;
                     }
                     Collective::GatherTo => {
                         let d = ctx.alloc_collective::<u64>(n * len)?;
-                        t.gather_to(root, &mine, d.on(root))?;
+                        t.run(
+                            Gather::new(root, &mine).to_symmetric(&[d.on(root)]),
+                            Blocking,
+                        )?;
                         let got = read_and_free(ctx, d, n * len)?;
                         ensure(me != root || got == all, || what("blocks"))?;
                     }
@@ -111,16 +124,22 @@ pub(super) fn collectives(ctx: &Context) -> RankResult {
         ctx.put(src, &mine, Blocking)?;
         let root = (len + 1) % n;
         let mut got = vec![0; len];
-        world.broadcast_from(root, src.on(world.world_rank(root)), &mut got)?;
+        world.run(
+            Broadcast::from_symmetric(root, src.on(world.world_rank(root)), &mut got),
+            Blocking,
+        )?;
         let want: Vec<u64> = (0..len).map(|i| value(root, i)).collect();
         ensure(got == want, || what("broadcast_from"))?;
         let mut all = vec![0; if me == root { n * len } else { 0 }];
-        world.gather_from(root, &world.symmetric(src), &mut all)?;
+        world.run(
+            Gather::from_symmetric(root, &world.symmetric(src), &mut all),
+            Blocking,
+        )?;
         let want: Vec<u64> = (0..n)
             .flat_map(|r| (0..len).map(move |i| value(r, i)))
             .collect();
         ensure(me != root || all == want, || what("gather_from"))?;
-        world.barrier()?;
+        world.run(Barrier, Blocking)?;
         ctx.free_collective(src)?;
     }
     Ok(())
@@ -167,14 +186,14 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
             // Block j of member r's exchange source: value(r, j·len + i).
             let xsrc: Vec<u64> = (0..n * len).map(|i| value(w(me), i)).collect();
             let scatter_src = if me == root { all.clone() } else { Vec::new() };
-            let barrier = team.barrier_nb()?;
-            let bcast = team.broadcast_nb(root, &mine)?;
-            let reduce = team.reduce_nb(root, &mine, Op::Sum)?;
-            let allreduce = team.allreduce_nb(&mine, Op::Sum)?;
-            let gather = team.gather_nb(root, &mine)?;
-            let allgather = team.allgather_nb(&mine)?;
-            let scatter = team.scatter_nb(root, &scatter_src, len)?;
-            let exchange = team.exchange_nb(&xsrc)?;
+            let barrier = team.run(Barrier, Nonblocking)?;
+            let bcast = team.run(Broadcast::new(root, &mine, mine.len()), Nonblocking)?;
+            let reduce = team.run(Reduce::new(root, &mine, Op::Sum), Nonblocking)?;
+            let allreduce = team.run(Allreduce::new(&mine, Op::Sum), Nonblocking)?;
+            let gather = team.run(Gather::new(root, &mine), Nonblocking)?;
+            let allgather = team.run(Allgather::new(&mine), Nonblocking)?;
+            let scatter = team.run(Scatter::new(root, &scatter_src, len), Nonblocking)?;
+            let exchange = team.run(Exchange::new(&xsrc), Nonblocking)?;
             // Varying counts: member f sends count(f, t) elements to member t.
             let count = |f: usize, t: usize| ((f * 3 + t) % 4) * (len / 3 + 1);
             let vblock =
@@ -182,8 +201,11 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
             let vsrc: Vec<u64> = (0..n).flat_map(|t| vblock(me, t)).collect();
             let send_counts: Vec<usize> = (0..n).map(|t| count(me, t)).collect();
             let recv_counts: Vec<usize> = (0..n).map(|f| count(f, me)).collect();
-            let exchange_v = team.exchange_v_nb(&vsrc, &send_counts, &recv_counts)?;
-            let scan = team.scan_nb(&mine, Op::Sum)?;
+            let exchange_v = team.run(
+                Exchange::varying(&vsrc, &send_counts, &recv_counts),
+                Nonblocking,
+            )?;
+            let scan = team.run(Scan::new(&mine, Op::Sum), Nonblocking)?;
             // User operations (never MPI's): (sum, largest) over pairs.
             let pair = |r: usize, i: usize| [value(w(r), i) % 1000, value(w(r), i) % 7];
             let fold = |members: std::ops::Range<usize>| -> Vec<[u64; 2]> {
@@ -201,16 +223,16 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
                 Ok(())
             };
             let pairs: Vec<[u64; 2]> = (0..len).map(|i| pair(me, i)).collect();
-            let user_reduce = team.reduce_nb_with(root, &pairs, combine)?;
-            let user_allreduce = team.allreduce_nb_with(&pairs, combine)?;
-            let user_scan = team.scan_nb_with(&pairs, combine)?;
-            let user_exscan = team.exscan_nb_with(&pairs, combine)?;
-            let mut exscan = team.exscan_nb(&mine, Op::Sum)?;
+            let user_reduce = team.run(Reduce::with(root, &pairs, combine), Nonblocking)?;
+            let user_allreduce = team.run(Allreduce::with(&pairs, combine), Nonblocking)?;
+            let user_scan = team.run(Scan::with(&pairs, combine), Nonblocking)?;
+            let user_exscan = team.run(Exscan::with(&pairs, combine), Nonblocking)?;
+            let mut exscan = team.run(Exscan::new(&mine, Op::Sum), Nonblocking)?;
             // A blocking mailbox collective is refused while one is in flight here (known
             // only locally: the others may have finished theirs; refused before it sends).
             if n > 1 && !exscan.test()? {
                 let mailbox = team.with_algorithm(Collective::Barrier, Algorithm::Dissemination)?;
-                ensure(mailbox.barrier().is_err(), || {
+                ensure(mailbox.run(Barrier, Blocking).is_err(), || {
                     "a blocking collective ran while nonblocking ones were in flight".into()
                 })?;
             }
@@ -266,7 +288,7 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
             ensure(barrier.wait()?.is_empty(), || what("barrier"))?;
         }
         // Blocking collectives work again once everything is waited for.
-        let total = team.allreduce_value(1u64, Op::Sum)?;
+        let total = team.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
         ensure(total == n as u64, || {
             "allreduce after the nonblocking ones".into()
         })?;
@@ -330,7 +352,7 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
             format!("rpc during a native barrier gave {got}")
         })?;
     }
-    w.barrier()?;
+    w.run(Barrier, Blocking)?;
     // Even and odd world ranks, each in reverse order.
     let sub = world
         .split(Some((me % 2) as u32), (n - me) as u64)?
@@ -348,24 +370,30 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
         members.iter().map(|&m| f(m)).fold(init, g)
     };
     let mut got = vec![0.0; 5];
-    t.allreduce(&mine, &mut got, Op::Max)?;
+    t.run(Allreduce::new(&mine, Op::Max).to(&mut got), Blocking)?;
     let want: Vec<f64> = (0..5)
         .map(|i| over(&|m| v(m, i), f64::MIN, f64::max))
         .collect();
     ensure(got == want, || what("f64 max allreduce"))?;
     let ints: Vec<i32> = mine.iter().map(|&x| x as i32).collect();
     let mut least = vec![0i32; if r == k - 1 { 5 } else { 0 }];
-    t.reduce(k - 1, &ints, &mut least, Op::Min)?;
+    t.run(Reduce::new(k - 1, &ints, Op::Min).to(&mut least), Blocking)?;
     let want: Vec<i32> = (0..5)
         .map(|i| over(&|m| v(m, i), f64::MAX, f64::min) as i32)
         .collect();
     ensure(r != k - 1 || least == want, || what("i32 min reduce"))?;
     let mut prefix = [7u64; 2];
-    t.exscan(&[me as u64 + 1, 1], &mut prefix, Op::Sum)?;
+    t.run(
+        Exscan::new(&[me as u64 + 1, 1], Op::Sum).to(&mut prefix),
+        Blocking,
+    )?;
     let before: u64 = members[..r].iter().map(|&m| m as u64 + 1).sum();
     ensure(prefix == [before, r as u64], || what("u64 exclusive scan"))?;
     let mut bits = [0u8; 3];
-    t.scan(&[1 << (r % 8), 0xff, r as u8], &mut bits, Op::BitOr)?;
+    t.run(
+        Scan::new(&[1 << (r % 8), 0xff, r as u8], Op::BitOr).to(&mut bits),
+        Blocking,
+    )?;
     let or = (0..=r).fold(0u8, |a, i| a | 1 << (i % 8));
     let ors = (0..=r).fold(0u8, |a, i| a | i as u8);
     ensure(bits == [or, 0xff, ors], || what("u8 bitwise-or scan"))?;
@@ -374,7 +402,7 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
     } else {
         vec![0.0; 5]
     };
-    t.broadcast(k - 1, &mut data)?;
+    t.run(Broadcast::in_place(k - 1, &mut data), Blocking)?;
     ensure(
         data == (0..5).map(|i| v(members[k - 1], i)).collect::<Vec<_>>(),
         || what("broadcast"),
@@ -384,29 +412,33 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
         .flat_map(|&m| (0..5).map(move |i| v(m, i)))
         .collect();
     let mut all = vec![0.0; 5 * k];
-    t.allgather(&mine, &mut all)?;
+    t.run(Allgather::new(&mine).to(&mut all), Blocking)?;
     ensure(all == blocks, || what("allgather"))?;
     let mut gathered = vec![0.0; if r == 0 { 5 * k } else { 0 }];
-    t.gather(0, &mine, &mut gathered)?;
+    t.run(Gather::new(0, &mine).to(&mut gathered), Blocking)?;
     ensure(r != 0 || gathered == blocks, || what("gather"))?;
     let src = if r == 0 { blocks.clone() } else { Vec::new() };
     let mut block = vec![0.0; 5];
-    t.scatter(0, &src, &mut block)?;
+    t.run(Scatter::new(0, &src, block.len()).to(&mut block), Blocking)?;
     ensure(block == mine, || what("scatter"))?;
     // exchange: block j of member i holds 100·i + j.
     let out: Vec<u32> = (0..k).map(|j| (100 * r + j) as u32).collect();
     let mut inb = vec![0u32; k];
-    t.exchange(&out, &mut inb)?;
+    t.run(Exchange::new(&out).to(&mut inb), Blocking)?;
     ensure(
         inb == (0..k).map(|i| (100 * i + r) as u32).collect::<Vec<_>>(),
         || what("exchange"),
     )?;
     // These cannot be MPI's: a user operation and unequal counts use the model's choice.
     let mut sum = [0.0];
-    t.allreduce_with(&[1.5], &mut sum, &|a, b| {
-        a[0] += b[0];
-        Ok(())
-    })?;
+    t.run(
+        Allreduce::with(&[1.5], |a, b| {
+            a[0] += b[0];
+            Ok(())
+        })
+        .to(&mut sum),
+        Blocking,
+    )?;
     ensure(sum[0] == 1.5 * k as f64, || {
         what("user-operation allreduce")
     })?;
@@ -414,7 +446,10 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
     let send: Vec<u16> = vec![r as u16; (r + 1) * k];
     let recv_counts: Vec<usize> = (1..=k).collect();
     let mut recv = vec![0u16; recv_counts.iter().sum()];
-    t.exchange_v(&send, &vec![r + 1; k], &mut recv, &recv_counts)?;
+    t.run(
+        Exchange::varying(&send, &vec![r + 1; k], &recv_counts).to(&mut recv),
+        Blocking,
+    )?;
     let want: Vec<u16> = (0..k).flat_map(|i| vec![i as u16; i + 1]).collect();
     ensure(recv == want, || what("exchange_v with unequal counts"))?;
     Ok(())

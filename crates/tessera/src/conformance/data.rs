@@ -3,6 +3,8 @@
 //! This module must never special-case a conduit: what it checks is the contract.
 
 use super::*;
+use crate::coll::Allreduce;
+use crate::Blocking;
 
 /// A deterministic stream every rank draws identically (SplitMix64), so that all ranks
 /// agree on random test parameters without communicating.
@@ -253,7 +255,7 @@ pub(super) fn shared_arrays(ctx: &Context) -> RankResult {
             mine += 1;
             a.put(ctx, i, value(i, 0))
         })?;
-        let total = team.allreduce_value(mine, Op::Sum)?;
+        let total = team.run(Allreduce::value(mine, Op::Sum), Blocking)?;
         ensure(total == len as u64, || {
             format!("{d:?}: forall ran {total} iterations for {len} elements")
         })?;
@@ -266,7 +268,7 @@ pub(super) fn shared_arrays(ctx: &Context) -> RankResult {
             by_index += 1;
             Ok(())
         })?;
-        let total = team.allreduce_value(by_index, Op::Sum)?;
+        let total = team.run(Allreduce::value(by_index, Op::Sum), Blocking)?;
         ensure(total == len - 3, || {
             format!("{d:?}: index forall ran {total} iterations")
         })?;

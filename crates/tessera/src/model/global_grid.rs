@@ -36,6 +36,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::coll::Allgather;
 use crate::error::CoreError;
 use bytemuck::{Pod, Zeroable};
 
@@ -298,7 +299,7 @@ impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
         T: 'static,
     {
         let mut all = vec![GridRef::zeroed(); team.size()];
-        team.allgather(&[self.reference], &mut all)?;
+        team.run(Allgather::new(&[self.reference]).to(&mut all), Blocking)?;
         Ok(all)
     }
 

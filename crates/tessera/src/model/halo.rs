@@ -52,6 +52,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::coll::Allgather;
 use crate::error::CoreError;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -396,7 +397,7 @@ impl<'ctx, T: Pod + 'static, const N: usize> HaloGrid<'ctx, T, N> {
         }
         let mut all_slots = vec![GlobalPtr::<T>::new(0, 0); directions.len() * ranks];
         if strategy == HaloStrategy::Packed {
-            team.allgather(&slots, &mut all_slots)?;
+            team.run(Allgather::new(&slots).to(&mut all_slots), Blocking)?;
         }
 
         let sends = directions

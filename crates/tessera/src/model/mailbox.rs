@@ -41,6 +41,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::coll::{Allgather, Barrier};
 use bytemuck::Pod;
 
 use crate::core::gptr::GlobalPtr;
@@ -92,7 +93,7 @@ impl<'t, T: Pod> Mailbox<'t, T> {
         }
         let mine: Vec<u64> = partners.iter().map(|&r| r as u64).collect();
         let mut all = vec![0u64; p * slots];
-        team.allgather(&mine, &mut all)?;
+        team.run(Allgather::new(&mine).to(&mut all), Blocking)?;
         for k in 0..slots {
             for a in 0..p {
                 let b = all[a * slots + k] as usize;
@@ -184,7 +185,7 @@ impl<'t, T: Pod> Mailbox<'t, T> {
             }
             Arrival::Barrier(team) => {
                 ctx.put(self.inbox.add(half).on(partner), data, Blocking)?;
-                team.barrier()?;
+                team.run(Barrier, Blocking)?;
             }
         }
         // SAFETY: only this slot's partner writes this half (the pairing is fixed and was

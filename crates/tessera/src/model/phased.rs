@@ -43,6 +43,7 @@
 //! }).unwrap();
 //! ```
 
+use crate::coll::{Allgather, Barrier};
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -154,7 +155,7 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
     /// barrier of the team).
     pub fn share(&mut self) -> Result<()> {
         self.expect(Phase::Own, "share")?;
-        self.team.barrier()?;
+        self.team.run(Barrier, Blocking)?;
         self.phase = Phase::Shared;
         Ok(())
     }
@@ -162,7 +163,7 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
     /// Shared phase back to own: every rank has finished reading (a barrier of the team).
     pub fn reclaim(&mut self) -> Result<()> {
         self.expect(Phase::Shared, "reclaim")?;
-        self.team.barrier()?;
+        self.team.run(Barrier, Blocking)?;
         self.phase = Phase::Own;
         Ok(())
     }
@@ -262,7 +263,8 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
         // have entered it, so no rank still holds its own part when the writes start.
         let mine: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
         let mut all = vec![0u64; p * p];
-        self.team.allgather(&mine, &mut all)?;
+        self.team
+            .run(Allgather::new(&mine).to(&mut all), Blocking)?;
         let me = self.team.rank();
         let mut offsets = vec![0usize; p];
         for (d, offset) in offsets.iter_mut().enumerate() {
@@ -347,7 +349,7 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             .into());
         }
         // Every member has dropped its own-phase borrows once the barrier completes.
-        group.barrier()?;
+        group.run(Barrier, Blocking)?;
         peers.sort_unstable();
         let p = self.team.size();
         self.phase = Phase::Abandoned; // until finish

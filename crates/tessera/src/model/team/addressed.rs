@@ -366,7 +366,7 @@ impl<'a> Team<'a> {
             .into());
         }
         if !self.schedules.borrow().pending.is_empty() {
-            return Err(CoreError::OutOfOrder { call: "a nonblocking single-address collective", why: "nonblocking mailbox collectives (allreduce_nb, ...) are in flight on this team: wait for them before starting a nonblocking single-address one".into() }
+            return Err(CoreError::OutOfOrder { call: "a nonblocking single-address collective", why: "nonblocking mailbox collectives (a `Nonblocking` run of an operation without `.to_symmetric`) are in flight on this team: wait for them before starting a nonblocking single-address one".into() }
             .into());
         }
         put()?;
@@ -413,32 +413,6 @@ impl<'a> Team<'a> {
             }
         }
         Ok(())
-    }
-
-    single_address_pair! {
-        /// Single-address broadcast: `root` puts `src` straight into every member's
-        /// destination `dsts[i]` (one copy per member, no mailbox). Every member passes the same
-        /// `dsts` (see [`Team::symmetric`]) and `len`; `src` is read on the root only. By
-        /// default (see [`Team::with_sync`]) entry is synchronised (no member's destination
-        /// is written before it has entered) and every member returns once its own
-        /// destination holds the data. Where the root's `src` is its own destination
-        /// (the same memory), the broadcast is in place there and the root copies nothing
-        /// to itself; a root may so keep its destination as it was, as OpenSHMEM 1.4's
-        /// broadcast does, by naming its source as its own destination.
-        ///
-        /// ```
-        /// use tessera::{Job, Team};
-        /// Job::threads(3).segment(8 << 20).run(|ctx| {
-        ///     let world = Team::world(ctx)?;
-        ///     let buf = ctx.alloc_collective::<u32>(4)?;
-        ///     world.broadcast_to(1, &[7, 8, 9, 10], &world.symmetric(buf), 4)?;
-        ///     let mut got = [0u32; 4];
-        ///     ctx.get(buf, &mut got, tessera::Blocking)?;
-        ///     assert_eq!(got, [7, 8, 9, 10]);
-        ///     Ok(())
-        /// }).unwrap();
-        /// ```
-        broadcast_to, broadcast_to_nb, broadcast_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
     }
 
     pub(super) fn broadcast_to_op<T: Pod>(
@@ -508,22 +482,7 @@ impl<'a> Team<'a> {
     /// destination swapped: entry `My` means the root's `src` is read only after the root
     /// has entered, exit `My` that the root returns once every member has finished
     /// reading it (so it may then change it) and every member once its `dst` is filled.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let src = ctx.alloc_collective::<u32>(4)?.on(2);
-    ///     if ctx.rank() == 2 {
-    ///         ctx.put(src, &[7, 8, 9, 10], tessera::Blocking)?;
-    ///     }
-    ///     let mut got = [0u32; 4];
-    ///     world.broadcast_from(2, src, &mut got)?;
-    ///     assert_eq!(got, [7, 8, 9, 10]);
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn broadcast_from<T: Pod>(
+    pub(super) fn broadcast_from<T: Pod>(
         &self,
         root: usize,
         src: GlobalPtr<T>,
@@ -547,22 +506,7 @@ impl<'a> Team<'a> {
     /// only (others may pass an empty one). The synchronisation modes apply as for
     /// [`Team::broadcast_from`]: with exit `My` a member returns once the root has read its
     /// block.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let mine = ctx.alloc_collective::<u64>(2)?;
-    ///     ctx.put(mine, &[ctx.rank() as u64, 100], tessera::Blocking)?;
-    ///     let mut all = vec![0u64; if ctx.rank() == 0 { 6 } else { 0 }];
-    ///     world.gather_from(0, &world.symmetric(mine), &mut all)?;
-    ///     if ctx.rank() == 0 {
-    ///         assert_eq!(all, [0, 100, 1, 100, 2, 100]);
-    ///     }
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn gather_from<T: Pod>(
+    pub(super) fn gather_from<T: Pod>(
         &self,
         root: usize,
         srcs: &[GlobalPtr<T>],
@@ -597,13 +541,6 @@ impl<'a> Team<'a> {
                 handles.into_iter().try_for_each(|h| h.wait())
             },
         )
-    }
-
-    single_address_pair! {
-        /// Single-address all-to-all: block `j` of `src` (`src.len() / size` elements) is put
-        /// straight into member `j`'s destination `dsts[j]` at block position `me`. Entry is
-        /// synchronised; each member returns once every block of its own destination arrived.
-        exchange_to, exchange_to_nb, exchange_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
     }
 
     pub(super) fn exchange_to_op<T: Pod>(
@@ -647,29 +584,6 @@ impl<'a> Team<'a> {
             .map(|()| None)
     }
 
-    single_address_pair! {
-        /// Single-address gather: every member puts its `src` straight into the root's
-        /// destination `dst` at block position (its team rank × `src.len()`). Every member
-        /// passes the same `dst`, on the root, and the same `src.len()`. Entry is synchronised;
-        /// the root returns once every block has landed, the others once theirs is sent.
-        ///
-        /// ```
-        /// use tessera::{Job, Team};
-        /// Job::threads(3).segment(8 << 20).run(|ctx| {
-        ///     let world = Team::world(ctx)?;
-        ///     let buf = ctx.alloc_collective::<u32>(3)?;
-        ///     world.gather_to(0, &[10 + ctx.rank() as u32], buf.on(0))?;
-        ///     if ctx.rank() == 0 {
-        ///         let mut got = [0u32; 3];
-        ///         ctx.get(buf, &mut got, tessera::Blocking)?;
-        ///         assert_eq!(got, [10, 11, 12]);
-        ///     }
-        ///     Ok(())
-        /// }).unwrap();
-        /// ```
-        gather_to, gather_to_nb, gather_to_op, (root: usize, src: &[T], dst: GlobalPtr<T>)
-    }
-
     pub(super) fn gather_to_op<T: Pod>(
         &self,
         nb: bool,
@@ -691,14 +605,6 @@ impl<'a> Team<'a> {
         let call = SingleCall::new::<T>(Collective::GatherTo, Some(root), src.len());
         self.rooted_single(call, Flow::ToRoot, |_| put())
             .map(|()| None)
-    }
-
-    single_address_pair! {
-        /// Single-address scatter: the root puts block `i` of `src` (`src.len() / size`
-        /// elements) straight into member `i`'s destination `dsts[i]`. Every member passes the
-        /// same `dsts` and block length `len`; `src` is read on the root only. Entry is
-        /// synchronised; every member returns once its block has landed.
-        scatter_to, scatter_to_nb, scatter_to_op, (root: usize, src: &[T], dsts: &[GlobalPtr<T>], len: usize)
     }
 
     pub(super) fn scatter_to_op<T: Pod>(
@@ -732,13 +638,6 @@ impl<'a> Team<'a> {
             Ok(())
         })
         .map(|()| None)
-    }
-
-    single_address_pair! {
-        /// Single-address allgather: every member puts its `src` straight into every member's
-        /// destination `dsts[j]` at block position (its team rank × `src.len()`). Entry is
-        /// synchronised; each member returns once every block of its own destination arrived.
-        allgather_to, allgather_to_nb, allgather_to_op, (src: &[T], dsts: &[GlobalPtr<T>])
     }
 
     pub(super) fn allgather_to_op<T: Pod>(

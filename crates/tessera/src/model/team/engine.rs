@@ -69,7 +69,7 @@ impl<'a> Team<'a> {
             shape,
             elem: std::mem::size_of::<T>(),
         });
-        self.run(src, dst, reducer, key, |b| rounds(b, alg))
+        self.run_rounds(src, dst, reducer, key, |b| rounds(b, alg))
     }
 
     /// Run a blocking call (`call` with its algorithm) of `op` with `bytes` per member
@@ -125,7 +125,7 @@ impl<'a> Team<'a> {
     /// `dst`, or the plan kept under `key` by an earlier call) until this member's part is
     /// done. Refused while nonblocking collectives are in flight on the team's streams
     /// (their messages share them).
-    pub(super) fn run<'b, T: Pod>(
+    pub(super) fn run_rounds<'b, T: Pod>(
         &self,
         src: &'b [T],
         dst: &'b mut [T],

@@ -18,9 +18,12 @@
 //! of its own, and [`Algorithm::Native`] runs MPI's collective on it; the model uses it
 //! for teams that span hosts.
 //!
-//! Semantics: operations are blocking, except the `*_to_nb` single-address forms
-//! ([`CollHandle`]) and the `*_nb` forms of the mailbox operations ([`CollRequest`]), and
-//! every member must call the same operations in the same order with matching arguments (roots, counts, operation). Mismatched lengths are
+//! A collective is a value ([`operations`], exported as `tessera::coll`) that
+//! [`Team::run`] runs with a completion: [`Blocking`](crate::Blocking), or
+//! [`Nonblocking`](crate::Nonblocking) (a [`CollRequest`], a [`CollHandle`] for the
+//! single-address forms, or an [`operations::Landing`] for output into the caller's
+//! buffer). Every member must run the same operations in the same order with matching
+//! arguments (roots, counts, operation). Mismatched lengths are
 //! detected and reported. Reduction operations must be associative and commutative
 //! (floating-point results may differ in the last bits between algorithms). A built-in
 //! operation that does not apply to the element type is refused before anything moves. A
@@ -50,26 +53,6 @@ use schedule::{Builder, Checked, NativePending, Pending, Reducer};
 use signature::{Form, Reduction as SigReduction, Signature};
 use tuning::Rules;
 
-/// The blocking single-address form `$name` and its nonblocking twin `$nb`, both thin
-/// wrappers of `$op(nb, ...)`, which holds the operation's one implementation.
-macro_rules! single_address_pair {
-    ($(#[$doc:meta])* $name:ident, $nb:ident, $op:ident, ($($arg:ident: $ty:ty),*)) => {
-        $(#[$doc])*
-        pub fn $name<T: Pod>(&self, $($arg: $ty),*) -> Result<()> {
-            self.$op(false, $($arg),*).map(drop)
-        }
-
-        #[doc = concat!("Nonblocking [`Team::", stringify!($name), "`]: the puts are issued before it")]
-        /// returns and the handle completes the exit synchronisation. Needs entry
-        /// [`SyncMode::No`] and exit `No` or `My` (see [`Team::with_sync`]).
-        pub fn $nb<T: Pod>(&self, $($arg: $ty),*) -> Result<CollHandle<'a>> {
-            Ok(self
-                .$op(true, $($arg),*)?
-                .expect("a nonblocking call returns a handle"))
-        }
-    };
-}
-
 mod addressed;
 mod algorithms;
 pub mod calibration;
@@ -80,6 +63,7 @@ mod engine;
 mod movement;
 mod nonblocking;
 mod online;
+pub mod operations;
 mod reduction;
 mod registry;
 mod reserved;
@@ -118,12 +102,14 @@ const MODEL_MEMO: usize = 4;
 ///
 /// ```
 /// use tessera::{Job, Op, Team};
+/// use tessera::coll::Allreduce;
+/// use tessera::Blocking;
 /// Job::threads(4).segment(8 << 20).run(|ctx| {
 ///     let world = Team::world(ctx)?;
-///     let total = world.allreduce_value(ctx.rank() as u64 + 1, Op::Sum)?;
+///     let total = world.run(Allreduce::value(ctx.rank() as u64 + 1, Op::Sum), Blocking)?;
 ///     assert_eq!(total, 10);
 ///     let (row, col) = world.grid(2, 2)?;
-///     assert_eq!(row.allreduce_value(1u32, Op::Sum)?, 2);
+///     assert_eq!(row.run(Allreduce::value(1u32, Op::Sum), Blocking)?, 2);
 ///     assert_eq!(col.size(), 2);
 ///     Ok(())
 /// }).unwrap();
@@ -509,11 +495,13 @@ impl<'a> Team<'a> {
     ///
     /// ```
     /// use tessera::{Job, Team};
+    /// use tessera::coll::Broadcast;
+    /// use tessera::Blocking;
     /// Job::threads(2).segment(16 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
     ///     world.set_split_copies(true);
     ///     let mut data = vec![ctx.rank() as u64; 1 << 17]; // 1 MiB
-    ///     world.broadcast(0, &mut data)?;
+    ///     world.run(Broadcast::in_place(0, &mut data), Blocking)?;
     ///     assert!(data.iter().all(|&x| x == 0));
     ///     assert!(world.split_copies());
     ///     Ok(())
@@ -544,10 +532,12 @@ impl<'a> Team<'a> {
     ///
     /// ```
     /// use tessera::{Collective, Job, Op, Team};
+    /// use tessera::coll::Allreduce;
+    /// use tessera::Blocking;
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
     ///     for _ in 0..150 {
-    ///         assert_eq!(world.allreduce_value(1u64, Op::Sum)?, 2);
+    ///         assert_eq!(world.run(Allreduce::value(1u64, Op::Sum), Blocking)?, 2);
     ///     }
     ///     let decided = world.online_decisions();
     ///     assert!(decided.iter().any(|&(op, bytes, _)| op == Collective::Allreduce && bytes == 8));
@@ -596,17 +586,19 @@ impl<'a> Team<'a> {
     /// be used in the same collective order.
     ///
     /// ```
-    /// use tessera::{Job, SyncMode, Team};
+    /// use tessera::coll::{Allgather, Barrier};
+    /// use tessera::{Blocking, Job, SyncMode, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
     ///     let buf = ctx.alloc_collective::<u64>(2)?;
     ///     // Destinations are ready (nothing else uses buf): no entry barrier; read after
     ///     // our own barrier.
     ///     let loose = world.with_sync(SyncMode::No, SyncMode::No);
-    ///     loose.allgather_to(&[ctx.rank() as u64], &world.symmetric(buf))?;
-    ///     world.barrier()?;
+    ///     let dsts = world.symmetric(buf);
+    ///     loose.run(Allgather::new(&[ctx.rank() as u64]).to_symmetric(&dsts), Blocking)?;
+    ///     world.run(Barrier, Blocking)?;
     ///     let mut got = [9u64; 2];
-    ///     ctx.get(buf, &mut got, tessera::Blocking)?;
+    ///     ctx.get(buf, &mut got, Blocking)?;
     ///     assert_eq!(got, [0, 1]);
     ///     Ok(())
     /// }).unwrap();
@@ -687,14 +679,16 @@ impl<'a> Team<'a> {
     ///
     /// ```
     /// use tessera::{Job, Op, Team};
+    /// use tessera::coll::{Barrier, Allreduce};
+    /// use tessera::Blocking;
     /// Job::threads(4).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
     ///     if ctx.rank() % 2 == 0 {
     ///         // Ranks 0 and 2 only; 1 and 3 go on without them.
     ///         let evens = world.subset(&[0, 2])?;
-    ///         assert_eq!(evens.allreduce_value(ctx.rank() as u64, Op::Sum)?, 2);
+    ///         assert_eq!(evens.run(Allreduce::value(ctx.rank() as u64, Op::Sum), Blocking)?, 2);
     ///     }
-    ///     world.barrier()?;
+    ///     world.run(Barrier, Blocking)?;
     ///     Ok(())
     /// }).unwrap();
     /// ```

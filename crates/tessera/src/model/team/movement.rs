@@ -9,7 +9,7 @@ impl<'a> Team<'a> {
     // ----- barrier ----------------------------------------------------------------------
 
     /// Block until every member has entered the barrier.
-    pub fn barrier(&self) -> Result<()> {
+    pub(super) fn barrier(&self) -> Result<()> {
         let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let (n, me) = (self.size(), self.me);
         self.chosen(Collective::Barrier, 0, true, true, |alg| match alg {
@@ -35,7 +35,7 @@ impl<'a> Team<'a> {
     // ----- broadcast --------------------------------------------------------------------
 
     /// Copy `data` from member `root` to every member's `data`.
-    pub fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+    pub(super) fn broadcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
         let _call = self.enter_rooted::<T>(Collective::Broadcast, root, data.len())?;
         let n = self.size();
         if n == 1 {
@@ -55,18 +55,11 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Broadcast one value from `root`.
-    pub fn broadcast_value<T: Pod>(&self, root: usize, value: T) -> Result<T> {
-        let mut v = [value];
-        self.broadcast(root, &mut v)?;
-        Ok(v[0])
-    }
-
     // ----- gather, allgather, scatter -------------------------------------------------
 
     /// Gather every member's `src` (all the same length) into `dst` on `root`, in rank order
     /// (`dst.len() == size · src.len()` there; untouched and possibly empty elsewhere).
-    pub fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+    pub(super) fn gather<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
         let _call = self.enter_rooted::<T>(Collective::Gather, root, src.len())?;
         let n = self.size();
         let b = src.len();
@@ -89,7 +82,7 @@ impl<'a> Team<'a> {
 
     /// Every member gets every member's `src` in rank order
     /// (`dst.len() == size · src.len()`).
-    pub fn allgather<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+    pub(super) fn allgather<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
         let _call = self.check_call(
             Collective::Allgather,
             None,
@@ -117,7 +110,7 @@ impl<'a> Team<'a> {
     }
 
     /// Member `root` sends block `i` of `src` (`size · dst.len()` elements) to member `i`.
-    pub fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
+    pub(super) fn scatter<T: Pod>(&self, root: usize, src: &[T], dst: &mut [T]) -> Result<()> {
         let _call = self.enter_rooted::<T>(Collective::Scatter, root, dst.len())?;
         let n = self.size();
         let b = dst.len();
@@ -138,65 +131,11 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Gather one value from every member to `root` (Berkeley UPC's `bupc_allv_gather`):
-    /// `Some(values in rank order)` there, `None` elsewhere.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let got = world.gather_value(1, 10 * ctx.rank() as u32)?;
-    ///     assert_eq!(got, (ctx.rank() == 1).then(|| vec![0, 10, 20]));
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn gather_value<T: Pod>(&self, root: usize, value: T) -> Result<Option<Vec<T>>> {
-        let mut all = vec![T::zeroed(); if self.me == root { self.size() } else { 0 }];
-        self.gather(root, &[value], &mut all)?;
-        Ok((self.me == root).then_some(all))
-    }
-
-    /// Every member gets one value from every member, in rank order (Berkeley UPC's
-    /// `bupc_allv_gather_all`).
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     assert_eq!(world.allgather_value(ctx.rank() as u64 + 1)?, vec![1, 2, 3]);
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn allgather_value<T: Pod>(&self, value: T) -> Result<Vec<T>> {
-        let mut all = vec![T::zeroed(); self.size()];
-        self.allgather(&[value], &mut all)?;
-        Ok(all)
-    }
-
-    /// Member `root` sends `values[i]` to member `i` (`values.len() == size` there; ignored
-    /// elsewhere); every member gets its own (Berkeley UPC's `bupc_allv_scatter`).
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let mine = world.scatter_value(0, &[7u8, 8, 9])?;
-    ///     assert_eq!(mine, 7 + ctx.rank() as u8);
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn scatter_value<T: Pod>(&self, root: usize, values: &[T]) -> Result<T> {
-        let mut mine = [T::zeroed()];
-        let src = if self.me == root { values } else { &[] };
-        self.scatter(root, src, &mut mine)?;
-        Ok(mine[0])
-    }
-
     // ----- exchange ---------------------------------------------------------------------
 
     /// All-to-all: block `j` of `src` goes to member `j`, and block `i` of `dst` comes from
     /// member `i` (blocks of `src.len() / size` elements).
-    pub fn exchange<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
+    pub(super) fn exchange<T: Pod>(&self, src: &[T], dst: &mut [T]) -> Result<()> {
         let _call = self.check_call(
             Collective::Exchange,
             None,
@@ -271,7 +210,7 @@ impl<'a> Team<'a> {
 
     /// All-to-all with varying counts: `send_counts[j]` elements (consecutive in `src`) go
     /// to member `j`; `recv_counts[i]` elements (consecutive in `dst`) come from member `i`.
-    pub fn exchange_v<T: Pod>(
+    pub(super) fn exchange_v<T: Pod>(
         &self,
         src: &[T],
         send_counts: &[usize],

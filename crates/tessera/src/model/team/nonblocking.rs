@@ -33,8 +33,8 @@ impl Schedules {
     }
 }
 
-/// A nonblocking collective in progress ([`Team::allreduce_nb`] and the other `*_nb`
-/// forms of the blocking operations). It owns copies of its buffers, so it borrows
+/// A nonblocking collective in progress (what [`Team::run`] returns for an operation
+/// value with [`Nonblocking`](crate::Nonblocking)). It owns copies of its buffers, so it borrows
 /// nothing from the caller: several may be in flight on one team and waited for in any
 /// order. Every `test` or `wait` on any of a team's requests advances all of them, in the
 /// order they were started. Wait for all of them, on every member, before the team's
@@ -50,11 +50,13 @@ impl Schedules {
 ///
 /// ```
 /// use tessera::{Job, Op, Team};
+/// use tessera::coll::{Allgather, Allreduce};
+/// use tessera::Nonblocking;
 /// Job::threads(3).segment(8 << 20).run(|ctx| {
 ///     let world = Team::world(ctx)?;
 ///     let me = ctx.rank() as u64;
-///     let sum = world.allreduce_nb(&[me, 1], Op::Sum)?;
-///     let all = world.allgather_nb(&[me])?;
+///     let sum = world.run(Allreduce::new(&[me, 1], Op::Sum), Nonblocking)?;
+///     let all = world.run(Allgather::new(&[me]), Nonblocking)?;
 ///     // ... compute while they progress (each test advances both) ...
 ///     assert_eq!(all.wait()?, vec![0, 1, 2]);
 ///     assert_eq!(sum.wait()?, vec![3, 3]);
@@ -137,7 +139,8 @@ pub(super) fn wait_done(ctx: &Context, mut test: impl FnMut() -> Result<bool>) -
     })
 }
 
-/// A nonblocking single-address collective in progress (see [`Team::broadcast_to_nb`]).
+/// A nonblocking single-address collective in progress (what [`Team::run`] returns for
+/// an operation's `.to_symmetric(&dsts)` with [`Nonblocking`](crate::Nonblocking)).
 /// Several may be in flight on one team. Wait for all of them, on every member, before
 /// the team's next blocking collective: their messages share the team's streams. A
 /// member that starts one with its own handles still open gets an error instead (a
@@ -145,22 +148,23 @@ pub(super) fn wait_done(ctx: &Context, mut test: impl FnMut() -> Result<bool>) -
 /// Dropping a handle waits for it.
 ///
 /// ```
-/// use tessera::{Job, SyncMode, Team};
+/// use tessera::coll::{Barrier, Broadcast};
+/// use tessera::{Blocking, Job, Nonblocking, SyncMode, Team};
 /// Job::threads(2).segment(8 << 20).run(|ctx| {
 ///     let world = Team::world(ctx)?;
 ///     let loose = world.with_sync(SyncMode::No, SyncMode::My);
 ///     let buf = ctx.alloc_collective::<u64>(4)?;
 ///     let dsts = world.symmetric(buf);
 ///     // Two broadcasts in flight at once, into different halves.
-///     let a = loose.broadcast_to_nb(0, &[1, 2], &dsts, 2)?;
-///     let b = loose.broadcast_to_nb(1, &[3, 4], &[dsts[0].add(2), dsts[1].add(2)], 2)?;
+///     let a = loose.run(Broadcast::new(0, &[1, 2], 2).to_symmetric(&dsts), Nonblocking)?;
+///     let b = loose.run(Broadcast::new(1, &[3, 4], 2).to_symmetric(&[dsts[0].add(2), dsts[1].add(2)]), Nonblocking)?;
 ///     // ... compute ...
 ///     b.wait()?;
 ///     a.wait()?;
 ///     let mut got = [0u64; 4];
 ///     ctx.get(buf, &mut got, tessera::Blocking)?;
 ///     assert_eq!(got, [1, 2, 3, 4]);
-///     world.barrier()?;
+///     world.run(Barrier, Blocking)?;
 ///     Ok(())
 /// }).unwrap();
 /// ```
@@ -298,7 +302,7 @@ impl<'a> Team<'a> {
     }
 
     /// Nonblocking [`Team::barrier`]; its request's output is empty.
-    pub fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
+    pub(super) fn barrier_nb(&self) -> Result<CollRequest<'a, u8>> {
         self.check_nb::<()>(Collective::Barrier, None, 0, None)?;
         let (n, me) = (self.size(), self.me);
         let native = Some(NativeOp::Barrier);
@@ -309,14 +313,22 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::broadcast`]: every member passes `data` of the same length
     /// (read on `root` only); the request's output is the root's data.
-    pub fn broadcast_nb<T: Pod>(&self, root: usize, data: &[T]) -> Result<CollRequest<'a, T>> {
-        self.check_nb::<T>(Collective::Broadcast, Some(root), data.len(), None)?;
+    pub(super) fn broadcast_nb<T: Pod>(
+        &self,
+        root: usize,
+        data: &[T],
+        len: usize,
+    ) -> Result<CollRequest<'a, T>> {
+        self.check_nb::<T>(Collective::Broadcast, Some(root), len, None)?;
         self.check_root(root)?;
-        let (n, me, len) = (self.size(), self.me, data.len());
+        let (n, me) = (self.size(), self.me);
+        if me == root && data.len() != len {
+            return Err(length_error("broadcast", "src", data.len(), len));
+        }
         // Only the root's data travels.
         let mine = if me == root { data } else { &[] };
         let native = Some(NativeOp::Broadcast { root });
-        let bytes = std::mem::size_of_val(data);
+        let bytes = len * std::mem::size_of::<T>();
         self.nonblocking(
             Collective::Broadcast,
             bytes,
@@ -341,25 +353,7 @@ impl<'a> Team<'a> {
     /// Nothing is copied or allocated on the way, so a loop that passes the same buffers
     /// round (as SUMMA's prefetch of the next panel does) moves each byte once. Members
     /// may mix this form and [`Team::broadcast_nb`] in one call.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     let mut buf = vec![0u32; 4];
-    ///     for step in 0..3u32 {
-    ///         if ctx.rank() == 1 {
-    ///             buf.fill(step);
-    ///         }
-    ///         let request = world.broadcast_nb_in_place(1, buf)?;
-    ///         // ... compute ...
-    ///         buf = request.wait()?;
-    ///         assert_eq!(buf, vec![step; 4]);
-    ///     }
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn broadcast_nb_in_place<T: Pod>(
+    pub(super) fn broadcast_nb_in_place<T: Pod>(
         &self,
         root: usize,
         data: Vec<T>,
@@ -383,7 +377,7 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::reduce`] with a built-in operation; the output is the result on
     /// `root` and empty elsewhere.
-    pub fn reduce_nb<T: Reducible>(
+    pub(super) fn reduce_nb<T: Reducible>(
         &self,
         root: usize,
         src: &[T],
@@ -397,34 +391,14 @@ impl<'a> Team<'a> {
     /// [`Team::reduce_nb`] with a user operation `combine(acc, other)` (associative and
     /// commutative) over any plain-old-data type. The request owns the operation, so it
     /// may not borrow.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(3).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     // (sum, largest) over pairs.
-    ///     let pair = [ctx.rank() as u32 + 1, 10 * ctx.rank() as u32];
-    ///     let req = world.reduce_nb_with(0, &[pair], |acc: &mut [[u32; 2]], x: &[[u32; 2]]| {
-    ///         for (a, b) in acc.iter_mut().zip(x) {
-    ///             *a = [a[0] + b[0], a[1].max(b[1])];
-    ///         }
-    ///         Ok(())
-    ///     })?;
-    ///     let got = req.wait()?;
-    ///     if ctx.rank() == 0 {
-    ///         assert_eq!(got, vec![[6, 20]]);
-    ///     }
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn reduce_nb_with<T: Pod>(
+    pub(super) fn reduce_nb_with<T: Pod>(
         &self,
         root: usize,
         src: &[T],
-        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+        combine: Box<Combine<'static, T>>,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Reduce, Some(root), src.len(), None)?;
-        self.reduce_nb_impl(root, src, Reducer::Owned(Box::new(combine)), None)
+        self.reduce_nb_impl(root, src, Reducer::Owned(combine), None)
     }
 
     pub(super) fn reduce_nb_impl<T: Pod>(
@@ -452,20 +426,24 @@ impl<'a> Team<'a> {
     }
 
     /// Nonblocking [`Team::allreduce`] with a built-in operation.
-    pub fn allreduce_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+    pub(super) fn allreduce_nb<T: Reducible>(
+        &self,
+        src: &[T],
+        op: Op,
+    ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allreduce, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.allreduce_nb_impl(src, builtin::<T>(op), native_reduction::<T>(op))
     }
 
     /// [`Team::allreduce_nb`] with a user operation, as [`Team::reduce_nb_with`].
-    pub fn allreduce_nb_with<T: Pod>(
+    pub(super) fn allreduce_nb_with<T: Pod>(
         &self,
         src: &[T],
-        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+        combine: Box<Combine<'static, T>>,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allreduce, None, src.len(), None)?;
-        self.allreduce_nb_impl(src, Reducer::Owned(Box::new(combine)), None)
+        self.allreduce_nb_impl(src, Reducer::Owned(combine), None)
     }
 
     pub(super) fn allreduce_nb_impl<T: Pod>(
@@ -491,7 +469,7 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::gather`]: the output on `root` is every member's `src` in rank
     /// order; empty elsewhere.
-    pub fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
+    pub(super) fn gather_nb<T: Pod>(&self, root: usize, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Gather, Some(root), src.len(), None)?;
         self.check_root(root)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
@@ -510,7 +488,7 @@ impl<'a> Team<'a> {
     }
 
     /// Nonblocking [`Team::allgather`]: the output is every member's `src` in rank order.
-    pub fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+    pub(super) fn allgather_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allgather, None, src.len(), None)?;
         let (n, len, me) = (self.size(), src.len(), self.me);
         let native = Some(NativeOp::Allgather);
@@ -528,7 +506,7 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::scatter`]: `root` passes `size · count` elements (others may
     /// pass an empty `src`); each member's output is its block of `count`.
-    pub fn scatter_nb<T: Pod>(
+    pub(super) fn scatter_nb<T: Pod>(
         &self,
         root: usize,
         src: &[T],
@@ -538,7 +516,7 @@ impl<'a> Team<'a> {
         self.check_root(root)?;
         let (n, me) = (self.size(), self.me);
         if me == root && src.len() != n * count {
-            return Err(length_error("scatter_nb", "src", src.len(), n * count));
+            return Err(length_error("scatter", "src", src.len(), n * count));
         }
         let mine = if me == root { src } else { &[] };
         let bytes = count * std::mem::size_of::<T>();
@@ -556,10 +534,10 @@ impl<'a> Team<'a> {
 
     /// Nonblocking [`Team::exchange`]: block `j` of `src` goes to member `j`; block `i`
     /// of the output came from member `i`.
-    pub fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
+    pub(super) fn exchange_nb<T: Pod>(&self, src: &[T]) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Exchange, None, src.len(), None)?;
         let (n, me) = (self.size(), self.me);
-        let b = self.block_of("exchange_nb", src.len())?;
+        let b = self.block_of("exchange", src.len())?;
         let native = Some(NativeOp::Exchange);
         let (bytes, len) = (b * std::mem::size_of::<T>(), src.len());
         let block = move |j: usize| j * b..(j + 1) * b;
@@ -577,23 +555,7 @@ impl<'a> Team<'a> {
     /// Nonblocking [`Team::exchange_v`]: `send_counts[j]` elements of `src` go to member
     /// `j`; the output holds `recv_counts[i]` elements from each member `i`, in member
     /// order.
-    ///
-    /// ```
-    /// use tessera::{Job, Team};
-    /// Job::threads(2).segment(8 << 20).run(|ctx| {
-    ///     let world = Team::world(ctx)?;
-    ///     // Member 0 keeps one element and sends two; member 1 keeps two and sends none.
-    ///     let (src, send, recv) = if ctx.rank() == 0 {
-    ///         (vec![1u8, 2, 3], [1, 2], [1, 0])
-    ///     } else {
-    ///         (vec![4u8, 5], [0, 2], [2, 2])
-    ///     };
-    ///     let got = world.exchange_v_nb(&src, &send, &recv)?.wait()?;
-    ///     assert_eq!(got, if ctx.rank() == 0 { vec![1] } else { vec![2, 3, 4, 5] });
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn exchange_v_nb<T: Pod>(
+    pub(super) fn exchange_v_nb<T: Pod>(
         &self,
         src: &[T],
         send_counts: &[usize],
@@ -627,38 +589,38 @@ impl<'a> Team<'a> {
     }
 
     /// Nonblocking [`Team::scan`] (inclusive) with a built-in operation.
-    pub fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+    pub(super) fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), false)
     }
 
     /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
-    pub fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
+    pub(super) fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
         self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), true)
     }
 
     /// [`Team::scan_nb`] with a user operation, as [`Team::reduce_nb_with`].
-    pub fn scan_nb_with<T: Pod>(
+    pub(super) fn scan_nb_with<T: Pod>(
         &self,
         src: &[T],
-        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+        combine: Box<Combine<'static, T>>,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
-        self.scan_schedule(src, Reducer::Owned(Box::new(combine)), None, false)
+        self.scan_schedule(src, Reducer::Owned(combine), None, false)
     }
 
     /// [`Team::exscan_nb`] with a user operation, as [`Team::reduce_nb_with`]; member 0's
     /// output is zeros.
-    pub fn exscan_nb_with<T: Pod>(
+    pub(super) fn exscan_nb_with<T: Pod>(
         &self,
         src: &[T],
-        combine: impl Fn(&mut [T], &[T]) -> Result<()> + 'static,
+        combine: Box<Combine<'static, T>>,
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), None)?;
-        self.scan_schedule(src, Reducer::Owned(Box::new(combine)), None, true)
+        self.scan_schedule(src, Reducer::Owned(combine), None, true)
     }
 
     pub(super) fn scan_schedule<T: Pod>(

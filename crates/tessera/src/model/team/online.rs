@@ -336,7 +336,7 @@ impl Team<'_> {
     /// behind, not the previous candidate's.
     pub(super) fn start_trial(&self) -> Result<()> {
         let (n, me) = (self.size(), self.me);
-        self.run::<u8>(&[], &mut [], None, None, |b| {
+        self.run_rounds::<u8>(&[], &mut [], None, None, |b| {
             algorithms::barrier(b, Algorithm::Dissemination, n, me)
         })
     }
@@ -368,7 +368,7 @@ impl Team<'_> {
             Ok(())
         };
         let (n, me, len) = (self.size(), self.me, times.len());
-        self.run(
+        self.run_rounds(
             &times,
             &mut combined,
             Some(Reducer::Borrowed(&slowest)),
@@ -387,6 +387,8 @@ impl Team<'_> {
     ///
     /// ```
     /// use tessera::{Collective, Job, Op, Team};
+    /// use tessera::coll::Allreduce;
+    /// use tessera::Blocking;
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
     ///     assert!(!world.tuning_settled(Collective::Allreduce, 8));
@@ -394,7 +396,7 @@ impl Team<'_> {
     ///         if world.tuning_settled(Collective::Allreduce, 8) {
     ///             break;
     ///         }
-    ///         world.allreduce_value(1u64, Op::Sum)?;
+    ///         world.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
     ///     }
     ///     assert!(world.tuning_settled(Collective::Allreduce, 8));
     ///     // A forced algorithm is never tried.
@@ -420,10 +422,12 @@ impl Team<'_> {
     ///
     /// ```
     /// use tessera::{Collective, Job, Op, Team};
+    /// use tessera::coll::Allreduce;
+    /// use tessera::Blocking;
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
     ///     for _ in 0..150 {
-    ///         world.allreduce_value(1u64, Op::Sum)?;
+    ///         world.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
     ///     }
     ///     let decided = world.online_decisions();
     ///     let (_, _, alg) = *decided

@@ -14,7 +14,7 @@ impl<'a> Team<'a> {
 
     /// Reduce `src` over all members with `op` into `dst` on `root` (`dst` is untouched
     /// elsewhere and may be empty there).
-    pub fn reduce<T: Reducible>(
+    pub(super) fn reduce<T: Reducible>(
         &self,
         root: usize,
         src: &[T],
@@ -28,7 +28,7 @@ impl<'a> Team<'a> {
 
     /// [`Team::reduce`] with a user operation `combine(acc, other)` (associative and
     /// commutative) over any plain-old-data type.
-    pub fn reduce_with<T: Pod>(
+    pub(super) fn reduce_with<T: Pod>(
         &self,
         root: usize,
         src: &[T],
@@ -68,23 +68,15 @@ impl<'a> Team<'a> {
         )
     }
 
-    /// Reduce one value to `root`: `Some(result)` there, `None` elsewhere.
-    pub fn reduce_value<T: Reducible>(&self, root: usize, value: T, op: Op) -> Result<Option<T>> {
-        let mut out = [value];
-        let dst: &mut [T] = if self.me == root { &mut out } else { &mut [] };
-        self.reduce(root, &[value], dst, op)?;
-        Ok((self.me == root).then_some(out[0]))
-    }
-
     /// Reduce `src` over all members with `op`; every member gets the result in `dst`.
-    pub fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+    pub(super) fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         let _call = self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.allreduce_impl(src, dst, &combine, native_reduction::<T>(op))
     }
 
     /// [`Team::allreduce`] with a user operation.
-    pub fn allreduce_with<T: Pod>(
+    pub(super) fn allreduce_with<T: Pod>(
         &self,
         src: &[T],
         dst: &mut [T],
@@ -172,18 +164,10 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
-    /// Reduce one value over all members; every member gets the result
-    /// (Berkeley UPC's `bupc_allv_reduce`).
-    pub fn allreduce_value<T: Reducible>(&self, value: T, op: Op) -> Result<T> {
-        let mut out = [value];
-        self.allreduce(&[value], &mut out, op)?;
-        Ok(out[0])
-    }
-
     // ----- scans ------------------------------------------------------------------------
 
     /// Inclusive prefix reduction: member `i` gets `src₀ op … op srcᵢ` in `dst`.
-    pub fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+    pub(super) fn scan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         let _call = self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.scan_impl(src, dst, false, &combine, native_reduction::<T>(op))
@@ -191,14 +175,14 @@ impl<'a> Team<'a> {
 
     /// Exclusive prefix reduction: member `i > 0` gets `src₀ op … op srcᵢ₋₁`; member 0's
     /// `dst` is set to zeros.
-    pub fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
+    pub(super) fn exscan<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         let _call = self.enter_reduction::<T>(Collective::Scan, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
         self.scan_impl(src, dst, true, &combine, native_reduction::<T>(op))
     }
 
     /// Inclusive (or exclusive) scan with a user operation.
-    pub fn scan_with<T: Pod>(
+    pub(super) fn scan_with<T: Pod>(
         &self,
         src: &[T],
         dst: &mut [T],
@@ -244,20 +228,6 @@ impl<'a> Team<'a> {
             dst.fill(T::zeroed());
         }
         Ok(())
-    }
-
-    /// Inclusive scan of one value.
-    pub fn scan_value<T: Reducible>(&self, value: T, op: Op) -> Result<T> {
-        let mut out = [value];
-        self.scan(&[value], &mut out, op)?;
-        Ok(out[0])
-    }
-
-    /// Exclusive scan of one value: `None` on member 0.
-    pub fn exscan_value<T: Reducible>(&self, value: T, op: Op) -> Result<Option<T>> {
-        let mut out = [value];
-        self.exscan(&[value], &mut out, op)?;
-        Ok((self.me > 0).then_some(out[0]))
     }
 }
 

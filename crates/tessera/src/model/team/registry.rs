@@ -10,29 +10,29 @@ use super::*;
 /// The collective operations, for choosing algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
-    /// [`Team::barrier`]
+    /// [`coll::Barrier`](crate::coll::Barrier)
     Barrier,
-    /// [`Team::broadcast`]
+    /// [`coll::Broadcast`](crate::coll::Broadcast)
     Broadcast,
-    /// [`Team::reduce`]
+    /// [`coll::Reduce`](crate::coll::Reduce)
     Reduce,
-    /// [`Team::allreduce`]
+    /// [`coll::Allreduce`](crate::coll::Allreduce)
     Allreduce,
-    /// [`Team::gather`]
+    /// [`coll::Gather`](crate::coll::Gather)
     Gather,
-    /// [`Team::allgather`]
+    /// [`coll::Allgather`](crate::coll::Allgather)
     Allgather,
-    /// [`Team::scatter`]
+    /// [`coll::Scatter`](crate::coll::Scatter)
     Scatter,
-    /// [`Team::exchange`] and [`Team::exchange_v`]
+    /// [`coll::Exchange`](crate::coll::Exchange), equal blocks and varying
     Exchange,
-    /// [`Team::scan`] and [`Team::exscan`]
+    /// [`coll::Scan`](crate::coll::Scan) and [`coll::Exscan`](crate::coll::Exscan)
     Scan,
-    /// [`Team::broadcast_to`] (blocking; the nonblocking form is flat)
+    /// [`coll::Broadcast`](crate::coll::Broadcast)`.to_symmetric` (blocking; the nonblocking form is flat)
     BroadcastTo,
-    /// [`Team::scatter_to`] (blocking; the nonblocking form is flat)
+    /// [`coll::Scatter`](crate::coll::Scatter)`.to_symmetric` (blocking; the nonblocking form is flat)
     ScatterTo,
-    /// [`Team::gather_to`] (blocking; the nonblocking form is flat)
+    /// [`coll::Gather`](crate::coll::Gather)`.to_symmetric` (blocking; the nonblocking form is flat)
     GatherTo,
 }
 

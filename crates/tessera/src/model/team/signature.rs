@@ -152,10 +152,10 @@ impl fmt::Display for Signature {
             (Some(Collective::Exchange), true) => "exchange_to",
             (Some(c), _) => c.name(),
         };
-        write!(f, "{name}")?;
         if form == Form::Nonblocking as u64 {
-            f.write_str("_nb")?;
+            f.write_str("nonblocking ")?;
         }
+        write!(f, "{name}")?;
         let mut parts = Vec::new();
         let root = (s >> 30) & 0x3ff;
         if root != 0 {
