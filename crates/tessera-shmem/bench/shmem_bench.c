@@ -130,6 +130,7 @@ static int count_calls(const char *op, long calls)
     COUNT("fetch_add8", out += shmem_long_atomic_fetch_add(&word, 1, peer))
     COUNT("barrier_all", shmem_barrier_all())
     COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk[i & 1], psync[i & 1]))
+    COUNT("broadcast32", shmem_broadcast32(&word, &one, 1, 0, 0, 0, shmem_n_pes(), psync[i & 1]))
 #if SPEC_1_5
     COUNT("put_signal8", shmem_long_put_signal(&word, &one, 1, &sig, i, SHMEM_SIGNAL_SET, peer))
     COUNT("put_fence_set8", (shmem_long_put(&word, &one, 1, peer), shmem_fence(),

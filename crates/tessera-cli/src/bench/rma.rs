@@ -10,7 +10,6 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tessera::coll::Allreduce;
 
 use tessera::{
     Blocking, Compare, ConduitKind, Context, GlobalPtr, Nonblocking, RankResult, Signal,
@@ -426,7 +425,10 @@ fn mpi_comparisons(ctx: &Context, scale: f64, part: &mut Part) -> RankResult {
     ctx.barrier()?;
     let t = best_per_iter(n, |i| {
         world
-            .run(Allreduce::value(i, tessera::Op::Sum), Blocking)
+            .run(
+                tessera::coll::Allreduce::value(i, tessera::Op::Sum),
+                Blocking,
+            )
             .map(|_| ())
     })?;
     part.results
