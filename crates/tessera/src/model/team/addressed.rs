@@ -7,20 +7,37 @@
 use super::registry::radix_of;
 use super::topology::Knomial;
 use super::*;
+use crate::protocol::mailbox;
 use crate::{Blocking, Nonblocking};
 
 /// How a rooted single-address form moves its data and its signals along its tree.
 #[derive(Clone, Copy)]
-enum Flow {
+enum Flow<'d> {
     /// Down the tree, each member forwarding from its destination to its children's
-    /// (broadcast).
-    Forward,
+    /// (broadcast); or, where the data fits a message's header line and members wait for
+    /// it to land, inside the landing signals themselves ([`Inline`]).
+    Forward(Option<Inline<'d>>),
     /// From the root straight to every member; entry signals gather up the tree, landing
     /// signals spread down (scatter).
     FromRoot,
     /// From every member straight to the root; entry spreads down, landing gathers up
     /// (gather).
     ToRoot,
+}
+
+/// A broadcast small enough to travel inside its "landed" signals
+/// (`protocol::mailbox::INLINE` bytes): each member gets the data with its parent's
+/// signal and writes its own destination, so a parent writes one line per child (the
+/// signal) instead of two (the child's destination, then the signal into the line the
+/// child polls; 4-byte OpenSHMEM broadcasts: docs/PERFORMANCE.md, "OpenSHMEM").
+#[derive(Clone, Copy)]
+struct Inline<'d> {
+    /// The root's data (empty elsewhere).
+    data: &'d [u8],
+    /// Its length on every member.
+    len: usize,
+    /// This member's destination.
+    mine: GlobalPtr<u8>,
 }
 
 /// One member's place in a rooted single-address form's tree: the k-nomial tree of the
@@ -267,7 +284,7 @@ impl<'a> Team<'a> {
     fn rooted_single(
         &self,
         call: SingleCall,
-        flow: Flow,
+        flow: Flow<'_>,
         mut put: impl FnMut(Option<usize>) -> Result<()>,
     ) -> Result<()> {
         let _call = self.begin_single(call)?;
@@ -286,7 +303,7 @@ impl<'a> Team<'a> {
         &self,
         alg: Algorithm,
         root: usize,
-        flow: Flow,
+        flow: Flow<'_>,
         put: &mut impl FnMut(Option<usize>) -> Result<()>,
     ) -> Result<()> {
         let tree = self.last_tree.get(alg, self.size(), self.me, root);
@@ -300,7 +317,7 @@ impl<'a> Team<'a> {
         if input == SyncMode::My {
             match flow {
                 // Each member writes its children's destinations.
-                Flow::Forward => self.signals(parent, kids())?,
+                Flow::Forward(_) => self.signals(parent, kids())?,
                 // The root writes every member's: entry gathers up the tree.
                 Flow::FromRoot => {
                     self.signals([], kids())?;
@@ -315,7 +332,23 @@ impl<'a> Team<'a> {
         }
         let landed = output != SyncMode::No;
         match flow {
-            Flow::Forward => {
+            Flow::Forward(Some(inline)) if landed => {
+                let mut buf = [0u8; mailbox::INLINE];
+                let data = match parent {
+                    None => inline.data,
+                    Some(p) => {
+                        let mut from = [Incoming::new(p, &mut buf[..inline.len])];
+                        self.channel.transfer(self.ctx, &mut [], &mut from)?;
+                        self.ctx.put(inline.mine, &buf[..inline.len], Blocking)?;
+                        &buf[..inline.len]
+                    }
+                };
+                for &(c, _) in tree.children.iter().rev() {
+                    self.channel
+                        .transfer(self.ctx, &mut [Outgoing::new(c, data)], &mut [])?;
+                }
+            }
+            Flow::Forward(_) => {
                 // Wait for the data when it is to be forwarded or waited for.
                 if landed || !tree.children.is_empty() {
                     self.signals([], parent)?;
@@ -436,9 +469,19 @@ impl<'a> Team<'a> {
         if me == root && self.ctx.local_ptr(dsts[root], len)? != Some(src.as_ptr().cast_mut()) {
             self.ctx.put(dsts[root], src, Blocking)?;
         }
+        let bytes = len * std::mem::size_of::<T>();
+        let inline = (bytes > 0 && bytes <= mailbox::INLINE).then(|| Inline {
+            data: if me == root {
+                bytemuck::cast_slice(src)
+            } else {
+                &[]
+            },
+            len: bytes,
+            mine: dsts[me].cast(),
+        });
         self.rooted_single(
             SingleCall::new::<T>(Collective::BroadcastTo, Some(root), len),
-            Flow::Forward,
+            Flow::Forward(inline),
             |child| {
                 let c = child.expect("a forwarding put names its child");
                 if me == root {
