@@ -44,13 +44,7 @@ macro_rules! reduction {
             }
         }
 
-        impl<T: Pod, H> $name<'_, T, H> {
-            /// Land this member's output in `dst` (as long as the output: see the type's
-            /// docs) instead of returning it.
-            pub fn to(self, dst: &mut [T]) -> To<'_, Self, T> {
-                To { kernel: self, dst }
-            }
-        }
+        outputs!(impl[T: Pod, H] $name<'_, T, H>);
     };
 }
 
