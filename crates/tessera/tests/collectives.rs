@@ -730,7 +730,7 @@ fn bad_arguments_are_reported() {
                 .to_string();
             assert!(err.contains("allgather"), "{err}");
             let err = world
-                .with_algorithm(Collective::Broadcast, Algorithm::Ring)
+                .with_algorithm(Collective::Broadcast, Algorithm::RING)
                 .err()
                 .unwrap()
                 .to_string();
@@ -862,7 +862,7 @@ fn a_long_nonblocking_broadcast_completes_while_its_root_computes() {
     tessera::Job::threads(3)
         .run(|ctx| {
             let team =
-                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
+                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::BINOMIAL)?;
             let data: Vec<u64> = (0..len as u64).map(|i| i * 3 + 1).collect();
             let mine = if team.rank() == 0 {
                 data.clone()
@@ -974,7 +974,7 @@ fn short_messages_run_ahead_and_mixed_lengths_wrap_the_ring() {
         .hide_peers(hidden)
         .wait_timeout(Duration::from_secs(60))
         .run(|ctx| {
-            let team = Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Flat)?;
+            let team = Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::FLAT)?;
             let me = team.rank();
             if me == 0 {
                 for k in 0..AHEAD {

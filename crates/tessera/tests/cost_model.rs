@@ -140,39 +140,39 @@ fn the_parameters_decide_the_regime_s_choices() {
     let c = MachineParams::CROWDED;
     assert_eq!(
         d.choose(Collective::Broadcast, 16, 256 << 10, true),
-        Algorithm::Chain
+        Algorithm::CHAIN
     );
     assert_eq!(
         d.choose(Collective::Barrier, 16, 0, true),
-        Algorithm::Dissemination
+        Algorithm::DISSEMINATION
     );
     assert_eq!(
         d.choose(Collective::Barrier, 8, 0, true),
-        Algorithm::Dissemination
+        Algorithm::DISSEMINATION
     );
-    assert_eq!(c.choose(Collective::Barrier, 8, 0, true), Algorithm::Flat);
+    assert_eq!(c.choose(Collective::Barrier, 8, 0, true), Algorithm::FLAT);
     // A pipeline's depth counts where it is long: 8-byte broadcasts and scans take the
     // chain at 16 members (measured fastest in a loop) and log-depth algorithms among
     // hundreds, where one call alone would wait for every member in turn.
     assert_eq!(
         d.choose(Collective::Broadcast, 16, 8, true),
-        Algorithm::Chain
+        Algorithm::CHAIN
     );
     for (params, n) in [(d, 256), (d, 1024), (c, 1024)] {
         let pick = |op| params.choose(op, n, 8, true);
         assert!(
             !matches!(
                 pick(Collective::Broadcast),
-                Algorithm::Chain | Algorithm::Flat
+                Algorithm::CHAIN | Algorithm::FLAT
             ),
             "{n}: {}",
             pick(Collective::Broadcast)
         );
-        assert_eq!(pick(Collective::Barrier), Algorithm::Dissemination, "{n}");
+        assert_eq!(pick(Collective::Barrier), Algorithm::DISSEMINATION, "{n}");
         assert!(
             matches!(
                 pick(Collective::Allreduce),
-                Algorithm::RecursiveDoubling | Algorithm::Rabenseifner
+                Algorithm::RECURSIVE_DOUBLING | Algorithm::RABENSEIFNER
             ),
             "{n}: {}",
             pick(Collective::Allreduce)
@@ -180,13 +180,13 @@ fn the_parameters_decide_the_regime_s_choices() {
     }
     assert_eq!(
         d.choose(Collective::Scan, 1024, 8, true),
-        Algorithm::RecursiveDoubling
+        Algorithm::RECURSIVE_DOUBLING
     );
     // Predictions grow with the message and with the team.
     let t = |n, bytes| {
         d.predict(
             Collective::Allreduce,
-            Algorithm::RecursiveDoubling,
+            Algorithm::RECURSIVE_DOUBLING,
             Shape {
                 members: n,
                 bytes,
@@ -201,7 +201,7 @@ fn the_parameters_decide_the_regime_s_choices() {
     assert_eq!(
         d.predict(
             Collective::Allreduce,
-            Algorithm::Native,
+            Algorithm::NATIVE,
             Shape {
                 members: 4,
                 bytes: 8,

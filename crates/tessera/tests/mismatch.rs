@@ -83,9 +83,9 @@ fn ranks_following_different_algorithms_are_caught() {
         |ctx| {
             let world = Team::world(ctx)?;
             let alg = if ctx.rank() == 1 {
-                Algorithm::Ring
+                Algorithm::RING
             } else {
-                Algorithm::RecursiveDoubling
+                Algorithm::RECURSIVE_DOUBLING
             };
             let team = world.with_algorithm(Collective::Allreduce, alg)?;
             let mut out = [0u64; 64];
@@ -111,7 +111,7 @@ fn broadcasts_from_different_roots_are_caught() {
         ],
         |ctx| {
             let world =
-                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::Binomial)?;
+                Team::world(ctx)?.with_algorithm(Collective::Broadcast, Algorithm::BINOMIAL)?;
             let mut data = [ctx.rank() as u32; 8];
             world.run(Broadcast::in_place(ctx.rank(), &mut data), Blocking)?;
             Ok(())

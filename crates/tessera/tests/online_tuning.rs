@@ -111,8 +111,8 @@ fn tune(ctx: &Context, calls: usize, imbalance: bool) -> Result<String, BoxError
         }
     }
     // Forcing still overrides a decision.
-    let forced = world.with_algorithm(Collective::Allreduce, Algorithm::Ring)?;
-    if forced.algorithm_for(Collective::Allreduce, 8) != Algorithm::Ring {
+    let forced = world.with_algorithm(Collective::Allreduce, Algorithm::RING)?;
+    if forced.algorithm_for(Collective::Allreduce, 8) != Algorithm::RING {
         return Err(fail("forcing did not override the online decision".into()));
     }
     Ok(format!("{decided:?}"))

@@ -121,9 +121,9 @@ fn interleave(ranks: usize, steps: usize) {
             // Teams that share the world's channel with other algorithms forced, so one
             // channel's plans are kept under several algorithms.
             let flat = world
-                .with_algorithm(Collective::Allreduce, Algorithm::ReduceBroadcast)?
-                .with_algorithm(Collective::Broadcast, Algorithm::Flat)?
-                .with_algorithm(Collective::Scan, Algorithm::Linear)?;
+                .with_algorithm(Collective::Allreduce, Algorithm::REDUCE_BROADCAST)?
+                .with_algorithm(Collective::Broadcast, Algorithm::FLAT)?
+                .with_algorithm(Collective::Scan, Algorithm::LINEAR)?;
             let halves = world
                 .split(Some((ctx.rank() % 2) as u32), 0)?
                 .expect("every member has a colour");

@@ -37,15 +37,15 @@ fn messages(stats: &RankStats) -> u64 {
 
 /// Whether `algorithm` finishes `op` in O(log P) rounds with O(log P) messages per rank.
 fn log_depth(op: Collective, algorithm: Algorithm) -> bool {
+    let knomial = algorithm.with_radix(4) == Algorithm::knomial(4);
     match op {
-        Collective::Barrier => matches!(
-            algorithm,
-            Algorithm::Dissemination | Algorithm::Binomial | Algorithm::Knomial(_)
-        ),
-        Collective::Broadcast => matches!(algorithm, Algorithm::Binomial | Algorithm::Knomial(_)),
+        Collective::Barrier => {
+            knomial || matches!(algorithm, Algorithm::DISSEMINATION | Algorithm::BINOMIAL)
+        }
+        Collective::Broadcast => knomial || algorithm == Algorithm::BINOMIAL,
         Collective::Allreduce => matches!(
             algorithm,
-            Algorithm::RecursiveDoubling | Algorithm::Rabenseifner | Algorithm::ReduceBroadcast
+            Algorithm::RECURSIVE_DOUBLING | Algorithm::RABENSEIFNER | Algorithm::REDUCE_BROADCAST
         ),
         _ => false,
     }
@@ -88,7 +88,7 @@ struct Count {
 fn counts(ranks: usize) -> Vec<(Count, Count)> {
     let dir = tempfile::tempdir().unwrap();
     let dedicated = OPS.map(|op| tessera::model::team::default_algorithm(op, ranks, 8));
-    let own = Mutex::new([Algorithm::Flat; 3]);
+    let own = Mutex::new([Algorithm::FLAT; 3]);
     let most = Mutex::new([[0u64; 3]; 2]);
     Job::threads(ranks)
         // Room for the world team's mailboxes (64 KiB per member), which are mapped but

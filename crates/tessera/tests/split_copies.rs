@@ -184,7 +184,7 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         // allgather of 4 MiB blocks, every member broadcasting its own).
         let all_broadcast = world.with_algorithm(
             tessera::Collective::Allgather,
-            tessera::Algorithm::AllBroadcast,
+            tessera::Algorithm::ALL_BROADCAST,
         )?;
         let allgather = |k: u64| -> tessera::RankResult {
             let len = 1 << 19;

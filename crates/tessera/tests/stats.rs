@@ -137,11 +137,11 @@ fn collectives_are_counted_per_algorithm_and_their_bytes_flow_where_the_algorith
     job(ranks, &file)
         .run(|ctx| {
             let world = Team::world(ctx)?;
-            let flat = world.with_algorithm(Collective::Broadcast, Algorithm::Flat)?;
+            let flat = world.with_algorithm(Collective::Broadcast, Algorithm::FLAT)?;
             let mut data = vec![ctx.rank() as u64; len];
             flat.run(Broadcast::in_place(0, &mut data), Blocking)?;
             flat.run(Broadcast::in_place(0, &mut data), Blocking)?;
-            let pairwise = world.with_algorithm(Collective::Exchange, Algorithm::Pairwise)?;
+            let pairwise = world.with_algorithm(Collective::Exchange, Algorithm::PAIRWISE)?;
             let src = vec![1u64; len * ranks];
             let mut dst = vec![0u64; len * ranks];
             pairwise.run(Exchange::new(&src).to(&mut dst), Blocking)?;
@@ -318,7 +318,7 @@ fn nonblocking_collectives_count_as_collectives() {
     job(ranks, &file)
         .run(|ctx| {
             let world = Team::world(ctx)?;
-            let flat = world.with_algorithm(Collective::Exchange, Algorithm::Pairwise)?;
+            let flat = world.with_algorithm(Collective::Exchange, Algorithm::PAIRWISE)?;
             let mine = [ctx.rank() as u64; 64 * 3];
             let all = flat.run(Exchange::new(&mine), Nonblocking)?.wait()?;
             assert_eq!(all.len(), 64 * ctx.ranks());

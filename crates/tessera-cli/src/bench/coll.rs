@@ -326,13 +326,13 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
         let choice = world.algorithm_for(op, bytes).to_string();
         // Beside MPI's own (the mpi conduit): Tessera's fastest own algorithm (in rank 0's
         // times, so every member times the same one) and MPI's, timed OSU's way too.
-        if let Some(mpi) = candidates.iter().position(|&a| a == Algorithm::Native) {
+        if let Some(mpi) = candidates.iter().position(|&a| a == Algorithm::NATIVE) {
             let own = (0..candidates.len())
                 .filter(|&i| i != mpi)
                 .min_by(|&a, &b| times[1 + a].total_cmp(&times[1 + b]))
                 .expect("every operation has algorithms of its own");
             let own = world.run(Broadcast::value(0, own as u64), Blocking)? as usize;
-            for alg in [candidates[own], Algorithm::Native] {
+            for alg in [candidates[own], Algorithm::NATIVE] {
                 let team = world.with_algorithm(op, alg)?;
                 let t = osu_latency(&world, iters, || run_once(&team, op, len, &mut bufs))?;
                 part.results.push(Record {

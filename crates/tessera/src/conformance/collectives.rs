@@ -160,7 +160,7 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
     // `MPI_I*` operations).
     if world
         .algorithms(Collective::Barrier)
-        .contains(&Algorithm::Native)
+        .contains(&Algorithm::NATIVE)
     {
         teams.push(all_native(&world)?);
         teams.push(all_native(&sub)?);
@@ -231,7 +231,7 @@ pub(super) fn nonblocking_collectives(ctx: &Context) -> RankResult {
             // A blocking mailbox collective is refused while one is in flight here (known
             // only locally: the others may have finished theirs; refused before it sends).
             if n > 1 && !exscan.test()? {
-                let mailbox = team.with_algorithm(Collective::Barrier, Algorithm::Dissemination)?;
+                let mailbox = team.with_algorithm(Collective::Barrier, Algorithm::DISSEMINATION)?;
                 ensure(mailbox.run(Barrier, Blocking).is_err(), || {
                     "a blocking collective ran while nonblocking ones were in flight".into()
                 })?;
@@ -312,7 +312,7 @@ fn all_native<'a>(team: &Team<'a>) -> crate::Result<Team<'a>> {
         .into_iter()
         .filter(|op| !op.is_single_address())
     {
-        t = t.with_algorithm(op, Algorithm::Native)?;
+        t = t.with_algorithm(op, Algorithm::NATIVE)?;
     }
     Ok(t)
 }
@@ -321,7 +321,7 @@ fn triple(_: &Context, x: u64) -> u64 {
     3 * x
 }
 
-/// The conduit's own collectives ([`Algorithm::Native`]). Where the conduit has them:
+/// The conduit's own collectives ([`Algorithm::NATIVE`]). Where the conduit has them:
 /// every operation on a subteam in reverse rank order, reductions over several element
 /// types, the exclusive scan, the calls that fall back to the model's algorithms (a user
 /// operation, unequal exchange counts), and a rank inside one still answering an RPC that
@@ -332,10 +332,10 @@ pub(super) fn native_collectives(ctx: &Context) -> RankResult {
     let (n, me) = (world.size(), world.rank());
     if !world
         .algorithms(Collective::Barrier)
-        .contains(&Algorithm::Native)
+        .contains(&Algorithm::NATIVE)
     {
         let err = world
-            .with_algorithm(Collective::Allreduce, Algorithm::Native)
+            .with_algorithm(Collective::Allreduce, Algorithm::NATIVE)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();

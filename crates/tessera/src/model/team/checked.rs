@@ -122,8 +122,10 @@ impl<'a> Team<'a> {
             None,
             Signature::AGREEMENT,
         );
-        let builder = Builder::new(&mut st.reserved, self.channel.chunk(), &mut schedule);
-        algorithms::allgather(builder, Algorithm::Ring, n, me, mine.len());
+        schedule.build(&mut st.reserved, self.channel.chunk(), |b| {
+            let call = Call::new(Algorithm::RING, n, me, mine.len());
+            algorithms::rounds(Collective::Allgather, b, call)
+        });
         drop(st);
         self.enqueue::<u64>(Box::new(Checked::new(schedule, verify)))
             .map(|request| request.detach())

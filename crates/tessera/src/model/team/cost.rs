@@ -100,8 +100,8 @@ pub const PIPELINED_CALLS: f64 = 16.0;
 /// // Sixteen members with a core each: the dissemination barrier's 4 rounds beat the flat
 /// // barrier's 30 messages through one member.
 /// let shape = Shape { members: 16, bytes: 0, radix: 2 };
-/// let diss = p.predict(Collective::Barrier, Algorithm::Dissemination, shape, true).unwrap();
-/// let flat = p.predict(Collective::Barrier, Algorithm::Flat, shape, true).unwrap();
+/// let diss = p.predict(Collective::Barrier, Algorithm::DISSEMINATION, shape, true).unwrap();
+/// let flat = p.predict(Collective::Barrier, Algorithm::FLAT, shape, true).unwrap();
 /// assert!(diss < flat);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -232,7 +232,7 @@ impl MachineParams {
     }
 
     /// Predicted microseconds for one call of `op` by `alg` (None where the registry has
-    /// no such row, and for [`Algorithm::Native`], which the model does not price).
+    /// no such row, and for [`Algorithm::NATIVE`], which the model does not price).
     pub fn predict(
         &self,
         op: Collective,
@@ -242,7 +242,7 @@ impl MachineParams {
     ) -> Option<f64> {
         let row = super::registry()
             .iter()
-            .find(|row| row.op == op && super::registry::same_family(row.algorithm, alg))?;
+            .find(|row| row.op == op && row.algorithm.same_family(alg))?;
         Some(self.price(work_of(row, alg, shape), shape.bytes, direct))
     }
 
@@ -256,7 +256,7 @@ impl MachineParams {
     /// // member forwards the whole message once, where the root of a flat broadcast
     /// // would be read 15 times.
     /// let alg = MachineParams::DEDICATED.choose(Collective::Broadcast, 16, 256 << 10, true);
-    /// assert_eq!(alg, Algorithm::Chain);
+    /// assert_eq!(alg, Algorithm::CHAIN);
     /// ```
     pub fn choose(&self, op: Collective, members: usize, bytes: usize, direct: bool) -> Algorithm {
         let shape = Shape {
@@ -284,7 +284,7 @@ impl MachineParams {
                 }
             }
         }
-        best.map_or(Algorithm::Flat, |(_, alg)| alg)
+        best.map_or(Algorithm::FLAT, |(_, alg)| alg)
     }
 }
 
@@ -292,15 +292,15 @@ impl MachineParams {
 /// times: each is a loop of calls of one operation by one algorithm at one size, timed as
 /// `tessera bench coll` times it (a team's member 0, the root, from a common start).
 pub const PROBES: [(Collective, usize, Algorithm); 9] = [
-    (Collective::Barrier, 0, Algorithm::Dissemination),
-    (Collective::Broadcast, 8, Algorithm::Flat),
-    (Collective::Reduce, 8, Algorithm::Binomial),
-    (Collective::Broadcast, 4096, Algorithm::Flat),
-    (Collective::Broadcast, 262_144, Algorithm::Chain),
-    (Collective::Broadcast, 262_144, Algorithm::Flat),
-    (Collective::BroadcastTo, 4096, Algorithm::Flat),
-    (Collective::BroadcastTo, 262_144, Algorithm::Flat),
-    (Collective::Exchange, 8, Algorithm::Bruck(2)),
+    (Collective::Barrier, 0, Algorithm::DISSEMINATION),
+    (Collective::Broadcast, 8, Algorithm::FLAT),
+    (Collective::Reduce, 8, Algorithm::BINOMIAL),
+    (Collective::Broadcast, 4096, Algorithm::FLAT),
+    (Collective::Broadcast, 262_144, Algorithm::CHAIN),
+    (Collective::Broadcast, 262_144, Algorithm::FLAT),
+    (Collective::BroadcastTo, 4096, Algorithm::FLAT),
+    (Collective::BroadcastTo, 262_144, Algorithm::FLAT),
+    (Collective::Exchange, 8, Algorithm::bruck(2)),
 ];
 
 impl MachineParams {
@@ -351,7 +351,7 @@ impl MachineParams {
             .map(|&(op, bytes, alg)| {
                 let row = super::registry()
                     .iter()
-                    .find(|r| r.op == op && super::registry::same_family(r.algorithm, alg))
+                    .find(|r| r.op == op && r.algorithm.same_family(alg))
                     .expect("every probe is a registry row");
                 let shape = Shape {
                     members,
@@ -430,10 +430,10 @@ fn invalid(argument: &'static str, why: String) -> crate::Error {
     .into()
 }
 
-// ----- the formulas, one per registry row ---------------------------------------------
+// ----- what the formulas share (each row's formula is beside its rounds, in `algorithms`)
 
 /// ⌈log_k n⌉ (0 for n ≤ 1).
-fn ceil_log(n: usize, k: usize) -> usize {
+pub(super) fn ceil_log(n: usize, k: usize) -> usize {
     let (mut rounds, mut reach) = (0, 1usize);
     while reach < n {
         reach = reach.saturating_mul(k.max(2));
@@ -443,25 +443,25 @@ fn ceil_log(n: usize, k: usize) -> usize {
 }
 
 /// The children of a k-nomial tree's root over n members (the tree the algorithms run).
-fn root_children(n: usize, k: usize) -> usize {
+pub(super) fn root_children(n: usize, k: usize) -> usize {
     super::topology::Knomial::new(k, n.max(1), 0).children.len()
 }
 
 /// Per-shape quantities the formulas share.
-struct Terms {
-    n: f64,
+pub(super) struct Terms {
+    pub(super) n: f64,
     /// n − 1
-    others: f64,
-    m: f64,
+    pub(super) others: f64,
+    pub(super) m: f64,
     /// ⌈log₂ n⌉
-    log2: f64,
+    pub(super) log2: f64,
     /// Channel chunks of one block.
-    chunks: f64,
+    pub(super) chunks: f64,
     /// Extra rounds where n is not a power of two (the fold of recursive doubling).
-    fold: f64,
+    pub(super) fold: f64,
 }
 
-fn terms(s: Shape) -> Terms {
+pub(super) fn terms(s: Shape) -> Terms {
     let n = s.members.max(1);
     Terms {
         n: n as f64,
@@ -474,319 +474,10 @@ fn terms(s: Shape) -> Terms {
 }
 
 /// `count` messages of `m` bytes each from (or to) one member.
-fn messages(t: &Terms, count: f64, bytes: f64) -> Work {
+pub(super) fn messages(t: &Terms, count: f64, bytes: f64) -> Work {
     Work {
         messages: count * t.chunks,
         bytes,
-        ..Work::default()
-    }
-}
-
-pub(super) fn barrier_dissemination(s: Shape) -> Work {
-    Work {
-        rounds: terms(s).log2,
-        ..Work::default()
-    }
-}
-
-pub(super) fn barrier_flat(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: 2.0,
-        messages: 2.0 * t.others,
-        ..Work::default()
-    }
-}
-
-/// The root sends to every member, each of which reads it.
-pub(super) fn broadcast_flat(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        readers: t.others,
-        ..messages(&t, t.others, t.others * t.m)
-    }
-}
-
-/// The root sends to its ⌈log₂ n⌉ children, and a long message passes ⌈log₂ n⌉ levels.
-pub(super) fn broadcast_binomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        readers: t.log2,
-        levels: t.log2,
-        ..messages(&t, t.log2, t.log2 * t.m)
-    }
-}
-
-pub(super) fn broadcast_knomial(s: Shape) -> Work {
-    let t = terms(s);
-    let children = root_children(s.members, s.radix) as f64;
-    Work {
-        readers: children,
-        levels: ceil_log(s.members, s.radix) as f64,
-        ..messages(&t, children, children * t.m)
-    }
-}
-
-/// A middle member receives (half a send's cost) and forwards every chunk; each chunk
-/// after the first waits for the neighbour to take the one before (a round), which is
-/// what a long chain costs where ranks share cores and must be scheduled to take it.
-pub(super) fn broadcast_chain(s: Shape) -> Work {
-    let t = terms(s);
-    if s.members > 2 {
-        Work {
-            rounds: t.chunks - 1.0,
-            pipeline: t.others,
-            ..messages(&t, 1.5, 2.0 * t.m)
-        }
-    } else {
-        messages(&t, 1.0, t.m)
-    }
-}
-
-/// A reduction tree's root receives from each child and combines (a copy and a pass).
-fn reduce_tree(s: Shape, depth: usize, children: usize) -> Work {
-    let t = terms(s);
-    Work {
-        tree_rounds: depth as f64,
-        ..messages(&t, children as f64, 2.0 * children as f64 * t.m)
-    }
-}
-
-pub(super) fn reduce_flat(s: Shape) -> Work {
-    reduce_tree(s, 1, s.members.saturating_sub(1))
-}
-
-pub(super) fn reduce_binomial(s: Shape) -> Work {
-    let depth = ceil_log(s.members, 2);
-    reduce_tree(s, depth, depth)
-}
-
-pub(super) fn reduce_knomial(s: Shape) -> Work {
-    reduce_tree(
-        s,
-        ceil_log(s.members, s.radix),
-        root_children(s.members, s.radix),
-    )
-}
-
-/// Each round swaps with a partner and combines.
-pub(super) fn allreduce_recursive_doubling(s: Shape) -> Work {
-    let t = terms(s);
-    let rounds = t.log2 + t.fold;
-    Work {
-        rounds,
-        bytes: 2.0 * rounds * t.m,
-        ..Work::default()
-    }
-}
-
-pub(super) fn allreduce_reduce_broadcast(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: 2.0 * t.log2,
-        bytes: 3.0 * t.log2 * t.m,
-        ..Work::default()
-    }
-}
-
-/// With fewer elements than members the ring and Rabenseifner's halving cannot split the
-/// vector and run as recursive doubling (the model knows bytes, not the element type: it
-/// counts 8-byte elements, the common case of reductions).
-fn too_short_to_split(s: Shape) -> bool {
-    s.bytes / 8 < s.members
-}
-
-pub(super) fn allreduce_ring(s: Shape) -> Work {
-    if too_short_to_split(s) {
-        return allreduce_recursive_doubling(s);
-    }
-    let t = terms(s);
-    Work {
-        rounds: 2.0 * t.others,
-        bytes: 5.0 * t.others * t.m / t.n,
-        ..Work::default()
-    }
-}
-
-pub(super) fn allreduce_rabenseifner(s: Shape) -> Work {
-    if too_short_to_split(s) {
-        return allreduce_recursive_doubling(s);
-    }
-    let t = terms(s);
-    Work {
-        rounds: 2.0 * t.log2 + t.fold,
-        bytes: 5.0 * t.m * t.others / t.n + 3.0 * t.fold * t.m,
-        ..Work::default()
-    }
-}
-
-pub(super) fn gather_flat(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        tree_rounds: 1.0,
-        ..messages(&t, t.others, t.others * t.m)
-    }
-}
-
-/// Blocks travel up (or down) the tree merged, each copied once more per level.
-pub(super) fn gather_binomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        tree_rounds: t.log2,
-        block_copies: t.others,
-        ..messages(&t, t.log2, 2.0 * t.others * t.m)
-    }
-}
-
-pub(super) fn scatter_flat(s: Shape) -> Work {
-    let t = terms(s);
-    messages(&t, t.others, t.others * t.m)
-}
-
-pub(super) fn scatter_binomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        block_copies: t.others,
-        ..messages(&t, t.log2, 2.0 * t.others * t.m)
-    }
-}
-
-/// n − 1 steps, each forwarding a block received the step before.
-pub(super) fn allgather_ring(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: t.others,
-        bytes: 3.0 * t.others * t.m + t.m,
-        ..Work::default()
-    }
-}
-
-pub(super) fn allgather_bruck(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: t.log2,
-        block_copies: t.n,
-        bytes: 2.0 * t.others * t.m + t.n * t.m,
-        ..Work::default()
-    }
-}
-
-pub(super) fn allgather_gather_broadcast(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: 2.0,
-        messages: t.others + t.log2,
-        bytes: t.others * t.m + t.log2 * t.n * t.m,
-        ..Work::default()
-    }
-}
-
-/// Every member sends its block to every other and receives theirs in one round (the
-/// all-broadcast allgather and the flat all-to-all).
-pub(super) fn one_round_of_all_pairs(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: 1.0,
-        messages: 2.0 * (t.others - 1.0).max(0.0),
-        bytes: 2.0 * t.others * t.m,
-        ..Work::default()
-    }
-}
-
-pub(super) fn exchange_pairwise(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: t.others,
-        bytes: 2.0 * t.others * t.m,
-        ..Work::default()
-    }
-}
-
-/// ⌈log_k n⌉ phases of k − 1 packed messages of ⌈n/k⌉ blocks, and the rotations before
-/// and after.
-pub(super) fn exchange_bruck(s: Shape) -> Work {
-    let t = terms(s);
-    let k = s.radix as f64;
-    let phases = ceil_log(s.members, s.radix) as f64;
-    let per_message = s.members.div_ceil(s.radix) as f64;
-    let blocks = 2.0 * phases * (k - 1.0) * per_message;
-    Work {
-        rounds: phases,
-        messages: 2.0 * phases * (k - 2.0),
-        block_copies: blocks + 2.0 * t.n,
-        bytes: (blocks + 2.0 * t.n) * t.m,
-        ..Work::default()
-    }
-}
-
-/// A middle member receives, combines and forwards; the last only receives.
-pub(super) fn scan_linear(s: Shape) -> Work {
-    let t = terms(s);
-    if s.members > 2 {
-        Work {
-            pipeline: t.others,
-            ..messages(&t, 1.5, 3.0 * t.m)
-        }
-    } else {
-        messages(&t, 1.0, 2.0 * t.m)
-    }
-}
-
-pub(super) fn scan_recursive_doubling(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: t.log2,
-        bytes: 4.0 * t.log2 * t.m,
-        ..Work::default()
-    }
-}
-
-/// The root puts into every destination.
-pub(super) fn put_flat(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        messages: t.others,
-        bytes_put: t.others * t.m,
-        ..Work::default()
-    }
-}
-
-/// Each member forwards from its destination to its children's.
-pub(super) fn broadcast_to_knomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: ceil_log(s.members, s.radix) as f64,
-        bytes_put: root_children(s.members, s.radix) as f64 * t.m,
-        ..Work::default()
-    }
-}
-
-/// The root puts every block; the signals travel along the tree.
-pub(super) fn scatter_to_knomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: ceil_log(s.members, s.radix) as f64,
-        bytes_put: t.others * t.m,
-        ..Work::default()
-    }
-}
-
-/// Every member puts its own block; the root hears from each.
-pub(super) fn gather_to_flat(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        messages: t.others,
-        bytes_put: t.m,
-        ..Work::default()
-    }
-}
-
-/// Every member puts its own block; the signals gather along the tree.
-pub(super) fn gather_to_knomial(s: Shape) -> Work {
-    let t = terms(s);
-    Work {
-        rounds: ceil_log(s.members, s.radix) as f64,
-        bytes_put: t.m,
         ..Work::default()
     }
 }

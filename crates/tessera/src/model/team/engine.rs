@@ -18,7 +18,7 @@ use schedule::{Input, Output, Schedule};
 
 impl<'a> Team<'a> {
     /// A blocking call of `op` with `bytes` per member: the conduit's own collective
-    /// (`native`, where the call has one) if the choice is [`Algorithm::Native`], else the
+    /// (`native`, where the call has one) if the choice is [`Algorithm::NATIVE`], else the
     /// chosen algorithm's rounds (written by `rounds`) over `src` and `dst`. Calls whose
     /// `shape` ([`CallShape`]) says all that decides their rounds (`None` where more does, as in an
     /// all-to-all of varying counts) and of at most [`CACHE_UP_TO`] bytes reuse the plan
@@ -35,11 +35,11 @@ impl<'a> Team<'a> {
         src: &'b [T],
         dst: &'b mut [T],
         reducer: Option<Reducer<'b, T>>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>, Algorithm) -> Builder<'r>,
     ) -> Result<()> {
         self.chosen(op, bytes, native.is_some(), true, |alg| {
             match (alg, native) {
-                (Algorithm::Native, Some(call)) => self.native(
+                (Algorithm::NATIVE, Some(call)) => self.native(
                     call,
                     bytemuck::cast_slice(src),
                     bytemuck::cast_slice_mut(dst),
@@ -61,7 +61,7 @@ impl<'a> Team<'a> {
         src: &'b [T],
         dst: &'b mut [T],
         reducer: Option<Reducer<'b, T>>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>, Algorithm) -> Builder<'r, 'b, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>, Algorithm) -> Builder<'r>,
     ) -> Result<()> {
         let key = shape.filter(|_| bytes <= CACHE_UP_TO).map(|shape| PlanKey {
             op,
@@ -113,10 +113,10 @@ impl<'a> Team<'a> {
         src: &[T],
         dst_len: usize,
         reducer: Option<Reducer<'static, T>>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>, Algorithm) -> Builder<'r, 'static, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>, Algorithm) -> Builder<'r>,
     ) -> Result<CollRequest<'a, T>> {
         match (self.choose(op, bytes, native.is_some()), native) {
-            (Algorithm::Native, Some(call)) => self.start_native(call, src, dst_len),
+            (Algorithm::NATIVE, Some(call)) => self.start_native(call, src, dst_len),
             (alg, _) => self.start(src, vec![T::zeroed(); dst_len], reducer, |b| rounds(b, alg)),
         }
     }
@@ -131,7 +131,7 @@ impl<'a> Team<'a> {
         dst: &'b mut [T],
         reducer: Option<Reducer<'b, T>>,
         key: Option<PlanKey>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'b, T>) -> Builder<'r, 'b, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>) -> Builder<'r>,
     ) -> Result<()> {
         self.channel.refuse_if_nonblocking()?;
         let mut st = self.schedules.borrow_mut();
@@ -147,11 +147,7 @@ impl<'a> Team<'a> {
         match key.and_then(|key| Some((key, st.reserved.take_cached(&key)?))) {
             Some((key, plan)) => schedule.reuse(&mut st.reserved, key, plan),
             None => {
-                rounds(Builder::new(
-                    &mut st.reserved,
-                    self.channel.chunk(),
-                    &mut schedule,
-                ));
+                schedule.build(&mut st.reserved, self.channel.chunk(), rounds);
                 if let Some(key) = key {
                     schedule.keep_as(key);
                 }
@@ -193,7 +189,7 @@ impl<'a> Team<'a> {
         src: &[T],
         dst: Vec<T>,
         reducer: Option<Reducer<'static, T>>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>) -> Builder<'r, 'static, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>) -> Builder<'r>,
     ) -> Result<CollRequest<'a, T>> {
         let copy = self.schedules.borrow_mut().reserved.buffer(src.len(), src);
         self.start_owned(copy, dst, reducer, rounds)
@@ -205,7 +201,7 @@ impl<'a> Team<'a> {
         src: Vec<T>,
         dst: Vec<T>,
         reducer: Option<Reducer<'static, T>>,
-        rounds: impl for<'r> FnOnce(Builder<'r, 'static, T>) -> Builder<'r, 'static, T>,
+        rounds: impl for<'r> FnOnce(Builder<'r>) -> Builder<'r>,
     ) -> Result<CollRequest<'a, T>> {
         let mut st = self.schedules.borrow_mut();
         self.reserve_from_channel(&mut st)?;
@@ -216,11 +212,7 @@ impl<'a> Team<'a> {
             reducer,
             self.channel.call(),
         );
-        rounds(Builder::new(
-            &mut st.reserved,
-            self.channel.chunk(),
-            &mut schedule,
-        ));
+        schedule.build(&mut st.reserved, self.channel.chunk(), rounds);
         drop(st);
         self.enqueue(Box::new(schedule))
     }

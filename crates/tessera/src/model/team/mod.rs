@@ -15,7 +15,7 @@
 //! `TESSERA_COLL_ALLREDUCE=ring`) or [`Team::with_algorithm`] forces one. Data moves as
 //! signalling puts into per-member mailboxes (see the `channel` module), so the
 //! collectives work on any conduit. On the mpi conduit every team also has a communicator
-//! of its own, and [`Algorithm::Native`] runs MPI's collective on it; the model uses it
+//! of its own, and [`Algorithm::NATIVE`] runs MPI's collective on it; the model uses it
 //! for teams that span hosts.
 //!
 //! A collective is a value ([`operations`], exported as `tessera::coll`) that
@@ -46,6 +46,7 @@ use crate::core::native::{NativeCall, NativeGroup, NativeOp};
 use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
+use algorithms::Call;
 pub(crate) use channel::DIRECT_FROM;
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use reserved::{CallShape, PlanKey, Reserved};
@@ -363,8 +364,8 @@ impl<'a> Team<'a> {
             model_memo: Rc::default(),
             last_tree: Rc::default(),
         };
-        if team.forced.contains(&Some(Algorithm::Native)) {
-            team.check_available(Algorithm::Native)?;
+        if team.forced.contains(&Some(Algorithm::NATIVE)) {
+            team.check_available(Algorithm::NATIVE)?;
         }
         Ok(team)
     }
@@ -372,15 +373,15 @@ impl<'a> Team<'a> {
     /// The algorithm a call of `op` with `bytes` per member would use on this team: the
     /// forced one, else the online tuner's decision, else the tuning table's, else the
     /// model's. (A call that cannot use
-    /// [`Algorithm::Native`], such as a user reduction, falls back to the model's choice
+    /// [`Algorithm::NATIVE`], such as a user reduction, falls back to the model's choice
     /// instead; this reports what an eligible call gets.)
     ///
     /// ```
     /// use tessera::{Algorithm, Collective, Job, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
-    ///     let ring = world.with_algorithm(Collective::Allreduce, Algorithm::Ring)?;
-    ///     assert_eq!(ring.algorithm_for(Collective::Allreduce, 8), Algorithm::Ring);
+    ///     let ring = world.with_algorithm(Collective::Allreduce, Algorithm::RING)?;
+    ///     assert_eq!(ring.algorithm_for(Collective::Allreduce, 8), Algorithm::RING);
     ///     Ok(())
     /// }).unwrap();
     /// ```
@@ -390,48 +391,48 @@ impl<'a> Team<'a> {
 
     /// The algorithms this team can run `op` with: the operation's own
     /// ([`Collective::algorithms`]) and, on a conduit with collectives of its own (mpi),
-    /// [`Algorithm::Native`].
+    /// [`Algorithm::NATIVE`].
     ///
     /// ```
     /// use tessera::{Algorithm, Collective, Job, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
     ///     let algs = world.algorithms(Collective::Allreduce);
-    ///     assert!(algs.contains(&Algorithm::Ring));
-    ///     assert!(!algs.contains(&Algorithm::Native)); // threads has no MPI
+    ///     assert!(algs.contains(&Algorithm::RING));
+    ///     assert!(!algs.contains(&Algorithm::NATIVE)); // threads has no MPI
     ///     Ok(())
     /// }).unwrap();
     /// ```
     pub fn algorithms(&self, op: Collective) -> Vec<Algorithm> {
         let mut algs = op.algorithms();
         if self.native.is_some() && !op.is_single_address() {
-            algs.push(Algorithm::Native);
+            algs.push(Algorithm::NATIVE);
         }
         algs
     }
 
     /// What a tuner tries for `op` on this team: [`Collective::candidates`] and, on a
-    /// conduit with collectives of its own (mpi), [`Algorithm::Native`].
+    /// conduit with collectives of its own (mpi), [`Algorithm::NATIVE`].
     ///
     /// ```
     /// use tessera::{Algorithm, Collective, Job, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
-    ///     assert!(world.candidates(Collective::Broadcast).contains(&Algorithm::Knomial(4)));
+    ///     assert!(world.candidates(Collective::Broadcast).contains(&Algorithm::knomial(4)));
     ///     Ok(())
     /// }).unwrap();
     /// ```
     pub fn candidates(&self, op: Collective) -> Vec<Algorithm> {
         let mut algs = op.candidates();
         if self.native.is_some() && !op.is_single_address() {
-            algs.push(Algorithm::Native);
+            algs.push(Algorithm::NATIVE);
         }
         algs
     }
 
     /// An error unless this team can run `alg` at all.
     fn check_available(&self, alg: Algorithm) -> Result<()> {
-        if alg == Algorithm::Native && self.native.is_none() {
+        if alg == Algorithm::NATIVE && self.native.is_none() {
             return Err(CoreError::BadArgument { call: "Team::with_algorithm", argument: "algorithm", why: format!(
                 "algorithm native calls the conduit's own collectives, and the {} conduit has none; run on the mpi conduit (--conduit mpi) or choose another algorithm",
                 self.ctx.conduit_kind()
@@ -569,7 +570,7 @@ impl<'a> Team<'a> {
     /// };
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_tuning_table(&table);
-    ///     assert_eq!(world.algorithm_for(Collective::Allreduce, 8), Algorithm::Ring);
+    ///     assert_eq!(world.algorithm_for(Collective::Allreduce, 8), Algorithm::RING);
     ///     Ok(())
     /// }).unwrap();
     /// ```
@@ -806,11 +807,11 @@ impl<'a> Team<'a> {
         (self.usable(op, bytes, native_ok, alg), trial)
     }
 
-    /// `alg`, unless it is [`Algorithm::Native`] and this call cannot use it (see
+    /// `alg`, unless it is [`Algorithm::NATIVE`] and this call cannot use it (see
     /// [`Team::can_use_native`]), when the model's choice instead; recorded as the call's
     /// algorithm.
     fn usable(&self, op: Collective, bytes: usize, native_ok: bool, alg: Algorithm) -> Algorithm {
-        let alg = if alg == Algorithm::Native && !self.can_use_native(bytes, native_ok) {
+        let alg = if alg == Algorithm::NATIVE && !self.can_use_native(bytes, native_ok) {
             self.local_model(op, bytes)
         } else {
             alg
@@ -844,7 +845,7 @@ impl<'a> Team<'a> {
     /// docs/PERFORMANCE.md); otherwise the cost model's ([`Team::local_model`]).
     fn model(&self, op: Collective, bytes: usize) -> Algorithm {
         if self.spans_hosts && self.native.is_some() && !op.is_single_address() {
-            Algorithm::Native
+            Algorithm::NATIVE
         } else {
             self.local_model(op, bytes)
         }
@@ -896,13 +897,13 @@ impl<'a> Team<'a> {
 
     /// The cost model's predicted microseconds for one call of `op` by `alg` with `bytes`
     /// per member on this team, in a loop of such calls (None for an algorithm the model
-    /// does not price, such as [`Algorithm::Native`]).
+    /// does not price, such as [`Algorithm::NATIVE`]).
     ///
     /// ```
     /// use tessera::{Algorithm, Collective, Job, Team};
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?;
-    ///     let t = world.predicted_us(Collective::Barrier, Algorithm::Dissemination, 0);
+    ///     let t = world.predicted_us(Collective::Barrier, Algorithm::DISSEMINATION, 0);
     ///     assert!(t.is_some_and(|us| us > 0.0));
     ///     Ok(())
     /// }).unwrap();

@@ -13,11 +13,11 @@ impl<'a> Team<'a> {
         let _call = self.check_call(Collective::Barrier, None, 0, 0, None)?;
         let (n, me) = (self.size(), self.me);
         self.chosen(Collective::Barrier, 0, true, true, |alg| match alg {
-            Algorithm::Native => self.native(NativeOp::Barrier, &[], &mut []),
+            Algorithm::NATIVE => self.native(NativeOp::Barrier, &[], &mut []),
             // Its rounds straight on the channel, without a schedule: a plan and its
             // sequence numbers cost a third of a 2-rank barrier (docs/PERFORMANCE.md,
             // "Collectives").
-            Algorithm::Dissemination => algorithms::dissemination(n, me)
+            Algorithm::DISSEMINATION => algorithms::dissemination(n, me)
                 .try_for_each(|(to, from)| self.channel.sendrecv(self.ctx, to, &[], from, &mut [])),
             alg => self.planned::<u8>(
                 Collective::Barrier,
@@ -27,7 +27,7 @@ impl<'a> Team<'a> {
                 &[],
                 &mut [],
                 None,
-                |b, alg| algorithms::barrier(b, alg, n, me),
+                |b, alg| algorithms::rounds(Collective::Barrier, b, Call::new(alg, n, me, 0)),
             ),
         })
     }
@@ -51,7 +51,13 @@ impl<'a> Team<'a> {
             &[],
             data,
             None,
-            |b, alg| algorithms::broadcast(b, alg, n, me, root, len),
+            |b, alg| {
+                algorithms::rounds(
+                    Collective::Broadcast,
+                    b,
+                    Call::new(alg, n, me, len).rooted(root),
+                )
+            },
         )
     }
 
@@ -76,7 +82,13 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
-            |bd, alg| algorithms::gather(bd, alg, n, me, root, b),
+            |bd, alg| {
+                algorithms::rounds(
+                    Collective::Gather,
+                    bd,
+                    Call::new(alg, n, me, b).rooted(root),
+                )
+            },
         )
     }
 
@@ -105,7 +117,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
-            |bd, alg| algorithms::allgather(bd, alg, n, me, b),
+            |bd, alg| algorithms::rounds(Collective::Allgather, bd, Call::new(alg, n, me, b)),
         )
     }
 
@@ -127,7 +139,13 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
-            |bd, alg| algorithms::scatter(bd, alg, n, me, root, b),
+            |bd, alg| {
+                algorithms::rounds(
+                    Collective::Scatter,
+                    bd,
+                    Call::new(alg, n, me, b).rooted(root),
+                )
+            },
         )
     }
 
@@ -268,7 +286,10 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
-            |b, alg| algorithms::exchange(b, alg, n, me, &send, &recv, block),
+            |b, alg| {
+                let call = Call::new(alg, n, me, 0).blocks(&send, &recv, block);
+                algorithms::rounds(Collective::Exchange, b, call)
+            },
         )
     }
 }

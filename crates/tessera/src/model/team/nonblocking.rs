@@ -41,7 +41,7 @@ impl Schedules {
 /// next blocking collective. Dropping a request waits for it.
 ///
 /// A request runs the algorithm its blocking twin would run (forced, tuned or the
-/// model's). Where that is [`Algorithm::Native`] (by default, on a team that spans hosts
+/// model's). Where that is [`Algorithm::NATIVE`] (by default, on a team that spans hosts
 /// on the mpi conduit), the request is MPI's own nonblocking collective
 /// (`MPI_Iallreduce`, ...), which also progresses inside MPI (with
 /// `TESSERA_MPI_PROGRESS`, while the rank computes); otherwise it is a schedule of the
@@ -216,7 +216,7 @@ impl Drop for CollHandle<'_> {
 
 /// Every `*_nb` call makes the same choice of algorithm as its blocking twin (forced,
 /// tuned table, model) and runs the same rounds (module `algorithms`), over buffers of its
-/// own; where the choice is [`Algorithm::Native`], the conduit's own nonblocking collective.
+/// own; where the choice is [`Algorithm::NATIVE`], the conduit's own nonblocking collective.
 impl<'a> Team<'a> {
     /// Before building a schedule: refuse if single-address nonblocking collectives are in
     /// flight, and if no schedule has reserved sequence numbers ahead, continue from where
@@ -307,7 +307,7 @@ impl<'a> Team<'a> {
         let (n, me) = (self.size(), self.me);
         let native = Some(NativeOp::Barrier);
         self.nonblocking(Collective::Barrier, 0, native, &[], 0, None, |b, alg| {
-            algorithms::barrier(b, alg, n, me)
+            algorithms::rounds(Collective::Barrier, b, Call::new(alg, n, me, 0))
         })
     }
 
@@ -343,7 +343,11 @@ impl<'a> Team<'a> {
                     from: (schedule::Buf::Src, 0..k),
                     to: (schedule::Buf::Dst, 0..k),
                 };
-                algorithms::broadcast(b.local([own]), alg, n, me, root, len)
+                algorithms::rounds(
+                    Collective::Broadcast,
+                    b.local([own]),
+                    Call::new(alg, n, me, len).rooted(root),
+                )
             },
         )
     }
@@ -363,14 +367,18 @@ impl<'a> Team<'a> {
         let (n, me, len) = (self.size(), self.me, data.len());
         let bytes = std::mem::size_of_val(data.as_slice());
         match self.choose(Collective::Broadcast, bytes, true) {
-            Algorithm::Native => {
+            Algorithm::NATIVE => {
                 let mine = if me == root { data.as_slice() } else { &[] };
                 self.start_native(NativeOp::Broadcast { root }, mine, len)
             }
             // The root's data is already where the output goes: the rounds of the
             // blocking broadcast, which reads it there.
             alg => self.start_owned(Vec::new(), data, None, |b| {
-                algorithms::broadcast(b, alg, n, me, root, len)
+                algorithms::rounds(
+                    Collective::Broadcast,
+                    b,
+                    Call::new(alg, n, me, len).rooted(root),
+                )
             }),
         }
     }
@@ -421,7 +429,13 @@ impl<'a> Team<'a> {
             src,
             dst_len,
             reducer,
-            |b, alg| algorithms::reduce(b, alg, n, me, root, len),
+            |b, alg| {
+                algorithms::rounds(
+                    Collective::Reduce,
+                    b,
+                    Call::new(alg, n, me, len).rooted(root),
+                )
+            },
         )
     }
 
@@ -463,7 +477,7 @@ impl<'a> Team<'a> {
             src,
             len,
             reducer,
-            |b, alg| algorithms::allreduce(b, alg, n, me, len),
+            |b, alg| algorithms::rounds(Collective::Allreduce, b, Call::new(alg, n, me, len)),
         )
     }
 
@@ -483,7 +497,13 @@ impl<'a> Team<'a> {
             src,
             dst_len,
             None,
-            |b, alg| algorithms::gather(b, alg, n, me, root, len),
+            |b, alg| {
+                algorithms::rounds(
+                    Collective::Gather,
+                    b,
+                    Call::new(alg, n, me, len).rooted(root),
+                )
+            },
         )
     }
 
@@ -500,7 +520,7 @@ impl<'a> Team<'a> {
             src,
             n * len,
             None,
-            |b, alg| algorithms::allgather(b, alg, n, me, len),
+            |b, alg| algorithms::rounds(Collective::Allgather, b, Call::new(alg, n, me, len)),
         )
     }
 
@@ -528,7 +548,13 @@ impl<'a> Team<'a> {
             mine,
             count,
             None,
-            |b, alg| algorithms::scatter(b, alg, n, me, root, count),
+            |b, alg| {
+                algorithms::rounds(
+                    Collective::Scatter,
+                    b,
+                    Call::new(alg, n, me, count).rooted(root),
+                )
+            },
         )
     }
 
@@ -548,7 +574,10 @@ impl<'a> Team<'a> {
             src,
             len,
             None,
-            |bd, alg| algorithms::exchange(bd, alg, n, me, &block, &block, Some(b)),
+            |bd, alg| {
+                let call = Call::new(alg, n, me, b).blocks(&block, &block, Some(b));
+                algorithms::rounds(Collective::Exchange, bd, call)
+            },
         )
     }
 
@@ -584,7 +613,10 @@ impl<'a> Team<'a> {
             src,
             recv_total,
             None,
-            |b, alg| algorithms::exchange(b, alg, n, me, &out, &into, None),
+            |b, alg| {
+                let call = Call::new(alg, n, me, 0).blocks(&out, &into, None);
+                algorithms::rounds(Collective::Exchange, b, call)
+            },
         )
     }
 
@@ -644,7 +676,10 @@ impl<'a> Team<'a> {
             src,
             len,
             reducer,
-            |b, alg| algorithms::scan(b, alg, n, me, len, exclusive),
+            |b, alg| {
+                let call = Call::new(alg, n, me, len).exclusive(exclusive);
+                algorithms::rounds(Collective::Scan, b, call)
+            },
         )
     }
 }

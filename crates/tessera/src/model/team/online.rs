@@ -319,7 +319,7 @@ impl Team<'_> {
         if !native {
             let fallback = self.local_model(op, bytes);
             algs.iter_mut()
-                .filter(|alg| **alg == Algorithm::Native)
+                .filter(|alg| **alg == Algorithm::NATIVE)
                 .for_each(|alg| *alg = fallback);
         }
         let mut unique = Vec::with_capacity(algs.len());
@@ -337,7 +337,11 @@ impl Team<'_> {
     pub(super) fn start_trial(&self) -> Result<()> {
         let (n, me) = (self.size(), self.me);
         self.run_rounds::<u8>(&[], &mut [], None, None, |b| {
-            algorithms::barrier(b, Algorithm::Dissemination, n, me)
+            algorithms::rounds(
+                Collective::Barrier,
+                b,
+                Call::new(Algorithm::DISSEMINATION, n, me, 0),
+            )
         })
     }
 
@@ -373,7 +377,10 @@ impl Team<'_> {
             &mut combined,
             Some(Reducer::Borrowed(&slowest)),
             None,
-            |b| algorithms::allreduce(b, Algorithm::RecursiveDoubling, n, me, len),
+            |b| {
+                let call = Call::new(Algorithm::RECURSIVE_DOUBLING, n, me, len);
+                algorithms::rounds(Collective::Allreduce, b, call)
+            },
         )?;
         tuner.borrow_mut().decide(trial, &combined);
         Ok(())
@@ -400,7 +407,7 @@ impl Team<'_> {
     ///     }
     ///     assert!(world.tuning_settled(Collective::Allreduce, 8));
     ///     // A forced algorithm is never tried.
-    ///     let ring = world.with_algorithm(Collective::Allreduce, tessera::Algorithm::Ring)?;
+    ///     let ring = world.with_algorithm(Collective::Allreduce, tessera::Algorithm::RING)?;
     ///     assert!(ring.tuning_settled(Collective::Allreduce, 64));
     ///     Ok(())
     /// }).unwrap();
@@ -489,9 +496,9 @@ mod tests {
         let mut tuner = OnlineTuner::default();
         let key = Key::new(Collective::Allreduce, 100, true);
         let cands = vec![
-            Algorithm::Ring,
-            Algorithm::RecursiveDoubling,
-            Algorithm::Binomial,
+            Algorithm::RING,
+            Algorithm::RECURSIVE_DOUBLING,
+            Algorithm::BINOMIAL,
         ];
         let rounds = rounds(key);
         let mut seen = Vec::new();
@@ -501,8 +508,8 @@ mod tests {
             seen.push(trial.algorithm);
             // This member saw ring fastest, once by luck very fast.
             let t = match trial.algorithm {
-                Algorithm::Ring if call == 0 => 0.1,
-                Algorithm::Ring => 1.0,
+                Algorithm::RING if call == 0 => 0.1,
+                Algorithm::RING => 1.0,
                 _ => 5.0,
             };
             last = tuner.record(trial, t).map(|times| (trial, times));
@@ -516,8 +523,14 @@ mod tests {
         // decide, by their median, so one lucky trial does not count.
         let mut combined: Vec<f64> = (0..rounds).flat_map(|_| [2.0, 1.5, 9.0]).collect();
         combined[0] = 0.01;
-        assert_eq!(tuner.decide(trial, &combined), Algorithm::RecursiveDoubling);
-        assert_eq!(decided(&mut tuner, key), Some(Algorithm::RecursiveDoubling));
+        assert_eq!(
+            tuner.decide(trial, &combined),
+            Algorithm::RECURSIVE_DOUBLING
+        );
+        assert_eq!(
+            decided(&mut tuner, key),
+            Some(Algorithm::RECURSIVE_DOUBLING)
+        );
         assert!(next_trial(&mut tuner, key, &[]).is_none());
         // The same size class is decided; another is not.
         assert!(decided(&mut tuner, Key::new(Collective::Allreduce, 128, true)).is_some());
@@ -525,7 +538,7 @@ mod tests {
         assert!(decided(&mut tuner, Key::new(Collective::Allreduce, 100, false)).is_none());
         assert_eq!(
             tuner.decisions(),
-            vec![(Collective::Allreduce, 128, Algorithm::RecursiveDoubling)]
+            vec![(Collective::Allreduce, 128, Algorithm::RECURSIVE_DOUBLING)]
         );
     }
 
@@ -533,11 +546,11 @@ mod tests {
     fn the_prior_stays_on_a_near_tie() {
         let mut tuner = OnlineTuner::default();
         let key = Key::new(Collective::Broadcast, 1 << 20, true);
-        let cands = vec![Algorithm::Chain, Algorithm::Binomial];
+        let cands = vec![Algorithm::CHAIN, Algorithm::BINOMIAL];
         let mut last = None;
         for _ in 0..rounds(key) * 2 {
             let trial = next_trial(&mut tuner, key, &cands).unwrap();
-            let t = if trial.algorithm == Algorithm::Chain {
+            let t = if trial.algorithm == Algorithm::CHAIN {
                 1.04
             } else {
                 1.0
@@ -545,14 +558,14 @@ mod tests {
             last = tuner.record(trial, t).map(|times| (trial, times));
         }
         let (trial, times) = last.unwrap();
-        assert_eq!(tuner.decide(trial, &times), Algorithm::Chain);
+        assert_eq!(tuner.decide(trial, &times), Algorithm::CHAIN);
     }
 
     #[test]
     fn one_candidate_is_decided_without_trials() {
         let mut tuner = OnlineTuner::default();
         let key = Key::new(Collective::Barrier, 0, false);
-        assert!(next_trial(&mut tuner, key, &[Algorithm::Dissemination]).is_none());
-        assert_eq!(decided(&mut tuner, key), Some(Algorithm::Dissemination));
+        assert!(next_trial(&mut tuner, key, &[Algorithm::DISSEMINATION]).is_none());
+        assert_eq!(decided(&mut tuner, key), Some(Algorithm::DISSEMINATION));
     }
 }

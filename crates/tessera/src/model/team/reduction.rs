@@ -40,7 +40,7 @@ impl<'a> Team<'a> {
     }
 
     /// Reduce with `combine`, or with the conduit's own reduction `native` where the
-    /// algorithm is [`Algorithm::Native`].
+    /// algorithm is [`Algorithm::NATIVE`].
     pub(super) fn reduce_impl<T: Pod>(
         &self,
         root: usize,
@@ -64,7 +64,13 @@ impl<'a> Team<'a> {
             src,
             dst,
             reducer,
-            |b, alg| algorithms::reduce(b, alg, n, me, root, len),
+            |b, alg| {
+                algorithms::rounds(
+                    Collective::Reduce,
+                    b,
+                    Call::new(alg, n, me, len).rooted(root),
+                )
+            },
         )
     }
 
@@ -107,7 +113,7 @@ impl<'a> Team<'a> {
             true,
             |alg| {
                 match (alg, native) {
-                    (Algorithm::Native, Some(call)) => self.native(
+                    (Algorithm::NATIVE, Some(call)) => self.native(
                         call,
                         bytemuck::cast_slice(src),
                         bytemuck::cast_slice_mut(dst),
@@ -115,7 +121,7 @@ impl<'a> Team<'a> {
                     // Small calls on a power-of-two team: the rounds straight on the channel,
                     // as the blocking barrier's (the schedule's fixed work is most of an
                     // 8-byte allreduce's own time; docs/PERFORMANCE.md, "Collectives").
-                    (Algorithm::RecursiveDoubling, _)
+                    (Algorithm::RECURSIVE_DOUBLING, _)
                         if n.is_power_of_two()
                             && bytes <= ON_CHANNEL_UP_TO
                             && std::mem::size_of::<T>() > 0 =>
@@ -130,7 +136,9 @@ impl<'a> Team<'a> {
                         src,
                         dst,
                         Some(Reducer::Borrowed(combine)),
-                        |b, alg| algorithms::allreduce(b, alg, n, me, len),
+                        |b, alg| {
+                            algorithms::rounds(Collective::Allreduce, b, Call::new(alg, n, me, len))
+                        },
                     ),
                 }
             },
@@ -221,7 +229,10 @@ impl<'a> Team<'a> {
             src,
             &mut *dst,
             reducer,
-            |b, alg| algorithms::scan(b, alg, n, me, len, exclusive),
+            |b, alg| {
+                let call = Call::new(alg, n, me, len).exclusive(exclusive);
+                algorithms::rounds(Collective::Scan, b, call)
+            },
         )?;
         if exclusive && me == 0 {
             // MPI leaves it undefined; ours is zeros (the rounds' already are).

@@ -4,7 +4,10 @@
 //!
 //! This module must never move data: it only names and chooses.
 
-use super::cost::{self, Shape, Work};
+use std::sync::OnceLock;
+
+use super::algorithms::Run;
+use super::cost::{Shape, Work};
 use super::*;
 
 /// The collective operations, for choosing algorithms.
@@ -77,7 +80,7 @@ impl Collective {
     }
 
     /// A single-address form (`*_to`): it puts straight into destinations in the global
-    /// address space, so the conduit's own collectives ([`Algorithm::Native`]) do not
+    /// address space, so the conduit's own collectives ([`Algorithm::NATIVE`]) do not
     /// implement it.
     pub fn is_single_address(self) -> bool {
         matches!(
@@ -87,10 +90,10 @@ impl Collective {
     }
 
     /// The algorithms that implement this operation, in the registry's order (the first
-    /// of a family with a radix at its default radix); [`Algorithm::Native`] is not listed
+    /// of a family with a radix at its default radix); [`Algorithm::NATIVE`] is not listed
     /// (only a team on the mpi conduit has it: [`Team::algorithms`]).
     pub fn algorithms(self) -> Vec<Algorithm> {
-        REGISTRY
+        registry()
             .iter()
             .filter(|row| row.op == self)
             .map(|row| row.algorithm)
@@ -103,10 +106,10 @@ impl Collective {
     /// ```
     /// use tessera::{Algorithm, Collective};
     /// let tried = Collective::Exchange.candidates();
-    /// assert!(tried.contains(&Algorithm::Bruck(4)) && tried.contains(&Algorithm::Pairwise));
+    /// assert!(tried.contains(&Algorithm::bruck(4)) && tried.contains(&Algorithm::PAIRWISE));
     /// ```
     pub fn candidates(self) -> Vec<Algorithm> {
-        REGISTRY
+        registry()
             .iter()
             .filter(|row| row.op == self)
             .flat_map(|row| match row.tuned_radices {
@@ -120,69 +123,101 @@ impl Collective {
     }
 }
 
-/// An algorithm for a collective operation.
+/// An algorithm for a collective operation: a family (its code, which a call's signature
+/// carries) and, for a family with one, a radix. Each operation's algorithms are the rows
+/// of the registry ([`registry`]), which give their names (its `Display` and `FromStr`).
 ///
 /// ```
 /// use tessera::Algorithm;
-/// assert_eq!("knomial8".parse::<Algorithm>().unwrap(), Algorithm::Knomial(8));
-/// assert_eq!(Algorithm::RecursiveDoubling.to_string(), "recursive_doubling");
+/// assert_eq!("knomial8".parse::<Algorithm>().unwrap(), Algorithm::knomial(8));
+/// assert_eq!(Algorithm::RECURSIVE_DOUBLING.to_string(), "recursive_doubling");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Algorithm {
+    code: u8,
+    /// 0 for a family without a radix.
+    radix: u32,
+}
+
+impl Algorithm {
     /// The root talks to every member directly (or every member to every member).
-    Flat,
+    pub const FLAT: Algorithm = Algorithm::family(1);
     /// Binomial tree (k-nomial with radix 2).
-    Binomial,
-    /// k-nomial tree with the given radix (at least 2).
-    Knomial(u32),
+    pub const BINOMIAL: Algorithm = Algorithm::family(2);
     /// Pipelined chain: each member forwards chunks to the next as they arrive.
-    Chain,
+    pub const CHAIN: Algorithm = Algorithm::family(4);
     /// Dissemination in ⌈log₂ n⌉ rounds.
-    Dissemination,
+    pub const DISSEMINATION: Algorithm = Algorithm::family(5);
     /// Recursive doubling (non-powers of two folded into the nearest power).
-    RecursiveDoubling,
+    pub const RECURSIVE_DOUBLING: Algorithm = Algorithm::family(6);
     /// Ring: reduce-scatter then allgather, or n − 1 neighbour steps.
-    Ring,
+    pub const RING: Algorithm = Algorithm::family(7);
     /// Reduce to a root, then broadcast.
-    ReduceBroadcast,
+    pub const REDUCE_BROADCAST: Algorithm = Algorithm::family(8);
     /// Gather to a root, then broadcast.
-    GatherBroadcast,
-    /// Bruck's dissemination with the given radix: the allgather (radix 2), and the
-    /// all-to-all of seed 004 §3.4 (radix 2, 4 or 8), whose `⌈log_r n⌉` phases each send
-    /// r − 1 packed messages.
-    Bruck(u32),
+    pub const GATHER_BROADCAST: Algorithm = Algorithm::family(9);
     /// n − 1 pairwise exchange steps.
-    Pairwise,
+    pub const PAIRWISE: Algorithm = Algorithm::family(11);
+    /// A chain passing partial results from rank to rank.
+    pub const LINEAR: Algorithm = Algorithm::family(12);
+    /// The conduit's own collective: MPI's (`MPI_Iallreduce`, `MPI_Ibcast`, ...) on the
+    /// `mpi` conduit, on a communicator of the team's own. Every operation has it there
+    /// and no other conduit does ([`Team::algorithms`]), so it is no row of the registry.
+    /// Reductions use it for built-in operations on primitive numbers; user operations,
+    /// `Loc` and `exchange_v` with unequal counts use the model's choice instead.
+    pub const NATIVE: Algorithm = Algorithm::family(13);
     /// Every member broadcasts its own block straight to every other (the allgather as
     /// n broadcasts, seed 004 §3.5): one round of n − 1 messages each.
-    AllBroadcast,
+    pub const ALL_BROADCAST: Algorithm = Algorithm::family(14);
     /// Rabenseifner's allreduce: a reduce-scatter by recursive halving, then an allgather
     /// by recursive doubling (seed 004 §3.5's reduce-scatter + allgather in `2·log2 n`
     /// rounds, each moving half the data of the last; non-powers of two folded in as for
     /// recursive doubling).
-    Rabenseifner,
-    /// A chain passing partial results from rank to rank.
-    Linear,
-    /// The conduit's own collective: MPI's (`MPI_Iallreduce`, `MPI_Ibcast`, ...) on the
-    /// `mpi` conduit, on a communicator of the team's own. Every operation has it there
-    /// and no other conduit does ([`Team::algorithms`]). Reductions use it for built-in
-    /// operations on primitive numbers; user operations, `Loc` and `exchange_v` with
-    /// unequal counts use the model's choice instead.
-    Native,
+    pub const RABENSEIFNER: Algorithm = Algorithm::family(15);
+
+    /// k-nomial tree with radix `k` (at least 2).
+    pub const fn knomial(k: u32) -> Algorithm {
+        Algorithm { code: 3, radix: k }
+    }
+
+    /// Bruck's dissemination with radix `k`: the allgather (radix 2), and the all-to-all
+    /// of seed 004 §3.4 (radix 2, 4 or 8), whose `⌈log_r n⌉` phases each send r − 1 packed
+    /// messages.
+    pub const fn bruck(k: u32) -> Algorithm {
+        Algorithm { code: 10, radix: k }
+    }
+
+    /// The family of signature code `code` (1 to 63, the family's own: the registry's
+    /// test checks that no two names share one), without a radix. A new family's rows
+    /// name it this way.
+    pub(crate) const fn family(code: u8) -> Algorithm {
+        Algorithm { code, radix: 0 }
+    }
+
+    /// Whether `self` and `other` are the same algorithm, whatever their radices.
+    pub(crate) fn same_family(self, other: Algorithm) -> bool {
+        self.code == other.code
+    }
+}
+
+impl fmt::Debug for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// One row of the registry: one algorithm of one operation and what it can do. Every
 /// list of algorithms ([`Collective::algorithms`], [`Team::algorithms`]), their names
 /// ([`Algorithm`]'s `Display` and `FromStr`), the check of forced algorithms (`TESSERA_COLL_*`, [`Team::with_algorithm`]), the tuner and
-/// `tessera bench coll` read the registry. Adding an algorithm is a variant of
-/// [`Algorithm`] with its code (`CODES`) and its rows here, and its schedule in
-/// `algorithms` (the builder is generic over the element type, so a row cannot hold it).
+/// `tessera bench coll` read the registry, and the engine runs a call's algorithm by its
+/// row. The rows are written beside their schedules and cost formulas, one file per
+/// operation (`model/team/algorithms/`): a new algorithm is a row there.
 ///
 /// ```
 /// use tessera::model::team::{registry, Algorithm, Collective};
 /// let row = registry()
 ///     .iter()
-///     .find(|r| r.op == Collective::Broadcast && r.algorithm == Algorithm::Binomial)
+///     .find(|r| r.op == Collective::Broadcast && r.algorithm == Algorithm::BINOMIAL)
 ///     .unwrap();
 /// assert_eq!(row.name, "binomial");
 /// ```
@@ -204,363 +239,84 @@ pub struct Row {
     /// Its cost formula: the work of one call for a team size, a message size and a
     /// radix, which [`MachineParams`](super::MachineParams) prices (see `cost`).
     pub work: fn(Shape) -> Work,
+    /// How it runs: its rounds, or the single-address forms' tree.
+    pub(crate) run: Run,
 }
-
-const fn row(
-    op: Collective,
-    algorithm: Algorithm,
-    name: &'static str,
-    summary: &'static str,
-    work: fn(Shape) -> Work,
-) -> Row {
-    Row {
-        op,
-        algorithm,
-        name,
-        radix: None,
-        tuned_radices: &[],
-        summary,
-        work,
-    }
-}
-
-/// The most a k-nomial radix may be.
-const MAX_RADIX: u32 = 64;
-
-/// The k-nomial row of `op` (default radix 4).
-const fn knomial(op: Collective, work: fn(Shape) -> Work) -> Row {
-    Row {
-        op,
-        algorithm: Algorithm::Knomial(4),
-        name: "knomial",
-        radix: Some((2, MAX_RADIX)),
-        tuned_radices: &[3, 4, 8],
-        summary: "k-nomial tree: each parent talks to up to k - 1 children per round",
-        work,
-    }
-}
-
-/// The k-nomial row of a single-address form (default radix 4).
-const fn knomial_single(op: Collective, summary: &'static str, work: fn(Shape) -> Work) -> Row {
-    Row {
-        tuned_radices: &[2, 4, 8],
-        summary,
-        ..knomial(op, work)
-    }
-}
-
-/// Every algorithm of every operation (the conduit's own, [`Algorithm::Native`], is not a
-/// row: every mailbox operation has it on the mpi conduit).
-static REGISTRY: [Row; 32] = {
-    use cost::*;
-    use Algorithm::*;
-    use Collective::*;
-    [
-        row(
-            Barrier,
-            Dissemination,
-            "dissemination",
-            "ceil(log2 n) rounds of signals to rank + 2^i",
-            barrier_dissemination,
-        ),
-        row(
-            Barrier,
-            Flat,
-            "flat",
-            "every member signals rank 0, which releases all",
-            barrier_flat,
-        ),
-        row(
-            Broadcast,
-            Flat,
-            "flat",
-            "the root sends to every member",
-            broadcast_flat,
-        ),
-        row(
-            Broadcast,
-            Binomial,
-            "binomial",
-            "binomial tree from the root",
-            broadcast_binomial,
-        ),
-        knomial(Broadcast, broadcast_knomial),
-        row(
-            Broadcast,
-            Chain,
-            "chain",
-            "pipelined chain: each member forwards chunks as they arrive",
-            broadcast_chain,
-        ),
-        row(
-            Reduce,
-            Flat,
-            "flat",
-            "the root combines every member's data",
-            reduce_flat,
-        ),
-        row(
-            Reduce,
-            Binomial,
-            "binomial",
-            "binomial tree towards the root",
-            reduce_binomial,
-        ),
-        knomial(Reduce, reduce_knomial),
-        row(
-            Allreduce,
-            ReduceBroadcast,
-            "reduce_broadcast",
-            "binomial reduce, then binomial broadcast",
-            allreduce_reduce_broadcast,
-        ),
-        row(
-            Allreduce,
-            RecursiveDoubling,
-            "recursive_doubling",
-            "log2 n pairwise swaps (others folded in)",
-            allreduce_recursive_doubling,
-        ),
-        row(
-            Allreduce,
-            Ring,
-            "ring",
-            "ring reduce-scatter, then ring allgather",
-            allreduce_ring,
-        ),
-        row(
-            Allreduce,
-            Rabenseifner,
-            "rabenseifner",
-            "recursive-halving reduce-scatter, then recursive-doubling allgather",
-            allreduce_rabenseifner,
-        ),
-        row(
-            Gather,
-            Flat,
-            "flat",
-            "every member sends to the root",
-            gather_flat,
-        ),
-        row(
-            Gather,
-            Binomial,
-            "binomial",
-            "binomial tree towards the root, blocks merged",
-            gather_binomial,
-        ),
-        row(
-            Allgather,
-            Ring,
-            "ring",
-            "n - 1 neighbour steps",
-            allgather_ring,
-        ),
-        row(
-            Allgather,
-            Bruck(2),
-            "bruck",
-            "Bruck's dissemination: ceil(log2 n) rounds",
-            allgather_bruck,
-        ),
-        row(
-            Allgather,
-            GatherBroadcast,
-            "gather_broadcast",
-            "gather to rank 0, then broadcast",
-            allgather_gather_broadcast,
-        ),
-        row(
-            Allgather,
-            AllBroadcast,
-            "all_broadcast",
-            "every member broadcasts its block to all at once",
-            one_round_of_all_pairs,
-        ),
-        row(
-            Scatter,
-            Flat,
-            "flat",
-            "the root sends every member its block",
-            scatter_flat,
-        ),
-        row(
-            Scatter,
-            Binomial,
-            "binomial",
-            "binomial tree from the root, blocks split",
-            scatter_binomial,
-        ),
-        row(
-            Exchange,
-            Pairwise,
-            "pairwise",
-            "n - 1 steps, each with one partner",
-            exchange_pairwise,
-        ),
-        row(
-            Exchange,
-            Flat,
-            "flat",
-            "every block sent at once",
-            one_round_of_all_pairs,
-        ),
-        Row {
-            op: Exchange,
-            algorithm: Bruck(2),
-            name: "bruck",
-            radix: Some((2, 8)),
-            tuned_radices: &[2, 4, 8],
-            summary: "dissemination: ceil(log_r n) phases of r - 1 packed messages",
-            work: exchange_bruck,
-        },
-        row(
-            Scan,
-            Linear,
-            "linear",
-            "partial results passed rank to rank",
-            scan_linear,
-        ),
-        row(
-            Scan,
-            RecursiveDoubling,
-            "recursive_doubling",
-            "log2 n rounds at doubling distances",
-            scan_recursive_doubling,
-        ),
-        row(
-            BroadcastTo,
-            Flat,
-            "flat",
-            "the root puts into every destination",
-            put_flat,
-        ),
-        knomial_single(
-            BroadcastTo,
-            "k-nomial tree of puts: each member forwards from its destination to its children's",
-            broadcast_to_knomial,
-        ),
-        row(
-            ScatterTo,
-            Flat,
-            "flat",
-            "the root puts every block and signals every member",
-            put_flat,
-        ),
-        knomial_single(
-            ScatterTo,
-            "the root puts every block; entry and landing signalled along a k-nomial tree",
-            scatter_to_knomial,
-        ),
-        row(
-            GatherTo,
-            Flat,
-            "flat",
-            "every member puts its block; the root hears from each",
-            gather_to_flat,
-        ),
-        knomial_single(
-            GatherTo,
-            "every member puts its block; entry and landing signalled along a k-nomial tree",
-            gather_to_knomial,
-        ),
-    ]
-};
 
 /// The registry: every algorithm of every operation, one [`Row`] each.
 pub fn registry() -> &'static [Row] {
-    &REGISTRY
+    static REGISTRY: OnceLock<Vec<Row>> = OnceLock::new();
+    REGISTRY.get_or_init(super::algorithms::rows)
 }
 
 impl Algorithm {
     /// The algorithm's name without its radix, from the registry.
     pub(super) fn stem(self) -> &'static str {
-        match self {
-            Algorithm::Native => "native",
-            alg => REGISTRY
-                .iter()
-                .find(|row| same_family(row.algorithm, alg))
-                .map_or("unregistered", |row| row.name),
+        if self == Algorithm::NATIVE {
+            return "native";
         }
+        registry()
+            .iter()
+            .find(|row| row.algorithm.same_family(self))
+            .map_or("unregistered", |row| row.name)
     }
-}
 
-/// Every algorithm family in the order of its code (a family with a radix at radix 0):
-/// the code that a call's signature carries is the place here plus one. A new algorithm is
-/// a variant, an entry at the end of this list and its rows; the signature has room for
-/// 63 codes.
-const CODES: [Algorithm; 15] = [
-    Algorithm::Flat,
-    Algorithm::Binomial,
-    Algorithm::Knomial(0),
-    Algorithm::Chain,
-    Algorithm::Dissemination,
-    Algorithm::RecursiveDoubling,
-    Algorithm::Ring,
-    Algorithm::ReduceBroadcast,
-    Algorithm::GatherBroadcast,
-    Algorithm::Bruck(0),
-    Algorithm::Pairwise,
-    Algorithm::Linear,
-    Algorithm::Native,
-    Algorithm::AllBroadcast,
-    Algorithm::Rabenseifner,
-];
-
-impl Algorithm {
-    /// The algorithm's code (1 to 63; its family's place in the registry's code list plus
-    /// one) and its radix (0 without one; at most 63), as a call's signature carries them.
+    /// The algorithm's code (1 to 63, its family's) and its radix (0 without one; at most
+    /// 63), as a call's signature carries them.
     #[inline]
     pub(crate) fn code(self) -> (u64, u64) {
-        let family = CODES
-            .iter()
-            .position(|&a| same_family(a, self))
-            .map_or(0, |i| i as u64 + 1);
-        (family, self.radix().map_or(0, |k| u64::from(k.min(63))))
+        (u64::from(self.code), u64::from(self.radix.min(63)))
     }
 
     /// The algorithm a signature's code and radix name, if any.
     pub(crate) fn from_code(code: u64, radix: u64) -> Option<Algorithm> {
-        let family = *CODES.get(usize::try_from(code).ok()?.checked_sub(1)?)?;
-        Some(family.with_radix(radix as u32))
+        let family = Algorithm::family(u8::try_from(code).ok()?);
+        let known = family == Algorithm::NATIVE
+            || registry()
+                .iter()
+                .any(|row| row.algorithm.same_family(family));
+        known.then_some(family.with_radix(radix as u32))
     }
 
     /// The radix of a family that has one (`knomial<k>`, `bruck<k>`).
     pub fn radix(self) -> Option<u32> {
-        match self {
-            Algorithm::Knomial(k) | Algorithm::Bruck(k) => Some(k),
-            _ => None,
-        }
+        (self.radix != 0).then_some(self.radix)
     }
 
-    /// The same family at radix `k` (itself, for an algorithm without a radix).
+    /// The same family at radix `k` (itself, for a family without a radix).
     ///
     /// ```
     /// use tessera::Algorithm;
-    /// assert_eq!(Algorithm::Bruck(2).with_radix(8), Algorithm::Bruck(8));
-    /// assert_eq!(Algorithm::Ring.with_radix(8), Algorithm::Ring);
+    /// assert_eq!(Algorithm::bruck(2).with_radix(8), Algorithm::bruck(8));
+    /// assert_eq!(Algorithm::RING.with_radix(8), Algorithm::RING);
     /// ```
     pub fn with_radix(self, k: u32) -> Algorithm {
-        match self {
-            Algorithm::Knomial(_) => Algorithm::Knomial(k),
-            Algorithm::Bruck(_) => Algorithm::Bruck(k),
-            alg => alg,
+        if self.has_radix() {
+            Algorithm { radix: k, ..self }
+        } else {
+            self
         }
     }
-}
 
-/// `a` and `b` are the same algorithm, whatever their radices.
-pub(super) fn same_family(a: Algorithm, b: Algorithm) -> bool {
-    std::mem::discriminant(&a) == std::mem::discriminant(&b)
+    /// Whether its family takes a radix (some row of it names one).
+    fn has_radix(self) -> bool {
+        self.radix != 0
+            || registry()
+                .iter()
+                .any(|row| row.algorithm.same_family(self) && row.algorithm.radix != 0)
+    }
 }
 
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Algorithm::Knomial(k) => write!(f, "{}{k}", self.stem()),
-            // Radix 2 is the allgather's, named as before there was a choice.
-            Algorithm::Bruck(k) if *k != 2 => write!(f, "{}{k}", self.stem()),
-            alg => f.write_str(alg.stem()),
+        // A radix is part of the name unless a row without one names the algorithm at it
+        // (the allgather's Bruck, radix 2, is plain `bruck`).
+        let plain = registry()
+            .iter()
+            .any(|row| row.radix.is_none() && row.algorithm == *self);
+        match self.radix() {
+            Some(k) if !plain => write!(f, "{}{k}", self.stem()),
+            _ => f.write_str(self.stem()),
         }
     }
 }
@@ -570,9 +326,9 @@ impl FromStr for Algorithm {
     fn from_str(s: &str) -> std::result::Result<Self, crate::BadValue> {
         let bad = |message| Err(crate::BadValue::new("algorithm", s, message));
         if s == "native" {
-            return Ok(Algorithm::Native);
+            return Ok(Algorithm::NATIVE);
         }
-        for row in REGISTRY.iter() {
+        for row in registry() {
             match row.radix {
                 None if row.name == s => return Ok(row.algorithm),
                 Some((least, most)) if s.starts_with(row.name) => {
@@ -591,7 +347,7 @@ impl FromStr for Algorithm {
                 _ => {}
             }
         }
-        let mut names: Vec<&str> = REGISTRY.iter().map(|r| r.name).collect();
+        let mut names: Vec<&str> = registry().iter().map(|r| r.name).collect();
         names.sort_unstable();
         names.dedup();
         bad(format!(
@@ -651,13 +407,13 @@ pub(super) fn forced_from_env() -> Result<Forced> {
     Ok(forced)
 }
 
-/// An error unless the registry has `alg` for `op` ([`Algorithm::Native`] is every
+/// An error unless the registry has `alg` for `op` ([`Algorithm::NATIVE`] is every
 /// mailbox operation's on the mpi conduit).
 pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
-    let ok = (alg == Algorithm::Native && !op.is_single_address())
-        || REGISTRY.iter().any(|row| {
+    let ok = (alg == Algorithm::NATIVE && !op.is_single_address())
+        || registry().iter().any(|row| {
             row.op == op
-                && same_family(row.algorithm, alg)
+                && row.algorithm.same_family(alg)
                 && match (row.radix, alg.radix()) {
                     (Some((least, most)), Some(k)) => (least..=most).contains(&k),
                     _ => row.algorithm == alg,
@@ -685,25 +441,27 @@ pub(crate) fn check_supported(op: Collective, alg: Algorithm) -> Result<()> {
 /// predicted time (see the `cost` module). A team uses its own parameters (calibrated
 /// with `tessera tune --calibrate`, or the built-in set for its host) where none is forced
 /// and no tuning table covers the operation; a team spanning hosts on the mpi conduit
-/// uses [`Algorithm::Native`] for the operations MPI has.
+/// uses [`Algorithm::NATIVE`] for the operations MPI has.
 ///
 /// ```
 /// use tessera::model::team::default_algorithm;
 /// use tessera::{Algorithm, Collective};
 /// // Sixteen members: the barrier takes 4 rounds of signals, not 30 messages via rank 0.
-/// assert_eq!(default_algorithm(Collective::Barrier, 16, 0), Algorithm::Dissemination);
+/// assert_eq!(default_algorithm(Collective::Barrier, 16, 0), Algorithm::DISSEMINATION);
 /// // An all-to-all of 8-byte blocks goes out at once.
-/// assert_eq!(default_algorithm(Collective::Exchange, 16, 8), Algorithm::Flat);
+/// assert_eq!(default_algorithm(Collective::Exchange, 16, 8), Algorithm::FLAT);
 /// ```
 pub fn default_algorithm(op: Collective, team_size: usize, bytes: usize) -> Algorithm {
     super::MachineParams::DEDICATED.choose(op, team_size, bytes, true)
 }
 
+/// The tree radix of `alg` over `n` members: n for flat, its radix for a family with one,
+/// else 2.
 pub(super) fn radix_of(alg: Algorithm, n: usize) -> usize {
-    match alg {
-        Algorithm::Flat => n.max(2),
-        Algorithm::Knomial(k) => k as usize,
-        _ => 2,
+    match alg.radix() {
+        _ if alg == Algorithm::FLAT => n.max(2),
+        Some(k) => k as usize,
+        None => 2,
     }
 }
 
@@ -738,13 +496,13 @@ mod tests {
             let rows: Vec<&Row> = registry().iter().filter(|r| r.op == op).collect();
             assert!(!rows.is_empty(), "{op:?}");
             assert_eq!(
-                check_supported(op, Algorithm::Native).is_ok(),
+                check_supported(op, Algorithm::NATIVE).is_ok(),
                 !op.is_single_address()
             );
             for other in registry().iter().filter(|r| r.op != op) {
                 let known = rows
                     .iter()
-                    .any(|r| same_family(r.algorithm, other.algorithm));
+                    .any(|r| r.algorithm.same_family(other.algorithm));
                 assert_eq!(check_supported(op, other.algorithm).is_ok(), known);
             }
         }
@@ -755,6 +513,20 @@ mod tests {
                     let alg = default_algorithm(op, n, bytes);
                     check_supported(op, alg).unwrap_or_else(|e| panic!("{op:?} {n} {bytes}: {e}"));
                 }
+            }
+        }
+        // Every family has one code, every code one family, and the signature has room
+        // for it.
+        for a in registry() {
+            let (code, _) = a.algorithm.code();
+            assert!((1..64).contains(&code), "{a:?}");
+            assert_ne!(a.algorithm.code, Algorithm::NATIVE.code, "{a:?}");
+            for b in registry() {
+                assert_eq!(
+                    a.name == b.name,
+                    a.algorithm.same_family(b.algorithm),
+                    "{a:?} and {b:?}"
+                );
             }
         }
         assert!("nonsense"

@@ -306,61 +306,57 @@ impl<T> Reducer<'_, T> {
     }
 }
 
-/// Writes a schedule's rounds, reserving sequence numbers as it goes. A thin view (two
-/// references), so that passing it from round to round moves nothing.
-pub(crate) struct Builder<'r, 'b, T> {
-    schedule: &'r mut Schedule<'b, T>,
+/// Writes a schedule's rounds, reserving sequence numbers as it goes. It records places
+/// and steps only (the buffers are the schedule's, made once the rounds are written), so it
+/// is the same type whatever the element type, and an algorithm is a plain function of it
+/// (the registry's rows hold them). A thin view, so that passing it from round to round
+/// moves nothing.
+pub(crate) struct Builder<'r> {
+    plan: &'r mut Plan,
     reserved: &'r mut Reserved,
     chunk: usize,
+    /// Bytes per element.
+    element: usize,
+    nonblocking: bool,
 }
 
-impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
-    /// Rounds for `schedule` (made by [`Schedule::new`] with the same reservations).
-    pub(crate) fn new(
-        reserved: &'r mut Reserved,
-        chunk: usize,
-        schedule: &'r mut Schedule<'b, T>,
-    ) -> Self {
-        Builder {
-            schedule,
-            reserved,
-            chunk,
-        }
-    }
-
+impl<'r> Builder<'r> {
     /// Data bytes per chunk of the channel.
     pub(crate) fn chunk(&self) -> usize {
         self.chunk
     }
 
+    /// Bytes per element of the schedule's buffers.
+    pub(crate) fn element(&self) -> usize {
+        self.element
+    }
+
     /// At least `len` elements of scratch (what is in it is unspecified: every algorithm
     /// writes its scratch before reading it; see [`Reserved::buffer`]).
     pub(crate) fn scratch(self, len: usize) -> Self {
-        let plan = &mut self.schedule.plan;
-        plan.scratch = plan.scratch.max(len);
-        if self.schedule.bufs.tmp.len() < len {
-            let old = std::mem::take(&mut self.schedule.bufs.tmp);
-            self.schedule.bufs.tmp = self.reserved.buffer(len, &old);
-        }
+        self.plan.scratch = self.plan.scratch.max(len);
         self
     }
 
-    /// Local steps now, before any message moves (copies and zeroing only), kept in the
-    /// plan so that a call reusing it repeats them.
+    /// Local steps before any message moves (copies and zeroing only), run when the
+    /// schedule first advances, and by every call that reuses the plan.
     pub(crate) fn local(mut self, steps: impl IntoIterator<Item = Local>) -> Self {
         for step in steps {
+            debug_assert!(
+                matches!(step, Local::Copy { .. } | Local::Zero(_)),
+                "a step before the rounds only copies or zeroes"
+            );
             self.written(step.destination());
             if let Local::Copy { from, .. } = &step {
-                self.schedule.plan.read_locally.push(from.clone());
+                self.plan.read_locally.push(from.clone());
             }
-            apply(&mut self.schedule.bufs, None, &step).expect("copies and zeroing cannot fail");
-            self.schedule.plan.before.push(step);
+            self.plan.before.push(step);
         }
         self
     }
 
     fn message(&mut self, peer: usize, place: Place, send: bool) -> Message {
-        let bytes = place.1.len() * std::mem::size_of::<T>();
+        let bytes = place.1.len() * self.element;
         // Longer than two chunks (a pair's ring), in a nonblocking schedule: read directly
         // where the pair can (whatever the place: a later write of it demotes the send to
         // chunks, see `written`), else by rendezvous. From `DIRECT_FROM` bytes in a
@@ -369,10 +365,10 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         // descriptor or an offer: both ends of the message reckon the same way, from what
         // both know (the length, the pair, the kind of schedule).
         let long = bytes > 2 * self.chunk;
-        let nonblocking = self.schedule.nonblocking;
+        let nonblocking = self.nonblocking;
         let pair_direct = self.reserved.direct_with(peer);
         let rendezvous = nonblocking && long && !pair_direct;
-        let plan = &self.schedule.plan;
+        let plan = &self.plan;
         let direct = send
             && pair_direct
             && if nonblocking {
@@ -382,7 +378,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
                     && (place.0 == Buf::Src
                         || (place.0 == Buf::Dst && !plan.writes.iter().any(|w| overlap(w, &place))))
             };
-        self.schedule.plan.direct += usize::from(direct);
+        self.plan.direct += usize::from(direct);
         let chunks = if rendezvous {
             1
         } else {
@@ -408,7 +404,7 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
     /// written is in the sender's cache, so a direct read saves no copy there and adds the
     /// wait for it; a nonblocking one would otherwise stage a copy).
     fn written(&mut self, place: &Place) {
-        let plan = &mut self.schedule.plan;
+        let plan = &mut self.plan;
         if place.0 == Buf::Dst {
             plan.writes.push(place.clone());
         }
@@ -430,16 +426,16 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
         recvs: impl IntoIterator<Item = (usize, Place)>,
         after: impl IntoIterator<Item = Local>,
     ) -> Self {
-        let start = self.schedule.plan.messages.len();
+        let start = self.plan.messages.len();
         for (peer, place) in sends {
             let m = self.message(peer, place, true);
-            self.schedule.plan.messages.push(m);
+            self.plan.messages.push(m);
         }
-        let middle = self.schedule.plan.messages.len();
+        let middle = self.plan.messages.len();
         // Only a send read directly can be pushed, so only those are looked at (each
         // against the round's other sends: at least 16 KiB each, so the search costs
         // little beside the copies).
-        let plan = &mut self.schedule.plan;
+        let plan = &mut self.plan;
         for i in start..middle {
             if !plan.messages[i].direct {
                 continue;
@@ -453,15 +449,15 @@ impl<'r, 'b, T: Pod> Builder<'r, 'b, T> {
             debug_assert!(place.0 != Buf::Src, "a schedule never writes its input");
             self.written(&place);
             let m = self.message(peer, place, false);
-            self.schedule.plan.messages.push(m);
+            self.plan.messages.push(m);
         }
-        let end = self.schedule.plan.messages.len();
-        let first_step = self.schedule.plan.after.len();
+        let end = self.plan.messages.len();
+        let first_step = self.plan.after.len();
         for step in after {
             self.written(step.destination());
-            self.schedule.plan.after.push(step);
+            self.plan.after.push(step);
         }
-        let plan = &mut self.schedule.plan;
+        let plan = &mut self.plan;
         plan.rounds.push(Round {
             sends: start..middle,
             recvs: middle..end,
@@ -571,8 +567,8 @@ fn apply<T: Pod>(
 pub(crate) struct Schedule<'b, T> {
     bufs: Buffers<'b, T>,
     plan: Box<Plan>,
-    /// Whether the steps before the rounds have run (the builder runs them as it writes
-    /// them; a reused plan's run at the first advance).
+    /// Whether the steps before the rounds have run (at the first advance, whether the
+    /// plan was just written or is reused).
     begun: bool,
     /// Under which key its plan may serve later calls (blocking calls of few bytes).
     key: Option<PlanKey>,
@@ -639,6 +635,26 @@ impl<'b, T: Pod> Schedule<'b, T> {
         }
         reserved.keep_plan(std::mem::replace(&mut self.plan, plan));
         self.key = Some(key);
+        self.begun = false;
+    }
+
+    /// Write this schedule's rounds with `rounds`, then make its scratch.
+    pub(crate) fn build(
+        &mut self,
+        reserved: &mut Reserved,
+        chunk: usize,
+        rounds: impl for<'r> FnOnce(Builder<'r>) -> Builder<'r>,
+    ) {
+        rounds(Builder {
+            plan: &mut self.plan,
+            reserved,
+            chunk,
+            element: std::mem::size_of::<T>(),
+            nonblocking: self.nonblocking,
+        });
+        if self.bufs.tmp.len() < self.plan.scratch {
+            self.bufs.tmp = reserved.buffer(self.plan.scratch, &[]);
+        }
         self.begun = false;
     }
 
@@ -1083,35 +1099,36 @@ mod tests {
             None,
             Signature(0),
         );
-        Builder::new(&mut reserved, chunk, &mut schedule)
-            .scratch(2 * n)
-            .local([Local::Copy {
-                from: (Buf::Src, 0..n),
-                to: (Buf::Dst, 2 * n..3 * n),
-            }])
-            .round(
-                [
-                    (1, (Buf::Src, 0..n)),
-                    (1, (Buf::Tmp, n..2 * n)),
-                    (1, (Buf::Dst, 4 * n..5 * n)),
-                    (1, (Buf::Dst, 0..n)),
-                    (1, (Buf::Dst, 3 * n..3 * n + 1)),
-                    (1, (Buf::Dst, 2 * n..3 * n)),
-                ],
-                [],
-                [],
-            )
-            // Later: a receive into the output after the short send, a copy over the end
-            // of its first block.
-            .round([], [(1, (Buf::Dst, 3 * n + 1..4 * n))], [])
-            .round(
-                [],
-                [],
-                [Local::Copy {
+        schedule.build(&mut reserved, chunk, |b| {
+            b.scratch(2 * n)
+                .local([Local::Copy {
                     from: (Buf::Src, 0..n),
-                    to: (Buf::Dst, n - 1..2 * n - 1),
-                }],
-            );
+                    to: (Buf::Dst, 2 * n..3 * n),
+                }])
+                .round(
+                    [
+                        (1, (Buf::Src, 0..n)),
+                        (1, (Buf::Tmp, n..2 * n)),
+                        (1, (Buf::Dst, 4 * n..5 * n)),
+                        (1, (Buf::Dst, 0..n)),
+                        (1, (Buf::Dst, 3 * n..3 * n + 1)),
+                        (1, (Buf::Dst, 2 * n..3 * n)),
+                    ],
+                    [],
+                    [],
+                )
+                // Later: a receive into the output after the short send, a copy over the end
+                // of its first block.
+                .round([], [(1, (Buf::Dst, 3 * n + 1..4 * n))], [])
+                .round(
+                    [],
+                    [],
+                    [Local::Copy {
+                        from: (Buf::Src, 0..n),
+                        to: (Buf::Dst, n - 1..2 * n - 1),
+                    }],
+                )
+        });
         let direct: Vec<bool> = schedule.plan.messages[..6]
             .iter()
             .map(|m| m.direct)
@@ -1139,31 +1156,32 @@ mod tests {
             None,
             Signature(0),
         );
-        Builder::new(&mut reserved, chunk, &mut schedule)
-            .scratch(n)
-            .local([Local::Copy {
-                from: (Buf::Src, 0..n),
-                to: (Buf::Dst, 0..n),
-            }])
-            .round(
-                [
-                    (1, (Buf::Dst, 0..n)),
-                    (1, (Buf::Tmp, 0..n)),
-                    (1, (Buf::Dst, n..2 * n)),
-                    (2, (Buf::Src, 0..n)),
-                ],
-                [(1, (Buf::Dst, 2 * n..3 * n))],
-                [],
-            )
-            .round([], [(2, (Buf::Dst, 2 * n..3 * n))], [])
-            .round(
-                [],
-                [],
-                [Local::Copy {
-                    from: (Buf::Src, 0..1),
-                    to: (Buf::Dst, 2 * n - 1..2 * n),
-                }],
-            );
+        schedule.build(&mut reserved, chunk, |b| {
+            b.scratch(n)
+                .local([Local::Copy {
+                    from: (Buf::Src, 0..n),
+                    to: (Buf::Dst, 0..n),
+                }])
+                .round(
+                    [
+                        (1, (Buf::Dst, 0..n)),
+                        (1, (Buf::Tmp, 0..n)),
+                        (1, (Buf::Dst, n..2 * n)),
+                        (2, (Buf::Src, 0..n)),
+                    ],
+                    [(1, (Buf::Dst, 2 * n..3 * n))],
+                    [],
+                )
+                .round([], [(2, (Buf::Dst, 2 * n..3 * n))], [])
+                .round(
+                    [],
+                    [],
+                    [Local::Copy {
+                        from: (Buf::Src, 0..1),
+                        to: (Buf::Dst, 2 * n - 1..2 * n),
+                    }],
+                )
+        });
         let kinds: Vec<(bool, bool)> = schedule.plan.messages[..6]
             .iter()
             .map(|m| (m.direct, m.rendezvous))

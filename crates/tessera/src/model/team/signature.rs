@@ -13,8 +13,8 @@
 //!      30..40  root + 1 (0 none; mod 1023)        40..64  element count (mod 2^24)
 //! ```
 //!
-//! The algorithm's code comes from the registry (`Algorithm::code`), so a new algorithm
-//! does not change this module. The count and root are kept modulo their field sizes: a
+//! The algorithm's code is its family's, named by its registry row (`Algorithm::code`),
+//! so a new algorithm does not change this module. The count and root are kept modulo their field sizes: a
 //! mismatch that differs only by a multiple of 2²⁴ elements goes unnoticed here (checked
 //! mode compares them in full).
 //!
@@ -195,9 +195,9 @@ mod tests {
             .flat_map(|op| op.candidates())
             .collect();
         every.extend([
-            Algorithm::Native,
-            Algorithm::Knomial(63),
-            Algorithm::Bruck(2),
+            Algorithm::NATIVE,
+            Algorithm::knomial(63),
+            Algorithm::bruck(2),
         ]);
         for alg in every {
             let (code, radix) = alg.code();
@@ -215,7 +215,7 @@ mod tests {
     fn every_field_of_a_call_changes_the_signature_and_reads_back() {
         let allreduce = |form, count, elem, red| {
             Signature::new(Collective::Allreduce, form, None, count, elem, Some(red))
-                .with_algorithm(Algorithm::Knomial(4))
+                .with_algorithm(Algorithm::knomial(4))
         };
         let sum = Reduction::Builtin(Op::Sum);
         let base = allreduce(Form::Blocking, 8, 8, sum);
@@ -229,8 +229,8 @@ mod tests {
             allreduce(Form::Blocking, 8, 4, sum),
             allreduce(Form::Nonblocking, 8, 8, sum),
             allreduce(Form::Blocking, 8, 8, Reduction::User),
-            base.with_algorithm(Algorithm::Knomial(8)),
-            base.with_algorithm(Algorithm::Ring),
+            base.with_algorithm(Algorithm::knomial(8)),
+            base.with_algorithm(Algorithm::RING),
             Signature::new(Collective::Reduce, Form::Blocking, Some(0), 8, 8, Some(sum)),
             Signature::SINGLE_ADDRESS,
             Signature::AGREEMENT,

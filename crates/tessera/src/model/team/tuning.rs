@@ -116,8 +116,8 @@ impl TuningTable {
     ///         ],
     ///     }],
     /// };
-    /// assert_eq!(table.lookup(Collective::Allreduce, 3, 8), Some(Algorithm::RecursiveDoubling));
-    /// assert_eq!(table.lookup(Collective::Allreduce, 8, 1 << 20), Some(Algorithm::Ring));
+    /// assert_eq!(table.lookup(Collective::Allreduce, 3, 8), Some(Algorithm::RECURSIVE_DOUBLING));
+    /// assert_eq!(table.lookup(Collective::Allreduce, 8, 1 << 20), Some(Algorithm::RING));
     /// assert_eq!(table.lookup(Collective::Broadcast, 4, 8), None);
     /// ```
     pub fn lookup(&self, op: Collective, team_size: usize, bytes: usize) -> Option<Algorithm> {
@@ -276,11 +276,11 @@ mod tests {
             ],
         };
         let b = Collective::Broadcast;
-        assert_eq!(table.lookup(b, 2, 100), Some(Algorithm::Flat));
-        assert_eq!(table.lookup(b, 3, 101), Some(Algorithm::Binomial));
-        assert_eq!(table.lookup(b, 5, 8), Some(Algorithm::Flat)); // tie: the smaller size
-        assert_eq!(table.lookup(b, 6, 8), Some(Algorithm::Knomial(4)));
+        assert_eq!(table.lookup(b, 2, 100), Some(Algorithm::FLAT));
+        assert_eq!(table.lookup(b, 3, 101), Some(Algorithm::BINOMIAL));
+        assert_eq!(table.lookup(b, 5, 8), Some(Algorithm::FLAT)); // tie: the smaller size
+        assert_eq!(table.lookup(b, 6, 8), Some(Algorithm::knomial(4)));
         // Past the last bound, the last rule.
-        assert_eq!(table.lookup(b, 8, 1 << 20), Some(Algorithm::Chain));
+        assert_eq!(table.lookup(b, 8, 1 << 20), Some(Algorithm::CHAIN));
     }
 }

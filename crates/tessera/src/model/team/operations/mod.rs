@@ -26,7 +26,7 @@
 //!
 //! Every form of an operation runs the same implementation: the algorithm chosen by the
 //! registry (forced, tuned, online or the cost model) over the team's channel, the
-//! conduit's own collective where that is [`Algorithm::Native`].
+//! conduit's own collective where that is [`Algorithm::NATIVE`].
 //!
 //! This module must never implement an algorithm: it only routes a value to the team's
 //! one implementation of its operation.

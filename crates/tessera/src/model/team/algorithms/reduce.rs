@@ -1,0 +1,113 @@
+//! The reduction's algorithms: k-nomial trees (flat: radix n; binomial: 2), each
+//! reducing every member's `Src[0..len]` into the root's `Dst[0..len]`.
+
+use super::*;
+use crate::model::team::cost::{ceil_log, messages, root_children, terms, Work};
+
+pub(super) const ROWS: &[Row] = &[
+    row(
+        Collective::Reduce,
+        Algorithm::FLAT,
+        "flat",
+        "the root combines every member's data",
+        tree,
+        flat_work,
+    ),
+    row(
+        Collective::Reduce,
+        Algorithm::BINOMIAL,
+        "binomial",
+        "binomial tree towards the root",
+        tree,
+        binomial_work,
+    ),
+    knomial(Collective::Reduce, tree, knomial_work),
+];
+
+/// A k-nomial tree of the call's radix towards the root (flat: radix n), pipelined in
+/// segments of one chunk: a member receives segment k of its first child straight into its accumulator and of every other child into a slot of scratch,
+/// combines its own input and the slots into the accumulator while they are in cache and
+/// passes it up, so no member holds more than a segment per child beyond its accumulator.
+/// The accumulator is `Dst` on the root, `Src` itself on a leaf, scratch elsewhere; it
+/// never starts as a copy of the input (at 2 ranks and 32 KiB that copy was a quarter of
+/// the call). The combination order (first child, own, other children) needs the
+/// operation commutative, as every reduction is.
+pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
+    let (n, root, len) = (c.n, c.root, c.len);
+    let tree = Knomial::new(c.radix(), n, c.rel());
+    let kids = tree.children.len();
+    let acc = match (tree.parent, kids) {
+        (None, _) => Buf::Dst,
+        (Some(_), 0) => Buf::Src,
+        _ => Buf::Tmp,
+    };
+    let segs: Vec<Range<usize>> = segments(&b, len).collect();
+    let width = segs[0].len();
+    let base = if acc == Buf::Tmp { len } else { 0 };
+    b = b.scratch(base + kids.saturating_sub(1) * width);
+    if acc != Buf::Src && kids == 0 {
+        b = b.local([copy(place(Buf::Src, 0..len), place(acc, 0..len))]);
+    }
+    for range in segs {
+        // Child i > 0's segment: a slot of scratch.
+        let slot = |i: usize| {
+            let at = base + (i - 1) * width;
+            place(Buf::Tmp, at..at + range.len())
+        };
+        if kids > 0 {
+            let into = |i: usize| {
+                if i == 0 {
+                    place(acc, range.clone())
+                } else {
+                    slot(i)
+                }
+            };
+            let own = Local::Combine {
+                from: place(Buf::Src, range.clone()),
+                into: place(acc, range.clone()),
+            };
+            let others = (1..kids).map(|i| Local::Combine {
+                from: slot(i),
+                into: place(acc, range.clone()),
+            });
+            b = b.round(
+                [],
+                tree.children
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| ((c + root) % n, into(i))),
+                std::iter::once(own).chain(others),
+            );
+        }
+        if let Some(p) = tree.parent {
+            b = b.round([((p + root) % n, place(acc, range))], [], []);
+        }
+    }
+    b
+}
+
+/// A reduction tree's root receives from each child and combines (a copy and a pass).
+fn tree_work(s: Shape, depth: usize, children: usize) -> Work {
+    let t = terms(s);
+    Work {
+        tree_rounds: depth as f64,
+        ..messages(&t, children as f64, 2.0 * children as f64 * t.m)
+    }
+}
+
+fn flat_work(s: Shape) -> Work {
+    tree_work(s, 1, s.members.saturating_sub(1))
+}
+
+pub(super) fn binomial_work(s: Shape) -> Work {
+    let depth = ceil_log(s.members, 2);
+    tree_work(s, depth, depth)
+}
+
+fn knomial_work(s: Shape) -> Work {
+    tree_work(
+        s,
+        ceil_log(s.members, s.radix),
+        root_children(s.members, s.radix),
+    )
+}
