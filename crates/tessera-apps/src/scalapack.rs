@@ -24,11 +24,13 @@ pub fn available(conduit: ConduitKind) -> Result<(), AppError> {
                 .into(),
         ));
     }
-    if conduit != ConduitKind::Mpi {
+    #[cfg(feature = "scalapack")]
+    if conduit != ConduitKind::MPI {
         return Err(AppError::Unavailable(
             "ScaLAPACK runs over MPI: add --conduit mpi to run the baseline".into(),
         ));
     }
+    let _ = conduit;
     Ok(())
 }
 
@@ -39,7 +41,7 @@ pub fn run(
     _problem: &crate::Problem,
 ) -> tessera::Result<crate::report::Baseline> {
     Err(crate::invalid(
-        available(ConduitKind::Mpi).unwrap_err().to_string(),
+        available(ConduitKind::SMP).unwrap_err().to_string(),
     ))
 }
 

@@ -119,7 +119,9 @@ mod with_apps {
             ));
         }
         if let Some(available) = tessera::job::available_memory() {
-            if need > available as u128 && job.conduit != tessera::ConduitKind::Mpi {
+            if need > available as u128
+                && job.conduit.processes() != tessera::conduit::Processes::ByMpiLauncher
+            {
                 return Err(format!(
                     "{} of order {} needs about {:.1} GiB, but {:.1} GiB is available; choose a smaller --size",
                     app,

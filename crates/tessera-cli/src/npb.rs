@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use tessera::{ConduitKind, Context, RankResult};
+use tessera::{Context, RankResult};
 use tessera_npb::hardware::Hardware;
 use tessera_npb::{Class, Kernel, Outcome};
 
@@ -51,7 +51,7 @@ fn plan(
 /// ranks share it on the smp and threads conduits; across hosts under mpi each host has
 /// its own, which this cannot see).
 fn check_memory(kernel: Kernel, class: Class, job: &JobArgs) -> Result<(), String> {
-    if job.conduit == ConduitKind::Mpi {
+    if job.conduit.processes() == tessera::conduit::Processes::ByMpiLauncher {
         return Ok(());
     }
     let ranks = job.ranks() as usize;

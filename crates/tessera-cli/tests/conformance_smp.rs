@@ -87,6 +87,22 @@ fn smp_2_ranks_with_split_copies() {
     selftest_with(2, "smp", &[("TESSERA_DIRECT_SPLIT", "1")]);
 }
 
+/// Every conduit of the build that `tessera run` starts itself passes the suite at 3 ranks
+/// (those started by an MPI launcher run in the mpi tests): a conduit registered in
+/// `CONDUITS` is checked without a test of its own.
+#[test]
+fn every_registered_conduit_passes_at_3_ranks() {
+    use tessera::conduit::{Processes, CONDUITS};
+    let started_here: Vec<_> = CONDUITS
+        .iter()
+        .filter(|c| c.processes() != Processes::ByMpiLauncher)
+        .collect();
+    assert!(started_here.len() >= 2, "{started_here:?}");
+    for conduit in started_here {
+        selftest(3, conduit.name());
+    }
+}
+
 #[test]
 fn threads_conduit_through_the_launcher() {
     selftest(5, "threads");

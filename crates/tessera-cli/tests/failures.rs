@@ -182,7 +182,7 @@ fn bad_command_lines_get_clear_errors() {
         (&["run", "-n", "0", "--", "true"], "0 is not in 1..=4096"),
         (
             &["run", "--conduit", "tcp", "-n", "2", "--", "true"],
-            "unknown conduit \"tcp\": use smp, threads or mpi",
+            "unknown conduit \"tcp\": use smp",
         ),
         #[cfg(not(feature = "mpi"))]
         (

@@ -19,7 +19,7 @@ use crate::error::CoreError;
 use crate::{ConduitKind, Context, Result};
 
 fn world(ctx: &Context) -> Result<SimpleCommunicator> {
-    if ctx.conduit_kind() != ConduitKind::Mpi {
+    if ctx.conduit_kind() != ConduitKind::MPI {
         return Err(CoreError::BadArgument {
             call: "RawMpi::new",
             argument: "ctx",

@@ -11,9 +11,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use tessera::{
-    Blocking, Compare, ConduitKind, Context, GlobalPtr, Nonblocking, RankResult, Signal,
-};
+use tessera::conduit::Processes;
+use tessera::{Blocking, Compare, Context, GlobalPtr, Nonblocking, RankResult, Signal};
 
 use super::{Baselines, Part, Record};
 
@@ -125,7 +124,7 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path, barrier_only: bool, quick: bo
     if !barrier_only {
         point_to_point(ctx, scale, &mut part)?;
         #[cfg(feature = "mpi")]
-        if ctx.conduit_kind() == ConduitKind::Mpi {
+        if ctx.conduit_kind() == tessera::ConduitKind::MPI {
             mpi_comparisons(ctx, scale, &mut part)?;
         }
     }
@@ -163,7 +162,7 @@ fn peer_mapped(ctx: &Context) -> bool {
 /// On the mpi conduit, whether ranks 0 and 1 share a host (`same_host`: shared memory)
 /// or not (`cross_host`); `None` on other conduits.
 fn pair(ctx: &Context) -> Option<String> {
-    (ctx.conduit_kind() == ConduitKind::Mpi && ctx.ranks() > 1).then(|| {
+    (ctx.conduit_kind().processes() == Processes::ByMpiLauncher && ctx.ranks() > 1).then(|| {
         if ctx.is_addressable(GlobalPtr::<u8>::new(1, 0)) {
             "same_host".to_string()
         } else {

@@ -22,8 +22,11 @@ pub use crate::reduction::{NativeType, Op, Reduction};
 use std::fmt;
 use std::ptr::NonNull;
 use std::str::FromStr;
+use std::sync::Arc;
 
-use crate::error::ConduitError;
+use crate::board::JobFile;
+use crate::error::{ConduitError, JobError};
+use shm::RegionLayout;
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -31,21 +34,96 @@ pub mod shm;
 pub mod smp;
 pub mod threads;
 
-/// Which conduit a job runs on.
+/// Which conduit a job runs on: a handle to the conduit's bootstrap (its name, how its
+/// ranks become processes and how it connects them), compared by name.
 ///
 /// ```
 /// use tessera::ConduitKind;
-/// assert_eq!("threads".parse::<ConduitKind>().unwrap(), ConduitKind::Threads);
+/// assert_eq!("threads".parse::<ConduitKind>().unwrap(), ConduitKind::THREADS);
 /// assert!("tcp".parse::<ConduitKind>().is_err());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConduitKind {
+#[derive(Clone, Copy)]
+pub struct ConduitKind(&'static dyn Bootstrap);
+
+/// Every conduit of this build, the first the default for ranks started by `tessera run`.
+/// A new conduit is its module, with its bootstrap (`Bootstrap`), and one line here; the job layer,
+/// the launcher and `--conduit` know conduits only through this list, and the
+/// conformance tests run every conduit in it.
+///
+/// ```
+/// use tessera::conduit::CONDUITS;
+/// use tessera::ConduitKind;
+/// // Every conduit of the build, by its name.
+/// for c in CONDUITS {
+///     assert_eq!(c.name().parse::<ConduitKind>().unwrap(), *c);
+/// }
+/// assert_eq!(CONDUITS[0], ConduitKind::SMP);
+/// ```
+pub const CONDUITS: &[ConduitKind] = &[
+    ConduitKind::SMP,
+    ConduitKind::THREADS,
+    #[cfg(feature = "mpi")]
+    ConduitKind::MPI,
+];
+
+impl ConduitKind {
     /// Processes sharing POSIX shared memory (the default).
-    Smp,
+    pub const SMP: ConduitKind = ConduitKind(&smp::Smp);
     /// Threads of one process.
-    Threads,
-    /// Processes started by `mpirun` (needs the `mpi` cargo feature).
-    Mpi,
+    pub const THREADS: ConduitKind = ConduitKind(&threads::Threads);
+    /// Processes started by `mpirun` (the `mpi` cargo feature).
+    #[cfg(feature = "mpi")]
+    pub const MPI: ConduitKind = ConduitKind(&mpi::Mpi);
+
+    /// The name used on the command line and in `TESSERA_CONDUIT`.
+    pub fn name(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// How its ranks become processes.
+    ///
+    /// ```
+    /// use tessera::conduit::Processes;
+    /// use tessera::ConduitKind;
+    /// assert_eq!(ConduitKind::SMP.processes(), Processes::PerRank);
+    /// assert_eq!(ConduitKind::THREADS.processes(), Processes::OneForAll);
+    /// ```
+    pub fn processes(self) -> Processes {
+        self.0.processes()
+    }
+
+    /// How it starts and connects its ranks.
+    pub(crate) fn bootstrap(self) -> &'static dyn Bootstrap {
+        self.0
+    }
+
+    /// The conduit whose own launcher started this process, if any (`mpirun` for mpi).
+    pub fn started_this_process() -> Option<ConduitKind> {
+        CONDUITS
+            .iter()
+            .copied()
+            .find(|c| c.0.started_this_process())
+    }
+}
+
+impl PartialEq for ConduitKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ConduitKind {}
+
+impl std::hash::Hash for ConduitKind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state)
+    }
+}
+
+impl fmt::Debug for ConduitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// How a conduit's ranks become processes: all that the launcher (`tessera run`) needs to
@@ -63,31 +141,75 @@ pub enum Processes {
     ByMpiLauncher,
 }
 
-impl ConduitKind {
-    /// The name used on the command line and in `TESSERA_CONDUIT`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ConduitKind::Smp => "smp",
-            ConduitKind::Threads => "threads",
-            ConduitKind::Mpi => "mpi",
-        }
-    }
+/// What the job layer knows when it connects ranks: the job's shape and what the
+/// launcher handed this process. A conduit takes what it needs.
+#[derive(Clone, Copy)]
+// Only the mpi conduit reads the segment and ring sizes itself (the others take the
+// layout made from them).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) struct Start<'a> {
+    /// The layout of every rank's region (segment and active-message rings).
+    pub(crate) layout: RegionLayout,
+    /// Bytes of each rank's segment.
+    pub(crate) segment: usize,
+    /// Bytes of each active-message ring, if set.
+    pub(crate) am_queue: Option<usize>,
+    /// This process's rank and the job's id, where `tessera run` started it
+    /// ([`Processes::PerRank`]).
+    pub(crate) launched: Option<(usize, &'a str)>,
+    /// The launcher's private memory file, if it handed one.
+    pub(crate) job_file: Option<&'a JobFile>,
+    /// Meet through named objects instead of the job file (`TESSERA_SHM_NAMES`).
+    pub(crate) named_objects: bool,
+    /// How long ranks may take to meet.
+    pub(crate) boot_timeout: std::time::Duration,
+    /// Reach peers only through transfer calls and active messages, never by address
+    /// (`TESSERA_HIDE_PEERS`).
+    pub(crate) hide_peers: bool,
+}
 
+/// A conduit as the job layer sees it: its name, how its ranks become processes, and how
+/// it connects them. Each conduit module has one, listed in [`CONDUITS`].
+pub(crate) trait Bootstrap: Sync {
+    /// The name used on the command line and in `TESSERA_CONDUIT`.
+    fn name(&self) -> &'static str;
     /// How its ranks become processes.
-    ///
-    /// ```
-    /// use tessera::conduit::Processes;
-    /// use tessera::ConduitKind;
-    /// assert_eq!(ConduitKind::Smp.processes(), Processes::PerRank);
-    /// assert_eq!(ConduitKind::Threads.processes(), Processes::OneForAll);
-    /// ```
-    pub fn processes(self) -> Processes {
-        match self {
-            ConduitKind::Smp => Processes::PerRank,
-            ConduitKind::Threads => Processes::OneForAll,
-            ConduitKind::Mpi => Processes::ByMpiLauncher,
-        }
+    fn processes(&self) -> Processes;
+    /// Whether its own launcher started this process (then a job that names no conduit
+    /// runs on it).
+    fn started_this_process(&self) -> bool {
+        false
     }
+    /// For a conduit whose launcher decides the ranks, how many it started, if it says.
+    fn launcher_ranks(&self) -> Option<usize> {
+        None
+    }
+    /// Connect this process's rank ([`Processes::PerRank`], [`Processes::ByMpiLauncher`]).
+    fn connect(&self, start: &Start<'_>) -> Result<Box<dyn Conduit>, JobError> {
+        let _ = start;
+        Err(JobError::Usage(format!(
+            "the {} conduit runs every rank in one process; use Job::run",
+            self.name()
+        )))
+    }
+    /// Connect every rank of this one process ([`Processes::OneForAll`]).
+    fn connect_all(&self, start: &Start<'_>) -> Result<Arc<dyn InProcess>, JobError> {
+        let _ = start;
+        Err(JobError::Usage(format!(
+            "the {} conduit runs one rank per process",
+            self.name()
+        )))
+    }
+}
+
+/// The ranks of a [`Processes::OneForAll`] conduit, every one a thread of this process.
+pub(crate) trait InProcess: Send + Sync {
+    /// The conduit of `rank`, on that rank's thread (it keeps the ranks' memory alive).
+    fn conduit(self: Arc<Self>, rank: usize) -> Box<dyn Conduit>;
+    /// Rank `rank` failed with `why`: every other rank's next wait ends.
+    fn fail(&self, rank: usize, why: &str);
+    /// The first rank that failed, and why.
+    fn first_failure(&self) -> Option<(usize, String)>;
 }
 
 impl fmt::Display for ConduitKind {
@@ -99,17 +221,25 @@ impl fmt::Display for ConduitKind {
 impl FromStr for ConduitKind {
     type Err = crate::BadValue;
     fn from_str(s: &str) -> Result<Self, crate::BadValue> {
-        let bad = |message| Err(crate::BadValue::new("conduit", s, message));
-        match s {
-            "smp" => Ok(ConduitKind::Smp),
-            "threads" => Ok(ConduitKind::Threads),
-            "mpi" if cfg!(feature = "mpi") => Ok(ConduitKind::Mpi),
-            "mpi" => bad(
-                "this Tessera was built without MPI; rebuild with `cargo build --release --features mpi` (needs an MPI library such as Open MPI), or use smp or threads"
-                    .into(),
-            ),
-            other => bad(format!("unknown conduit {other:?}: use smp, threads or mpi")),
+        if let Some(c) = CONDUITS.iter().find(|c| c.name() == s) {
+            return Ok(*c);
         }
+        let message = if s == "mpi" {
+            "this Tessera was built without MPI; rebuild with `cargo build --release --features mpi` (needs an MPI library such as Open MPI), or use smp or threads".to_string()
+        } else {
+            let names: Vec<&str> = CONDUITS.iter().map(|c| c.name()).collect();
+            let (last, rest) = names.split_last().expect("a build has conduits");
+            let unbuilt = if cfg!(feature = "mpi") {
+                ""
+            } else {
+                " (mpi needs a build with the mpi feature)"
+            };
+            format!(
+                "unknown conduit {s:?}: use {} or {last}{unbuilt}",
+                rest.join(", ")
+            )
+        };
+        Err(crate::BadValue::new("conduit", s, message))
     }
 }
 

@@ -36,7 +36,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{AmClass, Conduit, ConduitKind};
+use super::{AmClass, Conduit, ConduitKind, Processes};
 use crate::error::ConduitError;
 use crate::protocol::doorbell;
 use crate::protocol::ring::{Ring, RingMemory, FRAME_HEADER, SLOT};
@@ -529,7 +529,7 @@ impl Conduit for ShmConduit {
         self.kind
     }
     fn ranks_are_threads(&self) -> bool {
-        self.kind == ConduitKind::Threads
+        self.kind.processes() == Processes::OneForAll
     }
     fn rank(&self) -> usize {
         self.rank

@@ -40,9 +40,36 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::shm::{header, AlignedMap, KeepAlive, RegionLayout, ShmConduit, MAGIC};
-use super::ConduitKind;
+use super::{Bootstrap, Conduit, ConduitKind, Processes, Start};
 use crate::board::JobFile;
 use crate::error::JobError;
+
+/// The smp conduit as the job layer sees it: one process per rank, started by `tessera
+/// run`, meeting through the launcher's memory file or named objects.
+pub(crate) struct Smp;
+
+impl Bootstrap for Smp {
+    fn name(&self) -> &'static str {
+        "smp"
+    }
+
+    fn processes(&self) -> Processes {
+        Processes::PerRank
+    }
+
+    fn connect(&self, start: &Start<'_>) -> Result<Box<dyn Conduit>, JobError> {
+        let Some((rank, job_id)) = start.launched else {
+            return Err(JobError::Usage(
+                "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
+            ));
+        };
+        let conduit = match (start.job_file, start.named_objects) {
+            (Some(file), false) => attach_file(file, rank, start.layout),
+            _ => attach_named(job_id, rank, start.layout, start.boot_timeout),
+        }?;
+        Ok(Box::new(conduit.hide_peers(start.hide_peers)))
+    }
+}
 
 /// Where named objects live (the POSIX shared-memory file system).
 pub const SHM_DIR: &str = "/dev/shm";
@@ -216,7 +243,7 @@ unsafe fn smp_conduit(
 ) -> ShmConduit {
     // SAFETY: the caller's contract is the constructor's; `keep` lives as long as the
     // conduit.
-    unsafe { ShmConduit::new(ConduitKind::Smp, rank, layout, regions, None, keep) }
+    unsafe { ShmConduit::new(ConduitKind::SMP, rank, layout, regions, None, keep) }
 }
 
 /// Join a job whose regions live in the launcher's private memory file.

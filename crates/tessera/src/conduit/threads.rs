@@ -11,19 +11,52 @@
 use std::sync::Arc;
 
 use super::shm::{AbortFlag, AlignedMap, RegionLayout, ShmConduit};
-use super::ConduitKind;
+use super::{Bootstrap, Conduit, ConduitKind, InProcess, Processes, Start};
 use crate::error::JobError;
+
+/// The threads conduit as the job layer sees it.
+pub(crate) struct Threads;
+
+impl Bootstrap for Threads {
+    fn name(&self) -> &'static str {
+        "threads"
+    }
+
+    fn processes(&self) -> Processes {
+        Processes::OneForAll
+    }
+
+    fn connect_all(&self, start: &Start<'_>) -> Result<Arc<dyn InProcess>, JobError> {
+        Ok(ThreadsJob::new(start.layout, start.hide_peers)?)
+    }
+}
 
 /// The regions and abort flag of one threads job.
 pub(crate) struct ThreadsJob {
     layout: RegionLayout,
     maps: Vec<AlignedMap>,
-    pub(crate) abort: Arc<AbortFlag>,
+    abort: Arc<AbortFlag>,
+    hide_peers: bool,
+}
+
+impl InProcess for ThreadsJob {
+    fn conduit(self: Arc<Self>, rank: usize) -> Box<dyn Conduit> {
+        let hide = self.hide_peers;
+        Box::new(self.rank_conduit(rank).hide_peers(hide))
+    }
+
+    fn fail(&self, rank: usize, why: &str) {
+        self.abort.raise(rank, why);
+    }
+
+    fn first_failure(&self) -> Option<(usize, String)> {
+        self.abort.first()
+    }
 }
 
 impl ThreadsJob {
     /// Map and initialise one region per rank.
-    pub(crate) fn new(layout: RegionLayout) -> Result<Arc<Self>, JobError> {
+    fn new(layout: RegionLayout, hide_peers: bool) -> Result<Arc<Self>, JobError> {
         let mut maps = Vec::with_capacity(layout.ranks);
         for rank in 0..layout.ranks {
             // Each segment at an aligned address, as for smp (`SEGMENT_ADDRESS_ALIGN`).
@@ -52,17 +85,18 @@ impl ThreadsJob {
             layout,
             maps,
             abort: Arc::new(AbortFlag::default()),
+            hide_peers,
         }))
     }
 
     /// The conduit of `rank`; call it on that rank's thread.
-    pub(crate) fn conduit(self: &Arc<Self>, rank: usize) -> ShmConduit {
+    fn rank_conduit(self: &Arc<Self>, rank: usize) -> ShmConduit {
         let regions = self.maps.iter().map(AlignedMap::base).collect();
         // SAFETY: the regions are live mappings initialised with `layout`, kept alive by
         // the Arc<ThreadsJob> handed to the conduit.
         unsafe {
             ShmConduit::new(
-                ConduitKind::Threads,
+                ConduitKind::THREADS,
                 rank,
                 self.layout,
                 regions,

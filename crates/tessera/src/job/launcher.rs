@@ -99,7 +99,7 @@ impl Launch {
     pub fn new(ranks: usize, program: impl Into<OsString>) -> Launch {
         Launch {
             ranks,
-            conduit: ConduitKind::Smp,
+            conduit: ConduitKind::SMP,
             segment: None,
             label: false,
             timeout: None,

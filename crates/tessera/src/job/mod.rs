@@ -44,19 +44,7 @@ use crate::core::report as stats;
 
 use crate::conduit::shm::{default_ring_capacity, RegionLayout};
 pub use crate::conduit::ConduitKind;
-use crate::conduit::Processes;
-use crate::conduit::{smp, threads};
-
-#[cfg(feature = "mpi")]
-use crate::conduit::mpi::{launcher_ranks, started_by_mpirun};
-#[cfg(not(feature = "mpi"))]
-fn started_by_mpirun() -> bool {
-    false
-}
-#[cfg(not(feature = "mpi"))]
-fn launcher_ranks() -> Option<usize> {
-    None
-}
+use crate::conduit::{Conduit, Processes, Start};
 use crate::core::{Context, Options};
 use crate::error::JobError;
 
@@ -130,8 +118,6 @@ pub struct Job {
     am_queue: Option<usize>,
     options: Options,
     hide_peers: bool,
-    /// mpi conduit: ranks of one host through shared memory.
-    mpi_bypass: bool,
     boot_timeout: Duration,
     launched: Option<Launched>,
     /// The launcher's private memory file (`TESSERA_JOB_FD`): the board, and smp regions.
@@ -156,13 +142,12 @@ impl Job {
     /// `ranks` ranks as threads of this process.
     pub fn threads(ranks: usize) -> Job {
         Job {
-            conduit: ConduitKind::Threads,
+            conduit: ConduitKind::THREADS,
             ranks,
             segment: DEFAULT_SEGMENT,
             am_queue: None,
             options: Options::default(),
             hide_peers: false,
-            mpi_bypass: true,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             launched: None,
             job_file: None,
@@ -192,14 +177,15 @@ impl Job {
                 value: v,
                 why: why.message,
             })?,
-            None if started_by_mpirun() => ConduitKind::Mpi,
-            None if ranks.is_some() => ConduitKind::Smp,
-            None => ConduitKind::Threads,
+            None => match ConduitKind::started_this_process() {
+                Some(own) => own,
+                None if ranks.is_some() => ConduitKind::SMP,
+                None => ConduitKind::THREADS,
+            },
         };
         if conduit.processes() == Processes::ByMpiLauncher {
-            // MPI decides the ranks; the launcher's count is only a hint for the layout.
-            job.ranks = launcher_ranks().unwrap_or(1);
-            job.mpi_bypass = config::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true);
+            // Its launcher decides the ranks; the count is only a hint for the layout.
+            job.ranks = conduit.bootstrap().launcher_ranks().unwrap_or(1);
         }
         job.conduit = conduit;
         if let Some(ranks) = ranks {
@@ -321,40 +307,40 @@ impl Job {
             return Err(JobError::Usage("a job needs at least one rank".into()));
         }
         guard_exit();
-        match (&self.launched, self.conduit) {
-            (Some(launched), ConduitKind::Smp) => {
-                let board = self.job_file.as_ref().map(|f| f.board().clone());
-                let rank = launched.rank;
-                let _watch = RankWatch::enter(board.as_ref(), rank);
-                let conduit = self.attach_smp(launched, board.as_ref())?;
-                let part = run_rank(conduit, self.options_with(board), &body)?;
-                self.deliver_stats(part)
-            }
-            (None, ConduitKind::Smp) => Err(JobError::Usage(
-                "the smp conduit needs ranks started by `tessera run`; use Job::threads for in-process jobs".into(),
-            )),
-            (_, ConduitKind::Threads) => self.run_threads(&body),
-            (_, ConduitKind::Mpi) => self.run_mpi(&body),
+        if self.conduit.processes() == Processes::OneForAll {
+            return self.run_threads(&body);
+        }
+        let board = self.job_file.as_ref().map(|f| f.board().clone());
+        let _watch = (self.launched.as_ref()).map(|l| RankWatch::enter(board.as_ref(), l.rank));
+        let conduit = self.connect(board.as_ref())?;
+        let part = run_rank(conduit, self.options_with(board), &body)?;
+        self.deliver_stats(part)
+    }
+
+    /// What a conduit needs to connect this job's ranks.
+    fn start(&self) -> Start<'_> {
+        Start {
+            layout: self.layout(),
+            segment: self.segment,
+            am_queue: self.am_queue,
+            launched: (self.launched.as_ref()).map(|l| (l.rank, l.job_id.as_str())),
+            job_file: self.job_file.as_deref(),
+            named_objects: self.shm_names,
+            boot_timeout: self.boot_timeout,
+            hide_peers: self.hide_peers,
         }
     }
 
-    /// This smp rank's conduit (the launcher's private memory, or named objects).
-    fn attach_smp(
-        &self,
-        launched: &Launched,
-        board: Option<&Arc<Board>>,
-    ) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
-        let rank = launched.rank;
-        let conduit = match (&self.job_file, self.shm_names) {
-            (Some(file), false) => smp::attach_file(file, rank, self.layout()),
-            _ => smp::attach_named(&launched.job_id, rank, self.layout(), self.boot_timeout),
-        }
-        .inspect_err(|e| {
-            if let Some(b) = board {
-                b.record(rank).fail(&e.to_string());
-            }
-        })?;
-        Ok(Box::new(conduit.hide_peers(self.hide_peers)))
+    /// This process's rank's conduit, a failure recorded on the board.
+    fn connect(&self, board: Option<&Arc<Board>>) -> Result<Box<dyn Conduit>, JobError> {
+        self.conduit
+            .bootstrap()
+            .connect(&self.start())
+            .inspect_err(|e| {
+                if let (Some(b), Some(l)) = (board, &self.launched) {
+                    b.record(l.rank).fail(&e.to_string());
+                }
+            })
     }
 
     fn options_with(&self, board: Option<Arc<Board>>) -> Options {
@@ -362,52 +348,6 @@ impl Job {
             board,
             ..self.options.clone()
         }
-    }
-
-    #[cfg(feature = "mpi")]
-    fn run_mpi<F>(&self, body: &F) -> Result<(), JobError>
-    where
-        F: Fn(&Context) -> RankResult + Sync,
-    {
-        let conduit = self.attach_mpi()?;
-        let part = run_rank(conduit, self.options.clone(), body)?;
-        self.deliver_stats(part)
-    }
-
-    /// This process's rank of an mpi job.
-    #[cfg(feature = "mpi")]
-    fn attach_mpi(&self) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
-        let bypass = self.mpi_bypass && !self.hide_peers;
-        let progress = config::number::<u64>(
-            "TESSERA_MPI_PROGRESS",
-            "microseconds between progress polls, or 0 for no progress thread",
-        )?
-        .filter(|&us| us > 0)
-        .map(Duration::from_micros);
-        Ok(Box::new(crate::conduit::mpi::MpiConduit::start(
-            self.segment,
-            self.am_queue,
-            bypass,
-            progress,
-            self.boot_timeout,
-        )?))
-    }
-
-    #[cfg(not(feature = "mpi"))]
-    fn attach_mpi(&self) -> Result<Box<dyn crate::conduit::Conduit>, JobError> {
-        Err(JobError::Usage(
-            "this Tessera was built without MPI; rebuild with `--features mpi`".into(),
-        ))
-    }
-
-    #[cfg(not(feature = "mpi"))]
-    fn run_mpi<F>(&self, _body: &F) -> Result<(), JobError>
-    where
-        F: Fn(&Context) -> RankResult + Sync,
-    {
-        Err(JobError::Usage(
-            "this Tessera was built without MPI; rebuild with `--features mpi`".into(),
-        ))
     }
 
     fn run_threads<F>(&self, body: &F) -> Result<(), JobError>
@@ -418,7 +358,7 @@ impl Job {
             Some(file) if file.board().ranks() == self.ranks => file.board().clone(),
             _ => Board::in_process(self.ranks),
         };
-        let job = threads::ThreadsJob::new(self.layout())?;
+        let job = self.conduit.bootstrap().connect_all(&self.start())?;
         let parts = Mutex::new(Vec::new());
         std::thread::scope(|scope| -> Result<(), JobError> {
             let mut handles = Vec::with_capacity(self.ranks);
@@ -433,13 +373,13 @@ impl Job {
                     .spawn_scoped(scope, move || {
                         let _alive = crate::core::RankThread::enter();
                         let _watch = RankWatch::enter(Some(&board), rank);
-                        let conduit = job.conduit(rank).hide_peers(self.hide_peers);
-                        match run_rank(Box::new(conduit), options, body) {
+                        let conduit = job.clone().conduit(rank);
+                        match run_rank(conduit, options, body) {
                             Ok(part) => {
                                 parts.lock().unwrap_or_else(|e| e.into_inner()).extend(part)
                             }
-                            Err(JobError::RankFailed { why, .. }) => job.abort.raise(rank, &why),
-                            Err(other) => job.abort.raise(rank, &other.to_string()),
+                            Err(JobError::RankFailed { why, .. }) => job.fail(rank, &why),
+                            Err(other) => job.fail(rank, &other.to_string()),
                         }
                     })
                     .map_err(|source| JobError::Os {
@@ -454,13 +394,13 @@ impl Job {
             // Without a launcher (a test in this process) the joins below simply wait.
             let mut failed_at: Option<std::time::Instant> = None;
             while self.job_file.is_some() && !handles.iter().all(|h| h.is_finished()) {
-                if job.abort.first().is_some() {
+                if job.first_failure().is_some() {
                     let since = *failed_at.get_or_insert_with(std::time::Instant::now);
                     if since.elapsed() > ABORT_GRACE {
                         let running: Vec<usize> = (0..handles.len())
                             .filter(|&r| !handles[r].is_finished())
                             .collect();
-                        if let Some((rank, why)) = job.abort.first() {
+                        if let Some((rank, why)) = job.first_failure() {
                             write_stderr(&format!(
                                 "tessera: rank {rank} failed: {why}\ntessera: rank(s) {running:?} did not stop within {} s of it (running, never waiting); ending the ranks' process\n",
                                 ABORT_GRACE.as_secs()
@@ -476,7 +416,7 @@ impl Job {
             }
             Ok(())
         })?;
-        match job.abort.first() {
+        match job.first_failure() {
             Some((rank, why)) => Err(JobError::RankFailed { rank, why }),
             None => self.deliver_stats(parts.into_inner().unwrap_or_else(|e| e.into_inner())),
         }

@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use super::board::{Board, RankState};
-use super::{ConduitKind, Job, RankWatch};
+use super::{Job, RankWatch};
+use crate::conduit::Processes;
 use crate::core::Context;
 use crate::error::JobError;
 
@@ -112,27 +113,27 @@ impl Job {
     /// This process's rank as a [`Session`] (one rank per process).
     pub fn session(&self) -> Result<Session, JobError> {
         super::guard_exit();
-        let (board, rank) = match (&self.launched, self.conduit) {
-            (Some(l), ConduitKind::Smp) => (self.job_file.as_ref().map(|f| f.board().clone()), l.rank),
-            (None, ConduitKind::Smp) => {
-                return Err(JobError::Usage(
-                    "the smp conduit needs ranks started by `tessera run`".into(),
-                ))
-            }
-            (_, ConduitKind::Threads) if self.ranks != 1 => {
+        let (board, rank) = match self.conduit.processes() {
+            Processes::OneForAll if self.ranks != 1 => {
                 return Err(JobError::Usage(format!(
-                    "a session is one rank per process, and the threads conduit runs {} ranks in this one; use the smp conduit (`tessera run -n {} -- PROGRAM`)",
-                    self.ranks, self.ranks
+                    "a session is one rank per process, and the {} conduit runs {} ranks in this one; use the smp conduit (`tessera run -n {} -- PROGRAM`)",
+                    self.conduit, self.ranks, self.ranks
                 )))
             }
-            (_, ConduitKind::Threads) => (Some(Board::in_process(1)), 0),
-            (_, ConduitKind::Mpi) => (None, 0),
+            Processes::OneForAll => (Some(Board::in_process(1)), 0),
+            _ => (
+                self.job_file.as_ref().map(|f| f.board().clone()),
+                self.launched.as_ref().map_or(0, |l| l.rank),
+            ),
         };
         let watch = RankWatch::enter(board.as_ref(), rank);
-        let conduit = match (&self.launched, self.conduit) {
-            (Some(l), ConduitKind::Smp) => self.attach_smp(l, board.as_ref())?,
-            (_, ConduitKind::Mpi) => self.attach_mpi()?,
-            _ => Box::new(crate::conduit::threads::ThreadsJob::new(self.layout())?.conduit(0)),
+        let conduit = match self.conduit.processes() {
+            Processes::OneForAll => self
+                .conduit
+                .bootstrap()
+                .connect_all(&self.start())?
+                .conduit(0),
+            _ => self.connect(board.as_ref())?,
         };
         let rank = conduit.rank();
         let ctx = Context::new(conduit, self.options_with(board.clone())).map_err(|e| {

@@ -60,14 +60,57 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Threading;
 
 use super::shm::{default_ring_capacity, RegionLayout, ShmConduit};
-use super::{smp, AmClass, Conduit, ConduitKind, Finish, GetInto, Which};
+use super::{
+    smp, AmClass, Bootstrap, Conduit, ConduitKind, Finish, GetInto, Processes, Start, Which,
+};
+use crate::config;
 use crate::error::{ConduitError, JobError};
 use messenger::Messenger;
 use raw::{ProgressThread, Transfer, Window};
 
+/// The mpi conduit as the job layer sees it: processes started by an MPI launcher, which
+/// decides the ranks.
+pub(crate) struct Mpi;
+
+impl Bootstrap for Mpi {
+    fn name(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn processes(&self) -> Processes {
+        Processes::ByMpiLauncher
+    }
+
+    fn started_this_process(&self) -> bool {
+        started_by_mpirun()
+    }
+
+    fn launcher_ranks(&self) -> Option<usize> {
+        launcher_ranks()
+    }
+
+    fn connect(&self, start: &Start<'_>) -> Result<Box<dyn Conduit>, JobError> {
+        // Ranks of one host through shared memory, unless peers are hidden.
+        let bypass = config::switch("TESSERA_MPI_BYPASS")?.unwrap_or(true) && !start.hide_peers;
+        let progress = config::number::<u64>(
+            "TESSERA_MPI_PROGRESS",
+            "microseconds between progress polls, or 0 for no progress thread",
+        )?
+        .filter(|&us| us > 0)
+        .map(Duration::from_micros);
+        Ok(Box::new(MpiConduit::start(
+            start.segment,
+            start.am_queue,
+            bypass,
+            progress,
+            start.boot_timeout,
+        )?))
+    }
+}
+
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx,
 /// Slurm's PMI), judged by the variables those launchers set.
-pub(crate) fn started_by_mpirun() -> bool {
+fn started_by_mpirun() -> bool {
     [
         "OMPI_COMM_WORLD_SIZE",
         "PMI_SIZE",
@@ -79,7 +122,7 @@ pub(crate) fn started_by_mpirun() -> bool {
 }
 
 /// Ranks in the job according to the launcher's variables, if it set them.
-pub(crate) fn launcher_ranks() -> Option<usize> {
+fn launcher_ranks() -> Option<usize> {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
         .iter()
         .find_map(|v| crate::config::text(v)?.parse().ok())
@@ -199,7 +242,7 @@ impl MpiConduit {
             layout,
             boot_timeout,
         )?
-        .with_kind(ConduitKind::Mpi);
+        .with_kind(ConduitKind::MPI);
         let own_segment = local.segment_base(me).expect("own region is mapped");
         // SAFETY: the segment lives in `local`'s regions, which outlive the window: the
         // struct declares `window` before `local`, so it is dropped (freed) first.
@@ -252,7 +295,7 @@ impl MpiConduit {
 
 impl Conduit for MpiConduit {
     fn kind(&self) -> ConduitKind {
-        ConduitKind::Mpi
+        ConduitKind::MPI
     }
     fn rank(&self) -> usize {
         self.rank
