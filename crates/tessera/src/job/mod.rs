@@ -210,7 +210,9 @@ impl Job {
                 JobError::BadEnv {
                 var,
                 value: String::new(),
-                why: "required for the smp conduit; start smp jobs with `tessera run -n N -- PROGRAM`".into(),
+                why: format!(
+                    "required for the {conduit} conduit; start {conduit} jobs with `tessera run -n N -- PROGRAM`"
+                ),
             }
             };
             let rank = config::number::<usize>("TESSERA_RANK", "a rank number")?
