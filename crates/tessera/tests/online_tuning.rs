@@ -154,13 +154,13 @@ fn all_members_decide_alike(ranks: usize, calls: usize, imbalance: bool) {
 
 #[test]
 fn members_agree_at_five_ranks_under_load_imbalance() {
-    all_members_decide_alike(5, 150, true);
+    all_members_decide_alike(5, 400, true);
 }
 
 #[test]
 fn members_agree_at_two_and_four_ranks() {
-    all_members_decide_alike(2, 150, false);
-    all_members_decide_alike(4, 150, true);
+    all_members_decide_alike(2, 400, false);
+    all_members_decide_alike(4, 400, true);
 }
 
 /// Where no table exists and `TESSERA_TUNING` is unset, a world team tunes online where

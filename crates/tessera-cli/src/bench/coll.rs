@@ -155,8 +155,8 @@ pub(crate) fn run_once_nb(
 const ROUNDS: usize = 5;
 
 /// At most this many warm-up calls wait for a team's online trials to end (the most
-/// candidates an operation has, times the most trials each: far more than any needs).
-const MAX_TRIAL_CALLS: usize = 400;
+/// candidates an operation has, times the calls of its trials: more than any needs).
+const MAX_TRIAL_CALLS: usize = 1500;
 
 /// Sweeps through every point in [`sweep`].
 pub(crate) const PASSES: usize = 3;

@@ -537,7 +537,7 @@ impl<'a> Team<'a> {
     /// use tessera::Blocking;
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
-    ///     for _ in 0..150 {
+    ///     for _ in 0..400 {
     ///         assert_eq!(world.run(Allreduce::value(1u64, Op::Sum), Blocking)?, 2);
     ///     }
     ///     let decided = world.online_decisions();

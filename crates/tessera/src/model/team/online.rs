@@ -2,13 +2,15 @@
 //!
 //! The first blocking calls of an operation in one size class (message sizes rounded up
 //! to a power of two) on a team try the candidates in turn, a few times each,
-//! interleaved so that a burst of noise hits all of them alike. Each trial is three calls
-//! of its candidate after a barrier (so that the members start together): two untimed
-//! ([`UNTIMED_CALLS`]), then the timed one straight after them. The first calls after
+//! interleaved so that a burst of noise hits all of them alike. Each trial runs its
+//! candidate after a barrier (so that the members start together): two untimed calls
+//! ([`UNTIMED_CALLS`]), then the timed ones straight after them, whose mean is the trial's
+//! time (eight in a row for messages up to 4 KiB, [`SHORT_TIMED_CALLS`], where one call's
+//! time has a long tail; one above). The first calls after
 //! another algorithm find buffers and caches as that one left them (an allreduce of
 //! 256 KiB at 2 ranks with the ring as the prior: recursive doubling, 1.4× faster in a
 //! loop, displaced it in 8 of 12 tunings timed on first calls, in 11 of 12 after an
-//! untimed call of its own), and the timed call starts as calls in a loop do, with
+//! untimed call of its own), and the timed calls start as calls in a loop do, with
 //! whatever skew its own algorithm leaves between the members (the linear scan's first
 //! member runs ahead: timed after a barrier of its own, other candidates won 13 of 32
 //! tunings of a 1 MiB scan at 2 ranks, though the linear scan is 1.2× faster in a loop;
@@ -46,11 +48,31 @@ use super::*;
 /// messages, whose sub-microsecond times are noisy and whose trials cost little.
 fn rounds(key: Key) -> usize {
     if key.class_bytes() <= 4096 {
-        8
+        4
     } else {
         3
     }
 }
+
+/// Calls in a row a trial times, after its untimed ones (the trial's time is their mean):
+/// [`SHORT_TIMED_CALLS`] for messages up to 4 KiB, one above.
+fn timed_calls(key: Key) -> usize {
+    if key.class_bytes() <= 4096 {
+        SHORT_TIMED_CALLS
+    } else {
+        1
+    }
+}
+
+/// Timed calls of a short message's trial. One call's time, taken as the slowest member's,
+/// has a long tail where members have a core each: on 16 cores at 16 ranks a single
+/// dissemination barrier measured a median of 9.8-10.0 µs over 40 trials (a quarter of
+/// them under 2.5-3.5, a quarter over 12-14) and a flat barrier 5.2-6.9, so online
+/// tuning chose the flat barrier in three of four `bench coll --quick` runs, though in a
+/// loop it took 5.0-5.3 µs against dissemination's 1.8. The mean of 8 calls in a row
+/// measured 1.8-2.0 and 5.3-5.5 µs, the loop's times (4 in a row: 4.5-5.0 against
+/// 5.5-5.8, still the tail).
+const SHORT_TIMED_CALLS: usize = 8;
 
 /// What a decision is for: an operation, a size class, and whether the call could use
 /// MPI's own collective (a user reduction cannot), since those have different
@@ -99,6 +121,9 @@ struct Trying {
     times: Vec<f64>,
     /// How many untimed calls the next trial's candidate has had.
     warmed: usize,
+    /// How many of its timed calls the trial in progress has had, and their seconds here.
+    timed: usize,
+    elapsed: f64,
 }
 
 /// Untimed calls of a candidate before its timed one. After MPI's own allreduce of 32 KiB
@@ -126,7 +151,7 @@ pub(super) struct Trial {
     pub(super) algorithm: Algorithm,
     /// Whether this call opens the trial (the first untimed call, after a barrier).
     pub(super) opens: bool,
-    /// Whether this call is timed (else one of the untimed calls before the timed one).
+    /// Whether this call is timed (else one of the untimed calls before the timed ones).
     pub(super) timed: bool,
 }
 
@@ -179,6 +204,8 @@ impl OnlineTuner {
                     times: Vec::with_capacity(rounds(key) * candidates.len()),
                     candidates,
                     warmed: 0,
+                    timed: 0,
+                    elapsed: 0.0,
                 })
             }
         };
@@ -202,8 +229,9 @@ impl OnlineTuner {
         trying.warmed += 1;
     }
 
-    /// Record that `trial` took `seconds` here. Returns this member's times of every trial
-    /// once that was the last: the members must then combine them (maximum per trial)
+    /// Record that a timed call of `trial` took `seconds` here. After the trial's last
+    /// timed call its time is their mean; returns this member's times of every trial once
+    /// that was the last trial: the members must then combine them (maximum per trial)
     /// and [`OnlineTuner::decide`].
     pub(super) fn record(&mut self, trial: Trial, seconds: f64) -> Option<Vec<f64>> {
         let trying = self
@@ -212,8 +240,14 @@ impl OnlineTuner {
             .expect("a key is tried until decided");
         debug_assert_eq!(trying.times.len() % trying.candidates.len(), trial.index);
         debug_assert!(trial.timed && trying.warmed == UNTIMED_CALLS);
-        trying.times.push(seconds);
-        trying.warmed = 0;
+        trying.timed += 1;
+        trying.elapsed += seconds;
+        let calls = timed_calls(trial.key);
+        if trying.timed < calls {
+            return None;
+        }
+        trying.times.push(trying.elapsed / calls as f64);
+        (trying.warmed, trying.timed, trying.elapsed) = (0, 0, 0.0);
         (trying.times.len() == rounds(trial.key) * trying.candidates.len())
             .then(|| trying.times.clone())
     }
@@ -433,14 +467,14 @@ impl Team<'_> {
     /// use tessera::Blocking;
     /// Job::threads(2).segment(8 << 20).run(|ctx| {
     ///     let world = Team::world(ctx)?.with_online_tuning();
-    ///     for _ in 0..150 {
+    ///     for _ in 0..400 {
     ///         world.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
     ///     }
     ///     let decided = world.online_decisions();
     ///     let (_, _, alg) = *decided
     ///         .iter()
     ///         .find(|&&(op, bytes, _)| op == Collective::Allreduce && bytes == 8)
-    ///         .expect("150 calls decide the 8-byte class");
+    ///         .expect("400 calls decide the 8-byte class");
     ///     assert!(world.candidates(Collective::Allreduce).contains(&alg));
     ///     Ok(())
     /// }).unwrap();
@@ -482,6 +516,23 @@ mod tests {
         unreachable!("the loop returns the timed call")
     }
 
+    /// Record `trial`'s timed calls, taking `seconds(i)` for the `i`-th: what the last
+    /// returns.
+    fn record_calls(
+        tuner: &mut OnlineTuner,
+        trial: Trial,
+        seconds: impl Fn(usize) -> f64,
+    ) -> Option<Vec<f64>> {
+        let calls = timed_calls(trial.key);
+        for i in 0..calls - 1 {
+            assert!(
+                tuner.record(trial, seconds(i)).is_none(),
+                "more timed calls follow"
+            );
+        }
+        tuner.record(trial, seconds(calls - 1))
+    }
+
     /// The decision for `key`, if any (asked as a nonblocking call would).
     fn decided(tuner: &mut OnlineTuner, key: Key) -> Option<Algorithm> {
         match tuner.choice(key, false, || unreachable!("never lists candidates")) {
@@ -508,17 +559,17 @@ mod tests {
             seen.push(trial.algorithm);
             // This member saw ring fastest, once by luck very fast.
             let t = match trial.algorithm {
-                Algorithm::RING if call == 0 => 0.1,
+                Algorithm::RING if call == 0 => 0.125,
                 Algorithm::RING => 1.0,
                 _ => 5.0,
             };
-            last = tuner.record(trial, t).map(|times| (trial, times));
+            last = record_calls(&mut tuner, trial, |_| t).map(|times| (trial, times));
         }
         assert_eq!(&seen[..3], &cands[..]);
         assert_eq!(&seen[3..6], &cands[..]);
         let (trial, times) = last.expect("the last trial returns the times");
         assert_eq!(times.len(), rounds * 3);
-        assert_eq!((times[0], times[3], times[1]), (0.1, 1.0, 5.0));
+        assert_eq!((times[0], times[3], times[1]), (0.125, 1.0, 5.0));
         // Another member was slower with ring: the combined (per-trial maximum) times
         // decide, by their median, so one lucky trial does not count.
         let mut combined: Vec<f64> = (0..rounds).flat_map(|_| [2.0, 1.5, 9.0]).collect();
@@ -555,10 +606,39 @@ mod tests {
             } else {
                 1.0
             };
-            last = tuner.record(trial, t).map(|times| (trial, times));
+            last = record_calls(&mut tuner, trial, |_| t).map(|times| (trial, times));
         }
         let (trial, times) = last.unwrap();
         assert_eq!(tuner.decide(trial, &times), Algorithm::CHAIN);
+    }
+
+    /// A short message's trial is the mean of several calls in a row, so that the first
+    /// timed call's wait (the members' skew, which a loop of calls spreads over every
+    /// call) does not decide: as on 16 cores, where one dissemination barrier often
+    /// measured 10 µs and one flat barrier 5, though in a loop they take 1.8 and 5.3.
+    #[test]
+    fn a_short_trial_times_calls_in_a_row() {
+        let mut tuner = OnlineTuner::default();
+        let key = Key::new(Collective::Barrier, 0, false);
+        let cands = vec![Algorithm::FLAT, Algorithm::DISSEMINATION];
+        assert!(timed_calls(key) >= 8);
+        let mut last = None;
+        for _ in 0..rounds(key) * 2 {
+            let trial = next_trial(&mut tuner, key, &cands).unwrap();
+            let t = move |i: usize| match trial.algorithm {
+                Algorithm::DISSEMINATION if i == 0 => 10.0,
+                Algorithm::DISSEMINATION => 1.8,
+                _ => 5.3,
+            };
+            last = record_calls(&mut tuner, trial, t).map(|times| (trial, times));
+        }
+        let (trial, times) = last.unwrap();
+        assert_eq!(tuner.decide(trial, &times), Algorithm::DISSEMINATION);
+        // A long message's trial is one call.
+        assert_eq!(
+            timed_calls(Key::new(Collective::Broadcast, 1 << 20, true)),
+            1
+        );
     }
 
     #[test]
