@@ -5,8 +5,9 @@
 //! and then ranks every key:
 //! 1. count local keys per bucket; one allreduce sums the counts and carries the five test
 //!    keys' values to everyone;
-//! 2. assign contiguous bucket ranges to ranks so that each receives about `N/P` keys (the
-//!    same arithmetic everywhere, so no message is needed);
+//! 2. assign contiguous bucket ranges to ranks so that each ranks about as much: about
+//!    `N/P` keys, fewer where its range of key values is wide (the distribution's tails;
+//!    [`RANGE_WEIGHT`]) (the same arithmetic everywhere, so no message is needed);
 //! 3. an exclusive scan of the per-destination counts gives each rank its offset in every
 //!    destination's receive buffer, and each rank **puts its keys straight into the
 //!    destinations with a signalling put**, then waits on its own semaphore for P signals
@@ -438,14 +439,43 @@ pub fn generate(first: usize, out: &mut [i32], max_key: usize) {
     }
 }
 
-/// Contiguous bucket ranges per rank: rank j's range ends at the bucket where the running
-/// total first reaches (j + 1)·N/P. Returns P + 1 boundaries (first bucket of each rank).
-pub fn assign_buckets(totals: &[u64], ranks: usize, keys: u64) -> Vec<usize> {
+/// What a key value of a rank's range costs its ranking step, in keys: the step counts the
+/// rank's keys into a byte per value of its range and sums those, so a wide range costs
+/// beside the keys, more once its bytes outgrow the L2 cache. The keys' distribution is
+/// bell-shaped: evenly split keys give the ranks at its tails ranges 10 times as wide as
+/// the middle's. One thread timing each rank's ranking of class C split over 16 ranks (2-core
+/// AMD EPYC, 1 MiB L2): the tails' 2.3 million values took 20.5 ms against 10-12.6 for the
+/// middle's 0.2 million, fitting about 1.3 ms per million keys and 4.1 per million values;
+/// weighting each value as 3 keys, the slowest rank took 15.8-17.8 ms instead of
+/// 20.8-24.1 (three runs each, in turns; 8 ranks: 39.4 against 46.1). On 16 cores the
+/// slowest rank's ranking had taken 1.6-1.9 times the mean (docs/PERFORMANCE.md).
+pub const RANGE_WEIGHT: u64 = 3;
+
+/// Contiguous bucket ranges per rank, balancing the ranking step's work: each bucket
+/// costs its keys (`totals`) plus [`RANGE_WEIGHT`] per key value (`width` values per
+/// bucket), and rank j's range ends at the bucket where the running cost first reaches
+/// (j + 1)/P of the whole. Returns P + 1 boundaries (first bucket of each rank). No rank
+/// receives more than (N + 3·max_key)/P keys and a bucket, under 1.5·N/P for every class
+/// (max_key is at most N/16), within the receive buffers' 2·N/P.
+///
+/// ```
+/// use tessera_npb::is::assign_buckets;
+/// // Eight buckets of 4 key values each, bell-shaped, over 4 ranks: split by keys alone
+/// // (25 each) rank 0 would take the sparse tail and a dense bucket and rank 1 nothing
+/// // (0, 4, 4, 5, 8); with each value's cost the outer ranks take the tails.
+/// let totals = [0, 2, 8, 30, 30, 8, 2, 0];
+/// assert_eq!(assign_buckets(&totals, 4, 4), vec![0, 3, 4, 6, 8]);
+/// // Two ranks split a symmetric distribution in the middle.
+/// assert_eq!(assign_buckets(&totals, 2, 4), vec![0, 4, 8]);
+/// ```
+pub fn assign_buckets(totals: &[u64], ranks: usize, width: u64) -> Vec<usize> {
+    let cost = |t: u64| t + RANGE_WEIGHT * width;
+    let whole: u64 = totals.iter().map(|&t| cost(t)).sum();
     let mut starts = vec![0usize; ranks + 1];
     let (mut sum, mut j) = (0u64, 0usize);
     for (b, &t) in totals.iter().enumerate() {
-        sum += t;
-        while j + 1 < ranks && sum >= (j as u64 + 1) * keys / ranks as u64 {
+        sum += cost(t);
+        while j + 1 < ranks && sum >= (j as u64 + 1) * whole / ranks as u64 {
             j += 1;
             starts[j] = b + 1;
         }
@@ -690,7 +720,7 @@ impl State<'_> {
             Blocking,
         )?;
         lap(&mut self.phases, ALLREDUCE);
-        let starts = assign_buckets(&totals[..buckets], p, (local * p) as u64);
+        let starts = assign_buckets(&totals[..buckets], p, 1 << shift);
         // Keys per destination, per chunk.
         let chunk_dest = |c: usize, d: usize| -> usize {
             self.chunk_counts[c * buckets + starts[d]..c * buckets + starts[d + 1]]
