@@ -2,8 +2,8 @@
 # Many-core figures in one prepared run, for a machine with 16 cores or more: every NPB
 # kernel at the given classes and rank counts with --bounds, beside NPB's OpenMP
 # reference binaries where the caller has built them (in turns, one after the other), and
-# `bench coll` at each rank count with the built-in model and with online tuning. Prints
-# a summary table; every JSON and log stays in OUT.
+# `bench coll` at each rank count (every point: the model and online tuning, with built-in
+# and with calibrated parameters). Prints a summary table; every JSON and log stays in OUT.
 #
 #   scripts/many-cores.sh [OUT=./many-cores]
 #   RANKS="8 16" CLASSES="B C" KERNELS="ep is cg mg ft" ROUNDS=2 NPB_OMP_DIR=/tmp/npb/bin \
@@ -59,12 +59,29 @@ for class in $classes; do
   done
 done
 
+# Every collective point (a full sweep takes under half a minute at 16 ranks on 16
+# cores): the model with built-in parameters and online trials, then both again with the
+# model calibrated at that team size (in a private HOME, so the caller's calibration is
+# neither used nor replaced).
+calibrated_home=$(mktemp -d)
+trap 'rm -rf "$calibrated_home"' EXIT
 for n in $ranks; do
   for tuning in none online; do
-    echo "bench coll, $n ranks, TESSERA_TUNING=$tuning" >&2
-    TESSERA_TUNING=$tuning "$tessera" bench coll -n "$n" --quick --json "$out/coll-$n-$tuning.json" \
+    echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, built-in parameters" >&2
+    HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=$tuning \
+      "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning.json" \
       > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
   done
+  HOME="$calibrated_home" "$tessera" tune --calibrate -n "$n" > "$out/calibrate-$n.log" 2>&1 \
+    || echo "  calibration failed: see $out/calibrate-$n.log" >&2
+  for tuning in none online; do
+    echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, calibrated" >&2
+    HOME="$calibrated_home" TESSERA_TUNING=$tuning \
+      "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning-calibrated.json" \
+      > "$out/coll-$n-$tuning-calibrated.log" 2>&1 \
+      || echo "  failed: see $out/coll-$n-$tuning-calibrated.log" >&2
+  done
+  rm -f "$calibrated_home/.config/tessera/calibration.json"
 done
 
 python3 - "$out" <<'PY'
