@@ -444,11 +444,12 @@ pub fn generate(first: usize, out: &mut [i32], max_key: usize) {
 /// beside the keys, more once its bytes outgrow the L2 cache. The keys' distribution is
 /// bell-shaped: evenly split keys give the ranks at its tails ranges 10 times as wide as
 /// the middle's. One thread timing each rank's ranking of class C split over 16 ranks (2-core
-/// AMD EPYC, 1 MiB L2): the tails' 2.3 million values took 20.5 ms against 10-12.6 for the
-/// middle's 0.2 million, fitting about 1.3 ms per million keys and 4.1 per million values;
-/// weighting each value as 3 keys, the slowest rank took 15.8-17.8 ms instead of
-/// 20.8-24.1 (three runs each, in turns; 8 ranks: 39.4 against 46.1). On 16 cores the
-/// slowest rank's ranking had taken 1.6-1.9 times the mean (docs/PERFORMANCE.md).
+/// AMD EPYC, 1 MiB L2; `cargo run --release -p tessera-npb --example is_ranking_balance --
+/// C 16`): the tails' 2.3 million values took 20.5 ms against 10-12.6 for the middle's 0.2
+/// million, fitting about 1.3 ms per million keys and 4.1 per million values; weighting
+/// each value as 3 keys, the slowest rank took 14.2-16.5 ms instead of 19.8-24.0 (two
+/// runs; 8 ranks: 31.2 against 40.3). On 16 cores the slowest rank's ranking had taken
+/// 1.6-1.9 times the mean (docs/PERFORMANCE.md).
 pub const RANGE_WEIGHT: u64 = 3;
 
 /// Contiguous bucket ranges per rank, balancing the ranking step's work: each bucket

@@ -65,7 +65,8 @@ fn timed_calls(key: Key) -> usize {
 }
 
 /// Timed calls of a short message's trial. One call's time, taken as the slowest member's,
-/// has a long tail where members have a core each: on 16 cores at 16 ranks a single
+/// has a long tail where members have a core each (`examples/trial_timing.rs` times the
+/// trial's pattern against a loop): on 16 cores at 16 ranks a single
 /// dissemination barrier measured a median of 9.8-10.0 µs over 40 trials (a quarter of
 /// them under 2.5-3.5, a quarter over 12-14) and a flat barrier 5.2-6.9, so online
 /// tuning chose the flat barrier in three of four `bench coll --quick` runs, though in a
