@@ -1,9 +1,10 @@
 //! How an online-tuning trial would time the barrier, against a loop of barriers: for the
 //! dissemination and the flat barrier, 40 trials each of the trial's pattern (a
 //! dissemination barrier, some untimed calls, then timed calls in a row, their mean), the
-//! slowest member's time per trial; then each barrier in a loop of 2,000 calls. Where one
-//! timed call's median disagrees with the loop and eight in a row agree, a trial must time
-//! several calls (`model/team/online.rs`, `SHORT_TIMED_CALLS`).
+//! slowest member's time per trial; then each barrier in a loop of 2,000 calls. The
+//! patterns run in turn from the job's start, so the first ones also meet the mailbox
+//! rings' first lap where the rings are not mapped ahead (`model/team/online.rs`,
+//! `SHORT_TIMED_CALLS`; `model/team/channel.rs`, `touch_own_area`).
 //!
 //! ```text
 //! cargo build --release --examples

@@ -143,6 +143,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "how collectives choose algorithms: a tuning table's path, `online` (teams time the candidates in their first calls and agree on the fastest), or `none` (the cost model alone, the same choice every run)",
     },
     Variable {
+        name: "TESSERA_TUNING_TRACE",
+        kind: Kind::Switch,
+        default: "off",
+        meaning: "member 0 of every team that tunes online prints each decision on standard error: every candidate's trial times (the slowest member's, round by round), their medians, and the winner",
+    },
+    Variable {
         name: "TESSERA_CALIBRATION",
         kind: Kind::Text,
         default: "`~/.config/tessera/calibration.json` when it exists, else the built-in parameters",

@@ -727,15 +727,21 @@ impl Context {
     /// outnumber cores (this job's processes, or every rank thread of this process), yield
     /// after a few polls so that the rank being waited on gets a core.
     pub fn spins_per_yield(&self) -> u32 {
+        if self.has_core_per_rank() {
+            4096
+        } else {
+            16
+        }
+    }
+
+    /// Whether this host has a core for each of its busy ranks (this job's processes on
+    /// it, or every rank thread of this process): not where ranks wait for a core.
+    pub(crate) fn has_core_per_rank(&self) -> bool {
         let busy = if self.conduit.ranks_are_threads() {
             RANK_THREADS.load(Ordering::Relaxed).max(self.ranks)
         } else {
             self.conduit.host_ranks()
         };
-        if busy <= self.cores {
-            4096
-        } else {
-            16
-        }
+        busy <= self.cores
     }
 }

@@ -252,6 +252,7 @@ impl<'a> Team<'a> {
         let _counted_as_collective = ctx.stats_scope(true);
         let n = ctx.ranks();
         let area = ctx.alloc_zeroed::<u8>(Arena::Collective, area_len(n, DEFAULT_CHUNK))?;
+        channel::touch_own_area(ctx, area, area_len(n, DEFAULT_CHUNK))?;
         ctx.barrier()?; // nobody writes into a mailbox before its owner has cleared it
         let areas = (0..n).map(|r| area.on(r)).collect();
         let native = NativeGroup::world(ctx)?;
@@ -341,6 +342,7 @@ impl<'a> Team<'a> {
             .iter()
             .any(|&r| !ctx.is_addressable(GlobalPtr::<u8>::new(r, 0)));
         let channel = Rc::new(Channel::new(me, areas, DEFAULT_CHUNK));
+        channel.map_peer_pages(ctx)?;
         audit_at_end_of_job(ctx, channel.clone());
         let team = Team {
             ctx,
@@ -630,6 +632,7 @@ impl<'a> Team<'a> {
             Some(_) => {
                 let len = area_len(group.len(), DEFAULT_CHUNK);
                 let area = self.ctx.alloc_zeroed::<u8>(Arena::Local, len)?;
+                channel::touch_own_area(self.ctx, area, len)?;
                 Some(area)
             }
             None => None,

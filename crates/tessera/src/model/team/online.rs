@@ -5,8 +5,8 @@
 //! interleaved so that a burst of noise hits all of them alike. Each trial runs its
 //! candidate after a barrier (so that the members start together): two untimed calls
 //! ([`UNTIMED_CALLS`]), then the timed ones straight after them, whose mean is the trial's
-//! time (eight in a row for messages up to 4 KiB, [`SHORT_TIMED_CALLS`], where one call's
-//! time has a long tail; one above). The first calls after
+//! time (eight in a row for messages up to 4 KiB, [`SHORT_TIMED_CALLS`]; one above). The
+//! first calls after
 //! another algorithm find buffers and caches as that one left them (an allreduce of
 //! 256 KiB at 2 ranks with the ring as the prior: recursive doubling, 1.4× faster in a
 //! loop, displaced it in 8 of 12 tunings timed on first calls, in 11 of 12 after an
@@ -64,15 +64,14 @@ fn timed_calls(key: Key) -> usize {
     }
 }
 
-/// Timed calls of a short message's trial. One call's time, taken as the slowest member's,
-/// has a long tail where members have a core each (`examples/trial_timing.rs` times the
-/// trial's pattern against a loop): on 16 cores at 16 ranks a single
-/// dissemination barrier measured a median of 9.8-10.0 µs over 40 trials (a quarter of
-/// them under 2.5-3.5, a quarter over 12-14) and a flat barrier 5.2-6.9, so online
-/// tuning chose the flat barrier in three of four `bench coll --quick` runs, though in a
-/// loop it took 5.0-5.3 µs against dissemination's 1.8. The mean of 8 calls in a row
-/// measured 1.8-2.0 and 5.3-5.5 µs, the loop's times (4 in a row: 4.5-5.0 against
-/// 5.5-5.8, still the tail).
+/// Timed calls of a short message's trial. On 16 cores at 16 ranks, `examples/trial_timing.rs`
+/// (the trial's pattern against a loop, patterns in turn from the job's start) measured a
+/// single timed dissemination barrier at a median of 9.4-10 µs and a flat one at 5.2-7.5,
+/// and the mean of 8 in a row at 1.74-2.0 and 5.3-5.5, the loop's times. The patterns ran
+/// in that order, and the first ones fell in the mailbox rings' first lap, whose page
+/// touches were the slowness (`channel::touch_own_area`; with the rings mapped ahead,
+/// trials timed 8 calls at 1.7-2.1 µs from the first decision on). How long one call's
+/// tail is after the first lap was not measured apart; 8 calls cost a trial a few µs more.
 const SHORT_TIMED_CALLS: usize = 8;
 
 /// What a decision is for: an operation, a size class, and whether the call could use
@@ -108,6 +107,51 @@ impl Key {
 /// The size class of a `bytes`-byte message: the exponent of the next power of two.
 fn size_class(bytes: usize) -> u32 {
     bytes.max(1).next_power_of_two().trailing_zeros()
+}
+
+/// Whether decisions are printed (`TESSERA_TUNING_TRACE`, read once per process).
+fn tracing() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| {
+        crate::config::switch("TESSERA_TUNING_TRACE")
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+    })
+}
+
+/// One decision as `TESSERA_TUNING_TRACE` prints it: every candidate's combined trial
+/// times (the slowest member's, in µs, round by round), their median, and the winner.
+fn describe(
+    key: Key,
+    members: usize,
+    candidates: &[Algorithm],
+    combined: &[f64],
+    winner: Algorithm,
+) -> String {
+    let k = candidates.len();
+    let mut line = format!(
+        "tessera: online tuning of {} up to {} B at {members} members, trial times in µs:",
+        key.op.name(),
+        key.class_bytes()
+    );
+    for (c, alg) in candidates.iter().enumerate() {
+        let mut times: Vec<f64> = combined
+            .iter()
+            .skip(c)
+            .step_by(k)
+            .map(|t| t * 1e6)
+            .collect();
+        let rounds: Vec<String> = times.iter().map(|t| format!("{t:.2}")).collect();
+        times.sort_by(f64::total_cmp);
+        let prior = if c == 0 { " (prior)" } else { "" };
+        line += &format!(
+            " {alg}{prior} {} [{}];",
+            format_args!("{:.2}", times[times.len() / 2]),
+            rounds.join(" ")
+        );
+    }
+    line + &format!(" chose {winner}")
 }
 
 /// How much faster than the first candidate (the prior) another must be to win.
@@ -417,7 +461,12 @@ impl Team<'_> {
                 algorithms::rounds(Collective::Allreduce, b, call)
             },
         )?;
-        tuner.borrow_mut().decide(trial, &combined);
+        let traced = (self.me == 0 && tracing())
+            .then(|| tuner.borrow().trying[&trial.key].candidates.clone());
+        let winner = tuner.borrow_mut().decide(trial, &combined);
+        if let Some(candidates) = traced {
+            eprintln!("{}", describe(trial.key, n, &candidates, &combined, winner));
+        }
         Ok(())
     }
 
@@ -613,10 +662,9 @@ mod tests {
         assert_eq!(tuner.decide(trial, &times), Algorithm::CHAIN);
     }
 
-    /// A short message's trial is the mean of several calls in a row, so that the first
-    /// timed call's wait (the members' skew, which a loop of calls spreads over every
-    /// call) does not decide: as on 16 cores, where one dissemination barrier often
-    /// measured 10 µs and one flat barrier 5, though in a loop they take 1.8 and 5.3.
+    /// A short message's trial is the mean of several calls in a row, so that one slow
+    /// timed call (the members' skew, which a loop of calls spreads over every call) does
+    /// not decide alone.
     #[test]
     fn a_short_trial_times_calls_in_a_row() {
         let mut tuner = OnlineTuner::default();
@@ -639,6 +687,20 @@ mod tests {
         assert_eq!(
             timed_calls(Key::new(Collective::Broadcast, 1 << 20, true)),
             1
+        );
+    }
+
+    #[test]
+    fn a_traced_decision_lists_every_candidate_round_by_round() {
+        let key = Key::new(Collective::Barrier, 0, false);
+        let cands = [Algorithm::DISSEMINATION, Algorithm::FLAT];
+        let combined = [1.0e-6, 5.0e-6, 3.0e-6, 4.0e-6, 2.0e-6, 6.0e-6];
+        let line = describe(key, 16, &cands, &combined, Algorithm::DISSEMINATION);
+        assert_eq!(
+            line,
+            "tessera: online tuning of barrier up to 1 B at 16 members, trial times in µs: \
+             dissemination (prior) 2.00 [1.00 3.00 2.00]; flat 5.00 [5.00 4.00 6.00]; \
+             chose dissemination"
         );
     }
 
