@@ -1,6 +1,6 @@
 //! The collective cost model against recorded measurements: `tessera bench coll` tables
 //! of every fixed algorithm at every size (tests/data), from a 16-core host with a core
-//! per rank (16 and 8 ranks) and a 2-core host (2 ranks, and 4 and 8 where ranks share
+//! per rank (16 and 8 ranks; two instances) and a 2-core host (2 ranks, and 4 and 8 where ranks share
 //! the cores). For each table the parameters are calibrated from the table's own probe
 //! points, as `tessera tune --calibrate` measures them, and the model's choice at every
 //! point is judged by the measured time of what it chose against the fastest algorithm.
@@ -65,6 +65,9 @@ const DEDICATED_8: &str = include_str!("data/coll-16-cores-8-ranks.csv");
 const TWO_ON_2: &str = include_str!("data/coll-2-cores-2-ranks.csv");
 const CROWDED_4: &str = include_str!("data/coll-2-cores-4-ranks.csv");
 const CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks.csv");
+/// The same 16-core host type, another instance and a later build (`b786142`).
+const SECOND_16: &str = include_str!("data/coll-16-cores-16-ranks-second.csv");
+const SECOND_8: &str = include_str!("data/coll-16-cores-8-ranks-second.csv");
 
 /// Calibrated on each table's own probes, the model's choice is within 10 % of the
 /// fastest algorithm at 89 % of the points or more of every table and never more than
@@ -211,4 +214,34 @@ fn the_parameters_decide_the_regime_s_choices() {
         ),
         None
     );
+}
+
+/// On a second instance of the 16-core host the model does worse than on the tables it
+/// was fitted to: calibrated on the instance's own probes 67 of 78 points within 10 % at
+/// 16 ranks (worst 2.47×, the 512-byte scatter: flat against binomial) and 69 at 8; with
+/// the built-in set 70 and 66 (worst 1.81×). Its recurring misses there: the 32 KiB
+/// all-to-all (flat, where pairwise is 1.14-1.17× faster; at 1 MiB flat wins), the 32 KiB
+/// scatter (flat against binomial, 1.14-1.41×), the single-address broadcast of 32 KiB
+/// (radix 2 against 8) and small reductions (the 3- and 4-nomial trees against binomial
+/// or 8-nomial). This holds the model to that instance's figures, so a change that loses
+/// more of them shows.
+#[test]
+fn a_second_instance_of_the_16_core_host_keeps_its_figures() {
+    for (name, csv, own_at_least, built_in_at_least) in [
+        ("16 ranks", SECOND_16, 67, 70),
+        ("8 ranks", SECOND_8, 69, 66),
+    ] {
+        let t = table(csv);
+        let (own, points, own_worst) = judge(&t, &calibrate(&t));
+        let (built_in, _, built_in_worst) = judge(&t, &MachineParams::DEDICATED);
+        assert_eq!(points, 78, "{name}");
+        assert!(
+            own >= own_at_least && own_worst < 2.5,
+            "{name}, calibrated on its probes: within 10% at {own} of {points}, worst {own_worst:.2}x"
+        );
+        assert!(
+            built_in >= built_in_at_least && built_in_worst < 1.9,
+            "{name}, built-in set: within 10% at {built_in} of {points}, worst {built_in_worst:.2}x"
+        );
+    }
 }
