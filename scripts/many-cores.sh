@@ -65,10 +65,11 @@ done
 # neither used nor replaced).
 calibrated_home=$(mktemp -d)
 trap 'rm -rf "$calibrated_home"' EXIT
+# The online sweeps' logs carry every decision's trial times (TESSERA_TUNING_TRACE).
 for n in $ranks; do
   for tuning in none online; do
     echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, built-in parameters" >&2
-    HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=$tuning \
+    HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=$tuning TESSERA_TUNING_TRACE=1 \
       "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning.json" \
       > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
   done
@@ -76,7 +77,7 @@ for n in $ranks; do
     || echo "  calibration failed: see $out/calibrate-$n.log" >&2
   for tuning in none online; do
     echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, calibrated" >&2
-    HOME="$calibrated_home" TESSERA_TUNING=$tuning \
+    HOME="$calibrated_home" TESSERA_TUNING=$tuning TESSERA_TUNING_TRACE=1 \
       "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning-calibrated.json" \
       > "$out/coll-$n-$tuning-calibrated.log" 2>&1 \
       || echo "  failed: see $out/coll-$n-$tuning-calibrated.log" >&2
