@@ -7,7 +7,10 @@
 #
 #   scripts/many-cores.sh [OUT=./many-cores]
 #   RANKS="8 16" CLASSES="B C" KERNELS="ep is cg mg ft" ROUNDS=2 NPB_OMP_DIR=/tmp/npb/bin \
-#       scripts/many-cores.sh /tmp/out
+#       BIND_TOO="cg mg" scripts/many-cores.sh /tmp/out
+#
+# BIND_TOO names kernels that also run with each rank pinned to a processor of its own
+# (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
 #
 # NPB_OMP_DIR names a folder of NPB 3.4 OpenMP binaries built by hand (`ep.B.x`, ...);
 # without it only Tessera runs. Link them dynamically (statically linked gfortran and
@@ -25,6 +28,7 @@ classes=${CLASSES:-"B C"}
 kernels=${KERNELS:-"ep is cg mg ft"}
 rounds=${ROUNDS:-2}
 omp=${NPB_OMP_DIR:-}
+bind_too=${BIND_TOO:-}
 tessera=${TESSERA_BIN:-target/release/tessera}
 if [ ! -x "$tessera" ]; then
   echo "many-cores: no tessera at $tessera; build it (cargo build --release) or set TESSERA_BIN" >&2
@@ -50,6 +54,11 @@ for class in $classes; do
         echo "npb $k class $class, $n ranks, round $r" >&2
         "$tessera" npb "$k" --class "$class" -n "$n" --bounds --json "$out/npb-$tag.json" \
           > "$out/npb-$tag.log" 2>&1 || echo "  failed: see $out/npb-$tag.log" >&2
+        if [[ " $bind_too " == *" $k "* ]]; then
+          TESSERA_BIND=1 "$tessera" npb "$k" --class "$class" -n "$n" --bounds \
+            --json "$out/bound-$tag.json" > "$out/bound-$tag.log" 2>&1 \
+            || echo "  failed pinned: see $out/bound-$tag.log" >&2
+        fi
         if [ -n "$omp" ] && [ -x "$omp/$k.$class.x" ]; then
           OMP_NUM_THREADS=$n OMP_PROC_BIND=true "$omp/$k.$class.x" > "$out/omp-$tag.log" 2>&1 \
             || echo "  the OpenMP binary failed: see $out/omp-$tag.log" >&2
@@ -108,6 +117,15 @@ for path in glob.glob(os.path.join(out, "omp-*.log")):
     if t and ok:
         row = best[(k.upper(), c, int(n))]
         row["omp"] = min(float(t.group(1)), row.get("omp", float("inf")))
+pinned = {}
+for path in glob.glob(os.path.join(out, "bound-*.json")):
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    if d.get("verified"):
+        key = (d["kernel"], d["class"], d["ranks"])
+        pinned[key] = min(d["time_s"], pinned.get(key, float("inf")))
 print(f"\n{'kernel':<6} {'class':<5} {'ranks':>5} {'Tessera s':>10} {'OpenMP s':>9} {'OMP/Tessera':>11} {'bound':>6}")
 for key in sorted(best):
     row = best[key]
@@ -115,6 +133,8 @@ for key in sorted(best):
     fmt = lambda v, f: f.format(v) if v is not None else "-"
     ratio = f"{o / t:.2f}" if (t and o) else "-"
     note = f"  ({row['failed']} run(s) did not verify)" if row.get("failed") else ""
+    if key in pinned:
+        note += f"  (pinned: {pinned[key]:.3f} s" + (f", OMP/Tessera {o / pinned[key]:.2f})" if o else ")")
     print(f"{key[0]:<6} {key[1]:<5} {key[2]:>5} {fmt(t, '{:.3f}'):>10} {fmt(o, '{:.3f}'):>9} {ratio:>11} {fmt(b and 100 * b, '{:.1f}%'):>6}{note}")
 print()
 for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):

@@ -233,3 +233,35 @@ fn a_directly_started_program_is_one_rank_and_bad_env_is_explained() {
         f.stderr
     );
 }
+
+/// `TESSERA_BIND=1` with more ranks than processors is refused once, by the launcher,
+/// with status 2 and the way out; with as many it runs.
+#[test]
+fn binding_more_ranks_than_processors_is_refused_once() {
+    let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let too_many = (processors + 1).to_string();
+    let f = common::run(
+        common::tessera()
+            .env("TESSERA_BIND", "1")
+            .args(["run", "-n", &too_many, "--"])
+            .arg(common::example("failure_demo"))
+            .args(["--barriers", "3"]),
+        20,
+    );
+    assert_eq!(f.status.code(), Some(2), "stderr: {}", f.stderr);
+    assert_eq!(
+        f.stderr.matches("unset TESSERA_BIND").count(),
+        1,
+        "one message: {}",
+        f.stderr
+    );
+    let f = common::run(
+        common::tessera()
+            .env("TESSERA_BIND", "1")
+            .args(["run", "-n", "2", "--"])
+            .arg(common::example("failure_demo"))
+            .args(["--barriers", "3"]),
+        20,
+    );
+    assert!(f.status.success() || processors < 2, "stderr: {}", f.stderr);
+}

@@ -131,6 +131,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "treat every peer as unmapped (as on another host), a testing aid for the paths a multi-host conduit takes",
     },
     Variable {
+        name: "TESSERA_BIND",
+        kind: Kind::Switch,
+        default: "off",
+        meaning: "pin each rank to a processor of its own, rank k to the k-th the job may use, as `OMP_PROC_BIND=true` does (smp and threads conduits; refused with more ranks than processors)",
+    },
+    Variable {
         name: "TESSERA_SHM_NAMES",
         kind: Kind::Switch,
         default: "off",

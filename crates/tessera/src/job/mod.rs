@@ -27,6 +27,7 @@
 //! This layer must never do communication itself; it builds conduits and contexts and
 //! reports how ranks ended.
 
+mod binding;
 mod keeper;
 pub mod launcher;
 mod session;
@@ -118,6 +119,8 @@ pub struct Job {
     am_queue: Option<usize>,
     options: Options,
     hide_peers: bool,
+    /// Pin each rank to a processor of its own (`TESSERA_BIND`, [`Job::bind`]).
+    bind: bool,
     boot_timeout: Duration,
     launched: Option<Launched>,
     /// The launcher's private memory file (`TESSERA_JOB_FD`): the board, and smp regions.
@@ -148,6 +151,7 @@ impl Job {
             am_queue: None,
             options: Options::default(),
             hide_peers: false,
+            bind: false,
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             launched: None,
             job_file: None,
@@ -170,6 +174,7 @@ impl Job {
         job.options.checked = config::switch("TESSERA_CHECK")?.unwrap_or(false);
         job.options.stats = stats_sink()?;
         job.hide_peers = config::switch("TESSERA_HIDE_PEERS")?.unwrap_or(false);
+        job.bind = config::switch("TESSERA_BIND")?.unwrap_or(false);
         let ranks = config::number::<usize>("TESSERA_RANKS", "a positive number of ranks")?;
         let conduit = match config::text("TESSERA_CONDUIT") {
             Some(v) => v.parse::<ConduitKind>().map_err(|why| JobError::BadEnv {
@@ -280,6 +285,24 @@ impl Job {
         self
     }
 
+    /// Pin each rank to a processor of its own, rank `k` to the `k`-th processor the
+    /// process may run on (also `TESSERA_BIND=1`), as `OMP_PROC_BIND=true` places
+    /// threads; for the `smp` and `threads` conduits (under `mpirun`, its own option
+    /// binds). A job with more ranks than processors is refused. Off by default: two
+    /// pinned jobs started side by side would share their processors.
+    ///
+    /// ```
+    /// use tessera::Job;
+    /// let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// let job = Job::threads(processors + 1).segment(1 << 20).bind(true);
+    /// let refused = job.run(|_| Ok(())).unwrap_err();
+    /// assert!(refused.to_string().contains("TESSERA_BIND"));
+    /// ```
+    pub fn bind(mut self, on: bool) -> Job {
+        self.bind = on;
+        self
+    }
+
     /// Number of ranks.
     pub fn ranks(&self) -> usize {
         self.ranks
@@ -311,6 +334,16 @@ impl Job {
         guard_exit();
         if self.conduit.processes() == Processes::OneForAll {
             return self.run_threads(&body);
+        }
+        if self.bind {
+            if self.conduit != ConduitKind::SMP {
+                return Err(JobError::Usage(format!(
+                    "TESSERA_BIND pins the ranks of the smp and threads conduits; the {} \
+                     conduit's launcher binds them itself (Open MPI: mpirun --bind-to core)",
+                    self.conduit
+                )));
+            }
+            binding::pin(self.launched.as_ref().map_or(0, |l| l.rank), self.ranks)?;
         }
         let board = self.job_file.as_ref().map(|f| f.board().clone());
         let _watch = (self.launched.as_ref()).map(|l| RankWatch::enter(board.as_ref(), l.rank));
@@ -360,6 +393,9 @@ impl Job {
             Some(file) if file.board().ranks() == self.ranks => file.board().clone(),
             _ => Board::in_process(self.ranks),
         };
+        if self.bind {
+            binding::check_room(self.ranks)?;
+        }
         let job = self.conduit.bootstrap().connect_all(&self.start())?;
         let parts = Mutex::new(Vec::new());
         std::thread::scope(|scope| -> Result<(), JobError> {
@@ -373,6 +409,11 @@ impl Job {
                     .name(format!("rank-{rank}"))
                     .stack_size(16 << 20)
                     .spawn_scoped(scope, move || {
+                        if self.bind {
+                            if let Err(e) = binding::pin(rank, self.ranks) {
+                                return job.fail(rank, &e.to_string());
+                            }
+                        }
                         let _alive = crate::core::RankThread::enter();
                         let _watch = RankWatch::enter(Some(&board), rank);
                         let conduit = job.clone().conduit(rank);
