@@ -262,6 +262,19 @@ impl<'ctx> MappedSegments<'ctx> {
         Ok(true)
     }
 
+    /// Read the element at `src` and drop it, uncounted, if it is mapped here (`Ok(false)`
+    /// if not): the runtime's own touch of a page it will use (`model::team::channel`
+    /// maps a team's mailbox pages ahead), which is no communication of the program's.
+    pub(crate) fn touch<T: Pod>(&self, src: GlobalPtr<T>) -> Result<bool> {
+        let Some(p) = self.direct(src, 1, std::mem::align_of::<T>())? else {
+            return Ok(false);
+        };
+        // SAFETY: `direct` checked that the element at p is mapped, in bounds and aligned;
+        // a volatile read of a plain value, so that the load (the point) is kept.
+        let _ = unsafe { std::ptr::read_volatile(p.cast_const()) };
+        Ok(true)
+    }
+
     /// Apply `op` to the mapped word at `ptr` (always inlined, so a constant `op` selects
     /// its instruction at compile time).
     #[inline(always)]

@@ -351,24 +351,27 @@ impl Channel {
     /// Map into this process every page it will touch in the other members' areas (the
     /// ring each keeps for this member, and the word where this member acknowledges
     /// theirs) by reading a word of each, where the areas are mapped here and prefaulted
-    /// (`prefault`): the owners have written theirs ([`touch_own_area`]). Reads only: a
-    /// member may already be sending.
+    /// (`prefault`): the owners have written theirs ([`touch_own_area`]). Reads only (a
+    /// member may already be sending), and uncounted: no communication of the program's.
     pub(crate) fn map_peer_pages(&self, ctx: &Context) -> Result<()> {
         let st = &self.streams;
         let size = self.streams_size();
         if !prefault(ctx, area_len(size, st.chunk)) {
             return Ok(());
         }
-        let mut word = [0u64; 1];
+        let mapped = ctx.mapped_segments();
+        let last_word = st.ring as usize - 8;
         for owner in (0..size).filter(|&o| o != st.me) {
-            if !ctx.is_addressable(st.areas[owner]) {
-                continue;
+            let ring = self.ring(owner, st.me).cast::<u64>();
+            // A word per page from the ring's start, and its last (a ring that does not
+            // start on a page ends in one more).
+            let words = (0..last_word).step_by(PAGE).chain([last_word]);
+            for at in words {
+                if !mapped.touch(ring.add(at / 8))? {
+                    break; // another host's member: nothing to map here
+                }
             }
-            let ring = self.ring(owner, st.me);
-            for at in (0..st.ring as usize).step_by(PAGE) {
-                ctx.get(ring.add(at).cast::<u64>(), &mut word[..], Blocking)?;
-            }
-            ctx.get(self.ack(owner, st.me), &mut word[..], Blocking)?;
+            mapped.touch(self.ack(owner, st.me))?;
         }
         Ok(())
     }
