@@ -11,6 +11,7 @@
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
+use crate::conduit::ConduitKind;
 use crate::error::JobError;
 
 /// The processors this thread may run on, in order.
@@ -24,10 +25,21 @@ fn allowed() -> Result<Vec<usize>, JobError> {
         .collect())
 }
 
-/// Refuse binding `ranks` ranks where the process may run on fewer processors.
-pub(crate) fn check_room(ranks: usize) -> Result<(), JobError> {
-    let cpus = allowed()?.len();
-    if cpus < ranks {
+/// Refuse binding `ranks` ranks where the process may run on fewer processors, or where
+/// the conduit's ranks are not this module's to pin (`mpi`: its launcher binds them).
+pub(crate) fn check(conduit: ConduitKind, ranks: usize) -> Result<(), JobError> {
+    if conduit != ConduitKind::SMP && conduit != ConduitKind::THREADS {
+        return Err(JobError::Usage(format!(
+            "TESSERA_BIND pins the ranks of the smp and threads conduits; the {conduit} \
+             conduit's launcher binds them itself (Open MPI: mpirun --bind-to core)"
+        )));
+    }
+    room(&allowed()?, ranks)
+}
+
+fn room(cpus: &[usize], ranks: usize) -> Result<(), JobError> {
+    if cpus.len() < ranks {
+        let cpus = cpus.len();
         return Err(JobError::Usage(format!(
             "TESSERA_BIND pins each rank to a processor of its own, but this job runs {ranks} \
              ranks and may use {cpus} processors: run at most {cpus} ranks, or unset TESSERA_BIND"
@@ -40,8 +52,9 @@ pub(crate) fn check_room(ranks: usize) -> Result<(), JobError> {
 /// `rank`-th processor this process may run on. Threads the rank starts afterwards
 /// inherit the pinning.
 pub(crate) fn pin(rank: usize, ranks: usize) -> Result<(), JobError> {
-    check_room(ranks)?;
-    let cpu = allowed()?[rank];
+    let cpus = allowed()?;
+    room(&cpus, ranks)?;
+    let cpu = cpus[rank];
     let mut only = CpuSet::new();
     let pinned = only
         .set(cpu)

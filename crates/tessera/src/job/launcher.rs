@@ -647,15 +647,7 @@ fn early_exit(board: &Board, rank: usize, conduit: ConduitKind) -> Option<String
 pub fn launch(spec: &Launch) -> Result<Outcome, JobError> {
     // Refused once here rather than by every rank.
     if config::switch("TESSERA_BIND")?.unwrap_or(false) {
-        if spec.conduit == ConduitKind::SMP || spec.conduit == ConduitKind::THREADS {
-            super::binding::check_room(spec.ranks)?;
-        } else {
-            return Err(JobError::Usage(format!(
-                "TESSERA_BIND pins the ranks of the smp and threads conduits; the {} conduit's \
-                 launcher binds them itself (Open MPI: mpirun --bind-to core)",
-                spec.conduit
-            )));
-        }
+        super::binding::check(spec.conduit, spec.ranks)?;
     }
     let Some(file) = spec.env_value("TESSERA_STATS") else {
         return launch_ranks(spec);

@@ -336,13 +336,7 @@ impl Job {
             return self.run_threads(&body);
         }
         if self.bind {
-            if self.conduit != ConduitKind::SMP {
-                return Err(JobError::Usage(format!(
-                    "TESSERA_BIND pins the ranks of the smp and threads conduits; the {} \
-                     conduit's launcher binds them itself (Open MPI: mpirun --bind-to core)",
-                    self.conduit
-                )));
-            }
+            binding::check(self.conduit, self.ranks)?;
             binding::pin(self.launched.as_ref().map_or(0, |l| l.rank), self.ranks)?;
         }
         let board = self.job_file.as_ref().map(|f| f.board().clone());
@@ -394,7 +388,7 @@ impl Job {
             _ => Board::in_process(self.ranks),
         };
         if self.bind {
-            binding::check_room(self.ranks)?;
+            binding::check(self.conduit, self.ranks)?;
         }
         let job = self.conduit.bootstrap().connect_all(&self.start())?;
         let parts = Mutex::new(Vec::new());

@@ -109,6 +109,14 @@ fn size_class(bytes: usize) -> u32 {
     bytes.max(1).next_power_of_two().trailing_zeros()
 }
 
+/// The median of candidate `c`'s trials among `combined` (trial `i` ran candidate
+/// `i % k`).
+fn median_of(combined: &[f64], c: usize, k: usize) -> f64 {
+    let mut mine: Vec<f64> = combined.iter().skip(c).step_by(k).copied().collect();
+    mine.sort_by(f64::total_cmp);
+    mine[mine.len() / 2]
+}
+
 /// Whether decisions are printed (`TESSERA_TUNING_TRACE`, read once per process).
 fn tracing() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -136,20 +144,15 @@ fn describe(
         key.class_bytes()
     );
     for (c, alg) in candidates.iter().enumerate() {
-        let mut times: Vec<f64> = combined
+        let rounds: Vec<String> = combined
             .iter()
             .skip(c)
             .step_by(k)
-            .map(|t| t * 1e6)
+            .map(|t| format!("{:.2}", t * 1e6))
             .collect();
-        let rounds: Vec<String> = times.iter().map(|t| format!("{t:.2}")).collect();
-        times.sort_by(f64::total_cmp);
+        let median = median_of(combined, c, k) * 1e6;
         let prior = if c == 0 { " (prior)" } else { "" };
-        line += &format!(
-            " {alg}{prior} {} [{}];",
-            format_args!("{:.2}", times[times.len() / 2]),
-            rounds.join(" ")
-        );
+        line += &format!(" {alg}{prior} {median:.2} [{}];", rounds.join(" "));
     }
     line + &format!(" chose {winner}")
 }
@@ -306,13 +309,7 @@ impl OnlineTuner {
             .remove(&trial.key)
             .expect("decided once, after the last trial");
         let k = candidates.len();
-        let medians: Vec<f64> = (0..k)
-            .map(|c| {
-                let mut mine: Vec<f64> = combined.iter().skip(c).step_by(k).copied().collect();
-                mine.sort_by(f64::total_cmp);
-                mine[mine.len() / 2]
-            })
-            .collect();
+        let medians: Vec<f64> = (0..k).map(|c| median_of(combined, c, k)).collect();
         let fastest = (0..k).fold(
             0,
             |best, c| if medians[c] < medians[best] { c } else { best },
