@@ -1,6 +1,6 @@
 //! The collective cost model against recorded measurements: `tessera bench coll` tables
 //! of every fixed algorithm at every size (tests/data), from a 16-core host with a core
-//! per rank (16 and 8 ranks; two instances) and a 2-core host (2 ranks, and 4 and 8 where ranks share
+//! per rank (16 and 8 ranks; three instances) and a 2-core host (2 ranks, and 4 and 8 where ranks share
 //! the cores). For each table the parameters are calibrated from the table's own probe
 //! points, as `tessera tune --calibrate` measures them, and the model's choice at every
 //! point is judged by the measured time of what it chose against the fastest algorithm.
@@ -241,6 +241,38 @@ fn a_second_instance_of_the_16_core_host_keeps_its_figures() {
         );
         assert!(
             built_in >= built_in_at_least && built_in_worst < 1.9,
+            "{name}, built-in set: within 10% at {built_in} of {points}, worst {built_in_worst:.2}x"
+        );
+    }
+}
+
+/// The same host type's third instance (`12cb734`), where `bench coll` timed every batch
+/// on its slowest member (the earlier tables timed rank 0: a broadcast's root, which only
+/// sends). Calibrated on its own probes the model is within 10 % at 68 of 78 points at 16
+/// ranks and at 8 (worst 1.52× and 1.37×), with the built-in set 67 and 68 (1.52×, 1.32×).
+/// The misses recur: all-to-alls of 32-256 KiB (flat, where pairwise is 1.2-1.3× faster;
+/// on two instances flat won at 256 KiB on 16 ranks and at 1 MiB, so one more bandwidth
+/// parameter fitted here would turn those), small reductions (the 3-nomial tree against
+/// binomial or 4-nomial, 1.37-1.52×), the single-address broadcast's radix (1.11-1.32×),
+/// the 32 KiB scatter (flat against binomial, 1.13-1.22×).
+const THIRD_16: &str = include_str!("data/coll-16-cores-16-ranks-third.csv");
+const THIRD_8: &str = include_str!("data/coll-16-cores-8-ranks-third.csv");
+
+#[test]
+fn a_third_instance_timed_on_the_slowest_member_keeps_its_figures() {
+    for (name, csv, own_at_least, built_in_at_least) in
+        [("16 ranks", THIRD_16, 68, 67), ("8 ranks", THIRD_8, 68, 68)]
+    {
+        let t = table(csv);
+        let (own, points, own_worst) = judge(&t, &calibrate(&t));
+        let (built_in, _, built_in_worst) = judge(&t, &MachineParams::DEDICATED);
+        assert_eq!(points, 78, "{name}");
+        assert!(
+            own >= own_at_least && own_worst < 1.6,
+            "{name}, calibrated on its probes: within 10% at {own} of {points}, worst {own_worst:.2}x"
+        );
+        assert!(
+            built_in >= built_in_at_least && built_in_worst < 1.6,
             "{name}, built-in set: within 10% at {built_in} of {points}, worst {built_in_worst:.2}x"
         );
     }
