@@ -8,6 +8,11 @@ same machine; every (operation, algorithm, size) keeps its best time over the ro
 table gives, at the chosen sizes, the old and new latency, the difference in nanoseconds
 and the ratio, and a summary over every point. Used for PERFORMANCE.md's figures on the
 cost of the always-on collective signatures, and to compare any two builds.
+
+Both builds must time a batch the same way: from `12cb734` on, `bench coll` times each
+batch on its slowest member, before it on rank 0 alone (a broadcast's or scatter's root,
+which only sends, measured its own rate). Against a build before that, the rooted
+operations' rows compare two different things.
 """
 import argparse
 import json
