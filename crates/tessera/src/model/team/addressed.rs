@@ -43,10 +43,10 @@ struct Inline<'d> {
 /// One member's place in a rooted single-address form's tree: the k-nomial tree of the
 /// algorithm's radix (flat: radix n, the root every member's parent) rooted at the root.
 pub(super) struct SyncTree {
-    parent: Option<usize>,
+    pub(super) parent: Option<usize>,
     /// Children (team ranks), the smallest subtree first, each with whether it has
     /// children of its own.
-    children: Vec<(usize, bool)>,
+    pub(super) children: Vec<(usize, bool)>,
 }
 
 impl SyncTree {
@@ -64,13 +64,14 @@ impl SyncTree {
     }
 }
 
-/// The tree of a team's last rooted single-address call, by algorithm and root, so that
-/// a program's repeated calls (a loop of small broadcasts) build it once.
+/// The tree of a team's last rooted single-address call, or small broadcast on the
+/// channel, by algorithm and root, so that a program's repeated calls (a loop of small
+/// broadcasts) build it once.
 #[derive(Default)]
 pub(super) struct LastTree(RefCell<Option<(Algorithm, usize, Rc<SyncTree>)>>);
 
 impl LastTree {
-    fn get(&self, alg: Algorithm, n: usize, me: usize, root: usize) -> Rc<SyncTree> {
+    pub(super) fn get(&self, alg: Algorithm, n: usize, me: usize, root: usize) -> Rc<SyncTree> {
         let mut last = self.0.borrow_mut();
         match &*last {
             Some((a, r, tree)) if *a == alg && *r == root => tree.clone(),
