@@ -1112,12 +1112,12 @@ fn refusals_name_the_call_and_the_argument() {
         .unwrap();
 }
 
-/// Small broadcasts, gathers and scatters go straight on the channel, through stack
-/// arrays of up to 16 peers and a vector beyond: at 18 ranks (17 peers of a flat root),
+/// Small broadcasts, gathers and scatters go straight on the channel, the first few
+/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root),
 /// every broadcast algorithm and the flat gather and scatter, blocks of 8 and 56 bytes,
 /// roots 0 and 5, each member's result against the sequential one.
 #[test]
-fn small_rooted_calls_beyond_sixteen_peers() {
+fn small_rooted_calls_with_many_peers() {
     let n = 18;
     Job::threads(n)
         .segment(16 << 20)

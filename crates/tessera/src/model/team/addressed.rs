@@ -239,40 +239,11 @@ impl<'a> Team<'a> {
         to: impl IntoIterator<Item = usize>,
         from: impl IntoIterator<Item = usize>,
     ) -> Result<()> {
-        /// Peers each way that need no allocation (a tree's parent, a few children).
-        const FEW: usize = 4;
-        /// The first `FEW` peers, how many there are of them, and the rest (no allocation
-        /// when there is no rest).
-        fn split_few(peers: impl IntoIterator<Item = usize>) -> ([usize; FEW], usize, Vec<usize>) {
-            let (mut few, mut n, mut peers) = ([0; FEW], 0, peers.into_iter());
-            while n < FEW {
-                let Some(p) = peers.next() else { break };
-                few[n] = p;
-                n += 1;
-            }
-            (few, n, peers.collect())
-        }
-        let (to_few, nt, to_rest) = split_few(to);
-        let (from_few, nf, from_rest) = split_few(from);
-        if to_rest.is_empty() && from_rest.is_empty() {
-            let mut sends: [Outgoing; FEW] = std::array::from_fn(|i| Outgoing::new(to_few[i], &[]));
-            let mut recvs: [Incoming; FEW] =
-                std::array::from_fn(|i| Incoming::new(from_few[i], &mut []));
-            return self
-                .channel
-                .transfer(self.ctx, &mut sends[..nt], &mut recvs[..nf]);
-        }
-        let mut sends: Vec<Outgoing> = to_few[..nt]
-            .iter()
-            .chain(&to_rest)
-            .map(|&t| Outgoing::new(t, &[]))
-            .collect();
-        let mut recvs: Vec<Incoming> = from_few[..nf]
-            .iter()
-            .chain(&from_rest)
-            .map(|&s| Incoming::new(s, &mut []))
-            .collect();
-        self.channel.transfer(self.ctx, &mut sends, &mut recvs)
+        self.channel.transfer_each(
+            self.ctx,
+            to.into_iter().map(|t| Outgoing::new(t, &[])),
+            from.into_iter().map(|f| Incoming::new(f, &mut [])),
+        )
     }
 
     /// A blocking rooted single-address form (`call`) along the tree

@@ -106,6 +106,10 @@ pub(crate) struct SentOffer {
 /// (measured with `tessera bench coll -n 2`).
 pub(crate) const DIRECT_FROM: usize = 16 * 1024;
 
+/// Peers each way that [`Channel::transfer_each`] keeps on the stack (a tree's parent and
+/// a few children, a small team's members).
+pub(crate) const FEW_PEERS: usize = 4;
+
 /// Default data bytes per chunk: large enough that the per-chunk handshake (about one
 /// cache-line round trip) is small next to copying the chunk.
 pub(crate) const DEFAULT_CHUNK: usize = 32 * 1024;
@@ -403,6 +407,49 @@ impl Channel {
             &mut [Outgoing::new(to, data)],
             &mut [Incoming::new(from, out)],
         )
+    }
+
+    /// [`Channel::transfer`] of messages given one by one: the first [`FEW_PEERS`] each
+    /// way in arrays on the stack, a vector only beyond them, so that a small call with a
+    /// few peers allocates nothing.
+    pub(crate) fn transfer_each<'d>(
+        &self,
+        ctx: &Context,
+        sends: impl IntoIterator<Item = Outgoing<'d>>,
+        recvs: impl IntoIterator<Item = Incoming<'d>>,
+    ) -> Result<()> {
+        let (mut few_sends, mut ns, mut more_sends) = (
+            std::array::from_fn::<Outgoing, FEW_PEERS, _>(|_| Outgoing::new(0, &[])),
+            0,
+            Vec::new(),
+        );
+        for send in sends {
+            if ns < FEW_PEERS {
+                few_sends[ns] = send;
+                ns += 1;
+            } else {
+                more_sends.push(send);
+            }
+        }
+        let (mut few_recvs, mut nr, mut more_recvs) = (
+            std::array::from_fn::<Incoming, FEW_PEERS, _>(|_| Incoming::new(0, &mut [])),
+            0,
+            Vec::new(),
+        );
+        for recv in recvs {
+            if nr < FEW_PEERS {
+                few_recvs[nr] = recv;
+                nr += 1;
+            } else {
+                more_recvs.push(recv);
+            }
+        }
+        if more_sends.is_empty() && more_recvs.is_empty() {
+            return self.transfer(ctx, &mut few_sends[..ns], &mut few_recvs[..nr]);
+        }
+        let mut sends: Vec<Outgoing> = few_sends.into_iter().take(ns).chain(more_sends).collect();
+        let mut recvs: Vec<Incoming> = few_recvs.into_iter().take(nr).chain(more_recvs).collect();
+        self.transfer(ctx, &mut sends, &mut recvs)
     }
 
     /// Move several messages at once (at most one per destination and one per source),
