@@ -106,6 +106,24 @@ pub(crate) struct SentOffer {
 /// (measured with `tessera bench coll -n 2`).
 pub(crate) const DIRECT_FROM: usize = 16 * 1024;
 
+/// The first [`FEW_PEERS`] of `items` in an array (the rest of it `empty()`), how many
+/// of them there are, and the others.
+fn few_then_rest<T>(
+    items: impl IntoIterator<Item = T>,
+    empty: impl Fn() -> T,
+) -> ([T; FEW_PEERS], usize, Vec<T>) {
+    let (mut few, mut n, mut rest) = (std::array::from_fn(|_| empty()), 0, Vec::new());
+    for item in items {
+        if n < FEW_PEERS {
+            few[n] = item;
+            n += 1;
+        } else {
+            rest.push(item);
+        }
+    }
+    (few, n, rest)
+}
+
 /// Peers each way that [`Channel::transfer_each`] keeps on the stack (a tree's parent and
 /// a few children, a small team's members).
 pub(crate) const FEW_PEERS: usize = 4;
@@ -418,32 +436,8 @@ impl Channel {
         sends: impl IntoIterator<Item = Outgoing<'d>>,
         recvs: impl IntoIterator<Item = Incoming<'d>>,
     ) -> Result<()> {
-        let (mut few_sends, mut ns, mut more_sends) = (
-            std::array::from_fn::<Outgoing, FEW_PEERS, _>(|_| Outgoing::new(0, &[])),
-            0,
-            Vec::new(),
-        );
-        for send in sends {
-            if ns < FEW_PEERS {
-                few_sends[ns] = send;
-                ns += 1;
-            } else {
-                more_sends.push(send);
-            }
-        }
-        let (mut few_recvs, mut nr, mut more_recvs) = (
-            std::array::from_fn::<Incoming, FEW_PEERS, _>(|_| Incoming::new(0, &mut [])),
-            0,
-            Vec::new(),
-        );
-        for recv in recvs {
-            if nr < FEW_PEERS {
-                few_recvs[nr] = recv;
-                nr += 1;
-            } else {
-                more_recvs.push(recv);
-            }
-        }
+        let (mut few_sends, ns, more_sends) = few_then_rest(sends, || Outgoing::new(0, &[]));
+        let (mut few_recvs, nr, more_recvs) = few_then_rest(recvs, || Incoming::new(0, &mut []));
         if more_sends.is_empty() && more_recvs.is_empty() {
             return self.transfer(ctx, &mut few_sends[..ns], &mut few_recvs[..nr]);
         }
