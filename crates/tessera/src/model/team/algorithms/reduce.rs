@@ -80,7 +80,7 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
             );
         }
         if let Some(p) = tree.parent {
-            b = b.round([((p + root) % n, place(acc, range))], [], []);
+            b = b.sends_to_combine([((p + root) % n, place(acc, range))]);
         }
     }
     b
