@@ -15,14 +15,8 @@ use tessera::{
     Algorithm, Blocking, CollRequest, Collective, Context, GlobalPtr, Job, Loc, Op, SyncMode, Team,
 };
 
-/// Element `i` of world rank `r`'s input in test `seed`.
-fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
-    let mut x = (r as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        ^ seed;
-    x ^= x >> 31;
-    x.wrapping_mul(0x94D0_49BB_1331_11EB) >> 8
-}
+mod common;
+use common::{fail, input_u64};
 
 fn input_f64(r: usize, i: usize, seed: u64) -> f64 {
     (input_u64(r, i, seed) % 1_000_000) as f64 / 997.0 - 300.0
@@ -33,10 +27,6 @@ fn input_loc(r: usize, i: usize, seed: u64) -> Loc {
 }
 
 const SIZES: [usize; 4] = [1, 7, 1000, 9000]; // 9000 u64 = 72 KB: three 32 KiB chunks
-
-fn fail(what: String) -> Box<dyn std::error::Error + Send + Sync> {
-    what.into()
-}
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
@@ -1110,71 +1100,4 @@ fn refusals_name_the_call_and_the_argument() {
             Ok(())
         })
         .unwrap();
-}
-
-/// Small broadcasts, gathers and scatters go straight on the channel, the first few
-/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root),
-/// every broadcast algorithm and the flat gather and scatter, blocks of 8 and 56 bytes,
-/// roots 0 and 5, each member's result against the sequential one.
-#[test]
-fn small_rooted_calls_with_many_peers() {
-    let n = 18;
-    Job::threads(n)
-        .segment(16 << 20)
-        .wait_timeout(Duration::from_secs(120))
-        .run(|ctx: &Context| {
-            let world = Team::world(ctx)?;
-            let me = ctx.rank();
-            for (seed, len) in [(11u64, 1usize), (12, 7)] {
-                for root in [0, 5] {
-                    for alg in world.candidates(Collective::Broadcast) {
-                        let team = world.with_algorithm(Collective::Broadcast, alg)?;
-                        let mut data: Vec<u64> = (0..len)
-                            .map(|i| {
-                                if me == root {
-                                    input_u64(root, i, seed)
-                                } else {
-                                    0
-                                }
-                            })
-                            .collect();
-                        team.run(Broadcast::in_place(root, &mut data), Blocking)?;
-                        let want: Vec<u64> = (0..len).map(|i| input_u64(root, i, seed)).collect();
-                        if data != want {
-                            return Err(fail(format!(
-                                "broadcast {alg}, root {root}, {len}: {data:?}"
-                            )));
-                        }
-                    }
-                    let flat = world.with_algorithm(Collective::Gather, Algorithm::FLAT)?;
-                    let mine: Vec<u64> = (0..len).map(|i| input_u64(me, i, seed)).collect();
-                    let mut all = vec![0u64; if me == root { n * len } else { 0 }];
-                    flat.run(Gather::new(root, &mine).to(&mut all), Blocking)?;
-                    if me == root {
-                        let want: Vec<u64> = (0..n)
-                            .flat_map(|r| (0..len).map(move |i| input_u64(r, i, seed)))
-                            .collect();
-                        if all != want {
-                            return Err(fail(format!("flat gather, root {root}, {len}")));
-                        }
-                    }
-                    let flat = world.with_algorithm(Collective::Scatter, Algorithm::FLAT)?;
-                    let src: Vec<u64> = if me == root {
-                        (0..n * len).map(|i| input_u64(root, i, seed ^ 1)).collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let mut got = vec![0u64; len];
-                    flat.run(Scatter::new(root, &src, len).to(&mut got), Blocking)?;
-                    let want: Vec<u64> = (0..len)
-                        .map(|i| input_u64(root, me * len + i, seed ^ 1))
-                        .collect();
-                    if got != want {
-                        return Err(fail(format!("flat scatter, root {root}, {len}: {got:?}")));
-                    }
-                }
-            }
-            Ok(())
-        })
-        .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
 }

@@ -18,8 +18,10 @@ use schedule::{Input, Output, Schedule};
 
 impl<'a> Team<'a> {
     /// A blocking call of `op` with `bytes` per member: the conduit's own collective
-    /// (`native`, where the call has one) if the choice is [`Algorithm::NATIVE`], else the
-    /// chosen algorithm's rounds (written by `rounds`) over `src` and `dst`. Calls whose
+    /// (`native`, where the call has one) if the choice is [`Algorithm::NATIVE`], else
+    /// `small(alg, src, dst)` where the call is small and the chosen algorithm has a form
+    /// straight on the channel (`small.rs`; `None` otherwise), else the chosen algorithm's
+    /// rounds (written by `rounds`) over `src` and `dst`. Calls whose
     /// `shape` ([`CallShape`]) says all that decides their rounds (`None` where more does, as in an
     /// all-to-all of varying counts) and of at most [`CACHE_UP_TO`] bytes reuse the plan
     /// of an earlier call of the same shape and algorithm instead of writing the rounds.
@@ -35,16 +37,16 @@ impl<'a> Team<'a> {
         src: &'b [T],
         dst: &'b mut [T],
         reducer: Option<Reducer<'b, T>>,
+        small: impl FnOnce(Algorithm, &[T], &mut [T]) -> Option<Result<()>>,
         rounds: impl for<'r> FnOnce(Builder<'r>, Algorithm) -> Builder<'r>,
     ) -> Result<()> {
         self.chosen(op, bytes, native.is_some(), true, |alg| {
             match (alg, native) {
-                (Algorithm::NATIVE, Some(call)) => self.native(
-                    call,
-                    bytemuck::cast_slice(src),
-                    bytemuck::cast_slice_mut(dst),
-                ),
-                (alg, _) => self.planned(op, alg, bytes, shape, src, dst, reducer, rounds),
+                (Algorithm::NATIVE, Some(call)) => self.native_of(call, src, dst),
+                (alg, _) => match small(alg, src, dst) {
+                    Some(done) => done,
+                    None => self.planned(op, alg, bytes, shape, src, dst, reducer, rounds),
+                },
             }
         })
     }

@@ -70,6 +70,7 @@ mod registry;
 mod reserved;
 mod schedule;
 mod signature;
+mod small;
 mod topology;
 pub mod tuning;
 
@@ -919,6 +920,11 @@ impl<'a> Team<'a> {
         };
         self.params
             .predict(op, alg, shape, self.channel.all_direct())
+    }
+
+    /// [`Team::native`] over buffers of any plain type.
+    fn native_of<T: Pod>(&self, op: NativeOp, src: &[T], dst: &mut [T]) -> Result<()> {
+        self.native(op, bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))
     }
 
     /// Run `call` with the conduit's own collectives (after `choose` said `Native`).

@@ -4,13 +4,7 @@
 //! This module must never touch another rank's memory except through the channel.
 
 use super::*;
-
-/// Largest blocking broadcast, gather or scatter (bytes per member) whose messages go
-/// straight on the channel rather than through a schedule: the broadcast along any of its
-/// trees or the chain, the gather and scatter flat (their only one-message-per-member
-/// form). At 2 ranks on a 2-core AMD host the schedule's fixed work had doubled an 8-byte
-/// flat gather against the build before the one engine (0.11 against 0.22 µs).
-const ON_CHANNEL_UP_TO: usize = 256;
+use small::{cast, cast_mut};
 
 impl<'a> Team<'a> {
     // ----- barrier ----------------------------------------------------------------------
@@ -49,15 +43,11 @@ impl<'a> Team<'a> {
             return Ok(());
         }
         let (me, len, bytes) = (self.me, data.len(), std::mem::size_of_val(data));
-        if bytes > 0 && bytes <= ON_CHANNEL_UP_TO {
-            let native = NativeOp::Broadcast { root };
-            let data: &mut [u8] = bytemuck::cast_slice_mut(data);
-            return self.chosen(Collective::Broadcast, bytes, true, true, |alg| match alg {
-                Algorithm::NATIVE => self.native(native, &[], data),
-                alg => self.broadcast_on_channel(alg, root, data),
-            });
-        }
         let native = Some(NativeOp::Broadcast { root });
+        // Every broadcast row is a tree or the chain, which run on the channel when small.
+        let small = |alg, _: &[T], data: &mut [T]| {
+            small::fits(bytes).then(|| self.broadcast_small(alg, root, cast_mut(data)))
+        };
         self.blocking(
             Collective::Broadcast,
             bytes,
@@ -66,6 +56,7 @@ impl<'a> Team<'a> {
             &[],
             data,
             None,
+            small,
             |b, alg| {
                 algorithms::rounds(
                     Collective::Broadcast,
@@ -87,13 +78,12 @@ impl<'a> Team<'a> {
         if self.me == root && dst.len() != n * b {
             return Err(length_error("gather", "dst", dst.len(), n * b));
         }
-        if let Some(done) =
-            self.small_rooted(Collective::Gather, root, src, dst, Self::gather_on_channel)
-        {
-            return done;
-        }
         let (me, bytes) = (self.me, std::mem::size_of_val(src));
         let native = Some(NativeOp::Gather { root });
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            let small = small::fits(bytes) && alg == Algorithm::FLAT;
+            small.then(|| self.gather_small(root, cast(src), cast_mut(dst)))
+        };
         self.blocking(
             Collective::Gather,
             bytes,
@@ -102,6 +92,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
+            small,
             |bd, alg| {
                 algorithms::rounds(
                     Collective::Gather,
@@ -129,6 +120,10 @@ impl<'a> Team<'a> {
         }
         let (me, bytes) = (self.me, std::mem::size_of_val(src));
         let native = Some(NativeOp::Allgather);
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            small::fits(bytes)
+                .then(|| self.to_all_small(Collective::Allgather, alg, cast(src), cast_mut(dst)))?
+        };
         self.blocking(
             Collective::Allgather,
             bytes,
@@ -137,6 +132,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
+            small,
             |bd, alg| algorithms::rounds(Collective::Allgather, bd, Call::new(alg, n, me, b)),
         )
     }
@@ -149,17 +145,12 @@ impl<'a> Team<'a> {
         if self.me == root && src.len() != n * b {
             return Err(length_error("scatter", "src", src.len(), n * b));
         }
-        if let Some(done) = self.small_rooted(
-            Collective::Scatter,
-            root,
-            src,
-            dst,
-            Self::scatter_on_channel,
-        ) {
-            return done;
-        }
         let (me, bytes) = (self.me, std::mem::size_of_val(dst));
         let native = Some(NativeOp::Scatter { root });
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            let small = small::fits(bytes) && alg == Algorithm::FLAT;
+            small.then(|| self.scatter_small(root, cast(src), cast_mut(dst)))
+        };
         self.blocking(
             Collective::Scatter,
             bytes,
@@ -168,6 +159,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
+            small,
             |bd, alg| {
                 algorithms::rounds(
                     Collective::Scatter,
@@ -176,118 +168,6 @@ impl<'a> Team<'a> {
                 )
             },
         )
-    }
-
-    // ----- small rooted calls straight on the channel ----------------------------------
-
-    /// A small gather or scatter (`op`: blocks of at most [`ON_CHANNEL_UP_TO`] bytes per
-    /// member; `None` for larger or empty ones) with the algorithm chosen for it: MPI's
-    /// own, `flat` on the channel, or the rounds.
-    fn small_rooted<T: Pod>(
-        &self,
-        op: Collective,
-        root: usize,
-        src: &[T],
-        dst: &mut [T],
-        flat: fn(&Self, usize, &[u8], &mut [u8]) -> Result<()>,
-    ) -> Option<Result<()>> {
-        let (src, dst): (&[u8], &mut [u8]) =
-            (bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst));
-        let (n, me) = (self.size(), self.me);
-        let (bytes, native) = if op == Collective::Gather {
-            (src.len(), NativeOp::Gather { root })
-        } else {
-            (dst.len(), NativeOp::Scatter { root })
-        };
-        if bytes == 0 || bytes > ON_CHANNEL_UP_TO {
-            return None;
-        }
-        Some(self.chosen(op, bytes, true, true, |alg| match alg {
-            Algorithm::NATIVE => self.native(native, src, dst),
-            Algorithm::FLAT => flat(self, root, src, dst),
-            alg => self.planned(
-                op,
-                alg,
-                bytes,
-                Some(CallShape::rooted(root, bytes)),
-                src,
-                dst,
-                None,
-                |bd, alg| algorithms::rounds(op, bd, Call::new(alg, n, me, bytes).rooted(root)),
-            ),
-        }))
-    }
-
-    /// A small broadcast of `data` from `root` by `alg`'s tree (or the chain) on the
-    /// channel, as its schedule's rounds run it: receive from the parent, then send to
-    /// every child at once (the chain, a single segment: from the previous member, to the
-    /// next).
-    fn broadcast_on_channel(&self, alg: Algorithm, root: usize, data: &mut [u8]) -> Result<()> {
-        let (n, me) = (self.size(), self.me);
-        if alg == Algorithm::CHAIN {
-            let rel = (me + n - root) % n;
-            if rel != 0 {
-                let from = (me + n - 1) % n;
-                self.channel
-                    .transfer(self.ctx, &mut [], &mut [Incoming::new(from, data)])?;
-            }
-            if rel != n - 1 {
-                let to = (me + 1) % n;
-                self.channel
-                    .transfer(self.ctx, &mut [Outgoing::new(to, data)], &mut [])?;
-            }
-            return Ok(());
-        }
-        let tree = self.last_tree.get(alg, n, me, root);
-        if let Some(p) = tree.parent {
-            self.channel
-                .transfer(self.ctx, &mut [], &mut [Incoming::new(p, data)])?;
-        }
-        let data: &[u8] = data;
-        let children = tree.children.iter().map(|&(c, _)| Outgoing::new(c, data));
-        self.channel.transfer_each(self.ctx, children, [])
-    }
-
-    /// A small flat gather on the channel: every member sends `src` to the root, which
-    /// copies its own into its block of `dst` and receives the others' into theirs at once.
-    fn gather_on_channel(&self, root: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
-        if self.me != root {
-            return self
-                .channel
-                .transfer(self.ctx, &mut [Outgoing::new(root, src)], &mut []);
-        }
-        let b = src.len();
-        let blocks = dst
-            .chunks_exact_mut(b)
-            .enumerate()
-            .filter_map(|(i, block)| {
-                if i == root {
-                    block.copy_from_slice(src);
-                    None
-                } else {
-                    Some(Incoming::new(i, block))
-                }
-            });
-        self.channel.transfer_each(self.ctx, [], blocks)
-    }
-
-    /// A small flat scatter on the channel: the root sends block `i` of `src` to member `i`
-    /// (all at once) and copies its own; the others receive theirs into `dst`.
-    fn scatter_on_channel(&self, root: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
-        if self.me != root {
-            return self
-                .channel
-                .transfer(self.ctx, &mut [], &mut [Incoming::new(root, dst)]);
-        }
-        let b = dst.len();
-        let blocks = src
-            .chunks_exact(b)
-            .enumerate()
-            .filter(|&(i, _)| i != root)
-            .map(|(i, block)| Outgoing::new(i, block));
-        self.channel.transfer_each(self.ctx, blocks, [])?;
-        dst.copy_from_slice(&src[root * b..(root + 1) * b]);
-        Ok(())
     }
 
     // ----- exchange ---------------------------------------------------------------------
@@ -419,6 +299,10 @@ impl<'a> Team<'a> {
         let block = uniform.then(|| src.len() / n);
         // MPI's all-to-all needs equal blocks on every member.
         let native = uniform.then_some(NativeOp::Exchange);
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            let small = uniform && small::fits(bytes);
+            small.then(|| self.to_all_small(Collective::Exchange, alg, cast(src), cast_mut(dst)))?
+        };
         self.blocking(
             Collective::Exchange,
             bytes,
@@ -427,6 +311,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             None,
+            small,
             |b, alg| {
                 let call = Call::new(alg, n, me, 0).blocks(&send, &recv, block);
                 algorithms::rounds(Collective::Exchange, b, call)

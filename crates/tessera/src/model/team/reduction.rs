@@ -5,10 +5,6 @@
 
 use super::*;
 
-/// Largest blocking allreduce (bytes per member) that a power-of-two team runs straight
-/// on its channel rather than as a schedule.
-const ON_CHANNEL_UP_TO: usize = 256;
-
 impl<'a> Team<'a> {
     // ----- reductions -------------------------------------------------------------------
 
@@ -56,6 +52,10 @@ impl<'a> Team<'a> {
         let (n, me, len, bytes) = (self.size(), self.me, src.len(), std::mem::size_of_val(src));
         let native = native.map(|reduction| NativeOp::Reduce { root, reduction });
         let reducer = Some(Reducer::Borrowed(combine));
+        // Every reduction row is a k-nomial tree, which runs on the channel when small.
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            small::fits(bytes).then(|| self.reduce_small(alg, root, src, dst, combine))
+        };
         self.blocking(
             Collective::Reduce,
             bytes,
@@ -64,6 +64,7 @@ impl<'a> Team<'a> {
             src,
             dst,
             reducer,
+            small,
             |b, alg| {
                 algorithms::rounds(
                     Collective::Reduce,
@@ -106,70 +107,23 @@ impl<'a> Team<'a> {
         let bytes = std::mem::size_of_val(src);
         let (me, len) = (self.me, src.len());
         let native = native.map(|reduction| NativeOp::Allreduce { reduction });
-        self.chosen(
+        // Recursive doubling on a power-of-two team runs on the channel when small.
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            let small =
+                small::fits(bytes) && n.is_power_of_two() && alg == Algorithm::RECURSIVE_DOUBLING;
+            small.then(|| self.allreduce_small(src, dst, combine))
+        };
+        self.blocking(
             Collective::Allreduce,
             bytes,
-            native.is_some(),
-            true,
-            |alg| {
-                match (alg, native) {
-                    (Algorithm::NATIVE, Some(call)) => self.native(
-                        call,
-                        bytemuck::cast_slice(src),
-                        bytemuck::cast_slice_mut(dst),
-                    ),
-                    // Small calls on a power-of-two team: the rounds straight on the channel,
-                    // as the blocking barrier's (the schedule's fixed work is most of an
-                    // 8-byte allreduce's own time; docs/PERFORMANCE.md, "Collectives").
-                    (Algorithm::RECURSIVE_DOUBLING, _)
-                        if n.is_power_of_two()
-                            && bytes <= ON_CHANNEL_UP_TO
-                            && std::mem::size_of::<T>() > 0 =>
-                    {
-                        self.allreduce_on_channel(src, dst, combine)
-                    }
-                    (alg, _) => self.planned(
-                        Collective::Allreduce,
-                        alg,
-                        bytes,
-                        Some(CallShape::of(len)),
-                        src,
-                        dst,
-                        Some(Reducer::Borrowed(combine)),
-                        |b, alg| {
-                            algorithms::rounds(Collective::Allreduce, b, Call::new(alg, n, me, len))
-                        },
-                    ),
-                }
-            },
+            Some(CallShape::of(len)),
+            native,
+            src,
+            dst,
+            Some(Reducer::Borrowed(combine)),
+            small,
+            |b, alg| algorithms::rounds(Collective::Allreduce, b, Call::new(alg, n, me, len)),
         )
-    }
-
-    /// Recursive doubling on a power-of-two team straight on the channel: at distances 1,
-    /// 2, 4, … each member swaps its partial result with `me ^ distance` and combines the
-    /// partner's into its own, as the schedule's rounds do (the same partners, the same
-    /// order of operands, so the same result).
-    fn allreduce_on_channel<T: Pod>(
-        &self,
-        src: &[T],
-        dst: &mut [T],
-        combine: &Combine<'_, T>,
-    ) -> Result<()> {
-        /// The partner's partial result: a cache-line-aligned stack buffer.
-        #[repr(C, align(64))]
-        struct Scratch([u8; ON_CHANNEL_UP_TO]);
-        let mut scratch = Scratch([0; ON_CHANNEL_UP_TO]);
-        let theirs: &mut [T] =
-            bytemuck::cast_slice_mut(&mut scratch.0[..std::mem::size_of_val(src)]);
-        dst.copy_from_slice(src);
-        let mut distance = 1;
-        while distance < self.size() {
-            let partner = self.me ^ distance;
-            self.sendrecv(partner, dst, partner, theirs)?;
-            combine(dst, theirs)?;
-            distance *= 2;
-        }
-        Ok(())
     }
 
     // ----- scans ------------------------------------------------------------------------
@@ -221,6 +175,10 @@ impl<'a> Team<'a> {
             exclusive,
         });
         let reducer = Some(Reducer::Borrowed(combine));
+        let small = |alg, src: &[T], dst: &mut [T]| {
+            let small = small::fits(bytes) && alg == Algorithm::LINEAR;
+            small.then(|| self.scan_small(exclusive, src, dst, combine))
+        };
         self.blocking(
             Collective::Scan,
             bytes,
@@ -229,6 +187,7 @@ impl<'a> Team<'a> {
             src,
             &mut *dst,
             reducer,
+            small,
             |b, alg| {
                 let call = Call::new(alg, n, me, len).exclusive(exclusive);
                 algorithms::rounds(Collective::Scan, b, call)

@@ -1,0 +1,321 @@
+//! Small blocking collectives straight on the channel: blocks of up to [`SMALL_UP_TO`]
+//! bytes per member, by the algorithms whose rounds are a few messages each way (the
+//! broadcast's trees and chain, the flat gather and scatter, the allgather's
+//! `all_broadcast` and `ring`, the all-to-all's `flat` and `pairwise`, the reduction's
+//! k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
+//! scan; the barrier's dissemination is in `movement`). Each runs the
+//! same messages in the same order as its schedule (`algorithms`), and combines in the
+//! same order, so its results are the schedule's bit for bit; without the plan, its
+//! sequence numbers and the steps' bookkeeping, whose fixed work is most of an 8-byte
+//! call's time (docs/PERFORMANCE.md, "Collectives"). The other algorithms, and larger
+//! calls, run as schedules.
+//!
+//! This module must never touch another rank's memory except through the channel.
+
+use std::mem::size_of;
+
+use super::*;
+
+/// Largest block (bytes per member) these calls move straight on the channel.
+pub(super) const SMALL_UP_TO: usize = 256;
+
+/// Whether a call with `bytes` per member is small enough for this module.
+pub(super) fn fits(bytes: usize) -> bool {
+    bytes > 0 && bytes <= SMALL_UP_TO
+}
+
+/// `data` as bytes.
+pub(super) fn cast<T: Pod>(data: &[T]) -> &[u8] {
+    bytemuck::cast_slice(data)
+}
+
+/// `data` as bytes.
+pub(super) fn cast_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(data)
+}
+
+/// The receives of a gather into `dst`, blocks of `own.len()` bytes in member order:
+/// every member's but `me`'s, whose block is `own`, copied.
+fn others_into<'d>(dst: &'d mut [u8], me: usize, own: &[u8]) -> impl Iterator<Item = Incoming<'d>> {
+    let b = own.len();
+    dst[me * b..(me + 1) * b].copy_from_slice(own);
+    dst.chunks_exact_mut(b)
+        .enumerate()
+        .filter(move |&(i, _)| i != me)
+        .map(|(i, block)| Incoming::new(i, block))
+}
+
+/// Children of a reduction tree whose partial results wait on the stack.
+const SLOTS_ON_STACK: usize = 4;
+
+/// A small block: cache-line aligned, so any element type can be cast onto it.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Block([u8; SMALL_UP_TO]);
+
+/// The partial results of [`SLOTS_ON_STACK`] children, one after another.
+#[repr(C, align(64))]
+struct Slots([u8; SLOTS_ON_STACK * SMALL_UP_TO]);
+
+impl Slots {
+    const ZERO: Slots = Slots([0; SLOTS_ON_STACK * SMALL_UP_TO]);
+}
+
+impl Block {
+    const ZERO: Block = Block([0; SMALL_UP_TO]);
+
+    /// The first `len` elements of type `T` (`len · size_of::<T>() <= SMALL_UP_TO`).
+    fn as_mut<T: Pod>(&mut self, len: usize) -> &mut [T] {
+        bytemuck::cast_slice_mut(&mut self.0[..len * size_of::<T>()])
+    }
+}
+
+impl<'a> Team<'a> {
+    /// A small broadcast of `data` from `root` by `alg`'s tree (or the chain) on the
+    /// channel, as its schedule's rounds run it: receive from the parent, then send to
+    /// every child at once (the chain, a single segment: from the previous member, to the
+    /// next).
+    pub(super) fn broadcast_small(
+        &self,
+        alg: Algorithm,
+        root: usize,
+        data: &mut [u8],
+    ) -> Result<()> {
+        let (n, me) = (self.size(), self.me);
+        if alg == Algorithm::CHAIN {
+            let rel = (me + n - root) % n;
+            if rel != 0 {
+                let from = (me + n - 1) % n;
+                self.channel
+                    .transfer(self.ctx, &mut [], &mut [Incoming::new(from, data)])?;
+            }
+            if rel != n - 1 {
+                let to = (me + 1) % n;
+                self.channel
+                    .transfer(self.ctx, &mut [Outgoing::new(to, data)], &mut [])?;
+            }
+            return Ok(());
+        }
+        let tree = self.last_tree.get(alg, n, me, root);
+        if let Some(p) = tree.parent {
+            self.channel
+                .transfer(self.ctx, &mut [], &mut [Incoming::new(p, data)])?;
+        }
+        let data: &[u8] = data;
+        let children = tree.children.iter().map(|&(c, _)| Outgoing::new(c, data));
+        self.channel.transfer_each(self.ctx, children, [])
+    }
+
+    /// A small flat gather on the channel: every member sends `src` to the root, which
+    /// copies its own into its block of `dst` and receives the others' into theirs at once.
+    pub(super) fn gather_small(&self, root: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        if self.me != root {
+            return self
+                .channel
+                .transfer(self.ctx, &mut [Outgoing::new(root, src)], &mut []);
+        }
+        self.channel
+            .transfer_each(self.ctx, [], others_into(dst, root, src))
+    }
+
+    /// A small flat scatter on the channel: the root sends block `i` of `src` to member `i`
+    /// (all at once) and copies its own; the others receive theirs into `dst`.
+    pub(super) fn scatter_small(&self, root: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        if self.me != root {
+            return self
+                .channel
+                .transfer(self.ctx, &mut [], &mut [Incoming::new(root, dst)]);
+        }
+        let b = dst.len();
+        let blocks = src
+            .chunks_exact(b)
+            .enumerate()
+            .filter(|&(i, _)| i != root)
+            .map(|(i, block)| Outgoing::new(i, block));
+        self.channel.transfer_each(self.ctx, blocks, [])?;
+        dst.copy_from_slice(&src[root * b..(root + 1) * b]);
+        Ok(())
+    }
+
+    /// Recursive doubling on a power-of-two team straight on the channel: at distances 1,
+    /// 2, 4, … each member swaps its partial result with `me ^ distance` and combines the
+    /// partner's into its own, as the schedule's rounds do (the same partners, the same
+    /// order of operands, so the same result).
+    pub(super) fn allreduce_small<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let mut theirs = Block::ZERO;
+        let theirs = theirs.as_mut(src.len());
+        dst.copy_from_slice(src);
+        let mut distance = 1;
+        while distance < self.size() {
+            let partner = self.me ^ distance;
+            self.sendrecv(partner, dst, partner, theirs)?;
+            combine(dst, theirs)?;
+            distance *= 2;
+        }
+        Ok(())
+    }
+
+    /// A small allgather (`op` is [`Collective::Allgather`], `src` this member's block) or
+    /// all-to-all of equal blocks ([`Collective::Exchange`], `src` a block per member) by
+    /// `alg` on the channel; `None` where `alg` has no form here (then its schedule runs).
+    pub(super) fn to_all_small(
+        &self,
+        op: Collective,
+        alg: Algorithm,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Option<Result<()>> {
+        let (n, me) = (self.size(), self.me);
+        let b = dst.len() / n;
+        let block = |j: usize| j * b..(j + 1) * b;
+        let done = match (op, alg) {
+            // Every member sends its block to every other and receives theirs, at once.
+            (Collective::Allgather, Algorithm::ALL_BROADCAST) => {
+                let sends = (0..n).filter(|&j| j != me).map(|j| Outgoing::new(j, src));
+                let recvs = others_into(dst, me, src);
+                self.channel.transfer_each(self.ctx, sends, recvs)
+            }
+            // n − 1 steps: the block received the step before goes on to the right.
+            (Collective::Allgather, Algorithm::RING) => {
+                dst[block(me)].copy_from_slice(src);
+                let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+                let mut passing = Block::ZERO;
+                (0..n - 1).try_for_each(|s| {
+                    let (out, inb) = ((me + n - s) % n, (me + 2 * n - s - 1) % n);
+                    passing.0[..b].copy_from_slice(&dst[block(out)]);
+                    let into = &mut dst[block(inb)];
+                    self.channel
+                        .sendrecv(self.ctx, right, &passing.0[..b], left, into)
+                })
+            }
+            // Every block at once.
+            (Collective::Exchange, Algorithm::FLAT) => {
+                let sends = (0..n)
+                    .filter(|&j| j != me)
+                    .map(|j| Outgoing::new(j, &src[block(j)]));
+                let recvs = others_into(dst, me, &src[block(me)]);
+                self.channel.transfer_each(self.ctx, sends, recvs)
+            }
+            // Step s: to the member s ahead, from the member s behind.
+            (Collective::Exchange, Algorithm::PAIRWISE) => {
+                dst[block(me)].copy_from_slice(&src[block(me)]);
+                (1..n).try_for_each(|s| {
+                    let (to, from) = ((me + s) % n, (me + n - s) % n);
+                    let into = &mut dst[block(from)];
+                    self.channel
+                        .sendrecv(self.ctx, to, &src[block(to)], from, into)
+                })
+            }
+            _ => return None,
+        };
+        Some(done)
+    }
+
+    /// A small reduction to `root` along `alg`'s k-nomial tree (flat: radix n) on the
+    /// channel, as its schedule runs it (`algorithms::reduce::tree`, one segment): receive
+    /// every child's partial result at once (the first straight into the accumulator),
+    /// combine this member's input and then the other children's into it, pass it up.
+    /// The accumulator is `dst` on the root, a stack block elsewhere; a leaf sends its
+    /// input as it is.
+    pub(super) fn reduce_small<T: Pod>(
+        &self,
+        alg: Algorithm,
+        root: usize,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let (n, me, len) = (self.size(), self.me, src.len());
+        let tree = self.last_tree.get(alg, n, me, root);
+        let Some((&(first, _), others)) = tree.children.split_first() else {
+            let Some(parent) = tree.parent else {
+                // A team of one.
+                dst.copy_from_slice(src);
+                return Ok(());
+            };
+            let mut send = [Outgoing::new(parent, bytemuck::cast_slice(src))];
+            return self.channel.transfer(self.ctx, &mut send, &mut []);
+        };
+        let mut own = Block::ZERO;
+        let acc: &mut [T] = match tree.parent {
+            None => dst,
+            Some(_) => own.as_mut(len),
+        };
+        // The other children's partial results, one after another.
+        let mut on_stack = Slots::ZERO;
+        let mut on_heap = Vec::new();
+        let slots: &mut [T] = if others.len() <= SLOTS_ON_STACK {
+            bytemuck::cast_slice_mut(&mut on_stack.0[..others.len() * len * size_of::<T>()])
+        } else {
+            on_heap.resize(others.len() * len, T::zeroed());
+            &mut on_heap
+        };
+        let recvs = std::iter::once(Incoming::new(first, bytemuck::cast_slice_mut(acc))).chain(
+            others
+                .iter()
+                .zip(slots.chunks_exact_mut(len))
+                .map(|(&(c, _), slot)| Incoming::new(c, bytemuck::cast_slice_mut(slot))),
+        );
+        self.channel.transfer_each(self.ctx, [], recvs)?;
+        combine(acc, src)?;
+        for slot in slots.chunks_exact(len) {
+            combine(acc, slot)?;
+        }
+        match tree.parent {
+            Some(parent) => {
+                let mut send = [Outgoing::new(parent, bytemuck::cast_slice(acc))];
+                self.channel.transfer(self.ctx, &mut send, &mut [])
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A small linear scan on the channel, as its schedule runs it
+    /// (`algorithms::scan::linear`): the prefix up to the left neighbour arrives, this
+    /// member's input joins it, and it goes on to the right (member 0 sends its input).
+    pub(super) fn scan_small<T: Pod>(
+        &self,
+        exclusive: bool,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let (n, me) = (self.size(), self.me);
+        let right = (me + 1 < n).then_some(me + 1);
+        let send = |data: &[T]| match right {
+            Some(to) => {
+                let mut send = [Outgoing::new(to, bytemuck::cast_slice(data))];
+                self.channel.transfer(self.ctx, &mut send, &mut [])
+            }
+            None => Ok(()),
+        };
+        let receive = |into: &mut [T]| {
+            let mut recv = [Incoming::new(me - 1, bytemuck::cast_slice_mut(into))];
+            self.channel.transfer(self.ctx, &mut [], &mut recv)
+        };
+        if me == 0 {
+            if exclusive {
+                dst.fill(T::zeroed());
+            } else {
+                dst.copy_from_slice(src);
+            }
+            return send(src);
+        }
+        if exclusive {
+            let mut prefix = Block::ZERO;
+            let prefix = prefix.as_mut(src.len());
+            receive(prefix)?;
+            dst.copy_from_slice(prefix);
+            combine(prefix, src)?;
+            return send(prefix);
+        }
+        receive(dst)?;
+        combine(dst, src)?;
+        send(dst)
+    }
+}

@@ -1,0 +1,155 @@
+//! Small blocking collectives run straight on the channel (`model/team/small.rs`), not
+//! as schedules: with many peers (the stack arrays and the vectors beyond them) each
+//! member's result against the sequential one, and the reductions' results bit for bit
+//! those of the same algorithm's schedule (the nonblocking form runs it), since both
+//! combine in the same order.
+
+use std::time::Duration;
+use tessera::coll::{Allreduce, Broadcast, Exscan, Gather, Reduce, Scan, Scatter};
+use tessera::{Algorithm, Blocking, Collective, Context, Job, Nonblocking, Op, Team};
+
+mod common;
+use common::{fail, input_u64};
+
+/// A job of `n` threads with room and time for these tests.
+fn job(n: usize) -> Job {
+    Job::threads(n)
+        .segment(16 << 20)
+        .wait_timeout(Duration::from_secs(120))
+}
+
+/// Values whose sums depend on the order of the additions.
+fn input_f64(r: usize, i: usize, seed: u64) -> f64 {
+    (input_u64(r, i, seed) % 1_000_003) as f64 * 1e-7 * if r.is_multiple_of(2) { 1e9 } else { 1.0 }
+}
+
+/// Small broadcasts, gathers and scatters go straight on the channel, the first few
+/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root),
+/// every broadcast algorithm and the flat gather and scatter, blocks of 8 and 56 bytes,
+/// roots 0 and 5, each member's result against the sequential one.
+#[test]
+fn small_rooted_calls_with_many_peers() {
+    let n = 18;
+    job(n)
+        .run(|ctx: &Context| {
+            let world = Team::world(ctx)?;
+            let me = ctx.rank();
+            for (seed, len) in [(11u64, 1usize), (12, 7)] {
+                for root in [0, 5] {
+                    for alg in world.candidates(Collective::Broadcast) {
+                        let team = world.with_algorithm(Collective::Broadcast, alg)?;
+                        let mut data: Vec<u64> = (0..len)
+                            .map(|i| {
+                                if me == root {
+                                    input_u64(root, i, seed)
+                                } else {
+                                    0
+                                }
+                            })
+                            .collect();
+                        team.run(Broadcast::in_place(root, &mut data), Blocking)?;
+                        let want: Vec<u64> = (0..len).map(|i| input_u64(root, i, seed)).collect();
+                        if data != want {
+                            return Err(fail(format!(
+                                "broadcast {alg}, root {root}, {len}: {data:?}"
+                            )));
+                        }
+                    }
+                    let flat = world.with_algorithm(Collective::Gather, Algorithm::FLAT)?;
+                    let mine: Vec<u64> = (0..len).map(|i| input_u64(me, i, seed)).collect();
+                    let mut all = vec![0u64; if me == root { n * len } else { 0 }];
+                    flat.run(Gather::new(root, &mine).to(&mut all), Blocking)?;
+                    if me == root {
+                        let want: Vec<u64> = (0..n)
+                            .flat_map(|r| (0..len).map(move |i| input_u64(r, i, seed)))
+                            .collect();
+                        if all != want {
+                            return Err(fail(format!("flat gather, root {root}, {len}")));
+                        }
+                    }
+                    let flat = world.with_algorithm(Collective::Scatter, Algorithm::FLAT)?;
+                    let src: Vec<u64> = if me == root {
+                        (0..n * len).map(|i| input_u64(root, i, seed ^ 1)).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let mut got = vec![0u64; len];
+                    flat.run(Scatter::new(root, &src, len).to(&mut got), Blocking)?;
+                    let want: Vec<u64> = (0..len)
+                        .map(|i| input_u64(root, me * len + i, seed ^ 1))
+                        .collect();
+                    if got != want {
+                        return Err(fail(format!("flat scatter, root {root}, {len}: {got:?}")));
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+}
+
+/// Every reduction tree, the allreduce's recursive doubling and the linear scans, small
+/// and blocking (on the channel) against the same algorithm's schedule (nonblocking), on
+/// `f64` sums whose last bits depend on the order of the additions: identical bits. At 7
+/// ranks (a flat root's 6 children: more than the stack holds) and 4 (recursive doubling
+/// on the channel), roots 0 and 3, 1 and 29 elements.
+#[test]
+fn small_reductions_match_their_schedules_bit_for_bit() {
+    for n in [4, 7] {
+        job(n)
+            .run(|ctx: &Context| {
+                let world = Team::world(ctx)?;
+                let me = ctx.rank();
+                for len in [1usize, 29] {
+                    let mine: Vec<f64> = (0..len).map(|i| input_f64(me, i, 7)).collect();
+                    let same = |what: String, a: &[f64], b: &[f64]| {
+                        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        if bits(a) == bits(b) {
+                            Ok(())
+                        } else {
+                            Err(fail(format!(
+                                "{what}: on the channel {a:?}, schedule {b:?}"
+                            )))
+                        }
+                    };
+                    for alg in world.candidates(Collective::Reduce) {
+                        let team = world.with_algorithm(Collective::Reduce, alg)?;
+                        for root in [0, 3] {
+                            let mut out = vec![0.0; if me == root { len } else { 0 }];
+                            team.run(Reduce::new(root, &mine, Op::Sum).to(&mut out), Blocking)?;
+                            let scheduled = team
+                                .run(Reduce::new(root, &mine, Op::Sum), Nonblocking)?
+                                .wait()?;
+                            if me == root {
+                                same(
+                                    format!("reduce {alg}, root {root}, {len}"),
+                                    &out,
+                                    &scheduled,
+                                )?;
+                            }
+                        }
+                    }
+                    if n.is_power_of_two() {
+                        let team = world
+                            .with_algorithm(Collective::Allreduce, Algorithm::RECURSIVE_DOUBLING)?;
+                        let mut out = vec![0.0; len];
+                        team.run(Allreduce::new(&mine, Op::Sum).to(&mut out), Blocking)?;
+                        let scheduled = team
+                            .run(Allreduce::new(&mine, Op::Sum), Nonblocking)?
+                            .wait()?;
+                        same(format!("allreduce, {len}"), &out, &scheduled)?;
+                    }
+                    let team = world.with_algorithm(Collective::Scan, Algorithm::LINEAR)?;
+                    let mut out = vec![0.0; len];
+                    team.run(Scan::new(&mine, Op::Sum).to(&mut out), Blocking)?;
+                    let scheduled = team.run(Scan::new(&mine, Op::Sum), Nonblocking)?.wait()?;
+                    same(format!("scan, {len}"), &out, &scheduled)?;
+                    team.run(Exscan::new(&mine, Op::Sum).to(&mut out), Blocking)?;
+                    let scheduled = team.run(Exscan::new(&mine, Op::Sum), Nonblocking)?.wait()?;
+                    same(format!("exscan, {len}"), &out, &scheduled)?;
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+    }
+}
