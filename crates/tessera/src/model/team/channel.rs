@@ -61,6 +61,10 @@ use crate::{Blocking, Context, GlobalPtr, Result};
 const HEADER: usize = mailbox::HEADER as usize;
 /// Offset of the signature in a header; the length follows it, then the data.
 const SIGNATURE_AT: usize = HEADER - 16;
+/// Words of a header line after its flag word: inline data, then signature and length,
+/// adjacent, so that a short message is written with one put and read with one get.
+const LINE_WORDS: usize = (HEADER - mailbox::INLINE_AT) / 8;
+const _: () = assert!(mailbox::INLINE_AT + mailbox::INLINE == SIGNATURE_AT);
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
 /// Set in a message's length word: it carries an [`Offer`] to read directly, not data.
@@ -295,6 +299,7 @@ impl Channel {
     }
 
     /// A blocking call starts: unless it is nested in another, its messages carry `call`.
+    #[inline]
     pub(crate) fn enter_call(&self, call: Signature) -> CallGuard {
         if self.depth.get() == 0 {
             self.call.set(call);
@@ -305,6 +310,7 @@ impl Channel {
 
     /// The outermost call in progress chose `alg` (a nested call's choice is its own
     /// business: every member that made the same outer call makes the same nested ones).
+    #[inline]
     pub(crate) fn record_algorithm(&self, alg: super::Algorithm) {
         if self.depth.get() <= 1 {
             self.call.set(self.call.get().with_algorithm(alg));
@@ -786,9 +792,16 @@ impl Channel {
                 ctx.put(next_flag, &[0], Blocking)?;
             }
             if chunk.len() <= mailbox::INLINE {
-                if !chunk.is_empty() {
-                    ctx.put(header_at.add(mailbox::INLINE_AT), chunk, Blocking)?;
-                }
+                // Data, signature and length: the header line after its flag, one put.
+                let mut line = [0u64; LINE_WORDS];
+                bytemuck::cast_slice_mut::<u64, u8>(&mut line)[..chunk.len()]
+                    .copy_from_slice(chunk);
+                line[LINE_WORDS - 2..].copy_from_slice(&header);
+                ctx.put(
+                    header_at.add(mailbox::INLINE_AT).cast::<u64>(),
+                    &line,
+                    Blocking,
+                )?;
             } else {
                 let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
                 let (head, tail) = chunk.split_at(data[0].1);
@@ -796,14 +809,15 @@ impl Channel {
                 if !tail.is_empty() {
                     ctx.put(ring.add(data[1].0), tail, Blocking)?;
                 }
+                let words = header_at.add(SIGNATURE_AT).cast::<u64>();
+                // `--cfg tessera_no_signatures` builds the channel without signatures, only
+                // to measure what they cost (docs/PERFORMANCE.md); the length alone then
+                // moves (a short message's line carries the signature word regardless).
+                #[cfg(tessera_no_signatures)]
+                ctx.put(words.add(1), &[header[1]], Blocking)?;
+                #[cfg(not(tessera_no_signatures))]
+                ctx.put(words.cast::<[u64; 2]>(), &[header], Blocking)?;
             }
-            let words = header_at.add(SIGNATURE_AT).cast::<u64>();
-            // `--cfg tessera_no_signatures` builds the channel without signatures, only to
-            // measure what they cost (docs/PERFORMANCE.md); the length alone then moves.
-            #[cfg(tessera_no_signatures)]
-            ctx.put(words.add(1), &[header[1]], Blocking)?;
-            #[cfg(not(tessera_no_signatures))]
-            ctx.put(words.cast::<[u64; 2]>(), &[header], Blocking)?;
             ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
             // Signature, length, data, padding and the cleared next flag are adjacent in the
@@ -876,20 +890,18 @@ impl Channel {
         if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
             return Ok(None);
         }
+        // The rest of the header line at once: inline data, signature, length.
+        let mut line = [0u64; LINE_WORDS];
+        ctx.get(
+            header_at.add(mailbox::INLINE_AT).cast::<u64>(),
+            &mut line,
+            Blocking,
+        )?;
+        let (theirs, len) = (line[LINE_WORDS - 2], line[LINE_WORDS - 1]);
         #[cfg(tessera_no_signatures)]
-        let (theirs, len) = (
-            call.0,
-            ctx.get_value(header_at.add(SIGNATURE_AT + 8).cast::<u64>())?,
-        );
-        #[cfg(not(tessera_no_signatures))]
-        let [theirs, len] = {
-            let mut header = [0u64; 2];
-            ctx.get(
-                header_at.add(SIGNATURE_AT).cast::<u64>(),
-                &mut header,
-                Blocking,
-            )?;
-            header
+        let theirs = {
+            let _ = theirs;
+            call.0
         };
         let (len, direct) = ((len & !DIRECT) as usize, len & DIRECT != 0);
         if theirs != call.0 {
@@ -932,8 +944,8 @@ impl Channel {
         // fetching the data line meanwhile (64-byte allgathers at 2 ranks took 30-50 ns
         // longer so).
         if len <= mailbox::INLINE {
-            // Inside the header line, which never crosses the ring's end.
-            ctx.get(header_at.add(mailbox::INLINE_AT), wire, Blocking)?;
+            // Inside the header line, read above.
+            wire.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&line)[..len]);
         } else {
             let data = mailbox::pieces(position + HEADER as u64, wire.len(), ring_len);
             let (head, tail) = wire.split_at_mut(data[0].1);

@@ -10,6 +10,7 @@ impl<'a> Team<'a> {
     /// Start a blocking call: every message it sends carries `call` (the outermost call's,
     /// if this one is nested inside another collective of the team), until the guard is
     /// dropped.
+    #[inline]
     pub(super) fn begin_call(&self, call: Signature) -> CallGuard {
         let guard = self.channel.enter_call(call);
         if self.ctx.counts_communication() {
@@ -23,6 +24,7 @@ impl<'a> Team<'a> {
     /// mode make sure every member called the same collective with matching arguments,
     /// naming the members that differ (one ring exchange of a descriptor). Runs before any
     /// local validation, so a member with a bad argument cannot leave the others waiting.
+    #[inline]
     pub(super) fn check_call(
         &self,
         op: Collective,
@@ -39,10 +41,17 @@ impl<'a> Team<'a> {
             elem,
             reduction.map(SigReduction::Builtin),
         ));
-        if !self.ctx.checked_mode() || self.size() == 1 {
-            return Ok(guard);
+        if self.ctx.checked_mode() && self.size() > 1 {
+            self.agree_on_call(signature(op, root, count, elem, reduction))?;
         }
-        let mine = signature(op, root, count, elem, reduction);
+        Ok(guard)
+    }
+
+    /// Checked mode's comparison of every member's call, `mine` this member's descriptor
+    /// (see [`Team::check_call`]).
+    #[cold]
+    #[inline(never)]
+    fn agree_on_call(&self, mine: [u64; 5]) -> Result<()> {
         let n = self.size();
         let mut all = vec![0u64; 5 * n];
         all[5 * self.me..5 * self.me + 5].copy_from_slice(&mine);
@@ -65,8 +74,7 @@ impl<'a> Team<'a> {
             }
         }
         self.channel.set_call(call);
-        agree(&self.members, &all)?;
-        Ok(guard)
+        agree(&self.members, &all)
     }
 
     /// Start a blocking collective with a user reduction (no checked-mode agreement: the
@@ -133,6 +141,7 @@ impl<'a> Team<'a> {
 
     /// The start of a rooted operation without a reduction: checked-mode agreement, then a
     /// valid root.
+    #[inline]
     pub(super) fn enter_rooted<T>(
         &self,
         op: Collective,
@@ -146,6 +155,7 @@ impl<'a> Team<'a> {
 
     /// The start of an operation with a built-in reduction: checked-mode agreement, then
     /// refuse an operation that does not apply to the type (before anything moves).
+    #[inline]
     pub(super) fn enter_reduction<T: Reducible>(
         &self,
         op: Collective,
@@ -194,17 +204,10 @@ impl<'a> Team<'a> {
         Ok(len / n)
     }
 
+    #[inline]
     pub(super) fn check_root(&self, root: usize) -> Result<()> {
         if root >= self.size() {
-            return Err(CoreError::BadArgument {
-                call: "a rooted collective",
-                argument: "root",
-                why: format!(
-                    "root {root} is not a member: this team has ranks 0..{}",
-                    self.size()
-                ),
-            }
-            .into());
+            return Err(not_a_member(root, self.size()));
         }
         Ok(())
     }
@@ -259,4 +262,15 @@ pub(super) fn agree(members: &[usize], all: &[u64]) -> Result<()> {
         ),
     }
     .into())
+}
+
+/// The error of a root that is not a member of a team of `n`.
+#[cold]
+fn not_a_member(root: usize, n: usize) -> crate::Error {
+    CoreError::BadArgument {
+        call: "a rooted collective",
+        argument: "root",
+        why: format!("root {root} is not a member: this team has ranks 0..{n}"),
+    }
+    .into()
 }

@@ -789,6 +789,7 @@ impl<'a> Team<'a> {
     /// [`Team::choose`], except that a blocking call (`may_trial`) is an online-tuning
     /// trial while the members are still trying: then the trial's candidate, and the
     /// trial to end after the call.
+    #[inline]
     fn choose_or_trial(
         &self,
         op: Collective,
@@ -814,6 +815,7 @@ impl<'a> Team<'a> {
     /// `alg`, unless it is [`Algorithm::NATIVE`] and this call cannot use it (see
     /// [`Team::can_use_native`]), when the model's choice instead; recorded as the call's
     /// algorithm.
+    #[inline]
     fn usable(&self, op: Collective, bytes: usize, native_ok: bool, alg: Algorithm) -> Algorithm {
         let alg = if alg == Algorithm::NATIVE && !self.can_use_native(bytes, native_ok) {
             self.local_model(op, bytes)
@@ -832,6 +834,7 @@ impl<'a> Team<'a> {
     /// Whether a call with `bytes` per member can run MPI's own collective: this team has
     /// it, the call can use it (`native_ok`: a built-in reduction on a primitive type,
     /// equal blocks) and MPI can express the count.
+    #[inline]
     fn can_use_native(&self, bytes: usize, native_ok: bool) -> bool {
         let fits = bytes.saturating_mul(self.size()) <= i32::MAX as usize;
         native_ok && fits && self.native.is_some()

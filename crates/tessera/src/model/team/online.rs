@@ -228,15 +228,27 @@ impl OnlineTuner {
     /// What a call of `key` runs: the decision, else (if it may be a trial) the next
     /// trial; `candidates` lists them the first time `key` is tried (fewer than two:
     /// decided at once).
+    #[inline]
     pub(super) fn choice(
         &mut self,
         key: Key,
         may_trial: bool,
         candidates: impl FnOnce() -> Vec<Algorithm>,
     ) -> Choice {
-        if let Some(alg) = self.decided[key.slot()] {
-            return Choice::Decided(alg);
+        match self.decided[key.slot()] {
+            Some(alg) => Choice::Decided(alg),
+            None => self.undecided(key, may_trial, candidates),
         }
+    }
+
+    /// [`OnlineTuner::choice`] where `key` is not decided yet.
+    #[inline(never)]
+    fn undecided(
+        &mut self,
+        key: Key,
+        may_trial: bool,
+        candidates: impl FnOnce() -> Vec<Algorithm>,
+    ) -> Choice {
         if !may_trial {
             return Choice::Open;
         }
@@ -352,6 +364,7 @@ impl OnlineTuner {
 impl Team<'_> {
     /// What online tuning says for a call of `op` with `bytes` per member (a blocking call
     /// `may_trial`): [`Choice::Open`] where the team does not tune online.
+    #[inline]
     pub(super) fn online_choice(
         &self,
         op: Collective,
