@@ -266,3 +266,22 @@ fn a_third_instance_timed_on_the_slowest_member_keeps_its_figures() {
     holds_figures("16 ranks", THIRD_16, (68, 1.6), (67, 1.6));
     holds_figures("8 ranks", THIRD_8, (68, 1.6), (68, 1.6));
 }
+
+/// A reduction's partial results travel in chunks whether or not members read each other
+/// directly, so the model prices a long reduce alike either way; a long broadcast, which
+/// is read directly, costs less where members can.
+#[test]
+fn a_long_reduce_is_priced_in_chunks_either_way() {
+    let p = MachineParams::DEDICATED;
+    let shape = Shape {
+        members: 8,
+        bytes: 1 << 20,
+        radix: 2,
+    };
+    let price = |op, direct| p.predict(op, Algorithm::BINOMIAL, shape, direct).unwrap();
+    assert_eq!(
+        price(Collective::Reduce, true),
+        price(Collective::Reduce, false)
+    );
+    assert!(price(Collective::Broadcast, true) < price(Collective::Broadcast, false));
+}

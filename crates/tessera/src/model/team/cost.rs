@@ -243,6 +243,7 @@ impl MachineParams {
         let row = super::registry()
             .iter()
             .find(|row| row.op == op && row.algorithm.same_family(alg))?;
+        let direct = reads_directly(op, direct);
         Some(self.price(work_of(row, alg, shape), shape.bytes, direct))
     }
 
@@ -267,6 +268,7 @@ impl MachineParams {
         // The candidates of `Collective::candidates`, walked in place (no list is made:
         // a team prices them whenever a call's size differs from its operation's last).
         let mut best: Option<(f64, Algorithm)> = None;
+        let direct = reads_directly(op, direct);
         for row in super::registry().iter().filter(|row| row.op == op) {
             let radices: &[u32] = match row.tuned_radices {
                 [] => &[0],
@@ -288,9 +290,16 @@ impl MachineParams {
     }
 }
 
+/// Whether `op`'s long messages are read directly where members can (`direct`): not a
+/// reduction's partial results, which travel in chunks (their receiver combines them as
+/// they arrive; `schedule::Builder::sends_to_combine`).
+fn reads_directly(op: Collective, direct: bool) -> bool {
+    direct && op != Collective::Reduce
+}
+
 /// What a calibration measures, in the order [`MachineParams::from_probes`] reads the
 /// times: each is a loop of calls of one operation by one algorithm at one size, timed as
-/// `tessera bench coll` times it (a team's member 0, the root, from a common start).
+/// `tessera bench coll` times it (each batch on its slowest member, from a common start).
 pub const PROBES: [(Collective, usize, Algorithm); 9] = [
     (Collective::Barrier, 0, Algorithm::DISSEMINATION),
     (Collective::Broadcast, 8, Algorithm::FLAT),
