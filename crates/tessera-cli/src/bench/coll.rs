@@ -228,8 +228,8 @@ pub(crate) fn sweep<'a>(
 /// member). Rank 0's own time is not a collective's: at 8 ranks on 16 cores a loop of
 /// 8-byte chain broadcasts took 0.155 µs per call at the root, which only sends, while
 /// every online trial (timed, like this, on the slowest member) took 0.55-1.08. The
-/// choices take turns batch by batch, so a slow stretch of this shared machine falls on all of them rather than on one, each round starting with
-/// a different choice. In turns, a choice always follows the same other one (a rotation
+/// choices take turns batch by batch, so a slow stretch of this shared machine falls on
+/// all of them rather than on one, each round starting with a different choice. In turns, a choice always follows the same other one (a rotation
 /// keeps the cyclic order), and the first call after another algorithm finds buffers
 /// and caches as that one left them: after MPI's 1 MiB broadcast, ours took about 20 µs
 /// longer, which made whichever choice came next 1.4× slower in batches of three. So

@@ -238,28 +238,35 @@ impl<'a> Team<'a> {
                 dst.copy_from_slice(src);
                 return Ok(());
             };
-            let mut send = [Outgoing::new(parent, bytemuck::cast_slice(src))];
+            let mut send = [Outgoing::new(parent, cast(src))];
             return self.channel.transfer(self.ctx, &mut send, &mut []);
         };
-        let mut own = Block::ZERO;
+        // Stack blocks are made (and zeroed) only where used: not an accumulator on the
+        // root (its `dst`), no slots for a single child (any tree's root at 2 ranks).
+        let mut own;
         let acc: &mut [T] = match tree.parent {
             None => dst,
-            Some(_) => own.as_mut(len),
+            Some(_) => {
+                own = Block::ZERO;
+                own.as_mut(len)
+            }
         };
         // The other children's partial results, one after another.
-        let mut on_stack = Slots::ZERO;
-        let mut on_heap = Vec::new();
-        let slots: &mut [T] = if others.len() <= SLOTS_ON_STACK {
+        let (mut on_stack, mut on_heap);
+        let slots: &mut [T] = if others.is_empty() {
+            &mut []
+        } else if others.len() <= SLOTS_ON_STACK {
+            on_stack = Slots::ZERO;
             bytemuck::cast_slice_mut(&mut on_stack.0[..others.len() * len * size_of::<T>()])
         } else {
-            on_heap.resize(others.len() * len, T::zeroed());
+            on_heap = vec![T::zeroed(); others.len() * len];
             &mut on_heap
         };
-        let recvs = std::iter::once(Incoming::new(first, bytemuck::cast_slice_mut(acc))).chain(
+        let recvs = std::iter::once(Incoming::new(first, cast_mut(acc))).chain(
             others
                 .iter()
                 .zip(slots.chunks_exact_mut(len))
-                .map(|(&(c, _), slot)| Incoming::new(c, bytemuck::cast_slice_mut(slot))),
+                .map(|(&(c, _), slot)| Incoming::new(c, cast_mut(slot))),
         );
         self.channel.transfer_each(self.ctx, [], recvs)?;
         combine(acc, src)?;
@@ -268,7 +275,7 @@ impl<'a> Team<'a> {
         }
         match tree.parent {
             Some(parent) => {
-                let mut send = [Outgoing::new(parent, bytemuck::cast_slice(acc))];
+                let mut send = [Outgoing::new(parent, cast(acc))];
                 self.channel.transfer(self.ctx, &mut send, &mut [])
             }
             None => Ok(()),
@@ -289,13 +296,13 @@ impl<'a> Team<'a> {
         let right = (me + 1 < n).then_some(me + 1);
         let send = |data: &[T]| match right {
             Some(to) => {
-                let mut send = [Outgoing::new(to, bytemuck::cast_slice(data))];
+                let mut send = [Outgoing::new(to, cast(data))];
                 self.channel.transfer(self.ctx, &mut send, &mut [])
             }
             None => Ok(()),
         };
         let receive = |into: &mut [T]| {
-            let mut recv = [Incoming::new(me - 1, bytemuck::cast_slice_mut(into))];
+            let mut recv = [Incoming::new(me - 1, cast_mut(into))];
             self.channel.transfer(self.ctx, &mut [], &mut recv)
         };
         if me == 0 {
