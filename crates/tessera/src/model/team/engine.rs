@@ -10,7 +10,6 @@
 //! module); a nonblocking call never is.
 
 use std::cell::RefCell;
-use std::time::Instant;
 
 use super::*;
 use reserved::CACHE_UP_TO;
@@ -98,9 +97,9 @@ impl<'a> Team<'a> {
             self.warmed_trial(trial);
             return Ok(());
         }
-        let started = Instant::now();
+        let entered = online::monotonic_seconds();
         call(alg)?;
-        self.end_trial(trial, started.elapsed())
+        self.end_trial(trial, entered, online::monotonic_seconds())
     }
 
     /// The nonblocking twin of [`Team::blocking`]: the same choice, then the conduit's own

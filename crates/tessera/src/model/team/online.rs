@@ -14,10 +14,18 @@
 //! whatever skew its own algorithm leaves between the members (the linear scan's first
 //! member runs ahead: timed after a barrier of its own, other candidates won 13 of 32
 //! tunings of a 1 MiB scan at 2 ranks, though the linear scan is 1.2× faster in a loop;
-//! timed straight after, none). Each member keeps its
-//! time for every trial. After the last trial the members combine them by a maximum per
-//! trial (a collective's time is its slowest member's) in one allreduce with a fixed
-//! algorithm. Every member then takes the candidate with the smallest median over its
+//! timed straight after, none). Each member keeps, for every timed call, when it entered
+//! the call and when it left. After the last trial the members combine them by a maximum
+//! per entry (one allreduce with a fixed algorithm), and a call's time is from the last
+//! member's arrival to the last member's departure: the slowest member's, without the
+//! skew the program brings to the call. A member's own time in the call would include
+//! that skew: where one member works alone between calls (an OpenSHMEM benchmark's PE 0
+//! timing puts while the others wait in the next barrier), its partner's barriers took
+//! 0.1-10 ms each and decided between two algorithms that take 0.2 and 0.4 µs. The members
+//! of a team on one host read one clock (the monotonic clock is the machine's); a team
+//! that spans hosts has no common clock, and there a call's time is the longest any
+//! member spent in it. A trial's time is the mean of its calls'. Every member then takes
+//! the candidate with the smallest median over its
 //! trials, except that the first candidate (the table's or the model's choice) stays
 //! unless beaten clearly: a median
 //! faster by more than [`MARGIN`] and faster in at least three quarters of the rounds
@@ -40,7 +48,6 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::time::Duration;
 
 use super::*;
 
@@ -117,6 +124,14 @@ fn median_of(combined: &[f64], c: usize, k: usize) -> f64 {
     mine[mine.len() / 2]
 }
 
+/// Seconds of the monotonic clock, which every process of the machine reads alike (a
+/// trial's members on one host compare their entries and exits by it).
+pub(super) fn monotonic_seconds() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+        .unwrap_or(0.0)
+}
+
 /// Whether decisions are printed (`TESSERA_TUNING_TRACE`, read once per process).
 fn tracing() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -164,14 +179,33 @@ const MARGIN: f64 = 1.05;
 struct Trying {
     /// The prior first.
     candidates: Vec<Algorithm>,
-    /// This member's time of every trial so far, in seconds, in call order (trial `i` ran
-    /// candidate `i % candidates.len()`).
-    times: Vec<f64>,
+    /// This member's entry and exit of every timed call so far, in seconds, in call order
+    /// (two entries per call, [`timed_calls`] calls per trial; trial `i` ran candidate
+    /// `i % candidates.len()`).
+    spans: Vec<f64>,
     /// How many untimed calls the next trial's candidate has had.
     warmed: usize,
-    /// How many of its timed calls the trial in progress has had, and their seconds here.
-    timed: usize,
-    elapsed: f64,
+}
+
+impl Trying {
+    /// How many trials have ended.
+    fn trials(&self, key: Key) -> usize {
+        self.spans.len() / (2 * timed_calls(key))
+    }
+}
+
+/// Every trial's time from the members' combined spans (per timed call, the latest entry
+/// and the latest exit of any member, as [`OnlineTuner::record`] lays them out): the mean
+/// over its calls of the time from the last arrival to the last departure.
+pub(super) fn trial_times(key: Key, combined: &[f64]) -> Vec<f64> {
+    let calls = timed_calls(key);
+    combined
+        .chunks_exact(2 * calls)
+        .map(|trial| {
+            let total: f64 = trial.chunks_exact(2).map(|s| (s[1] - s[0]).max(0.0)).sum();
+            total / calls as f64
+        })
+        .collect()
 }
 
 /// Untimed calls of a candidate before its timed one. After MPI's own allreduce of 32 KiB
@@ -260,16 +294,15 @@ impl OnlineTuner {
                     self.decided[key.slot()] = Some(only);
                     return Choice::Decided(only);
                 }
+                let calls = rounds(key) * candidates.len() * timed_calls(key);
                 e.insert(Trying {
-                    times: Vec::with_capacity(rounds(key) * candidates.len()),
+                    spans: Vec::with_capacity(2 * calls),
                     candidates,
                     warmed: 0,
-                    timed: 0,
-                    elapsed: 0.0,
                 })
             }
         };
-        let index = trying.times.len() % trying.candidates.len();
+        let index = trying.trials(key) % trying.candidates.len();
         Choice::Trial(Trial {
             key,
             index,
@@ -289,27 +322,30 @@ impl OnlineTuner {
         trying.warmed += 1;
     }
 
-    /// Record that a timed call of `trial` took `seconds` here. After the trial's last
-    /// timed call its time is their mean; returns this member's times of every trial once
-    /// that was the last trial: the members must then combine them (maximum per trial)
-    /// and [`OnlineTuner::decide`].
-    pub(super) fn record(&mut self, trial: Trial, seconds: f64) -> Option<Vec<f64>> {
+    /// Record that a timed call of `trial` was entered at `entered` and left at `left`
+    /// (seconds of a clock every member reads, or 0 and the time spent in it where there
+    /// is none). After the trial's last timed call the next trial begins; returns this
+    /// member's spans of every trial once that was the last trial: the members must then
+    /// combine them (maximum per entry), take their [`trial_times`] and
+    /// [`OnlineTuner::decide`].
+    pub(super) fn record(&mut self, trial: Trial, entered: f64, left: f64) -> Option<Vec<f64>> {
         let trying = self
             .trying
             .get_mut(&trial.key)
             .expect("a key is tried until decided");
-        debug_assert_eq!(trying.times.len() % trying.candidates.len(), trial.index);
+        debug_assert_eq!(
+            trying.trials(trial.key) % trying.candidates.len(),
+            trial.index
+        );
         debug_assert!(trial.timed && trying.warmed == UNTIMED_CALLS);
-        trying.timed += 1;
-        trying.elapsed += seconds;
+        trying.spans.extend([entered, left]);
         let calls = timed_calls(trial.key);
-        if trying.timed < calls {
+        if !(trying.spans.len() / 2).is_multiple_of(calls) {
             return None;
         }
-        trying.times.push(trying.elapsed / calls as f64);
-        (trying.warmed, trying.timed, trying.elapsed) = (0, 0, 0.0);
-        (trying.times.len() == rounds(trial.key) * trying.candidates.len())
-            .then(|| trying.times.clone())
+        trying.warmed = 0;
+        (trying.trials(trial.key) == rounds(trial.key) * trying.candidates.len())
+            .then(|| trying.spans.clone())
     }
 
     /// Decide `trial`'s key from the members' combined times of every trial (the same on
@@ -443,34 +479,42 @@ impl Team<'_> {
             .warmed(trial);
     }
 
-    /// A timed trial call took `elapsed` here. After the last trial of its key, the members
-    /// combine their times (maximum per trial over members, one allreduce by recursive
+    /// A timed trial call was entered at `entered` and left at `left` here (seconds of the
+    /// machine's monotonic clock, [`monotonic_seconds`]). After the last trial of its key,
+    /// the members combine their spans (maximum per entry, one allreduce by recursive
     /// doubling, which every member runs whatever it would choose) and all take the same
     /// winner.
-    pub(super) fn end_trial(&self, trial: Trial, elapsed: Duration) -> Result<()> {
+    pub(super) fn end_trial(&self, trial: Trial, entered: f64, left: f64) -> Result<()> {
         let tuner = self
             .online
             .as_ref()
             .expect("trials only where the team tunes online");
-        let Some(times) = tuner.borrow_mut().record(trial, elapsed.as_secs_f64()) else {
+        // Members on other hosts read other clocks: there only the time in the call counts.
+        let (entered, left) = if self.spans_hosts {
+            (0.0, left - entered)
+        } else {
+            (entered, left)
+        };
+        let Some(spans) = tuner.borrow_mut().record(trial, entered, left) else {
             return Ok(());
         };
-        let mut combined = vec![0f64; times.len()];
-        let slowest = |acc: &mut [f64], other: &[f64]| {
+        let mut combined = vec![0f64; spans.len()];
+        let latest = |acc: &mut [f64], other: &[f64]| {
             acc.iter_mut().zip(other).for_each(|(a, &b)| *a = a.max(b));
             Ok(())
         };
-        let (n, me, len) = (self.size(), self.me, times.len());
+        let (n, me, len) = (self.size(), self.me, spans.len());
         self.run_rounds(
-            &times,
+            &spans,
             &mut combined,
-            Some(Reducer::Borrowed(&slowest)),
+            Some(Reducer::Borrowed(&latest)),
             None,
             |b| {
                 let call = Call::new(Algorithm::RECURSIVE_DOUBLING, n, me, len);
                 algorithms::rounds(Collective::Allreduce, b, call)
             },
         )?;
+        let combined = trial_times(trial.key, &combined);
         let traced = (self.me == 0 && tracing())
             .then(|| tuner.borrow().trying[&trial.key].candidates.clone());
         let winner = tuner.borrow_mut().decide(trial, &combined);
@@ -576,8 +620,8 @@ mod tests {
         unreachable!("the loop returns the timed call")
     }
 
-    /// Record `trial`'s timed calls, taking `seconds(i)` for the `i`-th: what the last
-    /// returns.
+    /// Record `trial`'s timed calls, taking `seconds(i)` for the `i`-th: once the last
+    /// trial ends, every trial's time by this member's spans alone.
     fn record_calls(
         tuner: &mut OnlineTuner,
         trial: Trial,
@@ -586,11 +630,13 @@ mod tests {
         let calls = timed_calls(trial.key);
         for i in 0..calls - 1 {
             assert!(
-                tuner.record(trial, seconds(i)).is_none(),
+                tuner.record(trial, 0.0, seconds(i)).is_none(),
                 "more timed calls follow"
             );
         }
-        tuner.record(trial, seconds(calls - 1))
+        tuner
+            .record(trial, 0.0, seconds(calls - 1))
+            .map(|spans| trial_times(trial.key, &spans))
     }
 
     /// The decision for `key`, if any (asked as a nonblocking call would).
@@ -698,6 +744,56 @@ mod tests {
             timed_calls(Key::new(Collective::Broadcast, 1 << 20, true)),
             1
         );
+    }
+
+    /// A call's time runs from the last member's arrival: the wait of a member that came
+    /// early (its partner worked alone between calls, by a different amount in every
+    /// trial) does not count, where it would decide if each member's own time in the call
+    /// did.
+    #[test]
+    fn the_programs_skew_between_members_does_not_decide() {
+        let key = Key::new(Collective::Barrier, 0, false);
+        let cands = [Algorithm::DISSEMINATION, Algorithm::FLAT];
+        let cost = |t: usize| if t.is_multiple_of(2) { 0.2e-6 } else { 0.4e-6 };
+        // Member 1 arrives this long after member 0, trial by trial (seconds).
+        let skew = [
+            910e-6, 660e-6, 165e-6, 570e-6, 9.8e-3, 8.6e-3, 10e-6, 0.8e-6,
+        ];
+        assert_eq!(skew.len(), rounds(key) * cands.len());
+        let mut members = [OnlineTuner::default(), OnlineTuner::default()];
+        let mut clock = 100.0;
+        let mut last = Vec::new();
+        for (t, skew) in skew.iter().enumerate() {
+            let trials = members
+                .each_mut()
+                .map(|tuner| next_trial(tuner, key, &cands).expect("still trying"));
+            assert!(trials.iter().all(|trial| trial.algorithm == cands[t % 2]));
+            last.clear();
+            for _ in 0..timed_calls(key) {
+                let arrivals = [clock, clock + skew];
+                let leave = arrivals[1] + cost(t);
+                for m in 0..2 {
+                    let spans = members[m].record(trials[m], arrivals[m], leave);
+                    last.extend(spans.map(|spans| (trials[m], spans)));
+                }
+                clock = leave + 1e-3;
+            }
+        }
+        let [(trial, spans0), (_, spans1)] = &last[..] else {
+            panic!("both members return their spans after the last trial");
+        };
+        let combined: Vec<f64> = spans0.iter().zip(spans1).map(|(a, b)| a.max(*b)).collect();
+        let times = trial_times(key, &combined);
+        for (t, time) in times.iter().enumerate() {
+            assert!((time - cost(t)).abs() < 1e-9, "trial {t}: {time} s");
+        }
+        // Member 0's own time in each call (what a team across hosts goes by) carries the
+        // skew, and by it the slower candidate would win.
+        let own = trial_times(key, spans0);
+        assert!(own.iter().zip(&skew).all(|(own, skew)| own > skew));
+        let [mut first, mut second] = members;
+        assert_eq!(second.decide(*trial, &own), Algorithm::FLAT);
+        assert_eq!(first.decide(*trial, &times), Algorithm::DISSEMINATION);
     }
 
     #[test]
