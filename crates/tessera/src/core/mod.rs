@@ -496,6 +496,7 @@ impl Context {
         describe: impl Fn() -> String,
     ) -> Result<()> {
         let mut wait = self.wait_begin(what)?;
+        let spins_per_yield = self.spins_per_yield();
         let mut spins = 0u32;
         let outcome = loop {
             match done() {
@@ -503,17 +504,23 @@ impl Context {
                 Ok(false) => {}
                 Err(e) => break Err(e),
             }
-            let handled = self.am.handled();
-            if let Err(e) = self.poll() {
-                break Err(e);
-            }
             spins += 1;
-            if spins < self.spins_per_yield() {
-                // Unless a handler ran (it may have satisfied the wait: look at once; on
-                // recent Intel cores `pause` alone takes about 140 cycles).
-                if self.am.handled() == handled {
-                    std::hint::spin_loop();
+            // Active messages every few spins and before every yield: in between, the
+            // condition (most often another rank's store) is all the loop looks at, so it
+            // sees the store sooner.
+            if spins.is_multiple_of(POLLS_EVERY) || spins >= spins_per_yield {
+                let handled = self.am.handled();
+                if let Err(e) = self.poll() {
+                    break Err(e);
                 }
+                // A handler ran: it may have satisfied the wait, so look at once (on
+                // recent Intel cores `pause` alone takes about 140 cycles).
+                if self.am.handled() != handled && spins < spins_per_yield {
+                    continue;
+                }
+            }
+            if spins < spins_per_yield {
+                std::hint::spin_loop();
                 continue;
             }
             spins = 0;
@@ -720,6 +727,9 @@ impl Drop for RankThread {
         RANK_THREADS.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+/// A wait looks at its condition this many times for each poll of active messages.
+const POLLS_EVERY: u32 = 4;
 
 impl Context {
     /// The wait policy: with at least one core per busy rank, poll ~4096 times (tens of
