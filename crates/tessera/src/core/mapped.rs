@@ -246,7 +246,7 @@ impl<'ctx> MappedSegments<'ctx> {
         };
         // SAFETY: `direct` checked that the src.len() elements at p are mapped, in bounds
         // and aligned; `copy` tolerates overlap (the source may be in a segment too).
-        unsafe { std::ptr::copy(src.as_ptr(), p, src.len()) };
+        unsafe { super::copy::copy(src.as_ptr(), p, src.len()) };
         Ok(true)
     }
 
@@ -257,7 +257,7 @@ impl<'ctx> MappedSegments<'ctx> {
             return Ok(false);
         };
         // SAFETY: as in `put`, for dst.len() elements read.
-        unsafe { std::ptr::copy(p.cast_const(), dst.as_mut_ptr(), dst.len()) };
+        unsafe { super::copy::copy(p.cast_const(), dst.as_mut_ptr(), dst.len()) };
         self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
         Ok(true)
     }

@@ -34,6 +34,7 @@ pub mod am;
 pub mod atomic;
 pub mod barrier;
 pub mod completion;
+pub(crate) mod copy;
 pub(crate) mod direct;
 pub mod gptr;
 pub mod mapped;

@@ -248,7 +248,7 @@ impl Shape {
                 if run == 1 {
                     dst.add(oa).write(src.add(ob).read());
                 } else {
-                    std::ptr::copy(src.add(ob), dst.add(oa), run);
+                    super::copy::copy(src.add(ob), dst.add(oa), run);
                 }
             }
             Ok(())
@@ -263,7 +263,9 @@ impl Context {
             // SAFETY: `target` came from Context::target for src.len() bytes, so the
             // destination is mapped and in bounds; `copy` tolerates overlap (the source may
             // itself live in a segment).
-            Target::Direct(p) => unsafe { std::ptr::copy(src.as_ptr(), p.as_ptr(), src.len()) },
+            Target::Direct(p) => unsafe {
+                super::copy::copy_bytes(src.as_ptr(), p.as_ptr(), src.len())
+            },
             Target::Remote { rank, offset } => self.store_remote(rank, offset, src)?,
         }
         Ok(())
@@ -283,7 +285,9 @@ impl Context {
     pub(crate) fn load_bytes(&self, target: Target, dst: &mut [u8]) -> Result<()> {
         match target {
             // SAFETY: as in store_bytes, for dst.len() bytes.
-            Target::Direct(p) => unsafe { std::ptr::copy(p.as_ptr(), dst.as_mut_ptr(), dst.len()) },
+            Target::Direct(p) => unsafe {
+                super::copy::copy_bytes(p.as_ptr(), dst.as_mut_ptr(), dst.len())
+            },
             Target::Remote { rank, offset } => self.load_remote(rank, offset, dst)?,
         }
         Ok(())
@@ -336,7 +340,9 @@ impl Context {
                     // SAFETY: `target_of` checked the destination for src.len() elements:
                     // mapped and in bounds; `copy` tolerates overlap (the source may be in a
                     // segment).
-                    _ => unsafe { std::ptr::copy(bytes.as_ptr(), p.as_ptr(), bytes.len()) },
+                    _ => unsafe {
+                        super::copy::copy_bytes(bytes.as_ptr(), p.as_ptr(), bytes.len())
+                    },
                 }
                 Ok(())
             }
@@ -358,7 +364,7 @@ impl Context {
             Ok(Target::Direct(p)) => {
                 self.count(Traffic::Get, src.rank(), bytes.len());
                 // SAFETY: as in put_blocking, for the bytes read.
-                unsafe { std::ptr::copy(p.as_ptr(), bytes.as_mut_ptr(), bytes.len()) };
+                unsafe { super::copy::copy_bytes(p.as_ptr(), bytes.as_mut_ptr(), bytes.len()) };
                 Ok(())
             }
             Ok(remote) => {
@@ -480,7 +486,13 @@ impl Context {
         match (from, to) {
             (Target::Direct(s), Target::Direct(d)) => {
                 // SAFETY: both ranges were checked for count elements and are mapped.
-                unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), count * std::mem::size_of::<T>()) };
+                unsafe {
+                    super::copy::copy_bytes(
+                        s.as_ptr(),
+                        d.as_ptr(),
+                        count * std::mem::size_of::<T>(),
+                    )
+                };
                 Ok(())
             }
             (Target::Remote { rank, offset }, Target::Direct(_)) => {

@@ -548,7 +548,7 @@ fn apply<T: Pod>(
     match step {
         Local::Copy { from, to } => {
             let (from, to) = bufs.split(from, to);
-            to.copy_from_slice(from);
+            crate::core::copy::copy_slice(to, from);
         }
         Local::Combine { from, into } => {
             let reducer = reducer.expect("a combining schedule has a reducer");
@@ -571,7 +571,7 @@ fn apply<T: Pod>(
                 .zip(base.chunks(piece))
                 .zip(from.chunks(piece))
             {
-                into.copy_from_slice(base);
+                crate::core::copy::copy_slice(into, base);
                 reducer.combine(into, from)?;
             }
         }

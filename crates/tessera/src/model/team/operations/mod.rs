@@ -202,7 +202,7 @@ impl<T: Pod> Landing<'_, '_, T> {
             return Ok(());
         };
         let out = request.wait()?;
-        self.dst.copy_from_slice(&out);
+        crate::core::copy::copy_slice(self.dst, &out);
         Ok(())
     }
 }

@@ -148,7 +148,7 @@ impl<T: Pod> Kernel for Broadcast<'_, T> {
             if held.len() != dst.len() {
                 return Err(length_error("broadcast", "src", held.len(), dst.len()));
             }
-            dst.copy_from_slice(held);
+            crate::core::copy::copy_slice(dst, held);
         }
         team.broadcast(self.root, dst)
     }
