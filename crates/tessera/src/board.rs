@@ -135,11 +135,22 @@ const OTHER_THREADS: u64 = 1;
 const RECORD_BYTES: usize = std::mem::size_of::<RankRecord>();
 const _: () = assert!(RECORD_BYTES == 256);
 
+/// The monotonic clock, the same in every process of the machine.
+fn monotonic() -> Option<nix::sys::time::TimeSpec> {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).ok()
+}
+
 /// Milliseconds of the monotonic clock, the same in every process of the machine.
 pub fn now_ms() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
-        .unwrap_or(0)
+    monotonic().map_or(0, |t| {
+        t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000
+    })
+}
+
+/// Seconds of the same clock, to the nanosecond (online tuning compares the members'
+/// entries into and exits from a call by it).
+pub(crate) fn now_seconds() -> f64 {
+    monotonic().map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
 }
 
 /// This thread's id.

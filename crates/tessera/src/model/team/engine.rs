@@ -97,9 +97,9 @@ impl<'a> Team<'a> {
             self.warmed_trial(trial);
             return Ok(());
         }
-        let entered = online::monotonic_seconds();
+        let entered = crate::board::now_seconds();
         call(alg)?;
-        self.end_trial(trial, entered, online::monotonic_seconds())
+        self.end_trial(trial, entered, crate::board::now_seconds())
     }
 
     /// The nonblocking twin of [`Team::blocking`]: the same choice, then the conduit's own

@@ -124,14 +124,6 @@ fn median_of(combined: &[f64], c: usize, k: usize) -> f64 {
     mine[mine.len() / 2]
 }
 
-/// Seconds of the monotonic clock, which every process of the machine reads alike (a
-/// trial's members on one host compare their entries and exits by it).
-pub(super) fn monotonic_seconds() -> f64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
-        .unwrap_or(0.0)
-}
-
 /// Whether decisions are printed (`TESSERA_TUNING_TRACE`, read once per process).
 fn tracing() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -480,7 +472,7 @@ impl Team<'_> {
     }
 
     /// A timed trial call was entered at `entered` and left at `left` here (seconds of the
-    /// machine's monotonic clock, [`monotonic_seconds`]). After the last trial of its key,
+    /// machine's monotonic clock, [`crate::board::now_seconds`]). After the last trial of its key,
     /// the members combine their spans (maximum per entry, one allreduce by recursive
     /// doubling, which every member runs whatever it would choose) and all take the same
     /// winner.
@@ -514,12 +506,12 @@ impl Team<'_> {
                 algorithms::rounds(Collective::Allreduce, b, call)
             },
         )?;
-        let combined = trial_times(trial.key, &combined);
+        let times = trial_times(trial.key, &combined);
         let traced = (self.me == 0 && tracing())
             .then(|| tuner.borrow().trying[&trial.key].candidates.clone());
-        let winner = tuner.borrow_mut().decide(trial, &combined);
+        let winner = tuner.borrow_mut().decide(trial, &times);
         if let Some(candidates) = traced {
-            eprintln!("{}", describe(trial.key, n, &candidates, &combined, winner));
+            eprintln!("{}", describe(trial.key, n, &candidates, &times, winner));
         }
         Ok(())
     }
