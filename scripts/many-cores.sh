@@ -7,7 +7,13 @@
 #
 #   scripts/many-cores.sh [OUT=./many-cores]
 #   RANKS="8 16" CLASSES="B C" KERNELS="ep is cg mg ft" ROUNDS=2 NPB_OMP_DIR=/tmp/npb/bin \
-#       BIND_TOO="cg mg" scripts/many-cores.sh /tmp/out
+#       BIND_TOO="cg mg" SWEEPS="builtin calibrated" scripts/many-cores.sh /tmp/out
+#
+# Calls with different settings may share one OUT (the summary reads every run in it), so a
+# short lease can run the points that matter first: KERNELS="" runs no NPB kernel, and
+# SWEEPS names the `bench coll` sweeps at each rank count ("builtin": the model with
+# built-in parameters and online trials; "calibrated": both again after `tune
+# --calibrate`; "" none).
 #
 # BIND_TOO names kernels that also run with each rank pinned to a processor of its own
 # (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
@@ -25,7 +31,8 @@ cd "$(dirname "$0")/.."
 out=${1:-many-cores}
 ranks=${RANKS:-"8 16"}
 classes=${CLASSES:-"B C"}
-kernels=${KERNELS:-"ep is cg mg ft"}
+kernels=${KERNELS-"ep is cg mg ft"}
+sweeps=${SWEEPS-"builtin calibrated"}
 rounds=${ROUNDS:-2}
 omp=${NPB_OMP_DIR:-}
 bind_too=${BIND_TOO:-}
@@ -76,12 +83,15 @@ calibrated_home=$(mktemp -d)
 trap 'rm -rf "$calibrated_home"' EXIT
 # The online sweeps' logs carry every decision's trial times (TESSERA_TUNING_TRACE).
 for n in $ranks; do
-  for tuning in none online; do
-    echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, built-in parameters" >&2
-    HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=$tuning TESSERA_TUNING_TRACE=1 \
-      "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning.json" \
-      > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
-  done
+  if [[ " $sweeps " == *" builtin "* ]]; then
+    for tuning in none online; do
+      echo "bench coll, $n ranks, TESSERA_TUNING=$tuning, built-in parameters" >&2
+      HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=$tuning TESSERA_TUNING_TRACE=1 \
+        "$tessera" bench coll -n "$n" --model --json "$out/coll-$n-$tuning.json" \
+        > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
+    done
+  fi
+  [[ " $sweeps " == *" calibrated "* ]] || continue
   HOME="$calibrated_home" "$tessera" tune --calibrate -n "$n" > "$out/calibrate-$n.log" 2>&1 \
     || echo "  calibration failed: see $out/calibrate-$n.log" >&2
   for tuning in none online; do
