@@ -94,8 +94,8 @@ fn calibrated_choices_are_near_the_fastest_on_every_recorded_host() {
 }
 
 /// The built-in parameter sets are those calibrations: a core per rank from 16 ranks on
-/// 16 cores, crowded from 8 ranks on 2 cores; each serves the other team sizes of its
-/// regime about as well as their own calibration would.
+/// 16 cores, crowded from 8 ranks on 2 cores (the Zen 4 host's table); each serves the
+/// other team sizes of its regime about as well as their own calibration would.
 #[test]
 fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
     let close = |a: &MachineParams, b: &MachineParams| {
@@ -117,7 +117,7 @@ fn the_built_in_sets_are_the_recorded_calibrations_and_carry_over() {
         &MachineParams::DEDICATED
     ));
     assert!(close(
-        &calibrate(&table(CROWDED_8)),
+        &calibrate(&table(ZEN4_CROWDED_8)),
         &MachineParams::CROWDED
     ));
     for (name, csv, params) in [
@@ -303,4 +303,34 @@ const FOURTH_8: &str = include_str!("data/coll-16-cores-8-ranks-fourth.csv");
 fn a_fourth_instance_with_small_calls_on_the_channel_keeps_its_figures() {
     holds_figures("16 ranks", FOURTH_16, (70, 1.6), (69, 1.6));
     holds_figures("8 ranks", FOURTH_8, (66, 1.5), (64, 1.5));
+}
+
+/// The 2-core AMD Zen 4 host with 8 and 4 ranks (crowded), each batch timed on its slowest
+/// member (`79ee960`; the Intel host's crowded tables above timed rank 0, a broadcast's
+/// root, which only sends). The built-in crowded set is this host's 8-rank calibration;
+/// the one it replaced (calibrated on the Intel host's 8-rank table) chose within 10 % at
+/// 65 and 66 of 78 points here (worst 3.22× and 4.64×), 70 and 74 on the Intel host's
+/// tables, where this set has 72 and 76. What it still misses here: long broadcasts at 8
+/// ranks (the 3-nomial tree where the 8-nomial or flat one is 1.4-2.5× faster), the
+/// single-address broadcast of 256 KiB-1 MiB (radix 2 against 4 or 8, up to 4.6× at 4
+/// ranks), small scatters at 8 ranks (binomial against flat) and the 256 KiB allreduce at
+/// 4 ranks (recursive doubling against the ring, 1.7×).
+const ZEN4_CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks-zen4.csv");
+const ZEN4_CROWDED_4: &str = include_str!("data/coll-2-cores-4-ranks-zen4.csv");
+
+#[test]
+fn the_crowded_set_holds_its_figures_on_both_2_core_hosts() {
+    for (name, csv, at_least, worst_below) in [
+        ("Zen 4, 8 ranks", ZEN4_CROWDED_8, 70, 2.8),
+        ("Zen 4, 4 ranks", ZEN4_CROWDED_4, 67, 4.7),
+        ("Intel, 8 ranks", CROWDED_8, 72, 1.5),
+        ("Intel, 4 ranks", CROWDED_4, 76, 1.2),
+    ] {
+        let (within, points, worst) = judge(&table(csv), &MachineParams::CROWDED);
+        assert_eq!(points, 78, "{name}");
+        assert!(
+            within >= at_least && worst < worst_below,
+            "{name}, built-in crowded set: within 10% at {within} of {points}, worst {worst:.2}x"
+        );
+    }
 }
