@@ -310,11 +310,13 @@ fn a_fourth_instance_with_small_calls_on_the_channel_keeps_its_figures() {
 /// root, which only sends). The built-in crowded set is this host's 8-rank calibration;
 /// the one it replaced (calibrated on the Intel host's 8-rank table) chose within 10 % at
 /// 65 and 66 of 78 points here (worst 3.22× and 4.64×), 70 and 74 on the Intel host's
-/// tables, where this set has 72 and 76. What it still misses here: long broadcasts at 8
-/// ranks (the 3-nomial tree where the 8-nomial or flat one is 1.4-2.5× faster), the
-/// single-address broadcast of 256 KiB-1 MiB (radix 2 against 4 or 8, up to 4.6× at 4
-/// ranks), small scatters at 8 ranks (binomial against flat) and the 256 KiB allreduce at
-/// 4 ranks (recursive doubling against the ring, 1.7×).
+/// tables, where this set has 72 and 76. What it still misses here: the single-address
+/// broadcast of 256 KiB-1 MiB (radix 2, predicted 88-132 µs at 1 MiB and measured
+/// 497-593, where radix 4 or 8 and flat take 107-228: 2.0-4.6×), the 8- and 64-byte
+/// broadcast (the chain, 1.3-1.4× the 3-nomial tree or flat) and reductions' radix
+/// (1.1-2.05×); where the set before missed most, long broadcasts at 8 ranks (the
+/// 3-nomial tree, 2.5-3.2× flat) and small scatters (binomial, 1.7-3.1× flat), it now
+/// chooses the fastest.
 const ZEN4_CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks-zen4.csv");
 const ZEN4_CROWDED_4: &str = include_str!("data/coll-2-cores-4-ranks-zen4.csv");
 
