@@ -1,10 +1,10 @@
 //! The collective cost model against recorded measurements: `tessera bench coll` tables
 //! of every fixed algorithm at every size (tests/data), from a 16-core host with a core
-//! per rank (16 and 8 ranks; four instances) and a 2-core host (2 ranks, and 4 and 8
-//! where ranks share the cores). For each table the parameters are calibrated from the
-//! table's own probe points, as `tessera tune --calibrate` measures them, and the model's
-//! choice at every point is judged by the measured time of what it chose against the
-//! fastest algorithm.
+//! per rank (16 and 8 ranks; four instances) and two 2-core hosts, an Intel Xeon (2
+//! ranks, and 4 and 8 where ranks share the cores) and an AMD Zen 4 (4 and 8). For each
+//! table the parameters are calibrated from the table's own probe points, as `tessera
+//! tune --calibrate` measures them, and the model's choice at every point is judged by
+//! the measured time of what it chose against the fastest algorithm.
 
 use std::collections::BTreeMap;
 
