@@ -311,8 +311,9 @@ fn a_fourth_instance_with_small_calls_on_the_channel_keeps_its_figures() {
 /// the one it replaced (calibrated on the Intel host's 8-rank table) chose within 10 % at
 /// 65 and 66 of 78 points here (worst 3.22× and 4.64×), 70 and 74 on the Intel host's
 /// tables, where this set has 72 and 76. What it still misses here: the single-address
-/// broadcast of 256 KiB-1 MiB (radix 2, predicted 88-132 µs at 1 MiB and measured
-/// 497-593, where radix 4 or 8 and flat take 107-228: 2.0-4.6×), the 8- and 64-byte
+/// broadcast of 256 KiB-1 MiB by radix 2 (measured 497-593 µs at 1 MiB, where radix 4 or
+/// 8 and flat take 107-228: 2.0-4.6×; that row is bimodal between runs on this host, 111
+/// µs in one of three later sweeps at 4 ranks and 510 in two), the 8- and 64-byte
 /// broadcast (the chain, 1.3-1.4× the 3-nomial tree or flat) and reductions' radix
 /// (1.1-2.05×); where the set before missed most, long broadcasts at 8 ranks (the
 /// 3-nomial tree, 2.5-3.2× flat) and small scatters (binomial, 1.7-3.1× flat), it now
