@@ -1,47 +1,68 @@
 //! The bulk copy behind every put and get between mapped memory: `memmove`, except where
-//! the destination lies just past the source modulo 4 KiB.
+//! the destination lies just past the source modulo 4 KiB on an AMD processor.
 //!
-//! glibc's `memcpy` and `memmove` copy with `rep movsb` from a few KiB up, and on AMD Zen 3
-//! and Zen 4 that instruction slows down when the destination lies a few bytes to a few
-//! hundred bytes past the source modulo 4 KiB: a 32 KiB copy on a Zen 4 host ran at
-//! 2.1 GB/s with the destination 8 bytes past, 28-40 GB/s at 16-72 bytes past, against
-//! 53-58 GB/s elsewhere. Whether a put meets it depends only on where the program's
-//! buffers lie. Copied in pieces of [`PIECE`] bytes, below the sizes where glibc uses
-//! `rep movsb`, the same copies ran at 50-52 GB/s, and a 32 KiB `shmem_putmem` to a peer
-//! 4 or 8 bytes past its source went from 3.0-3.5 to 51 GB/s (16-200 bytes past: 32-47 to
-//! 50-57); so those copies go in pieces, and every other copy is one `memmove` as before.
-//! On a 16-core Intel Xeon (family 6 model 207) no gap was slow: 32-256 KiB copies ran at
-//! 22-33 GB/s whole at gaps of 0-512 bytes, and pieces were no better (whole 1.13-1.25x
-//! faster at gaps of 136 and 200 bytes, pieces 1.04-1.17x faster at 64, level at 8), so
-//! pieces are used on AMD processors only.
+//! glibc's `memcpy` and `memmove` copy with `rep movsb` from about 2 KiB up (to the L2
+//! cache's size on AMD processors, 1 MiB on Zen 4), and on AMD Zen 3 and Zen 4 that
+//! instruction slows down when the destination lies a few bytes to a few hundred bytes past
+//! the source modulo 4 KiB: each load then seems to depend on a store just made. On a
+//! Zen 4 host, 32 KiB to 768 KiB copies ran at 2-3 GB/s with the destination 1-8 bytes
+//! past, 22-40 at 16, 48 and 72 bytes past and 40-49 at 200-255, against 49-58 elsewhere.
+//! Whether a put meets it depends only on where the program's buffers lie. Copied from the
+//! end towards the start, 128 bytes at a time in 32-byte vector registers, a load never
+//! follows a store to the same place modulo 4 KiB, and the same copies ran at 49-57 GB/s
+//! at every gap from 1 to 255 bytes (4 KiB: 77-79 against 4 at 1-8 bytes, 43 at 16; 1 MiB
+//! and beyond, where glibc leaves `rep movsb`, level with `memmove`); so those copies go
+//! backwards, and every other copy is one `memmove`. (Forward copies in 1 KiB pieces,
+//! under glibc's `rep movsb` threshold, reached only 12-13 GB/s at 1-16 bytes and lost
+//! 10-20 % at the other gaps on that host.) On a 16-core Intel Xeon (family 6 model 207) no
+//! gap was slow: 32-256 KiB copies ran at 22-33 GB/s whole at gaps of 0-512 bytes; so the
+//! backward copy is used on AMD processors with AVX2 only.
 //!
-//! This module must never be slower than `memmove` by more than a call per piece, and never
+//! This module must never be slower than `memmove` where it departs from it, and never
 //! change what a copy writes: overlapping ranges are one `memmove` whatever their gap.
 
 /// Copies shorter than this are one call whatever their gap (glibc copies them with
 /// vector registers).
-const PIECED_FROM: usize = 2048;
+const BACKWARD_FROM: usize = 2048;
 
-/// Gaps (destination minus source, modulo 4 KiB) from 1 to this many bytes are copied in
-/// pieces: on the Zen 4 host a 32 KiB copy ran at 40-49 GB/s whole at 72-200 bytes past
-/// and 51-52 in pieces, at 256 and beyond the same either way.
+/// Copies of this many bytes and more are one call whatever their gap: glibc's `rep movsb`
+/// stops at the L2 cache's size on AMD processors (1 MiB on Zen 4).
+const BACKWARD_BELOW: usize = 1 << 20;
+
+/// Gaps (destination minus source, modulo 4 KiB) from 1 to this many bytes go backwards:
+/// on the Zen 4 host a 32 KiB copy ran at 40-49 GB/s whole at 200-255 bytes past and
+/// 43-57 backwards, at 256 and beyond the same either way.
 const SLOW_GAP: usize = 255;
 
-/// Bytes per piece: under glibc's smallest default `rep movsb` threshold (2 KiB).
-const PIECE: usize = 1024;
+/// Bytes per step of the backward copy: four 32-byte registers.
+const STEP: usize = 128;
 
-/// Whether a copy of `len` bytes from `src` to `dst` goes in pieces.
+/// Whether a copy of `len` bytes from `src` to `dst` goes backwards.
 #[inline(always)]
-fn in_pieces(src: usize, dst: usize, len: usize) -> bool {
+fn backwards(src: usize, dst: usize, len: usize) -> bool {
     let gap = dst.wrapping_sub(src) % 4096;
-    len >= PIECED_FROM && (1..=SLOW_GAP).contains(&gap) && (dst >= src + len || src >= dst + len)
+    (BACKWARD_FROM..BACKWARD_BELOW).contains(&len)
+        && (1..=SLOW_GAP).contains(&gap)
+        && (dst >= src + len || src >= dst + len)
 }
 
-/// Whether this processor's `rep movsb` slows down at short gaps: AMD's (measured on Zen 3
-/// and Zen 4). Read once from `cpuid`.
+/// Whether this processor's `rep movsb` slows down at short gaps and it can copy with
+/// 32-byte registers: AMD's (measured on Zen 3 and Zen 4) with AVX2. Read once.
 fn short_gaps_are_slow() -> bool {
-    static AMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AMD.get_or_init(|| vendor().as_deref() == Some("AuthenticAMD"))
+    static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| vendor().as_deref() == Some("AuthenticAMD") && has_avx2())
+}
+
+/// Whether the processor has AVX2 (and the kernel saves its registers).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// The processor's vendor string from `cpuid` leaf 0 (`GenuineIntel`, `AuthenticAMD`, ...).
@@ -67,9 +88,10 @@ fn vendor() -> Option<String> {
 /// `src` valid for reads and `dst` for writes of `len` bytes.
 #[inline(always)]
 pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
-    if in_pieces(src as usize, dst as usize, len) && short_gaps_are_slow() {
-        // SAFETY: as the caller guarantees; the ranges do not overlap (checked).
-        unsafe { copy_in_pieces(src, dst, len) };
+    if backwards(src as usize, dst as usize, len) && short_gaps_are_slow() {
+        // SAFETY: as the caller guarantees; the ranges do not overlap (checked), and
+        // short_gaps_are_slow checked that the processor has AVX2.
+        unsafe { copy_backwards(src, dst, len) };
     } else {
         // SAFETY: as the caller guarantees.
         unsafe { std::ptr::copy(src, dst, len) };
@@ -103,33 +125,74 @@ pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     unsafe { copy(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
 }
 
-/// The pieces, out of line: only the copies that need them pay for the loop.
+/// The backward copy, out of line: only the copies that need it pay for the loop.
 ///
 /// # Safety
-/// As [`copy_bytes`], with ranges that do not overlap.
+/// As [`copy_bytes`], with ranges that do not overlap, on a processor with AVX2.
+#[cfg(target_arch = "x86_64")]
 #[cold]
 #[inline(never)]
-unsafe fn copy_in_pieces(src: *const u8, dst: *mut u8, len: usize) {
-    let mut done = 0;
-    while done < len {
-        let n = PIECE.min(len - done);
-        // SAFETY: [done, done + n) lies inside both ranges, which do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), n) };
-        done += n;
+#[target_feature(enable = "avx2")]
+unsafe fn copy_backwards(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    let mut at = len;
+    while at >= STEP {
+        at -= STEP;
+        // SAFETY: [at, at + STEP) lies inside both ranges, which do not overlap; the
+        // unaligned forms take any address; the caller checked AVX2.
+        unsafe {
+            let from = src.add(at).cast::<__m256i>();
+            let to = dst.add(at).cast::<__m256i>();
+            let (a, b) = (_mm256_loadu_si256(from), _mm256_loadu_si256(from.add(1)));
+            let (c, d) = (
+                _mm256_loadu_si256(from.add(2)),
+                _mm256_loadu_si256(from.add(3)),
+            );
+            _mm256_storeu_si256(to, a);
+            _mm256_storeu_si256(to.add(1), b);
+            _mm256_storeu_si256(to.add(2), c);
+            _mm256_storeu_si256(to.add(3), d);
+        }
     }
+    // SAFETY: the first `at` (< STEP) bytes of both ranges, which do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, at) };
+}
+
+/// Elsewhere [`short_gaps_are_slow`] is false and this is never called.
+///
+/// # Safety
+/// As [`copy_bytes`].
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_backwards(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: as the caller guarantees.
+    unsafe { std::ptr::copy(src, dst, len) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every gap that goes in pieces, and some that do not, at lengths around the piece
-    /// size: the destination holds the source byte for byte, and nothing around it moves.
+    /// Every gap that goes backwards, and some that do not, at lengths around the step
+    /// and the bounds: the destination holds the source byte for byte, and nothing around
+    /// it moves.
     #[test]
     fn every_gap_copies_byte_for_byte() {
-        let src: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let src: Vec<u8> = (0..(1u32 << 20) + 4096)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
         for gap in [0, 1, 8, 16, 63, 64, 200, 255, 256, 1000, 4095] {
-            for len in [0, 1, 2047, 2048, 3000, 4096, 32_768 + 5] {
+            for len in [
+                0,
+                1,
+                2047,
+                2048,
+                2048 + 127,
+                3000,
+                4096,
+                32_768 + 5,
+                (1 << 20) - 1,
+                1 << 20,
+            ] {
                 let mut dst = vec![0xEEu8; len + 8192];
                 // The destination's offset from the source modulo 4 KiB is `gap`.
                 let base = (src.as_ptr() as usize).wrapping_sub(dst.as_ptr() as usize) % 4096;
@@ -143,12 +206,15 @@ mod tests {
                 );
                 assert!(dst[..at + 3].iter().all(|&b| b == 0xEE));
                 assert!(dst[at + 3 + len..].iter().all(|&b| b == 0xEE));
-                let pieces = in_pieces(
+                let back = backwards(
                     src[3..].as_ptr() as usize,
                     dst[at + 3..].as_ptr() as usize,
                     len,
                 );
-                assert_eq!(pieces, len >= PIECED_FROM && (1..=SLOW_GAP).contains(&gap));
+                assert_eq!(
+                    back,
+                    (BACKWARD_FROM..BACKWARD_BELOW).contains(&len) && (1..=SLOW_GAP).contains(&gap)
+                );
             }
         }
     }
@@ -166,7 +232,7 @@ mod tests {
         assert_eq!(vendor(), reported);
         assert_eq!(
             short_gaps_are_slow(),
-            reported.as_deref() == Some("AuthenticAMD")
+            reported.as_deref() == Some("AuthenticAMD") && has_avx2()
         );
     }
 
@@ -179,7 +245,7 @@ mod tests {
         assert_eq!(dst[0], 0);
     }
 
-    /// Overlapping ranges a few bytes apart, the gap that goes in pieces when they do not
+    /// Overlapping ranges a few bytes apart, the gap that goes backwards when they do not
     /// overlap, copy as `memmove` does (one call), both ways.
     #[test]
     fn overlapping_ranges_copy_as_memmove() {
@@ -188,7 +254,7 @@ mod tests {
             let len = 8000;
             let mut up = original.clone();
             let p = up.as_mut_ptr();
-            assert!(!in_pieces(p as usize, p as usize + shift, len));
+            assert!(!backwards(p as usize, p as usize + shift, len));
             // SAFETY: both ranges lie inside the vector.
             unsafe { copy_bytes(p, p.add(shift), len) };
             assert_eq!(&up[shift..shift + len], &original[..len]);

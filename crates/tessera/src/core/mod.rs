@@ -497,9 +497,27 @@ impl Context {
         describe: impl Fn() -> String,
     ) -> Result<()> {
         let mut wait = self.wait_begin(what)?;
+        // The first look before the policy is read: a wait that is already satisfied (a
+        // channel message that has landed, a flag already set) costs that look and nothing
+        // else.
+        let outcome = match done() {
+            Ok(false) => self.wait_loop(&mut wait, done, describe),
+            first => first.map(|_| ()),
+        };
+        self.wait_end(wait, &outcome);
+        outcome
+    }
+
+    /// The loop of [`Context::wait_until`] after a first look that found `done` false.
+    fn wait_loop(
+        &self,
+        wait: &mut Wait,
+        mut done: impl FnMut() -> Result<bool>,
+        describe: impl Fn() -> String,
+    ) -> Result<()> {
         let spins_per_yield = self.spins_per_yield();
         let mut spins = 0u32;
-        let outcome = loop {
+        loop {
             match done() {
                 Ok(true) => break Ok(()),
                 Ok(false) => {}
@@ -525,13 +543,11 @@ impl Context {
                 continue;
             }
             spins = 0;
-            if let Err(e) = self.watch_step(&mut wait, &describe) {
+            if let Err(e) = self.watch_step(wait, &describe) {
                 break Err(e);
             }
             std::thread::yield_now();
-        };
-        self.wait_end(wait, &outcome);
-        outcome
+        }
     }
 
     /// Start a wait whose condition the caller polls itself, for a library whose other
@@ -560,6 +576,7 @@ impl Context {
     ///     Ok(outcome?)
     /// }).unwrap();
     /// ```
+    #[inline]
     pub fn wait_begin(&self, what: &'static str) -> Result<Wait> {
         if self.in_handler.get() > 0 {
             return Err(CoreError::InHandler(what).into());
@@ -581,7 +598,18 @@ impl Context {
 
     /// End a wait begun with [`Context::wait_begin`] with its outcome (taken off the
     /// board, or failed there).
+    #[inline]
     pub fn wait_end(&self, wait: Wait, outcome: &Result<()>) {
+        // Nothing to record: statistics off and the wait never went on the board.
+        if wait.since.is_none() && wait.watch.is_none() {
+            return;
+        }
+        self.record_wait_end(wait, outcome);
+    }
+
+    /// What [`Context::wait_end`] records: the time blocked, and the board's entry.
+    #[inline(never)]
+    fn record_wait_end(&self, wait: Wait, outcome: &Result<()>) {
         self.count_blocked(wait.what, wait.since);
         if let (Some(board), Some(watch)) = (&self.options.board, wait.watch) {
             match outcome {
