@@ -9,12 +9,12 @@ table gives, at the chosen sizes, the old and new latency, the difference in nan
 and the ratio, and a summary over every point. Used for PERFORMANCE.md's figures on the
 cost of the always-on collective signatures, and to compare any two builds.
 
-Before each run it times a store crossing between the two cores it uses
+Before and after each run it times a store crossing between CPUs 0 and 1
 (target/release/examples/core_to_core, when built: `cargo build --release --examples -p
 tessera-cli`). On a virtual machine that time moves between placements of the virtual
-CPUs (23, about 60 or about 265 ns on the 2-core Zen 4 guest), and every small collective
-moves with it; so only runs whose crossing was within 25 % of the fastest seen are
-compared, when each build has at least one.
+CPUs (23, about 50-60 or about 210-265 ns on the 2-core Zen 4 guest, changing within
+seconds), and every small collective moves with it; so only runs whose slower crossing
+was within 25 % of the fastest seen are compared, when each build has at least one.
 
 Both builds must time a batch the same way: from `12cb734` on, `bench coll` times each
 batch on its slowest member, before it on rank 0 alone (a broadcast's or scatter's root,
@@ -64,11 +64,13 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for r in range(a.rounds):
             for which, binary in (("old", a.old), ("new", a.new)):
-                ns = crossing(a.probe)
+                before = crossing(a.probe)
                 got = {}
                 for row in run(binary, a.ranks, f"{d}/{which}.json"):
                     if row["metric"] == "latency_us":
                         got[(row["op"], row["algorithm"], row["bytes"])] = row["value"]
+                after = crossing(a.probe)
+                ns = None if before is None or after is None else max(before, after)
                 runs.append((which, ns, got))
             seen = " ".join(f"{w} {ns:.0f}" for w, ns, _ in runs[-2:] if ns is not None)
             print(f"round {r + 1} of {a.rounds} done" + (f" (core-to-core ns: {seen})" if seen else ""),

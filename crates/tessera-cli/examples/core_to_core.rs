@@ -6,9 +6,9 @@
 //! It is the floor under every small operation between two ranks on those cores, and on
 //! a virtual machine it is not fixed: the host places the two virtual CPUs on cores that
 //! share a cache or not, and moves them. On the 2-core AMD Zen 4 guest the same two CPUs
-//! gave 23, about 60 and about 265 ns from one minute to the next, and every small
-//! collective moved with it. `scripts/compare-coll.py` and `scripts/shmem-bench.sh` run
-//! this beside each run, so that builds are compared in the same placement.
+//! gave about 22, 50 and 210-265 ns, changing within seconds, and every small collective
+//! moved with it. `scripts/compare-coll.py` and `scripts/shmem-bench.sh` run this before
+//! and after each run, so that builds are compared in the same placement.
 //!
 //! ```text
 //! cargo build --release --examples -p tessera-cli
