@@ -102,7 +102,9 @@ fn main() {
         Ok([]) => (0, 1),
         Ok([a, b]) if a != b => (*a, *b),
         _ => {
-            eprintln!("usage: core_to_core [CPU_A CPU_B]   (two different CPU numbers; default 0 1)");
+            eprintln!(
+                "usage: core_to_core [CPU_A CPU_B]   (two different CPU numbers; default 0 1)"
+            );
             std::process::exit(2)
         }
     };
