@@ -32,7 +32,7 @@
 //!
 //! This module must never touch another rank's memory except through the channel.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
@@ -154,6 +154,22 @@ pub struct Team<'a> {
     model_memo: Rc<ModelMemo>,
     /// The tree of the last rooted single-address call.
     last_tree: Rc<addressed::LastTree>,
+    /// The last final choice of algorithm (see [`LastChoice`]).
+    last_choice: Cell<Option<LastChoice>>,
+}
+
+/// A final choice of algorithm (forced, or decided by the online tuner, which never
+/// revisits a decision) for a call of `op` with `bytes` per member: a loop of the same
+/// call takes it from here instead of looking it up again (some 100 instructions of an
+/// 8-byte barrier's 330 at 2 ranks went to the lookup). Only final choices are kept, so a
+/// table's or the model's choice, which the tuner may still overrule, is looked up each
+/// time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct LastChoice {
+    op: Collective,
+    bytes: usize,
+    native_ok: bool,
+    alg: Algorithm,
 }
 
 /// Register the end-of-job check of a team's inbox (when the team is made, so that teams
@@ -366,6 +382,7 @@ impl<'a> Team<'a> {
             params: calibration::params_for(size, false)?,
             model_memo: Rc::default(),
             last_tree: Rc::default(),
+            last_choice: Cell::new(None),
         };
         if team.forced.contains(&Some(Algorithm::NATIVE)) {
             team.check_available(Algorithm::NATIVE)?;
@@ -479,6 +496,7 @@ impl<'a> Team<'a> {
         forced[op.index()] = Some(algorithm);
         Ok(Team {
             forced,
+            last_choice: Cell::new(None),
             ..self.clone()
         })
     }
@@ -551,6 +569,7 @@ impl<'a> Team<'a> {
     pub fn with_online_tuning(&self) -> Team<'a> {
         Team {
             online: (self.size() > 1).then(Default::default),
+            last_choice: Cell::new(None),
             ..self.clone()
         }
     }
@@ -581,6 +600,7 @@ impl<'a> Team<'a> {
         Team {
             tuned: Some(resolved_rules(table, self.size())),
             online: None,
+            last_choice: Cell::new(None),
             ..self.clone()
         }
     }
@@ -754,6 +774,7 @@ impl<'a> Team<'a> {
             params: calibration::params_for(size, self.crowded)?,
             model_memo: Rc::default(),
             last_tree: Rc::default(),
+            last_choice: Cell::new(None),
         })
     }
 
@@ -797,19 +818,36 @@ impl<'a> Team<'a> {
         native_ok: bool,
         may_trial: bool,
     ) -> (Algorithm, Option<online::Trial>) {
-        let (alg, trial) = match self.forced[op.index()] {
-            Some(alg) => (alg, None),
+        if let Some(last) = self.last_choice.get() {
+            if last.op == op && last.bytes == bytes && last.native_ok == native_ok {
+                return (self.noted(op, bytes, last.alg), None);
+            }
+        }
+        let (chosen, trial, last) = match self.forced[op.index()] {
+            Some(alg) => (alg, None, true),
             None => match self.online_choice(op, bytes, native_ok, may_trial) {
-                online::Choice::Decided(alg) => (alg, None),
-                online::Choice::Trial(trial) => (trial.algorithm, Some(trial)),
+                online::Choice::Decided(alg) => (alg, None, true),
+                online::Choice::Trial(trial) => (trial.algorithm, Some(trial), false),
                 online::Choice::Open => (
                     self.table_choice(op, bytes)
                         .unwrap_or_else(|| self.model(op, bytes)),
                     None,
+                    false,
                 ),
             },
         };
-        (self.usable(op, bytes, native_ok, alg), trial)
+        let alg = self.usable(op, bytes, native_ok, chosen);
+        // A final choice that needed no stand-in for MPI's own (whose stand-in is the
+        // model's, and so may change) is kept for the next call.
+        if last && alg == chosen {
+            self.last_choice.set(Some(LastChoice {
+                op,
+                bytes,
+                native_ok,
+                alg,
+            }));
+        }
+        (alg, trial)
     }
 
     /// `alg`, unless it is [`Algorithm::NATIVE`] and this call cannot use it (see
@@ -822,6 +860,12 @@ impl<'a> Team<'a> {
         } else {
             alg
         };
+        self.noted(op, bytes, alg)
+    }
+
+    /// `alg`, recorded as the call's algorithm (and counted, with statistics on).
+    #[inline]
+    fn noted(&self, op: Collective, bytes: usize, alg: Algorithm) -> Algorithm {
         self.channel.record_algorithm(alg);
         if self.ctx.counts_communication() {
             let algorithm = (alg.stem(), alg.radix().unwrap_or(0));
