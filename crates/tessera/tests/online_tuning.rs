@@ -208,3 +208,64 @@ fn by_default_teams_tune_online_only_where_ranks_have_processors() {
         }
     }
 }
+
+/// A team remembers its last final choice for the next call of the same shape; the
+/// memory answers only that shape, a team forced to another algorithm does not inherit
+/// it, and every choice stays the one the tuner decided.
+#[test]
+fn a_remembered_choice_answers_only_its_own_call() {
+    Job::threads(2)
+        .segment(8 << 20)
+        .wait_timeout(Duration::from_secs(60))
+        .run(|ctx| {
+            let world = Team::world(ctx)?.with_online_tuning();
+            // Two sizes in turns until both are decided, each call checked.
+            let mut calls = 0;
+            while !(world.tuning_settled(Collective::Allreduce, 8)
+                && world.tuning_settled(Collective::Allreduce, 8 * 512))
+            {
+                let small =
+                    world.run(Allreduce::value(ctx.rank() as u64 + 1, Op::Sum), Blocking)?;
+                let mine = vec![ctx.rank() as u64 + 1; 512];
+                let mut big = vec![0u64; 512];
+                world.run(Allreduce::new(&mine, Op::Sum).to(&mut big), Blocking)?;
+                if small != 3 || big.iter().any(|&x| x != 3) {
+                    return Err(fail(format!("call {calls}: {small}, {:?}", &big[..2])));
+                }
+                calls += 1;
+                if calls > 10_000 {
+                    return Err(fail("the tuner never decided".into()));
+                }
+            }
+            let decided = |bytes: usize| {
+                world
+                    .online_decisions()
+                    .into_iter()
+                    .find(|&(op, b, _)| op == Collective::Allreduce && b >= bytes && b / 2 < bytes)
+                    .map(|(_, _, alg)| alg)
+            };
+            let (small, big) = (decided(8), decided(8 * 512));
+            for _ in 0..3 {
+                // The same call twice (the second from memory), then the other size.
+                assert_eq!(Some(world.algorithm_for(Collective::Allreduce, 8)), small);
+                assert_eq!(Some(world.algorithm_for(Collective::Allreduce, 8)), small);
+                assert_eq!(
+                    Some(world.algorithm_for(Collective::Allreduce, 8 * 512)),
+                    big
+                );
+            }
+            // Forced just after the parent remembered its 8-byte decision: the forced one.
+            assert_eq!(Some(world.algorithm_for(Collective::Allreduce, 8)), small);
+            let other = if small == Some(Algorithm::RING) {
+                Algorithm::RECURSIVE_DOUBLING
+            } else {
+                Algorithm::RING
+            };
+            let forced = world.with_algorithm(Collective::Allreduce, other)?;
+            assert_eq!(forced.algorithm_for(Collective::Allreduce, 8), other);
+            assert_eq!(forced.run(Allreduce::value(1u64, Op::Sum), Blocking)?, 2);
+            assert_eq!(Some(world.algorithm_for(Collective::Allreduce, 8)), small);
+            Ok(())
+        })
+        .unwrap();
+}
