@@ -45,7 +45,7 @@ fn pin(cpu: usize) -> Result<(), String> {
 fn half_round_trip(a: usize, b: usize) -> Result<f64, String> {
     let (ping, pong) = (Word::default(), Word::default());
     std::thread::scope(|s| {
-        // The answering side: waits for each odd value and answers with the next even one.
+        // The answering side: waits for each round on `ping` and answers it on `pong`.
         let answer = s.spawn(|| -> Result<(), String> {
             if let Err(e) = pin(b) {
                 pong.0.store(GAVE_UP, Ordering::Release);
