@@ -236,6 +236,29 @@ mod tests {
         );
     }
 
+    /// The backward copy itself, wherever the processor has AVX2 (through `copy` it runs
+    /// on AMD processors only): every length around its step, at several offsets of
+    /// source and destination, byte for byte, nothing around the destination touched.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_backward_copy_copies_byte_for_byte() {
+        if !has_avx2() {
+            return;
+        }
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        for len in (0..=3 * STEP + 1).chain([2048, 2048 + 127, 4096 + 5]) {
+            for (from, to) in [(0, 0), (1, 8), (7, 200), (64, 3)] {
+                let mut dst = vec![0xEEu8; len + 256];
+                // SAFETY: both ranges lie inside their vectors, which do not overlap;
+                // has_avx2 checked the processor.
+                unsafe { copy_backwards(src[from..].as_ptr(), dst[to..].as_mut_ptr(), len) };
+                assert_eq!(&dst[to..to + len], &src[from..from + len], "{len} B");
+                assert!(dst[..to].iter().all(|&b| b == 0xEE), "{len} B");
+                assert!(dst[to + len..].iter().all(|&b| b == 0xEE), "{len} B");
+            }
+        }
+    }
+
     #[test]
     fn slices_copy_like_copy_from_slice() {
         let src: Vec<u64> = (0..5000).collect();
