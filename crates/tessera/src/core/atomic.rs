@@ -423,7 +423,27 @@ impl Context {
     /// Write `data` (if any), then store `value` into `flag` (release), as a signal: on an
     /// unmapped owner one message that the owner applies in order, without a round trip
     /// (see [`Context::signal`]).
+    #[inline(always)]
     pub(crate) fn signal_store(
+        &self,
+        data: Option<(GlobalPtr<u8>, &[u8])>,
+        flag: GlobalPtr<u64>,
+        value: u64,
+    ) -> Result<()> {
+        if data.is_none() {
+            if let Some(p) = self.mapped_uncounted(flag) {
+                // SAFETY: mapped_uncounted checked that p is a mapped, aligned, in-bounds
+                // u64; without data a mapped signal is this store (as in signal_to).
+                unsafe { u64::store(p, value) };
+                return Ok(());
+            }
+        }
+        self.signal_store_any(data, flag, value)
+    }
+
+    /// [`Context::signal_store`] off its inline path.
+    #[inline(never)]
+    fn signal_store_any(
         &self,
         data: Option<(GlobalPtr<u8>, &[u8])>,
         flag: GlobalPtr<u64>,
@@ -537,13 +557,41 @@ impl Context {
     }
 
     /// Atomically read the integer at `ptr` (acquire).
+    #[inline]
     pub fn atomic_load<T: AtomicInt>(&self, ptr: GlobalPtr<T>) -> Result<T> {
+        if let Some(p) = self.mapped_uncounted(ptr) {
+            // SAFETY: mapped_uncounted checked that p is a mapped, aligned, in-bounds T.
+            return Ok(unsafe { T::load(p) });
+        }
         self.atomic_any(ptr, Remote::Load)
     }
 
     /// Atomically write the integer at `ptr` (release).
+    #[inline]
     pub fn atomic_store<T: AtomicInt>(&self, ptr: GlobalPtr<T>, value: T) -> Result<()> {
+        if let Some(p) = self.mapped_uncounted(ptr) {
+            // SAFETY: as in atomic_load.
+            unsafe { T::store(p, value) };
+            return Ok(());
+        }
         self.atomic_any(ptr, Remote::Store(value)).map(|_| ())
+    }
+
+    /// The address of the integer at `ptr` when it is mapped here (checked: in bounds and
+    /// aligned) and statistics are off, so that a load or store through it is the whole
+    /// operation: the inline path of loads, stores and signals without data, which polls
+    /// and the team channel's flags take on every message. `None` sends the caller the
+    /// general way, which also reports a bad pointer.
+    #[inline(always)]
+    fn mapped_uncounted<T: AtomicInt>(&self, ptr: GlobalPtr<T>) -> Option<*mut T> {
+        if self.counts_communication() {
+            return None;
+        }
+        let size = std::mem::size_of::<T>();
+        match self.target(ptr, size, size) {
+            Ok(Target::Direct(p)) => Some(p.as_ptr().cast()),
+            _ => None,
+        }
     }
 }
 

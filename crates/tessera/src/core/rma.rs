@@ -357,19 +357,26 @@ impl Context {
     /// The blocking contiguous get.
     #[inline]
     pub(super) fn get_blocking<T: Pod>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
-        let count = dst.len();
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        let (count, len) = (dst.len(), std::mem::size_of_val(dst));
         // Matched in place, as in `put_blocking`.
         match self.target_of(src, count) {
             Ok(Target::Direct(p)) => {
-                self.count(Traffic::Get, src.rank(), bytes.len());
-                // SAFETY: as in put_blocking, for the bytes read.
-                unsafe { super::copy::copy_bytes(p.as_ptr(), bytes.as_mut_ptr(), bytes.len()) };
+                self.count(Traffic::Get, src.rank(), len);
+                match dst {
+                    // One element is one typed load, as in `put_blocking`.
+                    // SAFETY: `target_of` checked the source for one T: mapped, in bounds
+                    // and aligned for T.
+                    [value] => *value = unsafe { p.cast::<T>().as_ptr().read() },
+                    // SAFETY: as in put_blocking, for the bytes read.
+                    _ => unsafe {
+                        super::copy::copy_bytes(p.as_ptr(), dst.as_mut_ptr().cast(), len)
+                    },
+                }
                 Ok(())
             }
             Ok(remote) => {
-                self.count(Traffic::Get, src.rank(), bytes.len());
-                self.load_bytes(remote, bytes)
+                self.count(Traffic::Get, src.rank(), len);
+                self.load_bytes(remote, bytemuck::cast_slice_mut(dst))
             }
             Err(e) => Err(e),
         }
@@ -388,6 +395,7 @@ impl Context {
     ///     Ok(())
     /// }).unwrap();
     /// ```
+    #[inline]
     pub fn get_value<T: Pod>(&self, src: GlobalPtr<T>) -> Result<T> {
         let mut value = T::zeroed();
         self.get_blocking(src, std::slice::from_mut(&mut value))?;

@@ -47,7 +47,10 @@
 //! ordering, which loom does not model (it never lets a load read a later store), so it
 //! rests on the argument above. The channel calls these functions on the values its
 //! global-pointer loads return (those loads are `Acquire`, the signal stores `Release`),
-//! so the model and the code share the decisions.
+//! and keeps its record of each pair stream in [`SenderSide`] and [`ReceiverSide`], which
+//! the model's sender uses too, so the model and the code share the decisions. The sides
+//! keep each position's place in the ring beside it, advanced by a subtraction: the
+//! ring's length is no power of two, and a division per message costs tens of cycles.
 //!
 //! This module must never depend on the core or the conduits.
 
@@ -83,12 +86,25 @@ pub(crate) fn footprint(len: usize) -> u64 {
     }
 }
 
-/// The physical pieces of the `len` bytes from `position` in a ring of `ring` bytes:
-/// `(offset in the ring, bytes)`, the second empty unless the range crosses the end.
-pub(crate) fn pieces(position: u64, len: usize, ring: u64) -> [(usize, usize); 2] {
-    let at = position % ring;
+/// The physical pieces of the `len` bytes from `place` (an offset in a ring of `ring`
+/// bytes, or past its end by less than the ring: it wraps): `(offset in the ring, bytes)`,
+/// the second empty unless the range crosses the end.
+pub(crate) fn pieces(place: u64, len: usize, ring: u64) -> [(usize, usize); 2] {
+    let at = wrap(place, ring);
     let first = (ring - at).min(len as u64) as usize;
     [(at as usize, first), (0, len - first)]
+}
+
+/// `place` (less than two rings) as an offset in the ring: a subtraction, where `%`
+/// would divide (the ring's length is no power of two) on every message.
+#[inline(always)]
+pub(crate) fn wrap(place: u64, ring: u64) -> u64 {
+    debug_assert!(place < 2 * ring);
+    if place >= ring {
+        place - ring
+    } else {
+        place
+    }
 }
 
 /// Whether the sender may write a message ending at `end` (and clear the flag word there)
@@ -109,12 +125,12 @@ pub(crate) fn published(seq: u64) -> u64 {
 
 /// The sender's record of which lines of one ring may hold data in their first word
 /// (where a later message's flag can go), one bit per line. A new ring is all zeros, so
-/// every line starts clean.
+/// every line starts clean. Places are offsets in the ring (below its length).
 ///
 /// ```ignore
 /// let mut lines = DataLines::new(ring);
-/// if lines.clear_next(end, ring) { /* store 0 at `end` */ }
-/// lines.wrote(start, end, ring);
+/// if lines.clear_next(end_place) { /* store 0 at the next flag */ }
+/// lines.wrote(start_place, footprint, ring);
 /// ```
 #[derive(Clone, Debug)]
 pub(crate) struct DataLines(Box<[u64]>);
@@ -125,8 +141,8 @@ impl DataLines {
         DataLines(vec![0; (ring / HEADER).div_ceil(64) as usize].into_boxed_slice())
     }
 
-    fn bit(position: u64, ring: u64) -> (usize, u64) {
-        let line = (position % ring) / HEADER;
+    fn bit(place: u64) -> (usize, u64) {
+        let line = place / HEADER;
         ((line / 64) as usize, 1 << (line % 64))
     }
 
@@ -146,30 +162,148 @@ impl DataLines {
         }
     }
 
-    /// Whether the sender must clear the next flag word at `end` before publishing the
-    /// message ending there (the word last held data); from then on it holds a flag.
-    pub(crate) fn clear_next(&mut self, end: u64, ring: u64) -> bool {
-        let (word, bit) = Self::bit(end, ring);
+    /// Whether the sender must clear the next flag word at place `end` before publishing
+    /// the message ending there (the word last held data); from then on it holds a flag.
+    #[inline]
+    pub(crate) fn clear_next(&mut self, end: u64) -> bool {
+        let (word, bit) = Self::bit(end);
         let data = self.0[word] & bit != 0;
         self.0[word] &= !bit;
         data
     }
 
-    /// The message `[start, end)` is written: its header line holds a flag, every line
-    /// after it data.
-    pub(crate) fn wrote(&mut self, start: u64, end: u64, ring: u64) {
-        let (word, bit) = Self::bit(start, ring);
+    /// The message of `footprint` bytes at place `start` is written: its header line
+    /// holds a flag, every line after it data.
+    #[inline]
+    pub(crate) fn wrote(&mut self, start: u64, footprint: u64, ring: u64) {
+        let (word, bit) = Self::bit(start);
         self.0[word] &= !bit;
-        let data = (end - start) / HEADER - 1;
-        if data == 0 {
-            return;
+        let data = footprint / HEADER - 1;
+        if data > 0 {
+            self.mark_data(start, data, ring);
         }
-        let (lines, first) = (ring / HEADER, (start % ring) / HEADER + 1);
-        // The data lines, in two runs where they cross the ring's end.
+    }
+
+    /// Mark the `data` lines after the header line at place `start`, in two runs where
+    /// they cross the ring's end.
+    #[inline(never)]
+    fn mark_data(&mut self, start: u64, data: u64, ring: u64) {
+        let (lines, first) = (ring / HEADER, start / HEADER + 1);
         let first = if first == lines { 0 } else { first };
         let run = data.min(lines - first);
         self.mark(first, first + run);
         self.mark(0, data - run);
+    }
+}
+
+/// The sender's side of one pair stream: the sequence number and ring position of its
+/// next message (and that position's place in the ring, kept so that no message divides),
+/// the acknowledged position last loaded, and which lines hold data ([`DataLines`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SenderSide {
+    sent: u64,
+    at: u64,
+    place: u64,
+    acknowledged: u64,
+    lines: DataLines,
+}
+
+/// Where a message goes, as [`SenderSide::claim`] gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// Its sequence number (the first, for a message that takes several).
+    pub(crate) seq: u64,
+    /// Its ring position and that position's place in the ring.
+    pub(crate) start: u64,
+    pub(crate) place: u64,
+    /// The position where it ends (the next message's) and that position's place.
+    pub(crate) end: u64,
+    pub(crate) end_place: u64,
+    /// Whether the flag word at `end_place` must be cleared before the message is
+    /// published ([`DataLines::clear_next`]).
+    pub(crate) clear_next: bool,
+}
+
+impl SenderSide {
+    /// A fresh stream through a ring of `ring` bytes.
+    pub(crate) fn new(ring: u64) -> SenderSide {
+        SenderSide {
+            sent: 0,
+            at: 0,
+            place: 0,
+            acknowledged: 0,
+            lines: DataLines::new(ring),
+        }
+    }
+
+    /// Sequence numbers taken so far (the next message's).
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// The ring position of the next message.
+    pub(crate) fn position(&self) -> u64 {
+        self.at
+    }
+
+    /// The acknowledged position when last loaded (a lower bound of the receiver's).
+    pub(crate) fn acknowledged(&self) -> u64 {
+        self.acknowledged
+    }
+
+    /// The acknowledged position just loaded from the receiver's word.
+    pub(crate) fn set_acknowledged(&mut self, acknowledged: u64) {
+        self.acknowledged = acknowledged;
+    }
+
+    /// Whether a message of `footprint` bytes fits by the acknowledgement last loaded.
+    #[inline]
+    pub(crate) fn fits(&self, footprint: u64, ring: u64) -> bool {
+        fits(self.acknowledged, self.at + footprint, ring)
+    }
+
+    /// Take the place of the next message, `footprint` bytes long and taking `numbers`
+    /// sequence numbers (once it fits): the caller writes it there, clears the next flag
+    /// if told, and publishes it.
+    #[inline]
+    pub(crate) fn claim(&mut self, footprint: u64, numbers: u64, ring: u64) -> Slot {
+        let end_place = wrap(self.place + footprint, ring);
+        let slot = Slot {
+            seq: self.sent,
+            start: self.at,
+            place: self.place,
+            end: self.at + footprint,
+            end_place,
+            clear_next: self.lines.clear_next(end_place),
+        };
+        self.lines.wrote(self.place, footprint, ring);
+        self.sent += numbers;
+        self.at = slot.end;
+        self.place = end_place;
+        slot
+    }
+}
+
+/// The receiver's side of one pair stream: the sequence number, ring position and place
+/// of the next message it takes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReceiverSide {
+    /// Sequence numbers received so far (the next message's).
+    pub(crate) received: u64,
+    /// The ring position of the next message, and its place in the ring.
+    pub(crate) at: u64,
+    pub(crate) place: u64,
+}
+
+impl ReceiverSide {
+    /// The message at the current position, `footprint` bytes long and taking `numbers`
+    /// sequence numbers, has been taken; the position after it (to acknowledge).
+    #[inline]
+    pub(crate) fn took(&mut self, footprint: u64, numbers: u64, ring: u64) -> u64 {
+        self.received += numbers;
+        self.at += footprint;
+        self.place = wrap(self.place + footprint, ring);
+        self.at
     }
 }
 
@@ -237,29 +371,29 @@ mod tests {
         let ring = 10 * HEADER;
         let mut lines = DataLines::new(ring);
         // A 3-line message (header and two data lines) at line 8: data on lines 9 and 0.
-        assert!(!lines.clear_next(11 * HEADER, ring));
-        lines.wrote(8 * HEADER, 11 * HEADER, ring);
+        assert!(!lines.clear_next(HEADER));
+        lines.wrote(8 * HEADER, 3 * HEADER, ring);
         // Its data lines ask for clearing, once; its header line and others do not.
-        assert!(lines.clear_next(9 * HEADER, ring));
-        assert!(!lines.clear_next(9 * HEADER, ring));
-        assert!(lines.clear_next(10 * HEADER, ring));
-        assert!(!lines.clear_next(8 * HEADER, ring));
-        assert!(!lines.clear_next(HEADER, ring));
+        assert!(lines.clear_next(9 * HEADER));
+        assert!(!lines.clear_next(9 * HEADER));
+        assert!(lines.clear_next(0));
+        assert!(!lines.clear_next(8 * HEADER));
+        assert!(!lines.clear_next(HEADER));
         // A one-line message over an old data line makes it a flag's line again.
-        lines.wrote(9 * HEADER, 10 * HEADER, ring);
-        lines.wrote(20 * HEADER, 21 * HEADER, ring);
-        assert!(!lines.clear_next(9 * HEADER, ring));
+        lines.wrote(9 * HEADER, HEADER, ring);
+        lines.wrote(0, HEADER, ring);
+        assert!(!lines.clear_next(9 * HEADER));
         // Runs across words of the bitmap.
         let ring = 200 * HEADER;
         let mut lines = DataLines::new(ring);
-        lines.wrote(60 * HEADER, 190 * HEADER, ring);
+        lines.wrote(60 * HEADER, 130 * HEADER, ring);
         let marked: Vec<u64> = (0..200)
-            .filter(|&l| lines.clone().clear_next(l * HEADER, ring))
+            .filter(|&l| lines.clone().clear_next(l * HEADER))
             .collect();
         assert_eq!(marked, (61..190).collect::<Vec<_>>());
-        lines.wrote(199 * HEADER, 203 * HEADER, ring);
-        assert!(lines.clone().clear_next(0, ring) && lines.clone().clear_next(2 * HEADER, ring));
-        assert!(!lines.clone().clear_next(199 * HEADER, ring));
+        lines.wrote(199 * HEADER, 4 * HEADER, ring);
+        assert!(lines.clone().clear_next(0) && lines.clone().clear_next(2 * HEADER));
+        assert!(!lines.clone().clear_next(199 * HEADER));
     }
 
     #[test]
@@ -271,6 +405,43 @@ mod tests {
         // Room for the message and the next flag, counted from the acknowledgement.
         assert!(fits(128, 1088, ring));
         assert!(!fits(128, 1152, ring));
+    }
+
+    /// The sides' places are their positions modulo the ring, lap after lap, for messages
+    /// of every footprint up to the longest; a claim reports the clearing `DataLines` asks
+    /// for; a message taking several sequence numbers advances by all of them.
+    #[test]
+    fn sides_keep_places_without_dividing() {
+        let ring = ring_for_chunk(1024);
+        let (mut sender, mut receiver) = (SenderSide::new(ring), ReceiverSide::default());
+        let mut shadow = DataLines::new(ring);
+        let mut seq = 0;
+        for k in 0..5000u64 {
+            let len = ((k * 7919) % 1100) as usize;
+            let footprint = footprint(len.min(1024));
+            let numbers = 1 + k % 3;
+            let start = sender.position();
+            let slot = sender.claim(footprint, numbers, ring);
+            let end = start + footprint;
+            let clear = shadow.clear_next(end % ring);
+            shadow.wrote(start % ring, footprint, ring);
+            let want = Slot {
+                seq,
+                start,
+                place: start % ring,
+                end,
+                end_place: end % ring,
+                clear_next: clear,
+            };
+            assert_eq!(slot, want, "message {k}");
+            assert_eq!(receiver.place, receiver.at % ring);
+            assert_eq!(receiver.took(footprint, numbers, ring), end);
+            seq += numbers;
+            assert_eq!((sender.sent(), receiver.received), (seq, seq));
+            sender.set_acknowledged(end);
+            assert!(sender.fits(footprint, ring));
+        }
+        assert!(sender.position() > 20 * ring, "many laps");
     }
 }
 
@@ -339,16 +510,18 @@ mod loom_tests {
                 let (s, starts, data) = (shared.clone(), starts.clone(), data.clone());
                 loom::thread::spawn(move || {
                     let (lines, lengths, ack) = &*s;
-                    let mut data_lines = DataLines::new(RING);
+                    let mut side = SenderSide::new(RING);
                     for (seq, &start) in starts.iter().enumerate() {
-                        let end = start + footprint(LENGTHS[seq] * HEADER as usize);
+                        let bytes = footprint(LENGTHS[seq] * HEADER as usize);
+                        let end = start + bytes;
                         while !may_send(ack, end, RING).0 {
                             loom::thread::yield_now();
                         }
-                        if data_lines.clear_next(end, RING) {
+                        let slot = side.claim(bytes, 1, RING);
+                        assert_eq!((slot.start, slot.end), (start, end));
+                        if slot.clear_next {
                             lines[line(end)].store(0, Ordering::Relaxed);
                         }
-                        data_lines.wrote(start, end, RING);
                         for (k, &word) in data[seq].iter().enumerate() {
                             lines[line(start + HEADER * (k as u64 + 1))]
                                 .store(word, Ordering::Relaxed);

@@ -64,6 +64,8 @@ const SIGNATURE_AT: usize = HEADER - 16;
 /// Words of a header line after its flag word: inline data, then signature and length,
 /// adjacent, so that a short message is written with one put and read with one get.
 const LINE_WORDS: usize = (HEADER - mailbox::INLINE_AT) / 8;
+/// A header line after its flag word, moved as one value.
+type Line = [u64; LINE_WORDS];
 const _: () = assert!(mailbox::INLINE_AT + mailbox::INLINE == SIGNATURE_AT);
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
@@ -185,17 +187,12 @@ struct Streams {
     chunk: usize,
     /// Bytes of each pair's ring.
     ring: u64,
-    /// Messages sent to / received from each member so far.
-    sent: RefCell<Vec<u64>>,
-    received: RefCell<Vec<u64>>,
-    /// Ring positions (bytes, laps included) of the next message to / from each member.
-    sent_at: RefCell<Vec<u64>>,
-    received_at: RefCell<Vec<u64>>,
-    /// The acknowledged position each member's ack word held when last loaded.
-    acknowledged: RefCell<Vec<u64>>,
-    /// Per receiver, which lines of the ring this member writes into may hold data where
-    /// a later message's flag goes (`protocol::mailbox::DataLines`).
-    data_lines: RefCell<Vec<mailbox::DataLines>>,
+    /// Per receiver: the sequence number and ring position of the next message to it, its
+    /// acknowledgement as last loaded, and which lines of the ring may hold data where a
+    /// later message's flag goes (`protocol::mailbox::SenderSide`).
+    outgoing: RefCell<Vec<mailbox::SenderSide>>,
+    /// Per source: the sequence number and ring position of the next message from it.
+    incoming: RefCell<Vec<mailbox::ReceiverSide>>,
     /// Whether this member and each other read long messages from each other directly
     /// (`core::direct`), as the team that made the streams agreed.
     direct: RefCell<Vec<bool>>,
@@ -256,12 +253,8 @@ impl Channel {
                 areas,
                 chunk,
                 ring,
-                sent: RefCell::new(vec![0; size]),
-                received: RefCell::new(vec![0; size]),
-                sent_at: RefCell::new(vec![0; size]),
-                received_at: RefCell::new(vec![0; size]),
-                acknowledged: RefCell::new(vec![0; size]),
-                data_lines: RefCell::new(vec![mailbox::DataLines::new(ring); size]),
+                outgoing: RefCell::new(vec![mailbox::SenderSide::new(ring); size]),
+                incoming: RefCell::new(vec![mailbox::ReceiverSide::default(); size]),
                 direct: RefCell::new(vec![false; size]),
                 split_from: Cell::new(usize::MAX),
                 halves_written: Cell::new(0),
@@ -336,8 +329,7 @@ impl Channel {
             inbox: st.areas[st.me],
             ring: st.ring,
             sources: st.areas.iter().map(|a| a.rank()).collect(),
-            received: st.received.borrow().clone(),
-            received_at: st.received_at.borrow().clone(),
+            incoming: st.incoming.borrow().clone(),
         }
     }
 
@@ -353,12 +345,12 @@ impl Channel {
 
     /// Chunks sent to team member `to` so far (the next one's sequence number).
     pub(crate) fn sent_to(&self, to: usize) -> u64 {
-        self.streams.sent.borrow()[self.at(to)]
+        self.streams.outgoing.borrow()[self.at(to)].sent()
     }
 
     /// Chunks received from team member `from` so far.
     pub(crate) fn received_from(&self, from: usize) -> u64 {
-        self.streams.received.borrow()[self.at(from)]
+        self.streams.incoming.borrow()[self.at(from)].received
     }
 
     /// Nonblocking collectives of any kind, on any team sharing these streams, in flight.
@@ -417,7 +409,11 @@ impl Channel {
             .cast()
     }
 
-    /// Send to one member and receive from another at the same time.
+    /// Send to one member and receive from another at the same time. With a message of at
+    /// most one chunk each way (a barrier's round, a small exchange), the send goes at once
+    /// where the ring has room, which leaves only the receive to wait for (so no pattern
+    /// can deadlock on it), and the receive takes a message that is already there at its
+    /// first look, without the general loop.
     pub(crate) fn sendrecv(
         &self,
         ctx: &Context,
@@ -426,6 +422,20 @@ impl Channel {
         from: usize,
         out: &mut [u8],
     ) -> Result<()> {
+        let chunk = self.chunk();
+        if data.len() <= chunk && out.len() <= chunk && self.nonblocking() == 0 {
+            let call = self.call.get();
+            if self.try_send_chunk(ctx, to, data, call)? {
+                let mut incoming = Incoming::new(from, out);
+                if let Some(n) = self.try_recv_chunk(ctx, from, incoming.buf, call)? {
+                    (incoming.filled, incoming.started) = (n, true);
+                    if incoming.done() {
+                        return Ok(());
+                    }
+                }
+                return self.transfer(ctx, &mut [], &mut [incoming]);
+            }
+        }
         self.transfer(
             ctx,
             &mut [Outgoing::new(to, data)],
@@ -591,7 +601,7 @@ impl Channel {
         call: Signature,
     ) -> Result<Option<SentOffer>> {
         debug_assert!(self.direct_with(to));
-        let at = self.streams.sent_at.borrow()[self.at(to)];
+        let at = self.streams.outgoing.borrow()[self.at(to)].position();
         let offer = Offer {
             data: RemoteRange::of(data),
             destination: [0; 2],
@@ -707,7 +717,7 @@ impl Channel {
 
     /// The position streams member `to` had acknowledged when last loaded (a lower bound).
     fn acknowledged_cached(&self, to: usize) -> u64 {
-        self.streams.acknowledged.borrow()[to]
+        self.streams.outgoing.borrow()[to].acknowledged()
     }
 
     /// Whether the position streams member `to` has acknowledged is `enough`: by the
@@ -718,7 +728,7 @@ impl Channel {
             return Ok(true);
         }
         let acknowledged = ctx.atomic_load(self.ack(self.streams.me, to))?;
-        self.streams.acknowledged.borrow_mut()[to] = acknowledged;
+        self.streams.outgoing.borrow_mut()[to].set_acknowledged(acknowledged);
         Ok(enough(acknowledged))
     }
 
@@ -767,43 +777,43 @@ impl Channel {
     ) -> Result<Option<u64>> {
         let (me, to) = (self.streams.me, self.at(to));
         let ring_len = self.streams.ring;
-        let start = self.streams.sent_at.borrow()[to];
-        let end = start + mailbox::footprint(chunk.len());
-        if !self.acknowledged(ctx, to, |acknowledged| {
-            mailbox::fits(acknowledged, end, ring_len)
-        })? {
-            return Ok(None);
-        }
-        let seq = self.streams.sent.borrow()[to];
-        let ring = self.ring(to, me);
-        let place = |position: u64| ring.add((position % ring_len) as usize);
-        let (header_at, next_flag) = (place(start), place(end).cast::<u64>());
-        let header = [call.0, length];
-        // Whether the next flag's word may hold an earlier lap's data; from here on it
-        // holds a flag (or zero), and this message's data lines hold data.
-        let clear_next = {
-            let mut lines = self.streams.data_lines.borrow_mut();
-            let clear = lines[to].clear_next(end, ring_len);
-            lines[to].wrote(start, end, ring_len);
-            clear
+        let footprint = mailbox::footprint(chunk.len());
+        let slot = {
+            let mut sides = self.streams.outgoing.borrow_mut();
+            let side = &mut sides[to];
+            if !side.fits(footprint, ring_len) {
+                // This member's own ack word: a load of its own segment, which runs nothing
+                // else meanwhile.
+                side.set_acknowledged(ctx.atomic_load(self.ack(me, to))?);
+                if !side.fits(footprint, ring_len) {
+                    return Ok(None);
+                }
+            }
+            // From here the stream counts the message sent (a failed put below fails the
+            // call, and the team with it).
+            side.claim(footprint, numbers, ring_len)
         };
+        let ring = self.ring(to, me);
+        let (seq, place) = (slot.seq, slot.place);
+        let header_at = ring.add(place as usize);
+        let next_flag = ring.add(slot.end_place as usize).cast::<u64>();
+        let header = [call.0, length];
         if ctx.is_addressable(ring) {
-            if clear_next {
+            if slot.clear_next {
                 ctx.put(next_flag, &[0], Blocking)?;
             }
             if chunk.len() <= mailbox::INLINE {
-                // Data, signature and length: the header line after its flag, one put.
+                // Data, signature and length: the header line after its flag, one put of
+                // one value (copied in registers, not by a call to copy bytes).
                 let mut line = [0u64; LINE_WORDS];
                 bytemuck::cast_slice_mut::<u64, u8>(&mut line)[..chunk.len()]
                     .copy_from_slice(chunk);
                 line[LINE_WORDS - 2..].copy_from_slice(&header);
-                ctx.put(
-                    header_at.add(mailbox::INLINE_AT).cast::<u64>(),
-                    &line,
-                    Blocking,
-                )?;
+                let words = header_at.add(mailbox::INLINE_AT).cast::<Line>();
+                ctx.put(words, &[line], Blocking)?;
+                ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
             } else {
-                let data = mailbox::pieces(start + HEADER as u64, chunk.len(), ring_len);
+                let data = mailbox::pieces(place + HEADER as u64, chunk.len(), ring_len);
                 let (head, tail) = chunk.split_at(data[0].1);
                 ctx.put(ring.add(data[0].0), head, Blocking)?;
                 if !tail.is_empty() {
@@ -817,21 +827,20 @@ impl Channel {
                 ctx.put(words.add(1), &[header[1]], Blocking)?;
                 #[cfg(not(tessera_no_signatures))]
                 ctx.put(words.cast::<[u64; 2]>(), &[header], Blocking)?;
+                ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
             }
-            ctx.signal_store(None, header_at.cast(), mailbox::published(seq))?;
         } else {
             // Signature, length, data, padding and the cleared next flag are adjacent in the
             // ring (inline data, padded, then signature and length), so they travel with the
             // flag in one message, or in two where the ring's end splits them: the piece
             // after the end first, its last word (the next flag) as its signal's flag.
             let inline = chunk.len() <= mailbox::INLINE;
-            let words = start
-                + if inline {
-                    mailbox::INLINE_AT
-                } else {
-                    SIGNATURE_AT
-                } as u64;
-            let span = (end + 8 - words) as usize;
+            let offset = if inline {
+                mailbox::INLINE_AT
+            } else {
+                SIGNATURE_AT
+            };
+            let (words, span) = (place + offset as u64, footprint as usize + 8 - offset);
             let mut payload = Vec::with_capacity(span);
             if inline {
                 payload.extend_from_slice(chunk);
@@ -854,9 +863,7 @@ impl Channel {
                 mailbox::published(seq),
             )?;
         }
-        self.streams.sent.borrow_mut()[to] = seq + numbers;
-        self.streams.sent_at.borrow_mut()[to] = end;
-        Ok(Some(end))
+        Ok(Some(slot.end))
     }
 
     /// Receive one chunk of call `call` into `out` if it has arrived; its length, or
@@ -883,21 +890,15 @@ impl Channel {
     ) -> Result<Option<usize>> {
         let (me, from) = (self.streams.me, self.at(from));
         let ring_len = self.streams.ring;
-        let seq = self.streams.received.borrow()[from];
-        let position = self.streams.received_at.borrow()[from];
+        let side = self.streams.incoming.borrow()[from];
+        let (seq, position) = (side.received, side.at);
         let ring = self.ring(me, from);
-        let header_at = ring.add((position % ring_len) as usize);
+        let header_at = ring.add(side.place as usize);
         if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
             return Ok(None);
         }
-        // The rest of the header line at once: inline data, signature, length.
-        let mut line = [0u64; LINE_WORDS];
-        ctx.get(
-            header_at.add(mailbox::INLINE_AT).cast::<u64>(),
-            &mut line,
-            Blocking,
-        )?;
-        let (theirs, len) = (line[LINE_WORDS - 2], line[LINE_WORDS - 1]);
+        // Signature and length as one value; inline data lies in the same line.
+        let [theirs, len] = ctx.get_value(header_at.add(SIGNATURE_AT).cast::<[u64; 2]>())?;
         #[cfg(tessera_no_signatures)]
         let theirs = {
             let _ = theirs;
@@ -938,16 +939,18 @@ impl Channel {
         } else {
             &mut out[..len]
         };
-        let end = position + mailbox::footprint(len);
+        let footprint = mailbox::footprint(len);
         // Two paths, not one address chosen by the length: the length arrives with the
         // header line, and a data address that waits for it keeps the processor from
         // fetching the data line meanwhile (64-byte allgathers at 2 ranks took 30-50 ns
         // longer so).
         if len <= mailbox::INLINE {
-            // Inside the header line, read above.
-            wire.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&line)[..len]);
+            // Inside the header line, already here.
+            if len > 0 {
+                ctx.get(header_at.add(mailbox::INLINE_AT), wire, Blocking)?;
+            }
         } else {
-            let data = mailbox::pieces(position + HEADER as u64, wire.len(), ring_len);
+            let data = mailbox::pieces(side.place + HEADER as u64, wire.len(), ring_len);
             let (head, tail) = wire.split_at_mut(data[0].1);
             ctx.get(ring.add(data[0].0), head, Blocking)?;
             if !tail.is_empty() {
@@ -968,10 +971,9 @@ impl Channel {
         } else {
             (len, 1)
         };
+        let end = self.streams.incoming.borrow_mut()[from].took(footprint, numbers, ring_len);
         ctx.signal_store(None, self.ack(from, me), end)?;
         ctx.note_progress();
-        self.streams.received.borrow_mut()[from] = seq + numbers;
-        self.streams.received_at.borrow_mut()[from] = end;
         Ok(Some(len))
     }
 }
@@ -1169,8 +1171,7 @@ pub(crate) struct ChannelAudit {
     /// World rank of each member.
     sources: Vec<usize>,
     /// Messages received from each member, and the ring position of the next.
-    received: Vec<u64>,
-    received_at: Vec<u64>,
+    incoming: Vec<mailbox::ReceiverSide>,
 }
 
 impl ChannelAudit {
@@ -1179,10 +1180,10 @@ impl ChannelAudit {
     /// the first such message.
     pub(crate) fn unreceived(&self, ctx: &Context) -> Result<Vec<(usize, Signature)>> {
         let mut senders = Vec::new();
-        for (source, (&got, &position)) in self.received.iter().zip(&self.received_at).enumerate() {
-            let next = (source as u64 * self.ring + position % self.ring) as usize;
+        for (source, side) in self.incoming.iter().enumerate() {
+            let next = (source as u64 * self.ring + side.place) as usize;
             let header = self.inbox.add(next);
-            if mailbox::has_arrived(ctx.atomic_load(header.cast::<u64>())?, got) {
+            if mailbox::has_arrived(ctx.atomic_load(header.cast::<u64>())?, side.received) {
                 let call = ctx.get_value(header.add(SIGNATURE_AT).cast::<u64>())?;
                 senders.push((self.sources[source], Signature(call)));
             }
