@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls="${1:-20000}"
-ops="${2:-put8 get8 fetch_add8 put_signal8 put_fence_set8 barrier_all sum_to_all team_sum_world team_sum_split team_alltoall_world}"
+ops="${2:-put8 get8 fetch_add8 put_signal8 put_fence_set8 barrier_all broadcast32 fcollect64 sum_to_all team_sum_world team_sum_split team_alltoall_world}"
 command -v valgrind >/dev/null || { echo "shmem-instructions: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 # Its own target directory: a build here, without the mpi or scalapack features, would
 # otherwise replace the binaries that other scripts built with them; and the tessera

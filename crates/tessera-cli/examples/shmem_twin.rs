@@ -11,7 +11,7 @@
 //! instructions per call of each under callgrind.
 
 use std::time::Instant;
-use tessera::coll::{Allreduce, Barrier, Broadcast, Exchange};
+use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast, Exchange};
 
 use tessera::{AtomicOp, Blocking, Compare, Context, Op, Signal, SignalOp, SyncMode, Team};
 
@@ -94,6 +94,16 @@ fn count_calls(ctx: &Context, op: &str, calls: u64) -> tessera::Result<()> {
             ctx.atomic_store(sig.on(peer), i)?;
         }),
         "barrier_all" => calls!(_i => world.run(Barrier, Blocking)?),
+        // As the C layer runs a small 1.4 broadcast: the team's messages, from a copy of
+        // the root's source.
+        "broadcast32" => {
+            let mut data = [1u32];
+            calls!(_i => world.run(Broadcast::in_place(0, &mut data), Blocking)?)
+        }
+        "fcollect64" => {
+            let mut outs = vec![0i64; n];
+            calls!(_i => world.run(Allgather::new(&one).to(&mut outs), Blocking)?)
+        }
         "sum_to_all" | "team_sum_world" => {
             calls!(_i => world.run(Allreduce::new(&one, Op::Sum).to(&mut out), Blocking)?)
         }

@@ -114,7 +114,7 @@ static void threads_bench(int me, int n)
 /* `count OP N`: N calls of OP (every PE), nothing timed. Returns 0 for an unknown OP. */
 static int count_calls(const char *op, long calls)
 {
-    static long word, one = 1, out;
+    static long word, one = 1, out, outs[1024];
     static uint64_t sig;
     long i;
     int peer = (shmem_my_pe() + 1) % shmem_n_pes();
@@ -131,6 +131,7 @@ static int count_calls(const char *op, long calls)
     COUNT("barrier_all", shmem_barrier_all())
     COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk[i & 1], psync[i & 1]))
     COUNT("broadcast32", shmem_broadcast32(&word, &one, 1, 0, 0, 0, shmem_n_pes(), psync[i & 1]))
+    COUNT("fcollect64", shmem_fcollect64(outs, &one, 1, 0, 0, shmem_n_pes(), psync[i & 1]))
 #if SPEC_1_5
     COUNT("put_signal8", shmem_long_put_signal(&word, &one, 1, &sig, i, SHMEM_SIGNAL_SET, peer))
     COUNT("put_fence_set8", (shmem_long_put(&word, &one, 1, peer), shmem_fence(),
