@@ -968,7 +968,8 @@ impl Channel {
             // registers), then the bytes sent taken from it.
             if len > 0 {
                 let inline = header_at.add(mailbox::INLINE_AT).cast::<Inline>();
-                let words = ctx.get_value(inline)?;
+                let mut words: Inline = [0; mailbox::INLINE / 8];
+                ctx.get(inline, std::slice::from_mut(&mut words), Blocking)?;
                 wire.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&words)[..len]);
             }
         } else {

@@ -45,6 +45,23 @@ fn others_into<'d>(dst: &'d mut [u8], me: usize, own: &[u8]) -> impl Iterator<It
         .map(|(i, block)| Incoming::new(i, block))
 }
 
+/// Block `out` of `data` to read and block `inb` to write: two different ranges of the same
+/// length.
+fn read_and_write(
+    data: &mut [u8],
+    out: std::ops::Range<usize>,
+    inb: std::ops::Range<usize>,
+) -> (&[u8], &mut [u8]) {
+    debug_assert!(out.len() == inb.len() && (out.end <= inb.start || inb.end <= out.start));
+    if out.start < inb.start {
+        let (low, high) = data.split_at_mut(inb.start);
+        (&low[out], &mut high[..inb.len()])
+    } else {
+        let (low, high) = data.split_at_mut(out.start);
+        (&high[..out.len()], &mut low[inb])
+    }
+}
+
 /// Children of a reduction tree whose partial results wait on the stack.
 const SLOTS_ON_STACK: usize = 4;
 
@@ -180,17 +197,15 @@ impl<'a> Team<'a> {
                 let recvs = others_into(dst, me, src);
                 self.channel.transfer_each(self.ctx, sends, recvs)
             }
-            // n − 1 steps: the block received the step before goes on to the right.
+            // n − 1 steps: the block received the step before goes on to the right, sent
+            // from its place in `dst` while the next one lands in another.
             (Collective::Allgather, Algorithm::RING) => {
                 dst[block(me)].copy_from_slice(src);
                 let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-                let mut passing = Block::ZERO;
                 (0..n - 1).try_for_each(|s| {
                     let (out, inb) = ((me + n - s) % n, (me + 2 * n - s - 1) % n);
-                    passing.0[..b].copy_from_slice(&dst[block(out)]);
-                    let into = &mut dst[block(inb)];
-                    self.channel
-                        .sendrecv(self.ctx, right, &passing.0[..b], left, into)
+                    let (sending, into) = read_and_write(dst, block(out), block(inb));
+                    self.channel.sendrecv(self.ctx, right, sending, left, into)
                 })
             }
             // Every block at once.
