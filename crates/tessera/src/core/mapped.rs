@@ -244,16 +244,9 @@ impl<'ctx> MappedSegments<'ctx> {
         let Some(p) = self.direct(dst, src.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
         };
-        match src {
-            // One element is one typed store, not a call to copy bytes (as in the
-            // context's put).
-            // SAFETY: `direct` checked that one T at p is mapped, in bounds and aligned.
-            [value] => unsafe { p.write(*value) },
-            // SAFETY: `direct` checked that the src.len() elements at p are mapped, in
-            // bounds and aligned; `copy` tolerates overlap (the source may be in a segment
-            // too).
-            _ => unsafe { super::copy::copy(src.as_ptr(), p, src.len()) },
-        }
+        // SAFETY: `direct` checked that the src.len() elements at p are mapped, in bounds
+        // and aligned; `copy` tolerates overlap (the source may be in a segment too).
+        unsafe { super::copy::copy(src.as_ptr(), p, src.len()) };
         Ok(true)
     }
 
@@ -263,12 +256,8 @@ impl<'ctx> MappedSegments<'ctx> {
         let Some(p) = self.direct(src, dst.len(), std::mem::align_of::<T>())? else {
             return Ok(false);
         };
-        match dst {
-            // SAFETY: `direct` checked that one T at p is mapped, in bounds and aligned.
-            [value] => *value = unsafe { p.read() },
-            // SAFETY: as in `put`, for dst.len() elements read.
-            _ => unsafe { super::copy::copy(p.cast_const(), dst.as_mut_ptr(), dst.len()) },
-        }
+        // SAFETY: as in `put`, for dst.len() elements read.
+        unsafe { super::copy::copy(p.cast_const(), dst.as_mut_ptr(), dst.len()) };
         self.count(Traffic::Get, src.rank(), std::mem::size_of_val(dst));
         Ok(true)
     }

@@ -64,7 +64,7 @@ const HEADER: usize = mailbox::HEADER as usize;
 /// Offset of the signature in a header; the length follows it, then the data.
 const SIGNATURE_AT: usize = HEADER - 16;
 /// Words of a header line after its flag word: inline data, then signature and length,
-/// adjacent, so that a short message is written with one put and read with one get.
+/// adjacent, so that a short message is written with one put.
 const LINE_WORDS: usize = (HEADER - mailbox::INLINE_AT) / 8;
 /// A header line after its flag word, moved as one value.
 type Line = [u64; LINE_WORDS];
@@ -485,21 +485,6 @@ impl Channel {
             .enumerate()
             .all(|(i, a)| recvs[..i].iter().all(|b| b.from != a.from)));
         let call = self.call.get();
-        // Sends only, a chunk each (a small broadcast's root, a gather's leaf): done once
-        // each finds room, as it almost always does, without the general loop.
-        if recvs.is_empty() && sends.iter().all(|s| s.data.len() <= self.chunk()) {
-            let mut all = true;
-            for s in sends.iter_mut() {
-                if self.try_send_chunk(ctx, s.to, s.data, call)? {
-                    (s.offset, s.started) = (s.data.len(), true);
-                } else {
-                    all = false;
-                }
-            }
-            if all {
-                return Ok(());
-            }
-        }
         // The first peer each direction is stuck on, for the wait's description.
         let (blocked_recv, blocked_send) = (Cell::new(None), Cell::new(None));
         let mut step = || -> Result<bool> {
