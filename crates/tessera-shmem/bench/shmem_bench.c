@@ -114,10 +114,11 @@ static void threads_bench(int me, int n)
 /* `count OP N`: N calls of OP (every PE), nothing timed. Returns 0 for an unknown OP. */
 static int count_calls(const char *op, long calls)
 {
-    static long word, one = 1, out, outs[1024];
+    static long word, one = 1, out, outs[1024], ones[1024];
     static uint64_t sig;
     long i;
-    int peer = (shmem_my_pe() + 1) % shmem_n_pes();
+    for (i = 0; i < 1024; i++) ones[i] = 1;
+    int npes = shmem_n_pes(), peer = (shmem_my_pe() + 1) % npes;
 #if SPEC_1_5
     shmem_team_t split;
     shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, shmem_n_pes(), NULL, 0, &split);
@@ -129,16 +130,17 @@ static int count_calls(const char *op, long calls)
     COUNT("get8", out += shmem_long_g(&word, peer))
     COUNT("fetch_add8", out += shmem_long_atomic_fetch_add(&word, 1, peer))
     COUNT("barrier_all", shmem_barrier_all())
-    COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, shmem_n_pes(), pwrk[i & 1], psync[i & 1]))
-    COUNT("broadcast32", shmem_broadcast32(&word, &one, 1, 0, 0, 0, shmem_n_pes(), psync[i & 1]))
-    COUNT("fcollect64", shmem_fcollect64(outs, &one, 1, 0, 0, shmem_n_pes(), psync[i & 1]))
+    COUNT("sum_to_all", shmem_long_sum_to_all(&out, &one, 1, 0, 0, npes, pwrk[i & 1], psync[i & 1]))
+    COUNT("broadcast32", shmem_broadcast32(&word, &one, 1, 0, 0, 0, npes, psync[i & 1]))
+    COUNT("fcollect64", shmem_fcollect64(outs, &one, 1, 0, 0, npes, psync[i & 1]))
 #if SPEC_1_5
     COUNT("put_signal8", shmem_long_put_signal(&word, &one, 1, &sig, i, SHMEM_SIGNAL_SET, peer))
     COUNT("put_fence_set8", (shmem_long_put(&word, &one, 1, peer), shmem_fence(),
                              shmem_uint64_atomic_set(&sig, i, peer)))
     COUNT("team_sum_world", shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &out, &one, 1))
     COUNT("team_sum_split", shmem_long_sum_reduce(split, &out, &one, 1))
-    COUNT("team_alltoall_world", shmem_long_alltoall(SHMEM_TEAM_WORLD, &out, &one, 1))
+    /* One element to and from each PE: a source and a destination of n_pes elements. */
+    COUNT("team_alltoall_world", shmem_long_alltoall(SHMEM_TEAM_WORLD, outs, ones, 1))
 #endif
     else return 0;
 #undef COUNT

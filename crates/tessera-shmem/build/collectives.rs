@@ -25,10 +25,16 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
             &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, nelems: usize, pe_root: libc::c_int"),
             "libc::c_int",
         ),
-        &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::broadcast(\"{f}\", t, {dest}, {source}, nelems, pe_root, true)); 0"),
+        &format!("crate::coll::on_team(\"{f}\", team, |s, t| crate::coll::broadcast(\"{f}\", s.sym, t, {dest}, {source}, nelems, pe_root, true)); 0"),
     );
     for op in ["collect", "fcollect", "alltoall"] {
         let f = name(op);
+        // The all-to-all puts into the symmetric destinations, so it takes their places.
+        let (state, sym) = if op == "alltoall" {
+            ("s", "s.sym, ")
+        } else {
+            ("_", "")
+        };
         o.func(
             &Sig::new(
                 &f,
@@ -37,7 +43,7 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
                 &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, nelems: usize"),
                 "libc::c_int",
             ),
-            &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::{op}(\"{f}\", t, {dest}, {source}, nelems)); 0"),
+            &format!("crate::coll::on_team(\"{f}\", team, |{state}, t| crate::coll::{op}(\"{f}\", {sym}t, {dest}, {source}, nelems)); 0"),
         );
     }
     let f = name("alltoalls");
@@ -49,7 +55,7 @@ fn movement(o: &mut Out, c: &str, r: &str, name: impl Fn(&str) -> String) {
             &format!("{team_r}, dest: *mut {rp}, source: *const {rp}, dst: isize, sst: isize, nelems: usize"),
             "libc::c_int",
         ),
-        &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::alltoalls(\"{f}\", t, {dest}, {source}, dst, sst, nelems)); 0"),
+        &format!("crate::coll::on_team(\"{f}\", team, |_, t| crate::coll::alltoalls(\"{f}\", t, {dest}, {source}, dst, sst, nelems)); 0"),
     );
 }
 
@@ -89,7 +95,7 @@ pub(crate) fn generate(o: &mut Out) {
                     &format!("team: crate::teams::Handle, dest: *mut {r}, source: *const {r}, nreduce: usize"),
                     "libc::c_int",
                 ),
-                &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::reduce::<{r}>(\"{f}\", crate::coll::ReduceOp::{variant}, t, dest, source, nreduce)); 0"),
+                &format!("crate::coll::on_team(\"{f}\", team, |_, t| crate::coll::reduce::<{r}>(\"{f}\", crate::coll::ReduceOp::{variant}, t, dest, source, nreduce)); 0"),
             );
         }
     }
@@ -109,7 +115,7 @@ pub(crate) fn generate(o: &mut Out) {
                     &format!("team: crate::teams::Handle, dest: *mut {r}, source: *const {r}, nelems: usize"),
                     "libc::c_int",
                 ),
-                &format!("crate::coll::on_team(\"{f}\", team, |t| crate::coll::sum_scan::<{r}>(\"{f}\", {exclusive}, t, dest, source, nelems)); 0"),
+                &format!("crate::coll::on_team(\"{f}\", team, |_, t| crate::coll::sum_scan::<{r}>(\"{f}\", {exclusive}, t, dest, source, nelems)); 0"),
             );
         }
     }

@@ -288,7 +288,9 @@ impl Symmetric {
     /// The global pointer to `count` elements at symmetric address `addr` on this PE.
     #[inline(always)]
     pub(crate) fn own<T>(&self, call: &str, addr: *const T, count: usize) -> GlobalPtr<T> {
-        self.remote(call, addr, count, self.rank as c_int)
+        // This PE is in the job: only the address is checked.
+        let bytes = count.saturating_mul(std::mem::size_of::<T>());
+        GlobalPtr::new(self.rank, self.offset_of(call, addr.cast(), bytes))
     }
 
     /// This process's address of the symmetric object at segment offset `off`.

@@ -8,6 +8,7 @@
 
 use bytemuck::Pod;
 use libc::{c_int, c_long, c_void};
+use std::mem::MaybeUninit;
 use tessera::coll::{Allgather, Allreduce, Barrier, Broadcast, Exchange, Exscan, Scan};
 use tessera::Blocking;
 use tessera::{GlobalPtr, Op, Team};
@@ -100,7 +101,7 @@ fn on_active_set<R>(
 pub(crate) fn on_team<R>(
     call: &str,
     team: teams::Handle,
-    f: impl FnOnce(&Team<'static>) -> R,
+    f: impl FnOnce(&State, &Team<'static>) -> R,
 ) -> R {
     let s = state(call);
     let table;
@@ -113,7 +114,7 @@ pub(crate) fn on_team<R>(
             None => teams::invalid_team(call),
         }
     };
-    f(team)
+    f(&s, team)
 }
 
 /// `shmem_barrier_all`: every PE's puts complete, then a barrier.
@@ -241,11 +242,16 @@ fn with_symmetric<T, R>(
     if n > SMALL {
         return f(&mut team.symmetric(ptr));
     }
-    let mut places = [ptr; SMALL];
+    // Only the members' places are written (filling all sixteen cost a small all-to-all
+    // about 48 stores).
+    let mut places = [const { MaybeUninit::<GlobalPtr<T>>::uninit() }; SMALL];
     for (i, place) in places[..n].iter_mut().enumerate() {
-        *place = ptr.on(team.world_rank(i));
+        place.write(ptr.on(team.world_rank(i)));
     }
-    f(&mut places[..n])
+    // SAFETY: the first n places were written just above, and MaybeUninit<P> has P's
+    // layout.
+    let written = unsafe { &mut *(std::ptr::from_mut(&mut places[..n]) as *mut [GlobalPtr<T>]) };
+    f(written)
 }
 
 /// Broadcast `n` elements of `source` on the team's `root` into `dest`; the root's own
@@ -257,11 +263,14 @@ fn with_symmetric<T, R>(
 /// `SyncMode::No` and exit `SyncMode::My`: each PE returns once its own `dest` holds the
 /// data, the root once its puts are done). The root's source is read in place: for 1.4 it
 /// names its symmetric source as its own destination, so that its `dest` is left alone.
+/// `sym` is the layout of the symmetric objects, from the state the caller holds.
 ///
 /// # Safety
 /// `source` valid for `n` elements on the root, `dest` on every PE that receives.
+#[allow(clippy::too_many_arguments)] // the routine's arguments, and the symmetric layout
 pub(crate) unsafe fn broadcast<T: Pod>(
     call: &str,
+    sym: &Symmetric,
     team: &Team<'static>,
     dest: *mut T,
     source: *const T,
@@ -278,7 +287,6 @@ pub(crate) unsafe fn broadcast<T: Pod>(
     }
     let root = root as usize;
     let at_root = team.rank() == root;
-    let sym = crate::symmetric(call);
     let from: *const T = if at_root && root_dest {
         if source != dest.cast_const() && n > 0 {
             // SAFETY: both valid for n elements (the caller's guarantee); copy handles
@@ -337,10 +345,16 @@ unsafe fn small_broadcast<T: Pod>(
     struct Copy([u8; SMALL_BROADCAST]);
     sym.own(call, dest.cast_const(), n);
     if team.rank() == root && !root_dest {
-        let mut copy = Copy([0; SMALL_BROADCAST]);
-        let data: &mut [T] = bytemuck::cast_slice_mut(&mut copy.0[..n * std::mem::size_of::<T>()]);
-        // SAFETY: the root's source is valid for n elements (the caller's guarantee).
-        data.copy_from_slice(unsafe { slice(source, n) });
+        // Only the source's bytes are written (not the whole room first).
+        let mut copy = MaybeUninit::<Copy>::uninit();
+        let room = copy.as_mut_ptr().cast::<T>();
+        // SAFETY: the root's source is valid for n elements (the caller's guarantee), and
+        // the room, aligned for T, holds n of them (n · size_of::<T>() is at most
+        // SMALL_BROADCAST); the slice covers exactly the elements just written.
+        let data = unsafe {
+            std::ptr::copy_nonoverlapping(source, room, n);
+            std::slice::from_raw_parts_mut(room, n)
+        };
         return team.run(Broadcast::in_place(root, data), Blocking);
     }
     // SAFETY: `dest` is valid for n elements (the caller's guarantee; on a 1.5 root it
@@ -406,20 +420,20 @@ pub(crate) unsafe fn fcollect<T: Pod>(
 /// [`broadcast`], every `dest` is ready before any PE enters (the caller's duty), so each
 /// PE puts its blocks straight into the others' symmetric destinations (the team's
 /// single-address form, as the layer's teams synchronise it) and returns once every block
-/// of its own `dest` has arrived.
+/// of its own `dest` has arrived. `sym` is as for [`broadcast`].
 ///
 /// # Safety
 /// Buffers as the specification requires.
 #[inline(always)]
 pub(crate) unsafe fn alltoall<T: Pod>(
     call: &str,
+    sym: &Symmetric,
     team: &Team<'static>,
     dest: *mut T,
     source: *const T,
     nelems: usize,
 ) {
     let total = nelems * team.size();
-    let sym = crate::symmetric(call);
     let r = with_symmetric(team, sym.own(call, dest.cast_const(), total), |dsts| {
         if overlap(source, total, dest.cast_const(), total) {
             // SAFETY: the caller passes a source of size × nelems elements; the copy is
@@ -486,9 +500,9 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($bcast);
-            on_active_set(CALL, start, log_stride, size, |_, team| {
+            on_active_set(CALL, start, log_stride, size, |s, team| {
                 // SAFETY: as the caller guarantees.
-                unsafe { broadcast::<$t>(CALL, team, dest.cast(), source.cast(), nelems, root, false) }
+                unsafe { broadcast::<$t>(CALL, s.sym, team, dest.cast(), source.cast(), nelems, root, false) }
             })
         }
 
@@ -534,9 +548,9 @@ macro_rules! sized_collectives {
             start: c_int, log_stride: c_int, size: c_int, _psync: *mut c_long,
         ) {
             const CALL: &str = stringify!($alltoall);
-            on_active_set(CALL, start, log_stride, size, |_, team| {
+            on_active_set(CALL, start, log_stride, size, |s, team| {
                 // SAFETY: as the caller guarantees.
-                unsafe { alltoall::<$t>(CALL, team, dest.cast(), source.cast(), nelems) }
+                unsafe { alltoall::<$t>(CALL, s.sym, team, dest.cast(), source.cast(), nelems) }
             })
         }
 
