@@ -321,6 +321,14 @@ pub(crate) struct Builder<'r> {
 }
 
 impl<'r> Builder<'r> {
+    /// Whether this blocking schedule's messages with `peer` of at least
+    /// [`super::channel::DIRECT_FROM`] bytes, from a place the schedule never writes, are
+    /// read directly (the pair can, as both members know alike); never in a nonblocking
+    /// schedule.
+    pub(crate) fn reads_directly(&mut self, peer: usize) -> bool {
+        !self.nonblocking && self.reserved.direct_with(peer)
+    }
+
     /// Data bytes per chunk of the channel.
     pub(crate) fn chunk(&self) -> usize {
         self.chunk
@@ -420,11 +428,13 @@ impl<'r> Builder<'r> {
     }
 
     /// A round of sends only, each combined by its receiver as it arrives (a reduction
-    /// tree's partial results going up): they travel in chunks, never read directly. A
-    /// direct read leaves all the copying to the receiver, in series with its combining,
-    /// where chunks share it with the sender and pipeline: at 2 ranks on a 2-core AMD host
-    /// a 1 MiB reduce of `f64`s took 210-275 µs read directly and 116 µs in chunks, 32 KiB
-    /// 19-26 µs against 2.5-3.7 (docs/PERFORMANCE.md, "Collectives").
+    /// tree's partial results going up, a segment at a time): they travel in chunks, never
+    /// read directly. A direct read of each segment leaves all the copying to the
+    /// receiver, in series with its combining, where chunks share it with the sender and
+    /// pipeline: at 2 ranks on a 2-core AMD host a 1 MiB reduce of `f64`s took 210-275 µs
+    /// read directly segment by segment and 116 µs in chunks, 32 KiB 19-26 µs against
+    /// 2.5-3.7 (docs/PERFORMANCE.md, "Collectives"). (A 2-rank reduction reads its one
+    /// message directly and whole instead: `algorithms::reduce::tree`.)
     pub(crate) fn sends_to_combine(self, sends: impl IntoIterator<Item = (usize, Place)>) -> Self {
         let start = self.plan.messages.len();
         let b = self.round(sends, [], []);
@@ -1168,30 +1178,38 @@ mod tests {
     }
 
     /// A reduction tree's partial results go up in chunks even where the parent reads this
-    /// member directly and they are long enough to be read so: the parent combines them as
-    /// they arrive, and a direct read would leave it all the copying.
+    /// member directly and they are long enough to be read so (the parent combines them as
+    /// they arrive, and a direct read of each would leave it all the copying); except at 2
+    /// ranks, where the leaf's whole input is one message, read directly.
     #[test]
-    fn a_reduction_trees_sends_up_travel_in_chunks() {
+    fn a_reduction_trees_sends_up_travel_in_chunks_but_at_two_ranks_whole_and_direct() {
         use super::super::algorithms::{self, Call};
         use crate::model::team::{Algorithm, Collective};
         let chunk = 2 * super::super::channel::DIRECT_FROM;
         let n = 4 * chunk / 8; // u64s: four segments, each long enough to be read directly
         let src = vec![1u64; n];
-        let mut reserved = Reserved::by_hand(vec![true, true]);
-        let mut schedule = blocking(&mut reserved, &src, &mut []);
-        schedule.build(&mut reserved, chunk, |b| {
-            let call = Call::new(Algorithm::BINOMIAL, 2, 1, n).rooted(0);
-            algorithms::rounds(Collective::Reduce, b, call)
-        });
-        let sends: Vec<(usize, bool)> = schedule
-            .plan
-            .messages
-            .iter()
-            .map(|m| (m.peer, m.direct))
-            .collect();
-        assert_eq!(sends, [(0, false); 4]);
-        assert_eq!(schedule.plan.direct, 0);
-        assert!(schedule.plan.reusable());
+        // Member 1 of 4, a leaf of the binomial tree rooted at 0; then member 1 of 2.
+        for (ranks, want) in [(4, vec![(0, false); 4]), (2, vec![(0, true)])] {
+            let mut reserved = Reserved::by_hand(vec![true; ranks]);
+            let mut schedule = blocking(&mut reserved, &src, &mut []);
+            schedule.build(&mut reserved, chunk, |b| {
+                let call = Call::new(Algorithm::BINOMIAL, ranks, 1, n).rooted(0);
+                algorithms::rounds(Collective::Reduce, b, call)
+            });
+            let sends: Vec<(usize, bool)> = schedule
+                .plan
+                .messages
+                .iter()
+                .map(|m| (m.peer, m.direct))
+                .collect();
+            assert_eq!(sends, want, "{ranks} ranks");
+            assert_eq!(
+                schedule.plan.direct,
+                usize::from(ranks == 2),
+                "{ranks} ranks"
+            );
+            assert!(ranks == 2 || schedule.plan.reusable());
+        }
     }
 
     /// In a nonblocking schedule, a long send to a member that reads this one directly is

@@ -2,6 +2,7 @@
 //! reducing every member's `Src[0..len]` into the root's `Dst[0..len]`.
 
 use super::*;
+use crate::model::team::channel::DIRECT_FROM;
 use crate::model::team::cost::{ceil_log, messages, root_children, terms, Work};
 
 pub(super) const ROWS: &[Row] = &[
@@ -32,6 +33,16 @@ pub(super) const ROWS: &[Row] = &[
 /// never starts as a copy of the input (at 2 ranks and 32 KiB that copy was a quarter of
 /// the call). The combination order (first child, own, other children) needs the
 /// operation commutative, as every reduction is.
+///
+/// At 2 ranks, where the pair reads directly and the input is long enough to be read so,
+/// the leaf's input goes whole, read straight into the root's output (the sender writing
+/// part of it, `protocol::split`), and the root then adds its own: one copy, where the
+/// chunks' two copies through the root's ring run at the rate its lines cross between the
+/// cores. On a 2-core AMD host, 1 MiB of `u64`s: 106-154 µs against 131-186 chunked with
+/// the virtual CPUs 50 ns apart, 106-127 against 494-534 at 208-227 ns; at 22-26 ns the
+/// chunks win (89 against 110-156), and where the root's output lies 8 bytes past the
+/// leaf's input modulo 4 KiB the kernel's copy slows (407-688 µs), as for every direct
+/// read (docs/PERFORMANCE.md, "Beside the OSU micro-benchmarks").
 pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, root, len) = (c.n, c.root, c.len);
     let tree = Knomial::new(c.radix(), n, c.rel());
@@ -41,7 +52,17 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
         (Some(_), 0) => Buf::Src,
         _ => Buf::Tmp,
     };
-    let segs: Vec<Range<usize>> = segments(&b, len).collect();
+    // Both members reckon this alike: the pair's direct reads are agreed, the length the
+    // same.
+    let other = tree.parent.or(tree.children.first().copied());
+    let whole = n == 2
+        && len * b.element() >= DIRECT_FROM
+        && other.is_some_and(|o| b.reads_directly((o + root) % n));
+    let segs: Vec<Range<usize>> = if whole {
+        std::iter::once(0..len).collect()
+    } else {
+        segments(&b, len).collect()
+    };
     let width = segs[0].len();
     let base = if acc == Buf::Tmp { len } else { 0 };
     b = b.scratch(base + kids.saturating_sub(1) * width);
@@ -80,7 +101,12 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
             );
         }
         if let Some(p) = tree.parent {
-            b = b.sends_to_combine([((p + root) % n, place(acc, range))]);
+            let up = [((p + root) % n, place(acc, range))];
+            b = if whole {
+                b.round(up, [], [])
+            } else {
+                b.sends_to_combine(up)
+            };
         }
     }
     b
