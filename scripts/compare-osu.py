@@ -20,6 +20,7 @@ runs whose slower crossing was within 25 % of the fastest seen are compared, whe
 side has at least one (as `compare-coll.py` and `shmem-bench.sh` do).
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -27,7 +28,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROBE = os.path.join(HERE, "..", "target", "release", "examples", "core_to_core")
+# The crossing probe of compare-coll.py, shared rather than written again.
+_spec = importlib.util.spec_from_file_location("compare_coll", os.path.join(HERE, "compare-coll.py"))
+compare_coll = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare_coll)
 # Tessera's operation, the OSU program of the same collective.
 OPS = [
     ("barrier", "osu_barrier"),
@@ -40,17 +44,6 @@ OPS = [
     ("exchange", "osu_alltoall"),
 ]
 SIZES = [8, 1 << 20]
-
-
-def crossing():
-    """Half a round trip between CPUs 0 and 1 in ns, or None without the probe."""
-    if not os.path.exists(PROBE):
-        return None
-    out = subprocess.run([PROBE], capture_output=True, text=True)
-    try:
-        return float(out.stdout.strip())
-    except ValueError:
-        return None
 
 
 def tessera_run(binary, ranks):
@@ -111,29 +104,33 @@ def main():
         runs = {"tessera": [], "osu": []}
         for _ in range(args.rounds):
             for side in ("tessera", "osu"):
-                before = crossing()
+                before = compare_coll.crossing(compare_coll.DEFAULT_PROBE)
                 t = (tessera_run(args.tessera, ranks) if side == "tessera"
                      else osu_run(args.osu_dir, ranks, args.mpirun))
-                after = crossing()
-                slow = max(c for c in (before, after, 0.0) if c is not None) or None
+                after = compare_coll.crossing(compare_coll.DEFAULT_PROBE)
+                slow = None if before is None or after is None else max(before, after)
                 runs[side].append((slow, t))
-        seen = [s for side in runs.values() for s, _ in side if s]
-        fastest = min(seen) if seen else None
-
-        def kept(side):
-            near = [t for s, t in runs[side] if fastest is None or s is None or s <= 1.25 * fastest]
-            return near or [t for _, t in runs[side]]
-
+        # As compare-coll.py: only runs near the fastest crossing, when both sides have
+        # one (and every run was probed); otherwise every run, said so.
+        probed = [s for side in runs.values() for s, _ in side if s is not None]
+        fastest = min(probed) if len(probed) == 2 * args.rounds else None
+        kept = {side: [t for s, t in runs[side] if fastest is not None and s <= 1.25 * fastest]
+                for side in runs}
+        if not all(kept.values()):
+            print("warning: no placement of the two cores was seen by both sides; "
+                  "comparing every run", file=sys.stderr)
+            kept = {side: [t for _, t in runs[side]] for side in runs}
+            fastest = None
         best = {side: {} for side in runs}
         for side in runs:
-            for t in kept(side):
+            for t in kept[side]:
                 for key, v in t.items():
                     best[side][key] = min(v, best[side].get(key, v))
         crossings = {side: [s for s, _ in runs[side]] for side in runs}
         print(f"\n{ranks} ranks, best of {args.rounds} (crossing ns per run: "
               + "; ".join(f"{k} " + " ".join(f"{s:.0f}" if s else "-" for s in v)
                           for k, v in crossings.items())
-              + f"; kept: within 25 % of {fastest or 0:.1f} ns)")
+              + (f"; kept: within 25 % of {fastest:.1f} ns)" if fastest else "; every run kept)"))
         print(f"{'operation':<11} {'bytes':>8} {'Tessera µs':>11} {'OSU µs':>9} {'speed-up':>9}")
         for op, _ in OPS:
             for size in ([0] if op == "barrier" else SIZES):

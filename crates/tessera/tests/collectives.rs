@@ -1101,3 +1101,39 @@ fn refusals_name_the_call_and_the_argument() {
         })
         .unwrap();
 }
+
+/// A 2-rank reduction long enough to go whole, read directly into the root's output
+/// (`algorithms::reduce::WHOLE_FROM`, 256 KiB; the sizes above stay in chunks): at each
+/// root, every element is the sum of both members' inputs, and the sender's input is left
+/// as it was.
+#[test]
+fn a_long_two_rank_reduce_sums_every_element_at_each_root() {
+    const LEN: usize = 40_000; // u64s: 320 KB
+    Job::threads(2)
+        .segment(64 << 20)
+        .wait_timeout(Duration::from_secs(120))
+        .run(|ctx: &Context| {
+            let world = Team::world(ctx)?;
+            let me = ctx.rank();
+            for root in 0..2 {
+                let seed = 77 + root as u64;
+                let mine: Vec<u64> = (0..LEN).map(|i| input_u64(me, i, seed)).collect();
+                let mut out = vec![0u64; if me == root { LEN } else { 0 }];
+                world.run(Reduce::new(root, &mine, Op::Sum).to(&mut out), Blocking)?;
+                let kept = (0..LEN).all(|i| mine[i] == input_u64(me, i, seed));
+                if !kept {
+                    return Err(fail(format!("root {root}: the input changed")));
+                }
+                if me == root {
+                    let wrong = (0..LEN).find(|&i| {
+                        out[i] != input_u64(0, i, seed).wrapping_add(input_u64(1, i, seed))
+                    });
+                    if let Some(i) = wrong {
+                        return Err(fail(format!("root {root}: wrong sum at element {i}")));
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -433,8 +433,8 @@ impl<'r> Builder<'r> {
     /// receiver, in series with its combining, where chunks share it with the sender and
     /// pipeline: at 2 ranks on a 2-core AMD host a 1 MiB reduce of `f64`s took 210-275 µs
     /// read directly segment by segment and 116 µs in chunks, 32 KiB 19-26 µs against
-    /// 2.5-3.7 (docs/PERFORMANCE.md, "Collectives"). (A 2-rank reduction reads its one
-    /// message directly and whole instead: `algorithms::reduce::tree`.)
+    /// 2.5-3.7 (docs/PERFORMANCE.md, "Collectives"). (A 2-rank reduction of 256 KiB or
+    /// more reads its one message directly and whole instead: `algorithms::reduce::tree`.)
     pub(crate) fn sends_to_combine(self, sends: impl IntoIterator<Item = (usize, Place)>) -> Self {
         let start = self.plan.messages.len();
         let b = self.round(sends, [], []);
@@ -1186,10 +1186,13 @@ mod tests {
         use super::super::algorithms::{self, Call};
         use crate::model::team::{Algorithm, Collective};
         let chunk = 2 * super::super::channel::DIRECT_FROM;
-        let n = 4 * chunk / 8; // u64s: four segments, each long enough to be read directly
+        // u64s: long enough to go whole at 2 ranks, segments long enough to be read
+        // directly.
+        let n = algorithms::reduce::WHOLE_FROM / 8;
+        let segments = algorithms::reduce::WHOLE_FROM / chunk;
         let src = vec![1u64; n];
         // Member 1 of 4, a leaf of the binomial tree rooted at 0; then member 1 of 2.
-        for (ranks, want) in [(4, vec![(0, false); 4]), (2, vec![(0, true)])] {
+        for (ranks, want) in [(4, vec![(0, false); segments]), (2, vec![(0, true)])] {
             let mut reserved = Reserved::by_hand(vec![true; ranks]);
             let mut schedule = blocking(&mut reserved, &src, &mut []);
             schedule.build(&mut reserved, chunk, |b| {

@@ -30,7 +30,7 @@ mod barrier;
 mod broadcast;
 mod exchange;
 mod gather;
-mod reduce;
+pub(super) mod reduce;
 mod scan;
 mod scatter;
 mod single_address;

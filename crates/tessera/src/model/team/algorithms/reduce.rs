@@ -42,7 +42,8 @@ pub(super) const ROWS: &[Row] = &[
 /// the virtual CPUs 50 ns apart, 106-127 against 494-534 at 208-227 ns; at 22-26 ns the
 /// chunks win (89 against 110-156), and where the root's output lies 8 bytes past the
 /// leaf's input modulo 4 KiB the kernel's copy slows (407-688 µs), as for every direct
-/// read (docs/PERFORMANCE.md, "Beside the OSU micro-benchmarks").
+/// read (docs/PERFORMANCE.md, "Beside the OSU micro-benchmarks"). Only from
+/// [`WHOLE_FROM`] bytes: below, the chunks' pipeline wins.
 pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, root, len) = (c.n, c.root, c.len);
     let tree = Knomial::new(c.radix(), n, c.rel());
@@ -56,7 +57,7 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     // same.
     let other = tree.parent.or(tree.children.first().copied());
     let whole = n == 2
-        && len * b.element() >= DIRECT_FROM
+        && len * b.element() >= WHOLE_FROM
         && other.is_some_and(|o| b.reads_directly((o + root) % n));
     let segs: Vec<Range<usize>> = if whole {
         std::iter::once(0..len).collect()
@@ -111,6 +112,14 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     }
     b
 }
+
+/// Bytes from which a 2-rank reduction's input goes whole and is read directly
+/// ([`tree`]). `compare-coll.py` against the build that sent chunks at every size (2 ranks,
+/// the 2-core AMD host, 4 runs of each at a 45-52 ns crossing): 32 KiB 3.97 -> 4.99 µs
+/// read whole, 256 KiB 30.7 -> 26.1, 1 MiB 126.0 -> 101.1; 256 KiB is the smallest size
+/// measured where it wins. At least [`DIRECT_FROM`], so the message is offered.
+pub(crate) const WHOLE_FROM: usize = 256 * 1024;
+const _: () = assert!(WHOLE_FROM >= DIRECT_FROM);
 
 /// A reduction tree's root receives from each child and combines (a copy and a pass).
 fn tree_work(s: Shape, depth: usize, children: usize) -> Work {
