@@ -181,7 +181,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "TESSERA_DIRECT_SPLIT",
         kind: Kind::Switch,
-        default: "from 1 MiB (too large for the receiver's cache to keep anyway)",
+        default: "from 1 MiB (too large for the receiver's cache to keep anyway), and a 2-rank reduce's one message from 256 KiB",
         meaning: "a message of 32 KiB or more read directly is copied half by the receiver and half by the sender, which would otherwise only wait for the read; the call is faster, but the sender's half then sits in the sender's cache, which a receiver reading the data soon pays for; `off`: never",
     },
     Variable {

@@ -6,8 +6,8 @@
 //! still share its processor).
 
 use std::time::Duration;
-use tessera::coll::{Allgather, Allreduce, Broadcast, Exchange, Gather, Scatter};
-use tessera::{Blocking, Nonblocking};
+use tessera::coll::{Allgather, Allreduce, Broadcast, Exchange, Gather, Reduce, Scatter};
+use tessera::{Blocking, Nonblocking, Op};
 
 use tessera::{Context, Job, Team};
 
@@ -44,9 +44,9 @@ fn pin_to_own_processor(k: usize) -> bool {
 /// broadcast whose root computes completes on the receiver alone; in an allgather each
 /// member writes its whole block into the other's buffer (a push), and a nonblocking one
 /// whose member computes instead of advancing delivers every byte, whichever side ends up
-/// copying it. Every byte is checked,
-/// for broadcast, gather, scatter, exchange and allgather, at sizes around the split's
-/// threshold.
+/// copying it; a 2-rank reduce's one long message is split below the default threshold.
+/// Every byte is checked, for broadcast, gather, scatter, exchange, allgather and reduce,
+/// at sizes around the split's threshold.
 #[test]
 fn long_direct_reads_are_split_between_sender_and_receiver() {
     fn body(ctx: &Context) -> tessera::RankResult {
@@ -125,6 +125,28 @@ fn long_direct_reads_are_split_between_sender_and_receiver() {
         }
         if !helps(0, &|k| broadcast(1 << 18, k))? {
             return Err(fail("no 2 MiB broadcast was split by default".into()));
+        }
+        // A 2-rank reduce from 256 KiB goes as one message that the root combines once it
+        // is all here, so it is split below the default threshold: the leaf, waiting for
+        // a late root, writes a half; the root's sums are checked element by element.
+        let reduce = |k: u64| -> tessera::RankResult {
+            late(0);
+            let len = 40_000; // 320 KB
+            let mut sum = vec![0; if me == 0 { len } else { 0 }];
+            world.run(
+                Reduce::new(0, &block(me, len, k), Op::Sum).to(&mut sum),
+                Blocking,
+            )?;
+            let want = |i: usize| input_u64(0, i, k).wrapping_add(input_u64(1, i, k));
+            if me == 0 && (0..len).any(|i| sum[i] != want(i)) {
+                return Err(fail("2-rank reduce of 320 KB".into()));
+            }
+            Ok(())
+        };
+        if !helps(1, &reduce)? {
+            return Err(fail(
+                "no leaf of a 320 KB 2-rank reduce wrote a half".into(),
+            ));
         }
         world.set_split_copies(true);
         // 4 MiB, then lengths just over and under the threshold and odd ones.

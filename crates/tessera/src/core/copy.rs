@@ -125,6 +125,46 @@ pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     unsafe { copy(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
 }
 
+/// `dst.copy_from_slice(src)` for a short copy (a collective's few bytes, a message's
+/// inline data) without a call: up to 64 bytes as two overlapping moves of the largest
+/// power of two that fits, which compile to a pair of loads and stores (a call of
+/// `memmove` for 8 bytes costs about a dozen instructions and a jump); longer ones as
+/// [`copy_slice`].
+///
+/// ```text
+/// 13 bytes: [0, 8) and [5, 13), each one 8-byte load and store
+/// ```
+///
+/// # Panics
+/// If the lengths differ, as `copy_from_slice` does.
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let len = src.len();
+    let dst = &mut dst[..len];
+    assert_eq!(dst.len(), len, "a copy between slices of equal length");
+    // The first `W` bytes and the last `W` (`W <= len < 2W`): every byte at least once.
+    macro_rules! overlapping {
+        ($w:literal) => {{
+            let (head, tail): ([u8; $w], [u8; $w]) = (
+                src[..$w].try_into().expect("len >= W"),
+                src[len - $w..].try_into().expect("len >= W"),
+            );
+            dst[..$w].copy_from_slice(&head);
+            dst[len - $w..].copy_from_slice(&tail);
+        }};
+    }
+    match len {
+        0 => {}
+        1 => dst[0] = src[0],
+        2..=3 => overlapping!(2),
+        4..=7 => overlapping!(4),
+        8..=15 => overlapping!(8),
+        16..=31 => overlapping!(16),
+        32..=64 => overlapping!(32),
+        _ => copy_slice(dst, src),
+    }
+}
+
 /// The backward copy, out of line: only the copies that need it pay for the loop.
 ///
 /// # Safety
@@ -214,6 +254,25 @@ mod tests {
                 assert_eq!(
                     back,
                     (BACKWARD_FROM..BACKWARD_BELOW).contains(&len) && (1..=SLOW_GAP).contains(&gap)
+                );
+            }
+        }
+    }
+
+    /// A short copy of every length up to past its last case, at every offset in a line:
+    /// the destination holds the source byte for byte, and nothing around it moves.
+    #[test]
+    fn short_copies_copy_every_byte_and_nothing_else() {
+        let src: Vec<u8> = (0..200u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in 0..=80 {
+            for at in 0..8 {
+                let mut dst = [0xEEu8; 100];
+                copy_short(&mut dst[at..at + len], &src[3..3 + len]);
+                assert_eq!(&dst[at..at + len], &src[3..3 + len], "{len} B at {at}");
+                assert!(dst[..at].iter().all(|&b| b == 0xEE), "{len} B at {at}");
+                assert!(
+                    dst[at + len..].iter().all(|&b| b == 0xEE),
+                    "{len} B at {at}"
                 );
             }
         }

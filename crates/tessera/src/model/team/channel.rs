@@ -50,6 +50,7 @@ use std::rc::Rc;
 use bytemuck::Zeroable;
 
 use super::signature::Signature;
+use crate::core::copy::copy_short;
 use crate::core::direct::RemoteRange;
 use crate::core::stats::{ScopeGuard, Traffic};
 use crate::error::CoreError;
@@ -58,6 +59,21 @@ use crate::protocol::split::{self, ReceiverStep};
 use crate::{Blocking, Context, GlobalPtr, Result};
 
 mod offers;
+
+/// Whether the receiver of a long message read directly shares the copy with its sender
+/// (`protocol::split`): both cores copy, but the half the sender wrote sits in the
+/// sender's cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// Never: the data is combined as it arrives (a reduction's).
+    Never,
+    /// From the team's threshold ([`Channel::set_split`]; 1 MiB by default), where the
+    /// receiver's cache would not keep the data anyway.
+    FromThreshold,
+    /// From [`split::SPLIT_FROM`] wherever the team splits at all: data that is combined
+    /// only once all of it is here (`Builder::shares_early`).
+    Early,
+}
 
 /// Bytes of a message header (flag, padding, signature, length: one cache line).
 const HEADER: usize = mailbox::HEADER as usize;
@@ -68,8 +84,6 @@ const SIGNATURE_AT: usize = HEADER - 16;
 const LINE_WORDS: usize = (HEADER - mailbox::INLINE_AT) / 8;
 /// A header line after its flag word, moved as one value.
 type Line = [u64; LINE_WORDS];
-/// A header line's inline data, read as one value.
-type Inline = [u64; mailbox::INLINE / 8];
 const _: () = assert!(mailbox::INLINE_AT + mailbox::INLINE == SIGNATURE_AT);
 /// Stride of acknowledgement words (one cache line each).
 const ACK_STRIDE: usize = 64;
@@ -810,8 +824,10 @@ impl Channel {
                 // Data, signature and length: the header line after its flag, one put of
                 // one value (copied in registers, not by a call to copy bytes).
                 let mut line = [0u64; LINE_WORDS];
-                bytemuck::cast_slice_mut::<u64, u8>(&mut line)[..chunk.len()]
-                    .copy_from_slice(chunk);
+                copy_short(
+                    &mut bytemuck::cast_slice_mut::<u64, u8>(&mut line)[..chunk.len()],
+                    chunk,
+                );
                 line[LINE_WORDS - 2..].copy_from_slice(&header);
                 let words = header_at.add(mailbox::INLINE_AT).cast::<Line>();
                 ctx.put(words, &[line], Blocking)?;
@@ -879,18 +895,18 @@ impl Channel {
         out: &mut [u8],
         call: Signature,
     ) -> Result<Option<usize>> {
-        self.try_recv(ctx, from, out, call, false)
+        self.try_recv(ctx, from, out, call, Sharing::Never)
     }
 
     /// [`Channel::try_recv_chunk`], where an offer of a direct read may be split with its
-    /// sender if `may_split` (the data is not combined at once: `protocol::split`).
+    /// sender as `sharing` says (`protocol::split`).
     pub(crate) fn try_recv(
         &self,
         ctx: &Context,
         from: usize,
         out: &mut [u8],
         call: Signature,
-        may_split: bool,
+        sharing: Sharing,
     ) -> Result<Option<usize>> {
         let (me, from) = (self.streams.me, self.at(from));
         let ring_len = self.streams.ring;
@@ -901,8 +917,10 @@ impl Channel {
         if !mailbox::has_arrived(ctx.atomic_load(header_at.cast::<u64>())?, seq) {
             return Ok(None);
         }
-        // Signature and length as one value; inline data lies in the same line.
-        let [theirs, len] = ctx.get_value(header_at.add(SIGNATURE_AT).cast::<[u64; 2]>())?;
+        // The header line after its flag as one value: inline data, signature, length
+        // (one read of a line already here, copied in registers).
+        let line: Line = ctx.get_value(header_at.add(mailbox::INLINE_AT).cast::<Line>())?;
+        let [theirs, len] = [line[LINE_WORDS - 2], line[LINE_WORDS - 1]];
         #[cfg(tessera_no_signatures)]
         let theirs = {
             let _ = theirs;
@@ -949,14 +967,8 @@ impl Channel {
         // fetching the data line meanwhile (64-byte allgathers at 2 ranks took 30-50 ns
         // longer so).
         if len <= mailbox::INLINE {
-            // Inside the header line, already here: read as one value (a typed copy in
-            // registers), then the bytes sent taken from it.
-            if len > 0 {
-                let inline = header_at.add(mailbox::INLINE_AT).cast::<Inline>();
-                let mut words: Inline = [0; mailbox::INLINE / 8];
-                ctx.get(inline, std::slice::from_mut(&mut words), Blocking)?;
-                wire.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&words)[..len]);
-            }
+            // Inside the header line, read above with the signature.
+            copy_short(wire, &bytemuck::cast_slice::<u64, u8>(&line)[..len]);
         } else {
             let data = mailbox::pieces(side.place + HEADER as u64, wire.len(), ring_len);
             let (head, tail) = wire.split_at_mut(data[0].1);
@@ -972,7 +984,7 @@ impl Channel {
                 let sent = format!("offered {bytes} bytes to read directly (from {DIRECT_FROM})");
                 return Err(mismatch(sent, out.len()));
             }
-            if !self.read_offer(ctx, from, position, &offer, &mut out[..bytes], may_split)? {
+            if !self.read_offer(ctx, from, position, &offer, &mut out[..bytes], sharing)? {
                 return Ok(None);
             }
             (bytes, bytes.div_ceil(self.streams.chunk) as u64)

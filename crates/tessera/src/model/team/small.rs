@@ -15,6 +15,7 @@
 use std::mem::size_of;
 
 use super::*;
+use crate::core::copy::copy_short;
 
 /// Largest block (bytes per member) these calls move straight on the channel.
 pub(super) const SMALL_UP_TO: usize = 256;
@@ -38,7 +39,7 @@ pub(super) fn cast_mut<T: Pod>(data: &mut [T]) -> &mut [u8] {
 /// every member's but `me`'s, whose block is `own`, copied.
 fn others_into<'d>(dst: &'d mut [u8], me: usize, own: &[u8]) -> impl Iterator<Item = Incoming<'d>> {
     let b = own.len();
-    dst[me * b..(me + 1) * b].copy_from_slice(own);
+    copy_short(&mut dst[me * b..(me + 1) * b], own);
     dst.chunks_exact_mut(b)
         .enumerate()
         .filter(move |&(i, _)| i != me)
@@ -150,7 +151,7 @@ impl<'a> Team<'a> {
             .filter(|&(i, _)| i != root)
             .map(|(i, block)| Outgoing::new(i, block));
         self.channel.transfer_each(self.ctx, blocks, [])?;
-        dst.copy_from_slice(&src[root * b..(root + 1) * b]);
+        copy_short(dst, &src[root * b..(root + 1) * b]);
         Ok(())
     }
 
@@ -166,7 +167,7 @@ impl<'a> Team<'a> {
     ) -> Result<()> {
         let mut theirs = Block::ZERO;
         let theirs = theirs.as_mut(src.len());
-        dst.copy_from_slice(src);
+        copy_short(cast_mut(dst), cast(src));
         let mut distance = 1;
         while distance < self.size() {
             let partner = self.me ^ distance;
@@ -180,6 +181,7 @@ impl<'a> Team<'a> {
     /// A small allgather (`op` is [`Collective::Allgather`], `src` this member's block) or
     /// all-to-all of equal blocks ([`Collective::Exchange`], `src` a block per member) by
     /// `alg` on the channel; `None` where `alg` has no form here (then its schedule runs).
+    #[inline]
     pub(super) fn to_all_small(
         &self,
         op: Collective,
@@ -188,8 +190,31 @@ impl<'a> Team<'a> {
         dst: &mut [u8],
     ) -> Option<Result<()>> {
         let (n, me) = (self.size(), self.me);
-        let b = dst.len() / n;
+        // An allgather's block is its input (no division in its fast path).
+        let b = match op {
+            Collective::Allgather => src.len(),
+            _ => src.len() / n,
+        };
         let block = |j: usize| j * b..(j + 1) * b;
+        let two = matches!(
+            (op, alg),
+            (
+                Collective::Allgather,
+                Algorithm::ALL_BROADCAST | Algorithm::RING
+            ) | (Collective::Exchange, Algorithm::FLAT | Algorithm::PAIRWISE)
+        );
+        if two && n == 2 {
+            // Two members: each of these rows is one message each way, this member's block
+            // for the other (the whole `src` of an allgather) out and the other's in.
+            let other = 1 - me;
+            let (mine, theirs) = match op {
+                Collective::Allgather => (src, src),
+                _ => (&src[block(me)], &src[block(other)]),
+            };
+            copy_short(&mut dst[block(me)], mine);
+            let into = &mut dst[block(other)];
+            return Some(self.channel.sendrecv(self.ctx, other, theirs, other, into));
+        }
         let done = match (op, alg) {
             // Every member sends its block to every other and receives theirs, at once.
             (Collective::Allgather, Algorithm::ALL_BROADCAST) => {
@@ -200,7 +225,7 @@ impl<'a> Team<'a> {
             // n − 1 steps: the block received the step before goes on to the right, sent
             // from its place in `dst` while the next one lands in another.
             (Collective::Allgather, Algorithm::RING) => {
-                dst[block(me)].copy_from_slice(src);
+                copy_short(&mut dst[block(me)], src);
                 let (right, left) = ((me + 1) % n, (me + n - 1) % n);
                 (0..n - 1).try_for_each(|s| {
                     let (out, inb) = ((me + n - s) % n, (me + 2 * n - s - 1) % n);
@@ -218,7 +243,7 @@ impl<'a> Team<'a> {
             }
             // Step s: to the member s ahead, from the member s behind.
             (Collective::Exchange, Algorithm::PAIRWISE) => {
-                dst[block(me)].copy_from_slice(&src[block(me)]);
+                copy_short(&mut dst[block(me)], &src[block(me)]);
                 (1..n).try_for_each(|s| {
                     let (to, from) = ((me + s) % n, (me + n - s) % n);
                     let into = &mut dst[block(from)];
@@ -250,7 +275,7 @@ impl<'a> Team<'a> {
         let Some((&(first, _), others)) = tree.children.split_first() else {
             let Some(parent) = tree.parent else {
                 // A team of one.
-                dst.copy_from_slice(src);
+                copy_short(cast_mut(dst), cast(src));
                 return Ok(());
             };
             let mut send = [Outgoing::new(parent, cast(src))];
@@ -324,7 +349,7 @@ impl<'a> Team<'a> {
             if exclusive {
                 dst.fill(T::zeroed());
             } else {
-                dst.copy_from_slice(src);
+                copy_short(cast_mut(dst), cast(src));
             }
             return send(src);
         }
@@ -332,7 +357,7 @@ impl<'a> Team<'a> {
             let mut prefix = Block::ZERO;
             let prefix = prefix.as_mut(src.len());
             receive(prefix)?;
-            dst.copy_from_slice(prefix);
+            copy_short(cast_mut(dst), cast(prefix));
             combine(prefix, src)?;
             return send(prefix);
         }

@@ -100,6 +100,10 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
                     .map(|(i, &c)| ((c + root) % n, into(i))),
                 std::iter::once(own).chain(others),
             );
+            if whole {
+                // Combined once it is all here: both cores may copy it.
+                b = b.shares_early();
+            }
         }
         if let Some(p) = tree.parent {
             let up = [((p + root) % n, place(acc, range))];

@@ -10,8 +10,8 @@ use super::*;
 
 impl Channel {
     /// Copy the data of `offer`, which streams member `from` sent to this one at ring
-    /// position `position`, into `out` (exactly as long): whole, or split with the sender
-    /// (`protocol::split`: post the destination, read the first half, then the second
+    /// position `position`, into `out` (exactly as long): whole, or, as `sharing` allows,
+    /// split with the sender (`protocol::split`: post the destination, read the first half, then the second
     /// unless the sender has claimed it), or left whole to a sender that pushes
     /// (`split::PUSH`), which writes it (unless it has not claimed it within
     /// [`split::PUSH_PATIENCE`]: then this member reads it). `false` while the sender is
@@ -24,7 +24,7 @@ impl Channel {
         position: u64,
         offer: &Offer,
         out: &mut [u8],
-        may_split: bool,
+        sharing: Sharing,
     ) -> Result<bool> {
         // The threshold is never below `split::SPLIT_FROM`, so a message split here has a
         // head shorter than itself.
@@ -34,7 +34,13 @@ impl Channel {
             ctx.count(Traffic::CollectiveRead, sender, out.len());
             range.read_into(out)
         };
-        if !may_split || bytes < self.streams.split_from.get() {
+        let split_from = match sharing {
+            Sharing::Never => usize::MAX,
+            Sharing::FromThreshold => self.streams.split_from.get(),
+            Sharing::Early if self.split() => split::SPLIT_FROM,
+            Sharing::Early => usize::MAX,
+        };
+        if bytes < split_from {
             read(offer.data, out)?;
             return Ok(true);
         }
