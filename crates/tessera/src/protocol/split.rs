@@ -13,10 +13,12 @@
 //! writes the head's length beside its destination, so the sender writes exactly the
 //! rest.
 //!
-//! A receiver that finds [`BUSY`], that will combine the data at once (a reduction), or
-//! whose message is shorter than its threshold ([`DEFAULT_SPLIT_FROM`] unless asked for
-//! from [`SPLIT_FROM`]: the half the sender wrote sits in the sender's cache, which a
-//! reader of the data pays for where the whole would have stayed in the receiver's),
+//! A receiver that finds [`BUSY`], that will combine the data segment by segment as it
+//! arrives (a reduction's), or whose message is shorter than its threshold
+//! ([`DEFAULT_SPLIT_FROM`] unless asked for from [`SPLIT_FROM`]: the half the sender wrote
+//! sits in the sender's cache, which a reader of the data pays for where the whole would
+//! have stayed in the receiver's; a 2-rank reduction's one whole message, combined once
+//! it is all here, from [`SPLIT_FROM`]),
 //! reads the whole message in one system call, as without splitting (a sender with work
 //! of its own would come late to help, and the receiver would wait for it). One that
 //! finds [`WAITING`] writes where the data goes (its process and address) beside the
