@@ -144,8 +144,9 @@ struct Message {
     /// them saved nothing at 2 ranks and cost 5-15 % at 8 ranks on 2 cores.
     hot: bool,
     /// A receive whose data the round combines only once all of it is here, so that a
-    /// direct read of it is shared with its sender from [`SPLIT_FROM`](crate::protocol::split::SPLIT_FROM) bytes
-    /// whatever the team's threshold ([`Builder::shares_early`]).
+    /// direct read of it is shared with its sender from
+    /// [`SPLIT_FROM`](crate::protocol::split::SPLIT_FROM) bytes whatever the team's
+    /// threshold ([`Builder::shares_early`]).
     shared_early: bool,
 }
 
@@ -454,12 +455,15 @@ impl<'r> Builder<'r> {
 
     /// The receives of the round just written, whose data its local steps combine only
     /// once each has wholly arrived (the 2-rank reduction's one message), share a direct
-    /// read's copy with their senders from [`SPLIT_FROM`](crate::protocol::split::SPLIT_FROM) bytes wherever the team
-    /// splits at all, not only from its threshold for data read soon
+    /// read's copy with their senders from
+    /// [`SPLIT_FROM`](crate::protocol::split::SPLIT_FROM) bytes wherever the team splits
+    /// at all, not only from its threshold for data read soon
     /// ([`DEFAULT_SPLIT_FROM`](crate::protocol::split::DEFAULT_SPLIT_FROM)): the half the
     /// sender wrote is then read from its cache, but both cores copy. A 2-rank reduce of
-    /// `u64` sums on a 2-core AMD host: 256 KiB 27-30 -> 19-22 µs, 1 MiB 110-115 -> 71-73
-    /// (virtual CPUs 50 ns apart), 141 -> 99 (22-24 ns apart).
+    /// `u64` sums on a 2-core AMD host, shared against whole: 256 KiB 18.5-21.8 against
+    /// 27.3-30.1 µs and 1 MiB 69-91 against 104-125 with the virtual CPUs 50 ns apart,
+    /// 1 MiB 88-100 against 134-141 at 22-24 ns, but 110-123 against 105-109 at
+    /// 210-230 ns (docs/PERFORMANCE.md, "Beside the OSU micro-benchmarks").
     pub(crate) fn shares_early(self) -> Self {
         if let Some(round) = self.plan.rounds.last() {
             for m in &mut self.plan.messages[round.recvs.clone()] {

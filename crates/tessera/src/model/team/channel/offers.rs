@@ -11,9 +11,9 @@ use super::*;
 impl Channel {
     /// Copy the data of `offer`, which streams member `from` sent to this one at ring
     /// position `position`, into `out` (exactly as long): whole, or, as `sharing` allows,
-    /// split with the sender (`protocol::split`: post the destination, read the first half, then the second
-    /// unless the sender has claimed it), or left whole to a sender that pushes
-    /// (`split::PUSH`), which writes it (unless it has not claimed it within
+    /// split with the sender (`protocol::split`: post the destination, read the first
+    /// half, then the second unless the sender has claimed it), or left whole to a sender
+    /// that pushes (`split::PUSH`), which writes it (unless it has not claimed it within
     /// [`split::PUSH_PATIENCE`]: then this member reads it). `false` while the sender is
     /// still to write its part: call again with the same `out`, which must stay untouched
     /// meanwhile.
