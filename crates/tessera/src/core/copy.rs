@@ -139,9 +139,14 @@ pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
 /// If the lengths differ, as `copy_from_slice` does.
 #[inline(always)]
 pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "a copy between slices of equal length"
+    );
     let len = src.len();
+    // The same slice, with its length now known to the compiler as `len`.
     let dst = &mut dst[..len];
-    assert_eq!(dst.len(), len, "a copy between slices of equal length");
     // The first `W` bytes and the last `W` (`W <= len < 2W`): every byte at least once.
     macro_rules! overlapping {
         ($w:literal) => {{
@@ -276,6 +281,15 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A short copy into a longer slice panics, as `copy_from_slice` does, rather than
+    /// filling a prefix.
+    #[test]
+    #[should_panic(expected = "equal length")]
+    fn a_short_copy_into_a_longer_slice_panics() {
+        let mut dst = [0u8; 9];
+        copy_short(&mut dst, &[1u8; 8]);
     }
 
     /// The vendor read from `cpuid` is the one the kernel reports.
