@@ -125,7 +125,8 @@ impl crate::Benchmark for Is {
 /// tally competes for L2 with the keys streaming through. With the one-key-at-a-time
 /// grouping, class A's 512 KiB tally gained 9 % and class B's 2 MiB tally lost 4 %; with
 /// the vector grouping (less pressure beside the tally), B's tally is 0.325–0.35 s
-/// against counting's 0.363–0.41 s at 2 ranks (docs/PERFORMANCE.md), so B tallies too.
+/// against counting's 0.363–0.41 s at 2 ranks on a Xeon with 2 MiB of L2
+/// (docs/PERFORMANCE.md), so B tallies too. On a Zen 4 with 1 MiB of L2 the two tie.
 pub const TALLY_LIMIT: usize = 2 << 20;
 
 /// Below this many ranks the default tallies (where the key range allows). On a 16-core
