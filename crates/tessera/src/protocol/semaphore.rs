@@ -113,9 +113,7 @@ mod loom_tests {
                     }
                     theirs.halves[half(use_)].store(message(me, use_), Ordering::Relaxed);
                     post(&theirs.arrival[0], 1);
-                    while !try_take(&mine.arrival[0], &mine.arrival[1], 1) {
-                        loom::thread::yield_now();
-                    }
+                    take(&mine.arrival[0], &mine.arrival[1], 1);
                     let got = mine.halves[half(use_)].load(Ordering::Relaxed);
                     assert_eq!(got, message(1 - me, use_), "rank {me}, exchange {use_}");
                     lent = Some(use_);
