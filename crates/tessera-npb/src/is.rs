@@ -52,8 +52,9 @@ const CHUNKS: usize = 4;
 variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
-        /// `stream` from [`LINES_FROM`] ranks; below [`TALLY_BELOW`] ranks, `tally` where
-        /// the key range is at most [`TALLY_LIMIT`]; otherwise `count`.
+        /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` with AVX2 or
+        /// AVX-512 up to 16 ranks; else, below [`TALLY_BELOW`] ranks, `tally` where the
+        /// key range is at most [`TALLY_LIMIT`]; otherwise `count`.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
         /// range.
@@ -63,7 +64,63 @@ variants! {
         /// `count`, with keys sent a cache line at a time by non-temporal stores (AVX-512;
         /// elsewhere the same as `count`).
         Stream => "stream",
+        /// The owner counts the keys it receives, its range chosen from a sample of the
+        /// keys and the keys grouped into fixed slots, with no pass counting every key
+        /// before (at most 16 ranks with AVX2 or AVX-512; elsewhere the same as `count`).
+        Sample => "sample",
     }
+}
+
+/// The ranking pass a variant runs here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    Tally,
+    Count,
+    Stream,
+    Sample,
+}
+
+impl Pass {
+    /// The pass of `variant` at `ranks` ranks with keys below `max_key`: the variant's own
+    /// where this CPU runs it (`stream` needs AVX-512 and `sample` a vector grouping,
+    /// else they count), and for the default `stream` from [`LINES_FROM`] ranks where it
+    /// runs, else `sample` where it runs, else `tally` below [`TALLY_BELOW`] ranks where
+    /// the key range is at most [`TALLY_LIMIT`], else `count`.
+    fn of(variant: Variant, ranks: usize, max_key: usize) -> Pass {
+        let lines = crate::simd::level() == crate::simd::Level::Avx512 && ranks <= 255;
+        let slots = vector_grouping(ranks);
+        match variant {
+            Variant::Tally => Pass::Tally,
+            Variant::Count => Pass::Count,
+            Variant::Stream if lines => Pass::Stream,
+            Variant::Sample if slots => Pass::Sample,
+            Variant::Stream | Variant::Sample => Pass::Count,
+            Variant::Default if ranks >= LINES_FROM && lines => Pass::Stream,
+            Variant::Default if slots => Pass::Sample,
+            Variant::Default if ranks < TALLY_BELOW && max_key <= TALLY_LIMIT => Pass::Tally,
+            Variant::Default => Pass::Count,
+        }
+    }
+}
+
+/// One key in this many is counted per bucket to choose the owners' ranges in the
+/// `sample` pass.
+pub const SAMPLE_STRIDE: usize = 32;
+
+/// Contiguous runs of keys the sample of the `sample` pass is taken from.
+const SAMPLE_RUNS: usize = 64;
+
+/// Keys grouped into slots between two checks that every slot has room for them.
+const GROUP_BLOCK: usize = 4096;
+
+/// What a ranking pass leaves for the partial verification: the first key value of this
+/// rank's range and one past its last, how many keys lie below the range, and the test
+/// keys' values (the histogram of the range is in [`State::histogram`]).
+struct Ranked {
+    lo: usize,
+    hi: usize,
+    below: u64,
+    test_values: [u64; TESTS],
 }
 
 /// IS in the kernel registry.
@@ -181,12 +238,24 @@ pub fn cumulative_counts(
     narrow: &mut Vec<u8>,
     histogram: &mut Vec<u32>,
 ) {
+    cumulative_counts_of(&[keys], range, narrow, histogram);
+}
+
+/// [`cumulative_counts`] of the keys of every slice of `parts` together.
+fn cumulative_counts_of(
+    parts: &[&[i32]],
+    range: std::ops::Range<usize>,
+    narrow: &mut Vec<u8>,
+    histogram: &mut Vec<u32>,
+) {
     let lo = range.start;
     narrow.clear();
     narrow.resize(range.len(), 0);
-    for &k in keys {
-        let c = &mut narrow[k as usize - lo];
-        *c = c.wrapping_add(1);
+    for keys in parts {
+        for &k in *keys {
+            let c = &mut narrow[k as usize - lo];
+            *c = c.wrapping_add(1);
+        }
     }
     // Every entry is overwritten below: resize without clearing.
     histogram.resize(range.len(), 0);
@@ -195,9 +264,9 @@ pub fn cumulative_counts(
         running += u32::from(n);
         *h = running;
     }
-    if running as usize != keys.len() {
+    if running as usize != parts.iter().map(|keys| keys.len()).sum::<usize>() {
         histogram.fill(0);
-        for &k in keys {
+        for &k in parts.iter().flat_map(|keys| keys.iter()) {
             histogram[k as usize - lo] += 1;
         }
         let mut running = 0;
@@ -244,19 +313,49 @@ fn count_keys<const TALLY: bool>(keys: &[i32], shift: u32, counts: &mut [u32], t
 /// compress-store or AVX2's permutation table, whichever the chosen level has, where there
 /// are few enough destinations; false (nothing written) otherwise.
 #[cfg(target_arch = "x86_64")]
-fn group_vectorised(keys: &[i32], starts: &[i32], outs: &mut [&mut [i32]]) -> bool {
-    let mut cursor = vec![0usize; outs.len()];
+fn group_vectorised(
+    keys: &[i32],
+    starts: &[i32],
+    outs: &mut [&mut [i32]],
+    cursor: &mut [usize],
+) -> bool {
     if avx512::available(outs.len()) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
-        unsafe { avx512::group(keys, starts, outs, &mut cursor) };
+        unsafe { avx512::group(keys, starts, outs, cursor) };
     } else if avx2::available(outs.len()) {
         // SAFETY: `available` checked that this CPU has AVX2.
-        unsafe { avx2::group(keys, starts, outs, &mut cursor) };
+        unsafe { avx2::group(keys, starts, outs, cursor) };
     } else {
         return false;
     }
-    debug_assert!(cursor.iter().zip(outs.iter()).all(|(&c, o)| c == o.len()));
     true
+}
+
+/// [`group_vectorised`] into slots that may be too short: [`GROUP_BLOCK`] keys at a
+/// time while every slot has room for a whole block after its cursor. Returns whether
+/// every key went out (else a prefix of `keys` did, and no cursor passed its slot's end).
+fn group_into_slots(
+    keys: &[i32],
+    starts: &[i32],
+    outs: &mut [&mut [i32]],
+    cursor: &mut [usize],
+) -> bool {
+    for block in keys.chunks(GROUP_BLOCK) {
+        let room = outs
+            .iter()
+            .zip(&*cursor)
+            .all(|(o, &c)| o.len() - c >= block.len());
+        if !room || !group_vectorised(block, starts, outs, cursor) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether [`group_vectorised`] groups for `destinations` ranks at the chosen level.
+#[cfg(target_arch = "x86_64")]
+fn vector_grouping(destinations: usize) -> bool {
+    avx512::available(destinations) || avx2::available(destinations)
 }
 
 /// Group `keys` into `outs` by destination a cache line at a time (AVX-512's
@@ -289,7 +388,13 @@ fn group_by_lines(_: &[i32], _: &[usize], _: u32, _: &mut [&mut [i32]]) -> bool 
 
 /// No vector grouping off x86-64.
 #[cfg(not(target_arch = "x86_64"))]
-fn group_vectorised(_keys: &[i32], _starts: &[i32], _outs: &mut [&mut [i32]]) -> bool {
+fn group_vectorised(_: &[i32], _: &[i32], _: &mut [&mut [i32]], _: &mut [usize]) -> bool {
+    false
+}
+
+/// No vector grouping off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+fn vector_grouping(_destinations: usize) -> bool {
     false
 }
 
@@ -517,6 +622,7 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
 
     let mut keys = vec![0i32; local];
     generate(first, &mut keys, max_key);
+    let pass = Pass::of(variant, p, max_key);
     let mut state = State {
         world: &world,
         data,
@@ -528,18 +634,16 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         // Room for every rank's keys twice over, as the reference allows.
         inbox: PhasedArray::new(&world, 2 * local + buckets)?,
         tallies: PhasedArray::new(&world, max_key + 1)?,
-        tally: match variant {
-            Variant::Tally => true,
-            Variant::Count | Variant::Stream => false,
-            Variant::Default => p < TALLY_BELOW && max_key <= TALLY_LIMIT,
-        },
-        stream: variant == Variant::Stream || (variant == Variant::Default && p >= LINES_FROM),
+        tally: pass == Pass::Tally,
+        stream: pass == Pass::Stream,
         counts: vec![0u64; buckets + TESTS],
         chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
         narrow: Vec::new(),
         passed: 0,
-        range: (0, 0),
+        slots: pass == Pass::Sample,
+        lo: 0,
+        received: Vec::new(),
         phases: [0.0; PHASES.len()],
     };
     world.run(Barrier, Blocking)?;
@@ -634,8 +738,12 @@ struct State<'a> {
     /// Byte-wide counts for the first ranking pass.
     narrow: Vec<u8>,
     passed: u64,
-    /// The last pass's first key value and received key count, for full verification.
-    range: (usize, usize),
+    /// Whether passes try [`State::pass_into_slots`] first.
+    slots: bool,
+    /// The last pass's first key value, and where its received keys lie in the receive
+    /// buffer, for full verification.
+    lo: usize,
+    received: Vec<std::ops::Range<usize>>,
     /// Seconds spent in each of [`PHASES`] by this rank, over the passes so far.
     phases: [f64; PHASES.len()],
 }
@@ -653,9 +761,9 @@ const DELIVER: usize = 3;
 const RANK: usize = 4;
 
 impl State<'_> {
-    /// One ranking pass (`iteration` is 1-based).
+    /// One ranking pass (`iteration` is 1-based), and the partial verification by the
+    /// rank that owns each test key's value.
     fn rank(&mut self, iteration: usize) -> tessera::Result<()> {
-        let (p, me) = (self.world.size(), self.world.rank());
         let local = self.keys.len();
         // The specification's alterations (global indices, held by rank 0).
         for (index, value) in [
@@ -666,6 +774,135 @@ impl State<'_> {
                 self.keys[index - self.first] = value as i32;
             }
         }
+        let ranked = match self.slots {
+            true => self.pass_into_slots()?,
+            false => None,
+        };
+        let ranked = match ranked {
+            Some(ranked) => ranked,
+            None => self.pass_counted()?,
+        };
+        self.lo = ranked.lo;
+        let Some(tests) = self.data.tests else {
+            return Ok(());
+        };
+        for (i, &k) in ranked.test_values.iter().enumerate() {
+            let k = k as usize;
+            if (ranked.lo..ranked.hi).contains(&k) {
+                let less = ranked.below
+                    + if k > ranked.lo {
+                        u64::from(self.histogram[k - 1 - ranked.lo])
+                    } else {
+                        0
+                    };
+                if less == tests.ranks[iteration - 1][i] {
+                    self.passed += 1;
+                } else {
+                    eprintln!(
+                        "is: iteration {iteration}, test key {i} (value {k}): {less} keys below it, expected {}",
+                        tests.ranks[iteration - 1][i]
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The test keys' values where this rank holds them (zero elsewhere), into `counts`
+    /// after the buckets, for the allreduce to carry to everyone.
+    fn note_test_values(&mut self) {
+        let local = self.keys.len();
+        let test_index = self.data.tests.map(|t| t.index).unwrap_or_default();
+        for (i, &index) in test_index.iter().enumerate() {
+            if self.data.tests.is_some() && (self.first..self.first + local).contains(&index) {
+                self.counts[self.buckets + i] = self.keys[index - self.first] as u64;
+            }
+        }
+    }
+
+    /// A ranking pass whose owners' ranges come from a sample of the keys, and whose keys
+    /// go into fixed slots of the receivers' buffers, so that no pass counts every key
+    /// before grouping it: every rank counts one key in [`SAMPLE_STRIDE`] per bucket, the
+    /// allreduce sums the samples (and carries the test keys' values), and each rank groups
+    /// its keys straight into its slot in every receiver, [`GROUP_BLOCK`] keys at a time
+    /// while every slot has room for a whole block. `None` (every rank agrees) where the
+    /// sample says a slot could fill up, or one did: the counted pass then ranks the keys.
+    fn pass_into_slots(&mut self) -> tessera::Result<Option<Ranked>> {
+        let (p, me) = (self.world.size(), self.world.rank());
+        let (buckets, shift) = (self.buckets, self.shift);
+        let local = self.keys.len();
+        let mut clock = Instant::now();
+        let mut lap = |phases: &mut [f64; PHASES.len()], step: usize| {
+            let now = Instant::now();
+            phases[step] += (now - clock).as_secs_f64();
+            clock = now;
+        };
+        // The sample: SAMPLE_RUNS runs of contiguous keys spread over the keys (a strided
+        // sample would read a line per key), each sampled key standing for `weight`.
+        self.counts.fill(0);
+        let run = (local / SAMPLE_STRIDE / SAMPLE_RUNS).max(1);
+        let weight = (local / (run * SAMPLE_RUNS)).max(1) as u64;
+        for start in (0..local).step_by((local / SAMPLE_RUNS).max(1)) {
+            for &k in &self.keys[start..(start + run).min(local)] {
+                self.counts[k as usize >> shift] += weight;
+            }
+        }
+        self.note_test_values();
+        lap(&mut self.phases, COUNT);
+        let mut totals = vec![0u64; buckets + TESTS];
+        self.world.run(
+            Allreduce::new(&self.counts, Op::Sum).to(&mut totals),
+            Blocking,
+        )?;
+        lap(&mut self.phases, ALLREDUCE);
+        let starts = assign_buckets(&totals[..buckets], p, 1 << shift);
+        // Every rank sends each owner about a P-th of the owner's keys; a slot keeps room
+        // for two blocks more than the sample's largest.
+        let capacity = self.inbox.len() / p;
+        let largest = (0..p)
+            .map(|d| totals[starts[d]..starts[d + 1]].iter().sum::<u64>() as usize / p)
+            .max()
+            .unwrap_or(0);
+        if largest + 2 * GROUP_BLOCK > capacity {
+            return Ok(None);
+        }
+        let mut exchange = self.inbox.exchange_slots(capacity)?;
+        let mut outs = exchange.blocks()?;
+        let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
+        let mut cursor = vec![0usize; p];
+        group_into_slots(&self.keys, &key_starts, &mut outs, &mut cursor);
+        drop(outs);
+        lap(&mut self.phases, GROUP);
+        let sent = exchange.finish_filled(&cursor)?;
+        lap(&mut self.phases, DELIVER);
+        if sent.chunks(p).any(|row| row.iter().sum::<usize>() != local) {
+            return Ok(None); // a slot filled up: some sender's keys are not all out
+        }
+        let (lo, hi) = (starts[me] << shift, starts[me + 1] << shift);
+        let below: usize = sent
+            .chunks(p)
+            .map(|row| row[..me].iter().sum::<usize>())
+            .sum();
+        self.received = (0..p)
+            .map(|s| s * capacity..s * capacity + sent[s * p + me])
+            .collect();
+        let inbox = self.inbox.own()?;
+        let parts: Vec<&[i32]> = self.received.iter().map(|r| &inbox[r.clone()]).collect();
+        cumulative_counts_of(&parts, lo..hi, &mut self.narrow, &mut self.histogram);
+        lap(&mut self.phases, RANK);
+        Ok(Some(Ranked {
+            lo,
+            hi,
+            below: below as u64,
+            test_values: totals[buckets..].try_into().expect("the test keys' values"),
+        }))
+    }
+
+    /// A ranking pass that counts every key per bucket first: the owners' ranges and
+    /// every block's length are then exact.
+    fn pass_counted(&mut self) -> tessera::Result<Ranked> {
+        let (p, me) = (self.world.size(), self.world.rank());
+        let local = self.keys.len();
         // Bucket counts, plus the test keys' values where this rank holds them.
         //
         // Where the key range is small enough, the same loop tallies every key value in
@@ -705,12 +942,7 @@ impl State<'_> {
                 *total += u64::from(n);
             }
         }
-        let test_index = self.data.tests.map(|t| t.index).unwrap_or_default();
-        for (i, &index) in test_index.iter().enumerate() {
-            if self.data.tests.is_some() && (self.first..self.first + local).contains(&index) {
-                self.counts[buckets + i] = self.keys[index - self.first] as u64;
-            }
-        }
+        self.note_test_values();
         if self.tally {
             // Tallies readable by every rank from here on (a barrier).
             self.tallies.share()?;
@@ -745,8 +977,9 @@ impl State<'_> {
         // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
         // each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
+        let mut cursor = vec![0usize; p];
         let grouped = (self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))
-            || group_vectorised(&self.keys, &key_starts, &mut outs);
+            || group_vectorised(&self.keys, &key_starts, &mut outs, &mut cursor);
         if !grouped {
             let mut destination = vec![0u32; buckets];
             for d in 0..p {
@@ -821,39 +1054,26 @@ impl State<'_> {
             cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         }
         lap(&mut self.phases, RANK);
-        // Partial verification by the rank that owns each test key's value.
-        let Some(tests) = self.data.tests else {
-            self.range = (lo, mine as usize);
-            return Ok(());
-        };
-        for i in 0..TESTS {
-            let k = totals[self.buckets + i] as usize;
-            if (lo..hi).contains(&k) {
-                let less = below
-                    + if k > lo {
-                        u64::from(self.histogram[k - 1 - lo])
-                    } else {
-                        0
-                    };
-                if less == tests.ranks[iteration - 1][i] {
-                    self.passed += 1;
-                } else {
-                    eprintln!(
-                        "is: iteration {iteration}, test key {i} (value {k}): {less} keys below it, expected {}",
-                        tests.ranks[iteration - 1][i]
-                    );
-                }
-            }
-        }
-        self.range = (lo, mine as usize);
-        Ok(())
+        self.received = std::iter::once(0..mine as usize).collect();
+        Ok(Ranked {
+            lo,
+            hi,
+            below,
+            test_values: totals[buckets..].try_into().expect("the test keys' values"),
+        })
     }
 
     /// Place every key at its rank (as NPB's full verification does), check order on this
     /// rank and across the boundary with the previous rank.
     fn full_verify(&mut self) -> tessera::Result<bool> {
-        let (lo, count) = self.range;
-        let received = self.inbox.own()?[..count].to_vec();
+        let lo = self.lo;
+        let inbox = self.inbox.own()?;
+        let received: Vec<i32> = self
+            .received
+            .iter()
+            .flat_map(|r| inbox[r.clone()].iter().copied())
+            .collect();
+        let count = received.len();
         let mut sorted = vec![0i32; count];
         let mut position = self.histogram.clone();
         for &k in received.iter().rev() {
@@ -885,159 +1105,4 @@ impl State<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{add_tallies, count_keys, cumulative_counts, CHUNKS};
-
-    /// The next draw below `below` of a linear congruential sequence in `x` (test data).
-    fn lcg(x: &mut u64, below: u64) -> u64 {
-        *x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (*x >> 33) % below
-    }
-
-    /// The same counts the plain way.
-    fn plain(keys: &[i32], lo: usize, hi: usize) -> Vec<u32> {
-        (lo..hi)
-            .map(|v| keys.iter().filter(|&&k| k as usize <= v).count() as u32)
-            .collect()
-    }
-
-    #[test]
-    fn byte_counts_agree_and_a_wrap_falls_back_to_32_bits() {
-        let (mut narrow, mut histogram) = (Vec::new(), Vec::new());
-        // Few repeats: the byte pass alone.
-        let keys: Vec<i32> = (0..2000i32).map(|i| 100 + i * 7919 % 300).collect();
-        cumulative_counts(&keys, 100..400, &mut narrow, &mut histogram);
-        assert_eq!(histogram, plain(&keys, 100, 400));
-        // One value 300 times and another 256 times (a byte count of exactly 0): both wrap.
-        let mut keys: Vec<i32> = vec![5; 300];
-        keys.extend(std::iter::repeat_n(7, 256));
-        keys.extend([3, 9, 9]);
-        cumulative_counts(&keys, 3..10, &mut narrow, &mut histogram);
-        assert_eq!(histogram, plain(&keys, 3, 10));
-        assert_eq!(histogram.last(), Some(&(keys.len() as u32)));
-    }
-
-    #[test]
-    fn bucket_counts_and_tallies_agree_with_plain_counts() {
-        let keys: Vec<i32> = (0..4096i32).map(|i| i * 7919 % 1000).collect();
-        let shift = 4;
-        let buckets = (1000 >> shift) + 1;
-        let mut counts = vec![7u32; CHUNKS * buckets];
-        let mut tally = vec![0u8; 1000];
-        count_keys::<true>(&keys, shift, &mut counts, &mut tally);
-        for b in 0..buckets {
-            let want = keys.iter().filter(|&&k| (k >> shift) as usize == b).count();
-            let got: u32 = (0..CHUNKS).map(|c| counts[c * buckets + b]).sum();
-            assert_eq!(got as usize, want, "bucket {b}");
-        }
-        let mut sums = vec![0u32; 1000];
-        add_tallies(&mut sums, &tally);
-        add_tallies(&mut sums, &tally);
-        for (v, &n) in sums.iter().enumerate() {
-            let want = keys.iter().filter(|&&k| k as usize == v).count();
-            assert_eq!(n as usize, 2 * want, "value {v}");
-        }
-        // 300 copies of one value wrap its byte tally: the total falls short.
-        let keys = vec![3i32; 300 * CHUNKS];
-        tally.fill(0);
-        count_keys::<true>(&keys, shift, &mut counts, &mut tally);
-        let total: usize = tally.iter().map(|&n| usize::from(n)).sum();
-        assert_ne!(total, keys.len());
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn vector_grouping_puts_every_key_with_its_destination_in_order() {
-        type Group = fn(&[i32], &[i32], &mut [&mut [i32]], &mut [usize]);
-        let mut forms: Vec<(&str, Group)> = Vec::new();
-        if super::avx512::available(1) {
-            // SAFETY: `available` said this CPU has AVX-512F.
-            forms.push(("avx512", |k, s, o, c| unsafe {
-                super::avx512::group(k, s, o, c)
-            }));
-        }
-        if super::avx2::available(1) {
-            // SAFETY: `available` said this CPU has AVX2.
-            forms.push(("avx2", |k, s, o, c| unsafe {
-                super::avx2::group(k, s, o, c)
-            }));
-        }
-        if forms.is_empty() {
-            eprintln!("no AVX2 here (or TESSERA_SIMD=scalar): the vector groupings cannot run");
-        }
-        let mut x = 271_828_183u64;
-        let mut next = |below: u64| lcg(&mut x, below);
-        for (name, group) in forms {
-            for p in 1..=super::avx2::MAX_DESTINATIONS.min(super::avx512::MAX_DESTINATIONS) {
-                // Lengths around whole vectors; boundaries anywhere, empty ranges included.
-                let len = 16 * (1 + next(40) as usize) + next(16) as usize;
-                let keys: Vec<i32> = (0..len).map(|_| next(1000) as i32).collect();
-                let mut starts: Vec<i32> = (1..p).map(|_| next(1001) as i32).collect();
-                starts.sort_unstable();
-                starts.insert(0, 0);
-                starts.push(1000);
-                let want: Vec<Vec<i32>> = (0..p)
-                    .map(|d| {
-                        let (lo, hi) = (starts[d], starts[d + 1]);
-                        keys.iter()
-                            .copied()
-                            .filter(|&k| lo <= k && k < hi)
-                            .collect()
-                    })
-                    .collect();
-                let mut space: Vec<Vec<i32>> = want.iter().map(|w| vec![-1; w.len()]).collect();
-                let mut outs: Vec<&mut [i32]> = space.iter_mut().map(|v| &mut v[..]).collect();
-                let mut cursor = vec![0; p];
-                group(&keys, &starts, &mut outs, &mut cursor);
-                assert_eq!(space, want, "{name}: {p} destinations, {len} keys");
-                let counts: Vec<usize> = want.iter().map(Vec::len).collect();
-                assert_eq!(cursor, counts, "{name}");
-            }
-        }
-    }
-
-    /// The grouping by lines puts every key where the one-at-a-time grouping does, for
-    /// destinations starting anywhere in a cache line and of any length, empty included.
-    #[test]
-    fn grouping_by_lines_puts_every_key_with_its_destination_in_order() {
-        if crate::simd::level() != crate::simd::Level::Avx512 {
-            eprintln!("no AVX-512 here (or TESSERA_SIMD below it): grouping by lines cannot run");
-            return;
-        }
-        let mut x = 314_159_265u64;
-        let mut next = |below: u64| lcg(&mut x, below);
-        let shift = 3; // buckets of 8 key values; keys below 1024, so 128 buckets
-        for p in [1, 2, 5, 16, 40] {
-            let len = 16 * next(200) as usize + next(16) as usize;
-            let keys: Vec<i32> = (0..len).map(|_| next(1024) as i32).collect();
-            let mut starts: Vec<usize> = (1..p).map(|_| next(129) as usize).collect();
-            starts.sort_unstable();
-            starts.insert(0, 0);
-            starts.push(128);
-            let want: Vec<Vec<i32>> = (0..p)
-                .map(|d| {
-                    let (lo, hi) = ((starts[d] << shift) as i32, (starts[d + 1] << shift) as i32);
-                    keys.iter()
-                        .copied()
-                        .filter(|&k| lo <= k && k < hi)
-                        .collect()
-                })
-                .collect();
-            // Each destination's block starts at an arbitrary place in one buffer.
-            let mut space = vec![-1i32; len + 16 * p + 64];
-            let mut outs: Vec<&mut [i32]> = Vec::new();
-            let mut rest = &mut space[next(16) as usize..];
-            for w in &want {
-                let (block, tail) = rest.split_at_mut(w.len());
-                outs.push(block);
-                rest = &mut tail[next(17) as usize..];
-            }
-            assert!(super::group_by_lines(&keys, &starts, shift, &mut outs));
-            for (d, (out, w)) in outs.iter().zip(&want).enumerate() {
-                assert_eq!(&out[..], &w[..], "{p} destinations: destination {d}");
-            }
-        }
-    }
-}
+mod tests;

@@ -7,9 +7,9 @@
 //!
 //! | phase | who touches a rank's part | how | entered by |
 //! |---|---|---|---|
-//! | own | that rank alone | [`PhasedArray::own`]: `&mut [T]` | [`new`](PhasedArray::new), [`Exchange::finish`], [`reclaim`](PhasedArray::reclaim) |
+//! | own | that rank alone | [`PhasedArray::own`]: `&mut [T]` | [`new`](PhasedArray::new), [`Exchange::finish`] or [`finish_filled`](Exchange::finish_filled), [`reclaim`](PhasedArray::reclaim) |
 //! | shared | every rank, reading | [`PhasedArray::peer`]: `&[T]` or a copy | [`share`](PhasedArray::share) |
-//! | exchange | the senders, writing disjoint blocks or putting | [`Exchange::blocks`], [`Exchange::put`] | [`exchange`](PhasedArray::exchange) |
+//! | exchange | the senders, writing disjoint blocks or putting | [`Exchange::blocks`], [`Exchange::put`] | [`exchange`](PhasedArray::exchange), [`exchange_slots`](PhasedArray::exchange_slots) |
 //!
 //! Why no rank can see another's borrow (the argument the kernels used to make by hand in
 //! `unsafe` blocks):
@@ -20,8 +20,8 @@
 //! - The array's global address never leaves this module, so nothing but these methods
 //!   reaches its memory.
 //! - In an exchange, the senders' blocks of a receiver's part are laid out from the
-//!   allgathered counts (sender 0's block first, then sender 1's, ...), so two senders'
-//!   blocks never overlap; a block is the receiver's memory where it is mapped here, or a
+//!   allgathered counts (sender 0's block first, then sender 1's, ...), or as slots of one
+//!   length in sender order, so two senders' blocks never overlap; a block is the receiver's memory where it is mapped here, or a
 //!   staging buffer sent with one signalling put at [`Exchange::finish`].
 //!
 //! This module must never hand out the global address or a slice outside its phase.
@@ -293,6 +293,63 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             peers: (0..p).collect(),
             staged: Vec::new(),
             handed_out: false,
+            slot: None,
+        })
+    }
+
+    /// Own phase to an exchange into fixed slots, for senders that learn how many elements
+    /// go to each rank only while writing them: this rank's block in every receiver's part
+    /// is `capacity` elements at `capacity × this rank`, to fill from its start with up to
+    /// `capacity` elements; [`Exchange::finish_filled`] says how many were written and
+    /// tells every rank what every sender wrote. A collective (a barrier); the team's
+    /// blocks must fit the part (`capacity × team size ≤ len`).
+    ///
+    /// ```
+    /// use tessera::{PhasedArray, Team};
+    /// tessera::Job::threads(2).run(|ctx| {
+    ///     let team = Team::world(ctx)?;
+    ///     let me = team.rank();
+    ///     let mut a = PhasedArray::<u32>::new(&team, 8)?;
+    ///     // Rank r sends r + 1 copies of its rank to rank 0 and none to rank 1.
+    ///     let mut x = a.exchange_slots(4)?;
+    ///     x.blocks()?[0][..me + 1].fill(me as u32);
+    ///     let filled = x.finish_filled(&[me + 1, 0])?;
+    ///     // Row s: what sender s wrote to each rank.
+    ///     assert_eq!(filled, vec![1, 0, 2, 0]);
+    ///     if me == 0 {
+    ///         assert_eq!(&a.own()?[..1], &[0]);
+    ///         assert_eq!(&a.own()?[4..6], &[1, 1]);
+    ///     }
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn exchange_slots(&mut self, capacity: usize) -> Result<Exchange<'_, 't, T>> {
+        self.expect(Phase::Own, "exchange_slots")?;
+        let p = self.team.size();
+        if capacity.checked_mul(p).is_none_or(|all| all > self.len) {
+            return Err(CoreError::BadArgument {
+                call: "PhasedArray::exchange_slots",
+                argument: "capacity",
+                why: format!(
+                    "PhasedArray::exchange_slots: {p} slots of {capacity} elements do not fit \
+                     a part of {} (allocate a longer array or pass a smaller capacity)",
+                    self.len
+                ),
+            }
+            .into());
+        }
+        // Every rank has dropped its own-phase borrows once the barrier completes.
+        self.team.run(Barrier, Blocking)?;
+        let me = self.team.rank();
+        self.phase = Phase::Abandoned; // until finish_filled
+        Ok(Exchange {
+            array: self,
+            counts: vec![capacity; p],
+            offsets: vec![capacity * me; p],
+            peers: (0..p).collect(),
+            staged: Vec::new(),
+            handed_out: false,
+            slot: Some(capacity),
         })
     }
 
@@ -360,6 +417,7 @@ impl<'t, T: Pod> PhasedArray<'t, T> {
             peers,
             staged: Vec::new(),
             handed_out: false,
+            slot: None,
         })
     }
 }
@@ -380,6 +438,9 @@ pub struct Exchange<'a, 't, T: Pod> {
     staged: Vec<(usize, Vec<T>)>,
     /// Whether [`Exchange::blocks`] was called.
     handed_out: bool,
+    /// The slot length of an [`exchange_slots`](PhasedArray::exchange_slots), whose blocks
+    /// are filled in part and delivered by [`Exchange::finish_filled`].
+    slot: Option<usize>,
 }
 
 impl<T: Pod> Exchange<'_, '_, T> {
@@ -404,17 +465,21 @@ impl<T: Pod> Exchange<'_, '_, T> {
             }
             let at = self.array.base.on(team.world_rank(d)).add(offset);
             // SAFETY: in the exchange phase only this rank writes these `n` elements of
-            // rank d's part (the blocks are laid out from the allgathered counts, so they
-            // are disjoint, and `exchange` checked they fit), rank d reads them only after
-            // this rank's signal at `finish`, and the slices borrow this exchange, which
-            // `finish` consumes.
+            // rank d's part (the blocks are laid out from the allgathered counts, or are
+            // slots of `n` at n × sender, so they are disjoint, and `exchange` or
+            // `exchange_slots` checked they fit), rank d reads them only after
+            // this rank's signal at `finish` or `finish_filled`, and the slices borrow
+            // this exchange, which either consumes.
             let block = unsafe { ctx.local_slice_mut(at, n)? };
             match block {
                 Some(block) => {
                     // The sender stores straight into the receiver's memory: counted as
-                    // one put of the block (statistics).
-                    let bytes = std::mem::size_of_val::<[T]>(block);
-                    ctx.count(crate::Traffic::Put, at.rank(), bytes);
+                    // one put of the block (statistics; a slot counts what was written
+                    // at `finish_filled`).
+                    if self.slot.is_none() {
+                        let bytes = std::mem::size_of_val::<[T]>(block);
+                        ctx.count(crate::Traffic::Put, at.rank(), bytes);
+                    }
                     mapped.push(Some(block))
                 }
                 None => {
@@ -505,6 +570,68 @@ impl<T: Pod> Exchange<'_, '_, T> {
     /// sender has signalled this rank. The array is then in the own phase, holding what the
     /// senders wrote.
     pub fn finish(self) -> Result<()> {
+        if self.slot.is_some() {
+            return Err(CoreError::OutOfOrder {
+                call: "Exchange::finish",
+                why: "Exchange::finish: an exchange into slots ends with finish_filled, which \
+                      says how much of each slot was written"
+                    .to_string(),
+            }
+            .into());
+        }
+        let lengths = self.counts.clone();
+        self.deliver(&lengths)
+    }
+
+    /// Deliver an exchange into slots ([`PhasedArray::exchange_slots`]): `filled[d]`
+    /// elements from the start of this rank's block for team rank `d` were written. As
+    /// [`finish`](Exchange::finish), then every rank learns every sender's counts: the
+    /// result holds, for each sender `s` in rank order, what it wrote to each rank
+    /// (`result[s × size + d]`). Only the written elements of a staged block travel.
+    pub fn finish_filled(self, filled: &[usize]) -> Result<Vec<usize>> {
+        let team = self.array.team;
+        let p = team.size();
+        let Some(capacity) = self.slot else {
+            return Err(CoreError::OutOfOrder {
+                call: "Exchange::finish_filled",
+                why: "Exchange::finish_filled: only an exchange into slots (exchange_slots) \
+                      ends with it; use finish"
+                    .to_string(),
+            }
+            .into());
+        };
+        if filled.len() != p || filled.iter().any(|&n| n > capacity) {
+            return Err(CoreError::BadArgument {
+                call: "Exchange::finish_filled",
+                argument: "filled",
+                why: format!(
+                    "Exchange::finish_filled: {filled:?} for {p} slots of {capacity} elements; \
+                     pass one count per rank, none above the capacity"
+                ),
+            }
+            .into());
+        }
+        let ctx = team.context();
+        let mut staged = self.staged.iter().map(|(d, _)| *d).peekable();
+        for (d, &n) in filled.iter().enumerate() {
+            // Mapped blocks are counted here, as one put of what was written.
+            if n > 0 && staged.next_if_eq(&d).is_none() {
+                let bytes = n * std::mem::size_of::<T>();
+                ctx.count(crate::Traffic::Put, team.world_rank(d), bytes);
+            }
+        }
+        // Each team rank learns what every sender wrote: the blocks' lengths, and where a
+        // sender's keys stop in its slot.
+        let mine: Vec<u64> = filled.iter().map(|&n| n as u64).collect();
+        self.deliver(filled)?;
+        let mut all = vec![0u64; p * p];
+        team.run(Allgather::new(&mine).to(&mut all), Blocking)?;
+        Ok(all.into_iter().map(|n| n as usize).collect())
+    }
+
+    /// Send the first `lengths[d]` elements of every staged block with a signal, signal
+    /// every other peer, and wait for every peer's signal.
+    fn deliver(self, lengths: &[usize]) -> Result<()> {
         let team = self.array.team;
         let ctx = team.context();
         let mut staged = self.staged.iter().peekable();
@@ -513,7 +640,7 @@ impl<T: Pod> Exchange<'_, '_, T> {
             match staged.next_if(|(s, _)| *s == d) {
                 Some((_, block)) => {
                     let at = self.array.base.on(team.world_rank(d)).add(self.offsets[d]);
-                    ctx.put(at, block, Signal::Post(sem))?;
+                    ctx.put(at, &block[..lengths[d]], Signal::Post(sem))?;
                 }
                 None => sem.post(ctx, 1)?,
             }
@@ -648,6 +775,50 @@ mod tests {
                     let want = [100 * round + (me ^ 1) as u32, 100 * round + (me ^ 2) as u32];
                     assert_eq!(a.own()?, &want, "rank {me}, round {round}");
                 }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn slots_filled_in_part_arrive_with_every_senders_counts() {
+        Job::threads(3)
+            .run(|ctx| {
+                let team = Team::world(ctx)?;
+                let (p, me) = (team.size(), team.rank());
+                let mut a = PhasedArray::<u64>::new(&team, 3 * 5)?;
+                for pass in 0..3 {
+                    a.own()?.fill(u64::MAX);
+                    let mut x = a.exchange_slots(5)?;
+                    // Sender s fills (s + d + pass) % 6 elements for d: empty and full too.
+                    let filled: Vec<usize> = (0..p).map(|d| ((me + d + pass) % 6).min(5)).collect();
+                    for (d, block) in x.blocks()?.into_iter().enumerate() {
+                        assert_eq!(block.len(), 5);
+                        for (i, v) in block[..filled[d]].iter_mut().enumerate() {
+                            *v = tag(me, d, i);
+                        }
+                    }
+                    let all = x.finish_filled(&filled)?;
+                    let own = a.own()?;
+                    for s in 0..p {
+                        let n = ((s + me + pass) % 6).min(5);
+                        assert_eq!(all[s * p + me], n, "pass {pass}: sender {s}");
+                        let want: Vec<u64> = (0..n).map(|i| tag(s, me, i)).collect();
+                        assert_eq!(&own[5 * s..5 * s + n], &want[..], "pass {pass}");
+                    }
+                }
+                // Slots that do not fit, and the wrong way to end each kind of exchange.
+                let err = a.exchange_slots(6).err().unwrap().to_string();
+                assert!(err.contains("do not fit"), "{err}");
+                let x = a.exchange_slots(1)?;
+                let err = x.finish_filled(&[2, 0, 0]).unwrap_err().to_string();
+                assert!(err.contains("none above the capacity"), "{err}");
+                let mut b = PhasedArray::<u64>::new(&team, 3)?;
+                let err = b.exchange_slots(1)?.finish().unwrap_err().to_string();
+                assert!(err.contains("finish_filled"), "{err}");
+                let mut c = PhasedArray::<u64>::new(&team, 3)?;
+                let err = c.exchange(&[0, 0, 0])?.finish_filled(&[0, 0, 0]);
+                assert!(err.unwrap_err().to_string().contains("use finish"));
                 Ok(())
             })
             .unwrap();
