@@ -753,6 +753,17 @@ struct State<'a> {
 /// buffers, delivery (signals out, and the wait for every sender), and ranking the keys
 /// of this rank's range.
 const PHASES: [&str; 5] = ["count_s", "allreduce_s", "group_s", "deliver_s", "rank_s"];
+/// Adds the time since its last lap to a step of the profile.
+struct Stopwatch(Instant);
+
+impl Stopwatch {
+    fn lap(&mut self, phases: &mut [f64; PHASES.len()], step: usize) {
+        let now = Instant::now();
+        phases[step] += (now - self.0).as_secs_f64();
+        self.0 = now;
+    }
+}
+
 /// Positions in [`PHASES`].
 const COUNT: usize = 0;
 const ALLREDUCE: usize = 1;
@@ -808,16 +819,27 @@ impl State<'_> {
         Ok(())
     }
 
-    /// The test keys' values where this rank holds them (zero elsewhere), into `counts`
-    /// after the buckets, for the allreduce to carry to everyone.
-    fn note_test_values(&mut self) {
-        let local = self.keys.len();
+    /// Sum the bucket counts in [`State::counts`] over the ranks (the count step ends and
+    /// the allreduce step is timed), with the test keys' values where this rank holds
+    /// them; returns the sums (then the test keys' values) and every rank's first bucket,
+    /// and one past the last ([`assign_buckets`]).
+    fn sum_counts(&mut self, watch: &mut Stopwatch) -> tessera::Result<(Vec<u64>, Vec<usize>)> {
+        let (local, buckets) = (self.keys.len(), self.buckets);
         let test_index = self.data.tests.map(|t| t.index).unwrap_or_default();
         for (i, &index) in test_index.iter().enumerate() {
             if self.data.tests.is_some() && (self.first..self.first + local).contains(&index) {
-                self.counts[self.buckets + i] = self.keys[index - self.first] as u64;
+                self.counts[buckets + i] = self.keys[index - self.first] as u64;
             }
         }
+        watch.lap(&mut self.phases, COUNT);
+        let mut totals = vec![0u64; buckets + TESTS];
+        self.world.run(
+            Allreduce::new(&self.counts, Op::Sum).to(&mut totals),
+            Blocking,
+        )?;
+        watch.lap(&mut self.phases, ALLREDUCE);
+        let starts = assign_buckets(&totals[..buckets], self.world.size(), 1 << self.shift);
+        Ok((totals, starts))
     }
 
     /// A ranking pass whose owners' ranges come from a sample of the keys, and whose keys
@@ -831,12 +853,7 @@ impl State<'_> {
         let (p, me) = (self.world.size(), self.world.rank());
         let (buckets, shift) = (self.buckets, self.shift);
         let local = self.keys.len();
-        let mut clock = Instant::now();
-        let mut lap = |phases: &mut [f64; PHASES.len()], step: usize| {
-            let now = Instant::now();
-            phases[step] += (now - clock).as_secs_f64();
-            clock = now;
-        };
+        let mut watch = Stopwatch(Instant::now());
         // The sample: SAMPLE_RUNS runs of contiguous keys spread over the keys (a strided
         // sample would read a line per key), each sampled key standing for `weight`.
         self.counts.fill(0);
@@ -847,15 +864,7 @@ impl State<'_> {
                 self.counts[k as usize >> shift] += weight;
             }
         }
-        self.note_test_values();
-        lap(&mut self.phases, COUNT);
-        let mut totals = vec![0u64; buckets + TESTS];
-        self.world.run(
-            Allreduce::new(&self.counts, Op::Sum).to(&mut totals),
-            Blocking,
-        )?;
-        lap(&mut self.phases, ALLREDUCE);
-        let starts = assign_buckets(&totals[..buckets], p, 1 << shift);
+        let (totals, starts) = self.sum_counts(&mut watch)?;
         // Every rank sends each owner about a P-th of the owner's keys; a slot keeps room
         // for two blocks more than the sample's largest.
         let capacity = self.inbox.len() / p;
@@ -872,9 +881,9 @@ impl State<'_> {
         let mut cursor = vec![0usize; p];
         group_into_slots(&self.keys, &key_starts, &mut outs, &mut cursor);
         drop(outs);
-        lap(&mut self.phases, GROUP);
+        watch.lap(&mut self.phases, GROUP);
         let sent = exchange.finish_filled(&cursor)?;
-        lap(&mut self.phases, DELIVER);
+        watch.lap(&mut self.phases, DELIVER);
         if sent.chunks(p).any(|row| row.iter().sum::<usize>() != local) {
             return Ok(None); // a slot filled up: some sender's keys are not all out
         }
@@ -889,7 +898,7 @@ impl State<'_> {
         let inbox = self.inbox.own()?;
         let parts: Vec<&[i32]> = self.received.iter().map(|r| &inbox[r.clone()]).collect();
         cumulative_counts_of(&parts, lo..hi, &mut self.narrow, &mut self.histogram);
-        lap(&mut self.phases, RANK);
+        watch.lap(&mut self.phases, RANK);
         Ok(Some(Ranked {
             lo,
             hi,
@@ -913,12 +922,7 @@ impl State<'_> {
         // makes every receiver count its keys instead.
         let (buckets, shift) = (self.buckets, self.shift);
         let chunk = local / CHUNKS;
-        let mut clock = Instant::now();
-        let mut lap = |phases: &mut [f64; PHASES.len()], step: usize| {
-            let now = Instant::now();
-            phases[step] += (now - clock).as_secs_f64();
-            clock = now;
-        };
+        let mut watch = Stopwatch(Instant::now());
         // The owners read last pass's tallies until they all reach this barrier.
         if self.tallies.phase() == Phase::Shared {
             self.tallies.reclaim()?;
@@ -942,19 +946,11 @@ impl State<'_> {
                 *total += u64::from(n);
             }
         }
-        self.note_test_values();
         if self.tally {
             // Tallies readable by every rank from here on (a barrier).
             self.tallies.share()?;
         }
-        lap(&mut self.phases, COUNT);
-        let mut totals = vec![0u64; buckets + TESTS];
-        self.world.run(
-            Allreduce::new(&self.counts, Op::Sum).to(&mut totals),
-            Blocking,
-        )?;
-        lap(&mut self.phases, ALLREDUCE);
-        let starts = assign_buckets(&totals[..buckets], p, 1 << shift);
+        let (totals, starts) = self.sum_counts(&mut watch)?;
         // Keys per destination, per chunk.
         let chunk_dest = |c: usize, d: usize| -> usize {
             self.chunk_counts[c * buckets + starts[d]..c * buckets + starts[d + 1]]
@@ -1024,9 +1020,9 @@ impl State<'_> {
         }
         // Deliver (a signal to every destination), and wait for every sender's keys.
         drop(outs);
-        lap(&mut self.phases, GROUP);
+        watch.lap(&mut self.phases, GROUP);
         exchange.finish()?;
-        lap(&mut self.phases, DELIVER);
+        watch.lap(&mut self.phases, DELIVER);
         // Rank the received keys over this rank's key range.
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
@@ -1053,7 +1049,7 @@ impl State<'_> {
             let received = &self.inbox.own()?[..mine as usize];
             cumulative_counts(received, lo..hi, &mut self.narrow, &mut self.histogram);
         }
-        lap(&mut self.phases, RANK);
+        watch.lap(&mut self.phases, RANK);
         self.received = std::iter::once(0..mine as usize).collect();
         Ok(Ranked {
             lo,
