@@ -52,8 +52,8 @@ const CHUNKS: usize = 4;
 variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
-        /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` with AVX2 or
-        /// AVX-512 up to 16 ranks; else, below [`TALLY_BELOW`] ranks, `tally` where the
+        /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` where it runs
+        /// (up to 16 ranks with AVX-512, 4 with AVX2); else, below [`TALLY_BELOW`] ranks, `tally` where the
         /// key range is at most [`TALLY_LIMIT`]; otherwise `count`.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
@@ -66,7 +66,8 @@ variants! {
         Stream => "stream",
         /// The owner counts the keys it receives, its range chosen from a sample of the
         /// keys and the keys grouped into fixed slots, with no pass counting every key
-        /// before (at most 16 ranks with AVX2 or AVX-512; elsewhere the same as `count`).
+        /// before (with the vector grouping: up to 16 ranks with AVX-512, 4 with AVX2;
+        /// elsewhere the same as `count`).
         Sample => "sample",
     }
 }
@@ -969,9 +970,9 @@ impl State<'_> {
         let send_counts: Vec<usize> = send.iter().map(|&n| n as usize).collect();
         let mut exchange = self.inbox.exchange(&send_counts)?;
         let mut outs = exchange.blocks()?;
-        // Group the local keys by destination: sixteen at a time at the AVX-512 level,
-        // eight at the AVX2 level, else one at a time in the chunks interleaved as above,
-        // each chunk with its own cursor per destination.
+        // Group the local keys by destination: sixteen at a time at the AVX-512 level (up
+        // to 16 destinations), eight at the AVX2 level (up to 4), else one at a time in the
+        // chunks interleaved as above, each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
         let mut cursor = vec![0usize; p];
         let grouped = (self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))

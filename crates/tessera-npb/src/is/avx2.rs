@@ -45,10 +45,18 @@ const PACK: [[i32; LANES]; 256] = {
     table
 };
 
+/// The most destinations for which IS chooses this grouping. Every destination with a key
+/// among the eight takes a full 32-byte store, so with many destinations each key costs
+/// several stores: on a 2-core AMD EPYC (Zen 2, AVX2), class B's grouping step took 0.20 s
+/// against the scalar grouping's 0.56 at 2 ranks and 0.39 against 0.59 at 4, but 1.21
+/// against 0.66 at 8 and 2.41 against 0.67 at 16 (`TESSERA_SIMD=avx2|scalar tessera npb
+/// is --class B -n N --variant count --json F`, the profile's `group_s`).
+pub(super) const CHOSEN_UP_TO: usize = 4;
+
 /// Whether the chosen level has AVX2 (so this CPU runs [`group`]) and it suits
 /// `destinations` ranks.
 pub(super) fn available(destinations: usize) -> bool {
-    destinations <= MAX_DESTINATIONS && crate::simd::level() >= crate::simd::Level::Avx2
+    destinations <= CHOSEN_UP_TO && crate::simd::level() >= crate::simd::Level::Avx2
 }
 
 /// Append every key `k` of `keys` to `outs[d]` at `cursor[d]` (moving the cursor on), for
