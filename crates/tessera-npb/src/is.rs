@@ -52,8 +52,8 @@ const CHUNKS: usize = 4;
 variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
-        /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` where it runs
-        /// (up to 16 ranks with AVX-512, 4 with AVX2); else, below [`TALLY_BELOW`] ranks, `tally` where the
+        /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` where it runs;
+        /// else, below [`TALLY_BELOW`] ranks, `tally` where the
         /// key range is at most [`TALLY_LIMIT`]; otherwise `count`.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
@@ -66,8 +66,8 @@ variants! {
         Stream => "stream",
         /// The owner counts the keys it receives, its range chosen from a sample of the
         /// keys and the keys grouped into fixed slots, with no pass counting every key
-        /// before (with the vector grouping: up to 16 ranks with AVX-512, 4 with AVX2;
-        /// elsewhere the same as `count`).
+        /// before (with the vector grouping, up to 16 ranks with AVX-512 and 4 with AVX2,
+        /// or from [`SLOTS_ONE_BY_ONE_FROM`] ranks; elsewhere the same as `count`).
         Sample => "sample",
     }
 }
@@ -83,13 +83,13 @@ enum Pass {
 
 impl Pass {
     /// The pass of `variant` at `ranks` ranks with keys below `max_key`: the variant's own
-    /// where this CPU runs it (`stream` needs AVX-512 and `sample` a vector grouping,
-    /// else they count), and for the default `stream` from [`LINES_FROM`] ranks where it
+    /// where this CPU runs it (`stream` needs AVX-512, and `sample` a vector grouping
+    /// or [`SLOTS_ONE_BY_ONE_FROM`] ranks; else they count), and for the default `stream` from [`LINES_FROM`] ranks where it
     /// runs, else `sample` where it runs, else `tally` below [`TALLY_BELOW`] ranks where
     /// the key range is at most [`TALLY_LIMIT`], else `count`.
     fn of(variant: Variant, ranks: usize, max_key: usize) -> Pass {
         let lines = crate::simd::level() == crate::simd::Level::Avx512 && ranks <= 255;
-        let slots = vector_grouping(ranks);
+        let slots = vector_grouping(ranks) || ranks >= SLOTS_ONE_BY_ONE_FROM;
         match variant {
             Variant::Tally => Pass::Tally,
             Variant::Count => Pass::Count,
@@ -103,6 +103,13 @@ impl Pass {
         }
     }
 }
+
+/// From this many ranks the `sample` pass runs where the vector grouping does not, grouping
+/// one key at a time into the slots (with many destinations consecutive keys seldom share
+/// a cursor). On a 2-core AMD EPYC (Zen 2) class B's grouping step took 0.51–0.56 s
+/// against the counted pass's grouping in interleaved chunks at 0.62–0.64, at 8 and at 16
+/// ranks; at 2 ranks (`TESSERA_SIMD=scalar`) 0.71 against 0.55, so there it counts.
+pub const SLOTS_ONE_BY_ONE_FROM: usize = 8;
 
 /// One key in this many is counted per bucket to choose the owners' ranges in the
 /// `sample` pass.
@@ -332,22 +339,45 @@ fn group_vectorised(
     true
 }
 
-/// [`group_vectorised`] into slots that may be too short: [`GROUP_BLOCK`] keys at a
-/// time while every slot has room for a whole block after its cursor. Returns whether
-/// every key went out (else a prefix of `keys` did, and no cursor passed its slot's end).
+/// Group `keys` by destination into slots that may be too short (`starts` are the
+/// destinations' first buckets and one past the last; a key's bucket is `key >> shift`):
+/// [`GROUP_BLOCK`] keys at a time while every slot has room for a whole block after its
+/// cursor, with [`group_vectorised`] where it runs for this many destinations, else one
+/// key at a time. Returns whether every key went out (else a prefix of `keys` did, and no
+/// cursor passed its slot's end).
 fn group_into_slots(
     keys: &[i32],
-    starts: &[i32],
+    starts: &[usize],
+    shift: u32,
     outs: &mut [&mut [i32]],
     cursor: &mut [usize],
 ) -> bool {
+    let p = outs.len();
+    let vector = vector_grouping(p);
+    let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
+    let mut destination = Vec::new();
+    if !vector {
+        destination.resize(starts[p], 0u32);
+        for d in 0..p {
+            destination[starts[d]..starts[d + 1]].fill(d as u32);
+        }
+    }
     for block in keys.chunks(GROUP_BLOCK) {
         let room = outs
             .iter()
             .zip(&*cursor)
             .all(|(o, &c)| o.len() - c >= block.len());
-        if !room || !group_vectorised(block, starts, outs, cursor) {
+        if !room {
             return false;
+        }
+        if !(vector && group_vectorised(block, &key_starts, outs, cursor)) {
+            // With several destinations, consecutive keys seldom share a cursor, so its
+            // increments rarely wait for each other.
+            for &key in block {
+                let d = destination[(key >> shift) as usize] as usize;
+                outs[d][cursor[d]] = key;
+                cursor[d] += 1;
+            }
         }
     }
     true
@@ -878,9 +908,8 @@ impl State<'_> {
         }
         let mut exchange = self.inbox.exchange_slots(capacity)?;
         let mut outs = exchange.blocks()?;
-        let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
         let mut cursor = vec![0usize; p];
-        group_into_slots(&self.keys, &key_starts, &mut outs, &mut cursor);
+        group_into_slots(&self.keys, &starts, shift, &mut outs, &mut cursor);
         drop(outs);
         watch.lap(&mut self.phases, GROUP);
         let sent = exchange.finish_filled(&cursor)?;

@@ -156,40 +156,47 @@ fn grouping_by_lines_puts_every_key_with_its_destination_in_order() {
 }
 
 /// Grouping into slots stops, every cursor inside its slot, once a slot lacks room for a
-/// block, having grouped a prefix of the keys exactly; with room it groups them all.
+/// block, having grouped a prefix of the keys exactly; with room it groups them all. Two
+/// destinations take the vector grouping where it runs, twenty one key at a time.
 #[test]
 fn grouping_into_slots_stops_before_a_slot_overflows() {
-    if !super::vector_grouping(2) {
-        eprintln!("no vector grouping here: the slots are not used");
-        return;
-    }
     let mut x = 161_803_398u64;
     let keys: Vec<i32> = (0..5 * GROUP_BLOCK + 7)
         .map(|_| lcg(&mut x, 1000) as i32)
         .collect();
-    let starts = [0, 500, 1000];
-    let below = keys.iter().filter(|&&k| k < 500).count();
-    for (capacity, all) in [(keys.len(), true), (below, false), (GROUP_BLOCK, false)] {
-        let mut space = vec![vec![-1i32; capacity]; 2];
-        let mut outs: Vec<&mut [i32]> = space.iter_mut().map(|v| &mut v[..]).collect();
-        let mut cursor = vec![0; 2];
-        assert_eq!(
-            super::group_into_slots(&keys, &starts, &mut outs, &mut cursor),
-            all,
-            "slots of {capacity}"
-        );
-        let done = cursor[0] + cursor[1];
-        assert!(cursor.iter().all(|&c| c <= capacity));
-        assert!(done.is_multiple_of(GROUP_BLOCK) || done == keys.len());
-        let prefix = &keys[..done];
-        for (d, out) in space.iter().enumerate() {
-            let want: Vec<i32> = prefix
-                .iter()
-                .copied()
-                .filter(|&k| (k >= 500) == (d == 1))
-                .collect();
-            assert_eq!(&out[..cursor[d]], &want[..], "slots of {capacity}: {d}");
+    for p in [2, 20] {
+        // Buckets of 4 values; destination d from bucket 250 d / p.
+        let shift = 2;
+        let starts: Vec<usize> = (0..=p).map(|d| 250 * d / p).collect();
+        let owner = |k: i32| {
+            (0..p)
+                .find(|&d| {
+                    (k >> shift) as usize >= starts[d] && ((k >> shift) as usize) < starts[d + 1]
+                })
+                .unwrap()
+        };
+        let most = (0..p)
+            .map(|d| keys.iter().filter(|&&k| owner(k) == d).count())
+            .max()
+            .unwrap();
+        for (capacity, all) in [(keys.len(), true), (most, false), (GROUP_BLOCK, false)] {
+            let mut space = vec![vec![-1i32; capacity]; p];
+            let mut outs: Vec<&mut [i32]> = space.iter_mut().map(|v| &mut v[..]).collect();
+            let mut cursor = vec![0; p];
+            let went = super::group_into_slots(&keys, &starts, shift, &mut outs, &mut cursor);
+            assert_eq!(went, all, "{p} slots of {capacity}");
+            let done: usize = cursor.iter().sum();
+            assert!(cursor.iter().all(|&c| c <= capacity));
+            assert!(done.is_multiple_of(GROUP_BLOCK) || done == keys.len());
+            assert_eq!(done == keys.len(), all);
+            for (d, out) in space.iter().enumerate() {
+                let want: Vec<i32> = keys[..done]
+                    .iter()
+                    .copied()
+                    .filter(|&k| owner(k) == d)
+                    .collect();
+                assert_eq!(&out[..cursor[d]], &want[..], "{p} slots of {capacity}: {d}");
+            }
         }
-        assert_eq!(done == keys.len(), all);
     }
 }
