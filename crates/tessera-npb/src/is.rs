@@ -3,24 +3,28 @@
 //! Each rank generates its share of the global key sequence (jumping ahead to its own
 //! offset). Each of the 10 timed iterations alters two keys, as the specification says,
 //! and then ranks every key:
-//! 1. count local keys per bucket; one allreduce sums the counts and carries the five test
-//!    keys' values to everyone;
+//! 1. count local keys per bucket, every key (`--variant count`, `tally`, `stream`) or a
+//!    sample of them ([`SAMPLE_STRIDE`]; `--variant sample`, the default below 16 ranks);
+//!    one allreduce sums the counts and carries the five test keys' values to everyone;
 //! 2. assign contiguous bucket ranges to ranks so that each ranks about as much: about
 //!    `N/P` keys, fewer where its range of key values is wide (the distribution's tails;
 //!    [`RANGE_WEIGHT`]) (the same arithmetic everywhere, so no message is needed);
-//! 3. an exclusive scan of the per-destination counts gives each rank its offset in every
-//!    destination's receive buffer, and each rank **puts its keys straight into the
-//!    destinations with a signalling put**, then waits on its own semaphore for P signals
-//!    (one-sided: no receive posted, no all-to-all handshake);
+//! 3. each rank **puts its keys straight into the destinations' receive buffers**, then
+//!    waits on its own semaphore for P signals (one-sided: no receive posted, no
+//!    all-to-all handshake). With exact counts, an allgather of the per-destination counts
+//!    gives each rank its offset in every destination's buffer; with a sample, each rank
+//!    has a fixed slot in every destination, and an allgather after the keys tells every
+//!    rank how many each slot holds (a slot that would overflow sends every rank back to
+//!    the exact counts);
 //! 4. count the keys over the rank's key range and prefix-sum them, which ranks every key.
-//!    Either the receiver counts the keys it received (`--variant count`), or every sender
+//!    Either the receiver counts the keys it received (`count`, `sample`), or every sender
 //!    has tallied its keys per value in step 1, in its segment, and the receiver sums the
-//!    senders' tallies over its range (`--variant tally`); the default picks by the size
-//!    of the tally; the rank owning a test key's value checks its rank against the official
-//!    one. From 16 ranks the default counts, and step 3 writes each destination's keys a
-//!    cache line at a time with non-temporal stores (`--variant stream`): with many
-//!    destinations a vector of keys scatters over many lines, and every partial store
-//!    first reads a line its owner will read again.
+//!    senders' tallies over its range (`tally`); the rank owning a test key's value checks
+//!    its rank against the official one. From 16 ranks with AVX-512 the default counts
+//!    every key, and step 3 writes each destination's keys a cache line at a time with
+//!    non-temporal stores (`stream`): with many destinations a vector of keys scatters
+//!    over many lines, and every partial store first reads a line its owner will read
+//!    again.
 //!
 //! After timing, full verification sorts the keys by their ranks and checks order within
 //! and across ranks.
@@ -194,7 +198,8 @@ impl crate::Benchmark for Is {
 /// (docs/PERFORMANCE.md), so B tallies too. On a Zen 4 with 1 MiB of L2 the two tie.
 pub const TALLY_LIMIT: usize = 2 << 20;
 
-/// Below this many ranks the default tallies (where the key range allows). On a 16-core
+/// Below this many ranks, where the `sample` pass does not run (the scalar level), the
+/// default tallies (where the key range allows). On a 16-core
 /// Xeon (AVX-512, one rank per core) counting beat tallying at 8 ranks by 1.28× for class
 /// B (0.31 s against 0.40; NPB's OpenMP code 0.51–0.57 s in the same run) and 1.09× for
 /// class A; it also did at 2 and 4 ranks there (1.24–1.26×), where on the 2-core host the
