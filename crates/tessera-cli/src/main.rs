@@ -362,8 +362,9 @@ enum Command {
     /// the official values.
     Npb {
         /// Kernel: ep, is, cg, mg, ft, or `all` for every kernel built so far. Variants:
-        /// is has `default` (tally or count by the key range and ranks; keys sent by lines from 16
-        /// ranks), `tally`, `count` and `stream` (count, keys sent by lines); cg
+        /// is has `default` (`sample`; keys sent by lines from 16 ranks with AVX-512),
+        /// `sample` (owners' ranges from a sample of the keys, keys into fixed slots),
+        /// `tally`, `count` and `stream` (count, keys sent by lines); cg
         /// `signal` (default) and `barrier`; mg `26msg` (default) and `6msg`; ft `slabs`
         /// (default), `packed`, `pencils` and `2d`.
         kernel: String,
