@@ -57,8 +57,8 @@ variants! {
     /// How the owner of a key range counts its keys.
     pub enum Variant {
         /// `stream` from [`LINES_FROM`] ranks with AVX-512; else `sample` where it runs;
-        /// else, below [`TALLY_BELOW`] ranks, `tally` where the
-        /// key range is at most [`TALLY_LIMIT`]; otherwise `count`.
+        /// else, below [`TALLY_BELOW`] ranks, `tally` where the key range is at most
+        /// [`TALLY_LIMIT`]; otherwise `count`.
         Default => "default",
         /// Every sender tallies its keys per value; the owner sums the tallies over its
         /// range.
@@ -87,10 +87,11 @@ enum Pass {
 
 impl Pass {
     /// The pass of `variant` at `ranks` ranks with keys below `max_key`: the variant's own
-    /// where this CPU runs it (`stream` needs AVX-512, and `sample` a vector grouping
-    /// or [`SLOTS_ONE_BY_ONE_FROM`] ranks; else they count), and for the default `stream` from [`LINES_FROM`] ranks where it
-    /// runs, else `sample` where it runs, else `tally` below [`TALLY_BELOW`] ranks where
-    /// the key range is at most [`TALLY_LIMIT`], else `count`.
+    /// where this CPU runs it (`stream` needs AVX-512, and `sample` a vector grouping or
+    /// [`SLOTS_ONE_BY_ONE_FROM`] ranks; else they count), and for the default `stream`
+    /// from [`LINES_FROM`] ranks where it runs, else `sample` where it runs, else `tally`
+    /// below [`TALLY_BELOW`] ranks where the key range is at most [`TALLY_LIMIT`], else
+    /// `count`.
     fn of(variant: Variant, ranks: usize, max_key: usize) -> Pass {
         let lines = crate::simd::level() == crate::simd::Level::Avx512 && ranks <= 255;
         let slots = vector_grouping(ranks) || ranks >= SLOTS_ONE_BY_ONE_FROM;
@@ -199,11 +200,11 @@ impl crate::Benchmark for Is {
 pub const TALLY_LIMIT: usize = 2 << 20;
 
 /// Below this many ranks, where the `sample` pass does not run (the scalar level), the
-/// default tallies (where the key range allows). On a 16-core
-/// Xeon (AVX-512, one rank per core) counting beat tallying at 8 ranks by 1.28× for class
-/// B (0.31 s against 0.40; NPB's OpenMP code 0.51–0.57 s in the same run) and 1.09× for
-/// class A; it also did at 2 and 4 ranks there (1.24–1.26×), where on the 2-core host the
-/// tally is the faster (docs/PERFORMANCE.md), so below 8 ranks the choice stays the tally.
+/// default tallies (where the key range allows). On a 16-core Xeon (AVX-512, one rank per
+/// core) counting beat tallying at 8 ranks by 1.28× for class B (0.31 s against 0.40;
+/// NPB's OpenMP code 0.51–0.57 s in the same run) and 1.09× for class A; it also did at 2
+/// and 4 ranks there (1.24–1.26×), where on the 2-core Intel host the tally was the faster
+/// (docs/PERFORMANCE.md), so below 8 ranks the choice stays the tally.
 pub const TALLY_BELOW: usize = 8;
 
 /// From this many ranks the default sends keys a cache line at a time (`stream`). On a
@@ -375,7 +376,13 @@ fn group_into_slots(
         if !room {
             return false;
         }
-        if !(vector && group_vectorised(block, &key_starts, outs, cursor)) {
+        if vector {
+            // Where it did not run (it runs wherever `vector_grouping` says), the keys stay
+            // where they are and the cursors say so: the caller finds keys missing.
+            if !group_vectorised(block, &key_starts, outs, cursor) {
+                return false;
+            }
+        } else {
             // With several destinations, consecutive keys seldom share a cursor, so its
             // increments rarely wait for each other.
             for &key in block {

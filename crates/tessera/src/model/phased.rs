@@ -21,8 +21,9 @@
 //!   reaches its memory.
 //! - In an exchange, the senders' blocks of a receiver's part are laid out from the
 //!   allgathered counts (sender 0's block first, then sender 1's, ...), or as slots of one
-//!   length in sender order, so two senders' blocks never overlap; a block is the receiver's memory where it is mapped here, or a
-//!   staging buffer sent with one signalling put at [`Exchange::finish`].
+//!   length in sender order, so two senders' blocks never overlap; a block is the
+//!   receiver's memory where it is mapped here, or a staging buffer sent with one
+//!   signalling put at [`Exchange::finish`] (or [`Exchange::finish_filled`]).
 //!
 //! This module must never hand out the global address or a slice outside its phase.
 //!
@@ -615,13 +616,13 @@ impl<T: Pod> Exchange<'_, '_, T> {
         let mut staged = self.staged.iter().map(|(d, _)| *d).peekable();
         for (d, &n) in filled.iter().enumerate() {
             // Mapped blocks are counted here, as one put of what was written.
-            if n > 0 && staged.next_if_eq(&d).is_none() {
+            let is_staged = staged.next_if_eq(&d).is_some();
+            if n > 0 && !is_staged {
                 let bytes = n * std::mem::size_of::<T>();
                 ctx.count(crate::Traffic::Put, team.world_rank(d), bytes);
             }
         }
-        // Each team rank learns what every sender wrote: the blocks' lengths, and where a
-        // sender's keys stop in its slot.
+        // Every team rank learns what every sender wrote: the blocks' lengths.
         let mine: Vec<u64> = filled.iter().map(|&n| n as u64).collect();
         self.deliver(filled)?;
         let mut all = vec![0u64; p * p];
@@ -638,11 +639,11 @@ impl<T: Pod> Exchange<'_, '_, T> {
         for &d in &self.peers {
             let sem = self.array.arrived.on(team.world_rank(d));
             match staged.next_if(|(s, _)| *s == d) {
-                Some((_, block)) => {
+                Some((_, block)) if lengths[d] > 0 => {
                     let at = self.array.base.on(team.world_rank(d)).add(self.offsets[d]);
                     ctx.put(at, &block[..lengths[d]], Signal::Post(sem))?;
                 }
-                None => sem.post(ctx, 1)?,
+                _ => sem.post(ctx, 1)?,
             }
         }
         self.array.arrived.wait(ctx, self.peers.len() as u64)?;
