@@ -111,9 +111,10 @@ impl Pass {
 
 /// From this many ranks the `sample` pass runs where the vector grouping does not, grouping
 /// one key at a time into the slots (with many destinations consecutive keys seldom share
-/// a cursor). On a 2-core AMD EPYC (Zen 2) class B's grouping step took 0.51–0.56 s
+/// a cursor). On a 2-core AMD EPYC (Zen 2, AVX2) class B's grouping step took 0.51–0.56 s
 /// against the counted pass's grouping in interleaved chunks at 0.62–0.64, at 8 and at 16
-/// ranks; at 2 ranks (`TESSERA_SIMD=scalar`) 0.71 against 0.55, so there it counts.
+/// ranks; at 2 ranks (`TESSERA_SIMD=scalar`) 0.71 against 0.55, so there it counts
+/// (docs/PERFORMANCE.md, with the commands).
 pub const SLOTS_ONE_BY_ONE_FROM: usize = 8;
 
 /// One key in this many is counted per bucket to choose the owners' ranges in the
@@ -677,14 +678,12 @@ pub fn run(ctx: &Context, class: Class, variant: Variant) -> tessera::Result<Opt
         // Room for every rank's keys twice over, as the reference allows.
         inbox: PhasedArray::new(&world, 2 * local + buckets)?,
         tallies: PhasedArray::new(&world, max_key + 1)?,
-        tally: pass == Pass::Tally,
-        stream: pass == Pass::Stream,
+        pass,
         counts: vec![0u64; buckets + TESTS],
         chunk_counts: vec![0u32; CHUNKS * buckets],
         histogram: Vec::new(),
         narrow: Vec::new(),
         passed: 0,
-        slots: pass == Pass::Sample,
         lo: 0,
         received: Vec::new(),
         phases: [0.0; PHASES.len()],
@@ -767,10 +766,10 @@ struct State<'a> {
     /// `max_key` byte counts per key value of this rank's keys, read by the ranks that own
     /// the values, and a flag byte set when a count wrapped.
     tallies: PhasedArray<'a, u8>,
-    /// Whether senders tally key values (false: receivers count the keys they receive).
-    tally: bool,
-    /// Whether keys go out a cache line at a time (`--variant stream`).
-    stream: bool,
+    /// The kind of ranking pass: with `Tally` senders tally key values (else receivers
+    /// count the keys they receive), with `Stream` keys go out a cache line at a time,
+    /// and `Sample` tries [`State::pass_into_slots`] first.
+    pass: Pass,
     /// Bucket counts, then the test keys' values.
     counts: Vec<u64>,
     /// Bucket counts per interleaved chunk.
@@ -781,8 +780,6 @@ struct State<'a> {
     /// Byte-wide counts for the first ranking pass.
     narrow: Vec<u8>,
     passed: u64,
-    /// Whether passes try [`State::pass_into_slots`] first.
-    slots: bool,
     /// The last pass's first key value, and where its received keys lie in the receive
     /// buffer, for full verification.
     lo: usize,
@@ -828,9 +825,9 @@ impl State<'_> {
                 self.keys[index - self.first] = value as i32;
             }
         }
-        let ranked = match self.slots {
-            true => self.pass_into_slots()?,
-            false => None,
+        let ranked = match self.pass {
+            Pass::Sample => self.pass_into_slots()?,
+            Pass::Tally | Pass::Count | Pass::Stream => None,
         };
         let ranked = match ranked {
             Some(ranked) => ranked,
@@ -971,7 +968,7 @@ impl State<'_> {
         }
         let tally = self.tallies.own()?;
         let (tally, wrapped) = tally.split_at_mut(self.max_key);
-        if self.tally {
+        if self.pass == Pass::Tally {
             tally.fill(0);
             count_keys::<true>(&self.keys, shift, &mut self.chunk_counts, tally);
             let tallied: usize = tally.iter().map(|&n| usize::from(n)).sum();
@@ -988,7 +985,7 @@ impl State<'_> {
                 *total += u64::from(n);
             }
         }
-        if self.tally {
+        if self.pass == Pass::Tally {
             // Tallies readable by every rank from here on (a barrier).
             self.tallies.share()?;
         }
@@ -1016,7 +1013,8 @@ impl State<'_> {
         // chunks interleaved as above, each chunk with its own cursor per destination.
         let key_starts: Vec<i32> = starts.iter().map(|&b| (b << shift) as i32).collect();
         let mut cursor = vec![0usize; p];
-        let grouped = (self.stream && group_by_lines(&self.keys, &starts, shift, &mut outs))
+        let grouped = (self.pass == Pass::Stream
+            && group_by_lines(&self.keys, &starts, shift, &mut outs))
             || group_vectorised(&self.keys, &key_starts, &mut outs, &mut cursor);
         if !grouped {
             let mut destination = vec![0u32; buckets];
@@ -1068,7 +1066,7 @@ impl State<'_> {
         // Rank the received keys over this rank's key range.
         let (lo, hi) = (starts[me] << self.shift, starts[me + 1] << self.shift);
         let below: u64 = totals[..starts[me]].iter().sum();
-        let mut wrapped = !self.tally;
+        let mut wrapped = self.pass != Pass::Tally;
         for s in 0..p {
             if wrapped {
                 break;
