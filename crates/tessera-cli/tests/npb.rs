@@ -358,12 +358,12 @@ fn cg_reports_the_product_form_it_timed_and_chose() {
     }
 }
 
-/// MG's top-level smoothing and residual go in tiles of rows when their planes would
-/// overflow the cache (`TESSERA_MG_FUSED` lowers the threshold): tiles of two rows give the
-/// same norms bit for bit as whole planes, where y is one rank's (2 ranks) and where it is
-/// split (4 ranks).
+/// MG's top level goes up in one sweep, in tiles of rows when its planes would overflow
+/// the cache (`TESSERA_MG_FUSED` lowers the threshold; `0` goes stage by stage): tiles of
+/// two rows and whole planes give the same norms bit for bit as stage by stage, where y is
+/// one rank's (2 ranks) and where it is split (4 ranks).
 #[test]
-fn mg_tiled_sweep_equals_the_whole_plane_sweep_bit_for_bit() {
+fn mg_one_sweep_up_equals_stage_by_stage_bit_for_bit() {
     for (class, ranks) in [("W", "2"), ("S", "4")] {
         let values = |fused: &str| {
             let mut cmd = common::tessera();
@@ -373,11 +373,14 @@ fn mg_tiled_sweep_equals_the_whole_plane_sweep_bit_for_bit() {
             assert_eq!(o["verified"], true, "{o}");
             o["values"].to_string()
         };
-        assert_eq!(
-            values("1"),
-            values("1000000000"),
-            "MG {class} at {ranks} ranks"
-        );
+        let staged = values("0");
+        for fused in ["1", "1000000000"] {
+            assert_eq!(
+                values(fused),
+                staged,
+                "MG {class} at {ranks} ranks, TESSERA_MG_FUSED={fused}"
+            );
+        }
     }
 }
 

@@ -45,6 +45,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod stencil;
+mod top;
 #[cfg(target_arch = "x86_64")]
 mod vector;
 
@@ -185,20 +186,15 @@ fn smoother(class: Class) -> [f64; 4] {
 /// and 8 ranks in docs/PERFORMANCE.md.
 pub const GATHER_BELOW: usize = 2;
 
-/// Planes the top level's fused smoothing and residual read at once: three of r, three of
-/// u, one of v, and one more of r for the restriction that goes with them.
-const FUSED_PLANES: usize = 8;
-
-/// Bytes of those planes, per rank, above which the fused sweep goes in tiles of rows, so
-/// that what it holds stays in the last-level cache beside the other ranks' (a class C
-/// plane on two ranks is 2.1 MB, and eight of them per rank overflow a 32 MiB L3). At
-/// class C on two ranks, tiles (three, of at most 191 rows) measured 16.7–16.9 s against whole planes'
-/// 17.4–18.8 s in four interleaved turns (docs/PERFORMANCE.md).
-/// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
-/// change no bit of the result.
 /// The variable that overrides [`fused_bytes`].
 pub(crate) const FUSED_ENV: &str = "TESSERA_MG_FUSED";
 
+/// Bytes of the planes the top level's one sweep up holds per rank (`mg::top`), above which
+/// it goes in tiles of rows, so that what it holds stays in the last-level cache beside
+/// the other ranks' (a class C plane on two ranks is 2.1 MB; the sweep holds fourteen).
+/// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
+/// change no bit of the result; `0` runs the way up stage by stage, each stage a sweep of
+/// its own.
 pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
     const DEFAULT: usize = 6 << 20;
     match tessera::config::text(FUSED_ENV) {
@@ -383,7 +379,7 @@ struct Multigrid<'c> {
     /// Time spent assembling the finest gathered level.
     gathering: Duration,
     /// The top level's residual is already restricted onto the level below (by
-    /// [`Multigrid::smooth_and_resid_top`]), so the next V-cycle starts one level down.
+    /// [`Multigrid::up_top`]), so the next V-cycle starts one level down.
     top_restricted: bool,
     /// [`fused_bytes`], read once.
     fused_bytes: usize,
@@ -553,113 +549,6 @@ impl<'c> Multigrid<'c> {
         top.r.exchange(top.shape)
     }
 
-    /// The top level's last smoothing (`u += S r`, the end of NPB's `mg3P`) and then the
-    /// residual of the iteration (`r = v − A u`), with their ghost exchanges.
-    ///
-    /// Where the x ghosts are our own (one rank along x), one sweep does both: the residual
-    /// of plane p − 1 is taken as soon as plane p is smoothed and its own ghosts are
-    /// filled, while those planes are still in cache. Only the rows that need a
-    /// neighbour's new values (the first and last planes, and the first and last rows
-    /// where y is split) wait for the exchange of u.
-    ///
-    /// Where y is ours too, the same sweep also restricts the new residual onto the level
-    /// below (the next V-cycle's first step) as soon as the three fine planes a coarse
-    /// plane reads are done, so the residual is not read back from memory for it; only the
-    /// first and last coarse planes, which read the exchanged planes, wait.
-    fn smooth_and_resid_top(&mut self) -> tessera::Result<()> {
-        let c = self.smoother;
-        let ours = self.procs.map(|p| p == 1);
-        let bufs = &mut self.bufs;
-        let lt = self.levels.len();
-        let (lower, upper) = self.levels.split_at_mut(lt - 1);
-        let top = &mut upper[0];
-        let s = top.shape;
-        if !ours[2] {
-            let all = Part::all(s);
-            psinv(top.r.as_slice(), top.u.as_mut_slice(), s, all, c, bufs);
-            top.u.exchange(s)?;
-            return self.resid_top();
-        }
-        let [m0, m1, m2] = s.m;
-        let tile = (self.fused_bytes / (FUSED_PLANES * m2 * size_of::<f64>())).max(2);
-        let tiled = tile < m1 - 2;
-        let rows_ours = ours[1] && !tiled;
-        let mut below = lower.last_mut().filter(|l| rows_ours && l.seam.is_none());
-        let v = Some(self.v.as_slice());
-        let (r, u) = (top.r.as_mut_slice(), top.u.as_mut_slice());
-        // Rows `a..b` of every plane in turn; the residual lags a row behind the
-        // smoothing (its rows a − 1 .. b − 1 read the smoothed rows a − 2 ..= b − 1), so
-        // the smoothing of the next tile still finds the old residual in rows b − 1 and b.
-        // Where rows are not all ours in one sweep, the first and last interior rows,
-        // which read ghost rows, wait for the exchange.
-        for a in (1..m1 - 1).step_by(tile) {
-            let b = (a + tile).min(m1 - 1);
-            let resid_rows = if rows_ours {
-                1..m1 - 1
-            } else {
-                (a - 1).max(2)..(b - 1).min(m1 - 2)
-            };
-            for p in 1..m0 - 1 {
-                let part = Part {
-                    planes: p..p + 1,
-                    rows: a..b,
-                };
-                psinv(r, u, s, part, c, bufs);
-                if rows_ours {
-                    fill_plane_ghosts(u, s, p, true);
-                } else {
-                    fill_row_ghosts(u, s, p, a..b);
-                }
-                if p < 3 {
-                    continue;
-                }
-                let done = p - 1;
-                let part = Part {
-                    planes: done..done + 1,
-                    rows: resid_rows.clone(),
-                };
-                resid(u, v, r, s, part, bufs);
-                if let Some(coarse) = below.as_mut() {
-                    // Coarse plane j reads fine planes 2j − 1 ..= 2j + 1: the first two
-                    // and this one are done here.
-                    fill_plane_ghosts(r, s, done, true);
-                    if done % 2 == 1 && done >= 5 {
-                        let j = (done - 1) / 2;
-                        let cs = coarse.shape;
-                        rprj3(r, s, coarse.r.as_mut_slice(), cs, j..j + 1, bufs);
-                    }
-                }
-            }
-        }
-        top.u.exchange(s)?;
-        let (r, u) = (top.r.as_mut_slice(), top.u.as_slice());
-        let mut waited = vec![Part::planes(s, 1..2), Part::planes(s, m0 - 2..m0 - 1)];
-        if !rows_ours {
-            for edge in [1, m1 - 2] {
-                waited.push(Part {
-                    planes: 2..m0 - 2,
-                    rows: edge..edge + 1,
-                });
-            }
-        }
-        // (A plane or row may be listed twice on a thin block; taking it again rewrites
-        // the same values.)
-        for part in waited {
-            resid(u, v, r, s, part, bufs);
-        }
-        top.r.exchange(s)?;
-        let Some(coarse) = below else {
-            return Ok(());
-        };
-        let (cs, r) = (coarse.shape, top.r.as_slice());
-        let last = cs.m[0] - 2;
-        rprj3(r, s, coarse.r.as_mut_slice(), cs, 1..2, bufs);
-        rprj3(r, s, coarse.r.as_mut_slice(), cs, last..last + 1, bufs);
-        coarse.r.exchange(cs)?;
-        self.top_restricted = true;
-        Ok(())
-    }
-
     /// The L2 norm of the top-level residual (NPB's rnm2) and its largest magnitude.
     fn norm(&mut self) -> tessera::Result<(f64, f64)> {
         let top = self.levels.last().expect("at least one level");
@@ -722,12 +611,11 @@ impl<'c> Multigrid<'c> {
             bufs,
         );
         bottom.u.exchange(bottom.shape)?;
-        // Up: interpolate, take the residual, smooth; the top level's smoothing goes with
-        // the residual after it.
-        for k in 1..lt {
+        // Up: interpolate, take the residual, smooth; the top level's way up is one sweep
+        // with the residual after it (`up_top`).
+        for k in 1..lt - 1 {
             let (coarse, fine) = self.levels.split_at_mut(k);
             let (coarse, fine) = (&mut coarse[k - 1], &mut fine[0]);
-            let top = k == lt - 1;
             // Interpolate from our block of the coarse level.
             let (z, z_shape) = match &mut coarse.seam {
                 None => (coarse.u.as_slice(), coarse.shape),
@@ -737,20 +625,16 @@ impl<'c> Multigrid<'c> {
                 }
             };
             // Below the top, the correction starts from zero: the interpolation writes it.
-            let v = if top { Some(self.v.as_slice()) } else { None };
             interp_resid(
                 z,
                 z_shape,
                 fine.u.as_mut_slice(),
-                v,
+                None,
                 fine.r.as_mut_slice(),
                 fine.shape,
                 bufs,
             );
             fine.r.exchange(fine.shape)?;
-            if top {
-                break;
-            }
             psinv(
                 fine.r.as_slice(),
                 fine.u.as_mut_slice(),
@@ -761,7 +645,7 @@ impl<'c> Multigrid<'c> {
             );
             fine.u.exchange(fine.shape)?;
         }
-        self.smooth_and_resid_top()
+        self.up_top()
     }
 }
 

@@ -224,7 +224,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "TESSERA_MG_FUSED",
         kind: Kind::Count,
         default: "6291456 (6 MiB)",
-        meaning: "NPB MG: bytes of planes its fused smoothing sweeps work on at a time (a measuring aid)",
+        meaning: "NPB MG: bytes of planes the top level's one sweep up holds at a time; 0 goes stage by stage (a measuring aid)",
     },
     Variable {
         name: "TESSERA_NPB_PROGRESS",

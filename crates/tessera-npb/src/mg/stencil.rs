@@ -239,24 +239,26 @@ crate::multilevel! {
 
 crate::multilevel! {
     /// Add the trilinear interpolation of the coarse `z` to the fine `u`, ghosts included,
-    /// for the coarse planes `planes` (each writes fine planes `2i` and `2i + 1`). With
-    /// `replace`, write it instead, as adding it to a zeroed `u` would (each fine point is
-    /// written once), so the caller need not zero `u` first.
+    /// for the coarse rows and planes `part` (coarse rows at most `0..coarse.m[1] − 1`,
+    /// planes at most `0..coarse.m[0] − 1`: coarse row `i` of plane `k` writes fine rows `2i`
+    /// and `2i + 1` of fine planes `2k` and `2k + 1`). With `replace`, write it instead, as
+    /// adding it to a zeroed `u` would (each fine point is written once), so the caller
+    /// need not zero `u` first.
     pub(super) fn interp(
         z: &[f64],
         coarse: Shape,
         u: &mut [f64],
         fine: Shape,
-        planes: Range<usize>,
+        part: Part,
         replace: bool,
         bufs: &mut RowBuffers,
     ) {
-        let [_, c1, c2] = coarse.m;
+        let c2 = coarse.m[2];
         let [z1, z2, z3] = bufs;
         let (z1, z2, z3) = (&mut z1[..c2], &mut z2[..c2], &mut z3[..c2]);
         let pairs = c2 - 1;
-        for i0 in planes {
-            for i1 in 0..c1 - 1 {
+        for i0 in part.planes {
+            for i1 in part.rows.clone() {
                 let zc = row(z, coarse, i0, i1);
                 let (yp, zp, zpyp) = (
                     row(z, coarse, i0, i1 + 1),
@@ -320,7 +322,11 @@ pub(super) fn interp_resid(
     let last = fine.m[0] - 1;
     let mut next = 1;
     for i0 in 0..coarse.m[0] - 1 {
-        interp(z, coarse, u, fine, i0..i0 + 1, v.is_none(), bufs);
+        let part = Part {
+            planes: i0..i0 + 1,
+            rows: 0..coarse.m[1] - 1,
+        };
+        interp(z, coarse, u, fine, part, v.is_none(), bufs);
         let ready = (2 * i0 + 1).min(last);
         resid(u, v, r, fine, Part::planes(fine, next..ready), bufs);
         next = ready;

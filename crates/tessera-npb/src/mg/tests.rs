@@ -123,3 +123,67 @@ fn vector_stencils_equal_the_portable_ones_bit_for_bit() {
     }
     eprintln!("vector stencils checked: {ran:?}");
 }
+
+/// The top level's u and r after two V-cycles from the set-up the benchmark starts with,
+/// with the way up in one sweep holding `fused_bytes` (0: stage by stage) and levels
+/// thinner than `gather_below` gathered, on each rank.
+fn after_two_cycles(
+    ranks: usize,
+    class: Class,
+    fused_bytes: usize,
+    gather_below: usize,
+) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let kept = std::sync::Mutex::new(vec![None; ranks]);
+    let data = crate::class_data(&CLASSES, |c| c.class, class);
+    tessera::Job::threads(ranks)
+        .segment(64 << 20)
+        .run(|ctx| {
+            let mut mg = Multigrid::new(ctx, data, Variant::TwentySix.strategy(), gather_below)?;
+            mg.fused_bytes = fused_bytes;
+            mg.zran3()?;
+            mg.resid_top()?;
+            mg.iteration()?;
+            mg.iteration()?;
+            let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            let top = mg.top();
+            let got = (bits(top.u.as_slice()), bits(top.r.as_slice()));
+            kept.lock().unwrap()[ctx.rank()] = Some(got);
+            Ok(())
+        })
+        .unwrap();
+    kept.into_inner()
+        .unwrap()
+        .into_iter()
+        .map(Option::unwrap)
+        .collect()
+}
+
+#[test]
+fn the_one_sweep_way_up_equals_the_stage_by_stage_one_bit_for_bit() {
+    // Whole planes with the restriction (1 and 2 ranks), tiles of one and three coarse
+    // rows (y ours), y split (4 ranks), whole and tiled, and the level below gathered (the
+    // correction cut out of the whole level, no restriction in the sweep).
+    let whole = 1 << 30;
+    for (ranks, class, fused, gather_below) in [
+        (1, Class::S, whole, GATHER_BELOW),
+        (2, Class::S, whole, GATHER_BELOW),
+        (2, Class::S, 1, GATHER_BELOW),
+        (2, Class::S, 3 * 14 * 34 * 8 * 2, GATHER_BELOW),
+        (4, Class::S, whole, GATHER_BELOW),
+        (4, Class::S, 1, GATHER_BELOW),
+        (2, Class::W, whole, GATHER_BELOW),
+        (2, Class::S, whole, 64),
+        (4, Class::S, 1, 64),
+    ] {
+        let staged = after_two_cycles(ranks, class, 0, gather_below);
+        let swept = after_two_cycles(ranks, class, fused, gather_below);
+        for (rank, (a, b)) in staged.iter().zip(&swept).enumerate() {
+            let first = |x: &[u64], y: &[u64]| x.iter().zip(y).position(|(p, q)| p != q);
+            assert_eq!(
+                (first(&a.0, &b.0), first(&a.1, &b.1)),
+                (None, None),
+                "{ranks} ranks, class {class}, {fused} bytes, rank {rank}: first differing u and r"
+            );
+        }
+    }
+}
