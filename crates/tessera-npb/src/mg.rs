@@ -190,13 +190,15 @@ pub const GATHER_BELOW: usize = 2;
 pub(crate) const FUSED_ENV: &str = "TESSERA_MG_FUSED";
 
 /// Bytes of the planes the top level's one sweep up holds per rank (`mg::top`), above which
-/// it goes in tiles of rows, so that what it holds stays in the last-level cache beside
-/// the other ranks' (a class C plane on two ranks is 2.1 MB; the sweep holds fourteen).
-/// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
-/// change no bit of the result; `0` runs the way up stage by stage, each stage a sweep of
-/// its own.
+/// it goes in tiles of rows, so that what it holds stays near the core (a class C plane on
+/// two ranks is 2.1 MB, and the sweep holds fourteen). On the Zen 2 host (512 KiB of L2
+/// per core, 16 MiB of L3) class C on two ranks took 12.95–13.05 s with 2 MiB against
+/// 13.15–13.28 with 1 MiB and 13.38–13.46 with 6 MiB, and class B 1.38–1.47 s with 1 to
+/// 2 MiB against 1.50–1.52 with 6 MiB (docs/PERFORMANCE.md). `TESSERA_MG_FUSED` (bytes)
+/// overrides it, for measurements and for the test that tiles change no bit of the result;
+/// `0` runs the way up stage by stage, each stage a sweep of its own.
 pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
-    const DEFAULT: usize = 6 << 20;
+    const DEFAULT: usize = 2 << 20;
     match tessera::config::text(FUSED_ENV) {
         None => Ok(DEFAULT),
         Some(v) => v.parse().map_err(|_| NpbError::Setting {
@@ -579,7 +581,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         coarse.r.as_mut_slice(),
                         coarse.shape,
-                        1..coarse.shape.m[0] - 1,
+                        Part::all(coarse.shape),
                         bufs,
                     );
                     coarse.r.exchange(coarse.shape)?;
@@ -590,7 +592,7 @@ impl<'c> Multigrid<'c> {
                         fine.shape,
                         &mut seam.block,
                         seam.shape,
-                        1..seam.shape.m[0] - 1,
+                        Part::all(seam.shape),
                         bufs,
                     );
                     let start = Instant::now();

@@ -223,7 +223,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "TESSERA_MG_FUSED",
         kind: Kind::Count,
-        default: "6291456 (6 MiB)",
+        default: "2097152 (2 MiB)",
         meaning: "NPB MG: bytes of planes the top level's one sweep up holds at a time; 0 goes stage by stage (a measuring aid)",
     },
     Variable {

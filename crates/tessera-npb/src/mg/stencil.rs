@@ -180,28 +180,28 @@ crate::multilevel! {
     }
 }
 
-/// Restrict the fine residual `r` onto the coarse level's interior planes `planes` of `s`
-/// (each reads fine planes `2j − 1 ..= 2j + 1`). The AVX-512 or AVX2 form where the CPU
-/// and the block allow it.
+/// Restrict the fine residual `r` onto the coarse level's interior rows `part` of `s`
+/// (coarse row `(j0, j1)` reads fine rows `2j1 − 1 ..= 2j1 + 1` of fine planes
+/// `2j0 − 1 ..= 2j0 + 1`). The AVX-512 or AVX2 form where the CPU and the block allow it.
 pub(super) fn rprj3(
     r: &[f64],
     fine: Shape,
     s: &mut [f64],
     coarse: Shape,
-    planes: Range<usize>,
+    part: Part,
     bufs: &mut RowBuffers,
 ) {
     #[cfg(target_arch = "x86_64")]
     if avx512::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX-512F.
-        return unsafe { avx512::rprj3(r, fine, s, coarse, planes) };
+        return unsafe { avx512::rprj3(r, fine, s, coarse, part) };
     }
     #[cfg(target_arch = "x86_64")]
     if avx2::available(coarse) {
         // SAFETY: `available` checked that this CPU has AVX2.
-        return unsafe { avx2::rprj3(r, fine, s, coarse, planes) };
+        return unsafe { avx2::rprj3(r, fine, s, coarse, part) };
     }
-    rprj3_portable(r, fine, s, coarse, planes, bufs)
+    rprj3_portable(r, fine, s, coarse, part, bufs)
 }
 
 crate::multilevel! {
@@ -211,13 +211,13 @@ crate::multilevel! {
         fine: Shape,
         s: &mut [f64],
         coarse: Shape,
-        planes: Range<usize>,
+        part: Part,
         bufs: &mut RowBuffers,
     ) {
-        let [_, c1, c2] = coarse.m;
+        let c2 = coarse.m[2];
         let m2 = fine.m[2];
-        for j0 in planes {
-            for j1 in 1..c1 - 1 {
+        for j0 in part.planes {
+            for j1 in part.rows.clone() {
                 let (i0, i1) = (2 * j0, 2 * j1);
                 let [x1, y1, _] = &mut *bufs;
                 cross_sums(r, fine, i0, i1, x1, y1);

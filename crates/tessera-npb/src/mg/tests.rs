@@ -43,7 +43,7 @@ struct VectorForm {
     available: fn(Shape) -> bool,
     resid: Resid,
     psinv: unsafe fn(&[f64], &mut [f64], Shape, Part, [f64; 4]),
-    rprj3: unsafe fn(&[f64], Shape, &mut [f64], Shape, Range<usize>),
+    rprj3: unsafe fn(&[f64], Shape, &mut [f64], Shape, Part),
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -104,10 +104,16 @@ fn vector_stencils_equal_the_portable_ones_bit_for_bit() {
             assert_ne!(bits(&fast), bits(&u), "{name} psinv wrote nothing");
             if (form.available)(coarse) {
                 let (mut fast, mut portable) = (noise(coarse.len(), 7), noise(coarse.len(), 7));
-                let all = 1..coarse.m[0] - 1;
                 // SAFETY: as above.
-                unsafe { (form.rprj3)(&r, fine, &mut fast, coarse, all.clone()) };
-                rprj3_portable(&r, fine, &mut portable, coarse, all, &mut bufs);
+                unsafe { (form.rprj3)(&r, fine, &mut fast, coarse, Part::all(coarse)) };
+                rprj3_portable(
+                    &r,
+                    fine,
+                    &mut portable,
+                    coarse,
+                    Part::all(coarse),
+                    &mut bufs,
+                );
                 assert_eq!(bits(&fast), bits(&portable), "{name} rprj3, {:?}", coarse.m);
                 checked.push((name, "rprj3"));
             }

@@ -89,9 +89,10 @@ impl Multigrid<'_> {
     /// tiles of rows, each stage a row further behind (so no stage overwrites what the
     /// stage before still reads in the next tile). Only the planes (and rows, where y is
     /// split or the sweep goes in tiles) that need a neighbour's new values wait for the
-    /// exchanges. Where y is ours too and the rows are one tile, the sweep also restricts
-    /// the new residual onto the level below (the next V-cycle's first step) as soon as
-    /// a coarse plane's three fine planes are done.
+    /// exchanges. Where the level below is not gathered, the sweep also restricts the new
+    /// residual onto it (the next V-cycle's first step) as soon as the fine rows and
+    /// planes a coarse row reads are done; the coarse rows and planes that read waiting
+    /// ones wait with them.
     pub(super) fn up_top(&mut self) -> tessera::Result<()> {
         let c = self.smoother;
         let ours = self.procs.map(|p| p == 1);
@@ -132,7 +133,8 @@ impl Multigrid<'_> {
         // every fine row, ghosts included.
         let tile = (self.fused_bytes / (SWEEP_PLANES * m2 * size_of::<f64>()) / 2).max(1);
         let whole = ours[1] && tile >= c1 - 1;
-        let restrict = whole && coarse.seam.is_none();
+        let restrict = coarse.seam.is_none();
+        let cs = coarse.shape;
         let lagged = Lagged {
             planes: 1..m0 - 1,
             rows: 1..m1 - 1,
@@ -145,12 +147,21 @@ impl Multigrid<'_> {
                 fill_row_ghosts(data, s, plane, rows);
             }
         };
-        // The coarse planes restricted in the sweep: 2..restricted.
-        let mut restricted = 2;
+        // The coarse planes and rows restricted in the sweep: 2..planes_done and (in tiles)
+        // 2..rows_done; coarse row (j0, j1) reads fine rows 2·j1 − 1 ..= 2·j1 + 1 of fine
+        // planes 2·j0 − 1 ..= 2·j0 + 1, so it waits for the second residual's edges.
+        let (mut planes_done, mut rows_done) = (2, 2);
         for ca in (0..c1 - 1).step_by(tile) {
             let cb = (ca + tile).min(c1 - 1);
             let (a, b) = (2 * ca, 2 * cb);
             let rows: [Range<usize>; 3] = [1, 2, 3].map(|lag| lagged.rows(lag, a, b, whole));
+            // The coarse rows whose fine rows this tile's second residual finishes.
+            let coarse_rows = if whole {
+                1..cs.m[1] - 1
+            } else {
+                rows_done..(rows[2].end / 2).max(rows_done)
+            };
+            rows_done = coarse_rows.end;
             // The next plane of each stage.
             let mut next = [1, 2, 3].map(|lag| lagged.planes(lag).start);
             for k in 0..c0 - 1 {
@@ -181,12 +192,14 @@ impl Multigrid<'_> {
                                 }
                             }
                         }
-                        // Coarse plane j reads fine planes 2j − 1 ..= 2j + 1.
                         if lag == 3 && restrict && p % 2 == 1 && p >= 5 {
                             let j = (p - 1) / 2;
-                            let cs = coarse.shape;
-                            rprj3(r, s, coarse.r.as_mut_slice(), cs, j..j + 1, bufs);
-                            restricted = j + 1;
+                            let part = Part {
+                                planes: j..j + 1,
+                                rows: coarse_rows.clone(),
+                            };
+                            rprj3(r, s, coarse.r.as_mut_slice(), cs, part, bufs);
+                            planes_done = j + 1;
                         }
                     }
                     next[stage] = next[stage].max(end);
@@ -207,10 +220,22 @@ impl Multigrid<'_> {
         if !restrict {
             return Ok(());
         }
-        let (cs, r) = (coarse.shape, top.r.as_slice());
-        let coarse_r = coarse.r.as_mut_slice();
-        rprj3(r, s, coarse_r, cs, 1..2, bufs);
-        rprj3(r, s, coarse_r, cs, restricted..cs.m[0] - 1, bufs);
+        let (r, coarse_r) = (top.r.as_slice(), coarse.r.as_mut_slice());
+        let mut waiting = vec![
+            Part::planes(cs, 1..2),
+            Part::planes(cs, planes_done.max(2)..cs.m[0] - 1),
+        ];
+        if !whole {
+            for rows in [1..2, rows_done.max(2)..cs.m[1] - 1] {
+                waiting.push(Part {
+                    planes: 2..planes_done,
+                    rows,
+                });
+            }
+        }
+        for part in waiting {
+            rprj3(r, s, coarse_r, cs, part, bufs);
+        }
         coarse.r.exchange(cs)?;
         self.top_restricted = true;
         Ok(())

@@ -246,22 +246,16 @@ macro_rules! vector_stencils {
             })
         }
 
-        /// Restrict the fine residual `r` onto the coarse level's interior, as the portable
-        /// `rprj3`.
+        /// Restrict the fine residual `r` onto the coarse level's interior rows `part`, as the
+        /// portable `rprj3`.
         #[target_feature(enable = $feature)]
-        pub(super) fn rprj3(
-            r: &[f64],
-            fine: Shape,
-            s: &mut [f64],
-            coarse: Shape,
-            planes: std::ops::Range<usize>,
-        ) {
-            let [_, c1, c2] = coarse.m;
+        pub(super) fn rprj3(r: &[f64], fine: Shape, s: &mut [f64], coarse: Shape, part: Part) {
+            let c2 = coarse.m[2];
             let [quarter, eighth, sixteenth] = [0.25, 0.125, 0.0625].map(|w| splat(w));
             let half = splat(0.5);
             let chunks = (c2 - 2) / LANES;
-            for j0 in planes {
-                for j1 in 1..c1 - 1 {
+            for j0 in part.planes {
+                for j1 in part.rows.clone() {
                     let (centre, f, e) = neighbour_rows(r, fine, 2 * j0, 2 * j1);
                     let mut centres = Strided::new(|at| load(centre, at));
                     let mut faces = Strided::new(|at| sum_rows(f, at));
