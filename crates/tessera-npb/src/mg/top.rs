@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 /// of v, and a few of the coarse correction go with them.
 const SWEEP_PLANES: usize = 14;
 
-/// The rows and planes each stage leaves for after an exchange, and the rows it sweeps.
+/// Which planes and rows each stage of the sweep takes, and which wait for an exchange.
 ///
 /// Stage `lag` (1: the first residual, 2: the smoothing, 3: the second residual) reads
 /// the stage before's values one point further out in every direction, so it runs `lag`
@@ -31,10 +31,15 @@ struct Lagged {
     rows: Range<usize>,
 }
 
+/// `interior` less `lag − 1` at each end: what stage `lag` takes in the sweep.
+fn inner(interior: &Range<usize>, lag: usize) -> Range<usize> {
+    (interior.start + lag - 1)..interior.end.saturating_sub(lag - 1)
+}
+
 impl Lagged {
-    /// The planes stage `lag` sweeps: `lag` from each edge, every interior one for lag 1.
+    /// The planes stage `lag` sweeps.
     fn planes(&self, lag: usize) -> Range<usize> {
-        (self.planes.start + lag - 1)..self.planes.end.saturating_sub(lag - 1)
+        inner(&self.planes, lag)
     }
 
     /// The rows stage `lag` sweeps in the tile whose interpolation writes fine rows
@@ -43,30 +48,27 @@ impl Lagged {
         if whole {
             return self.rows.clone();
         }
-        let (first, end) = (
-            self.rows.start + lag - 1,
-            self.rows.end.saturating_sub(lag - 1),
-        );
-        a.saturating_sub(lag).max(first)..b.saturating_sub(lag).min(end)
+        let swept = inner(&self.rows, lag);
+        a.saturating_sub(lag).max(swept.start)..b.saturating_sub(lag).min(swept.end)
     }
 
     /// The parts of stage `lag` that wait: its edge planes, and (unless the rows are
     /// `whole`) its edge rows of the other planes; each point once.
     fn waiting(&self, lag: usize, whole: bool) -> Vec<Part> {
-        let edges = |all: &Range<usize>, swept: Range<usize>| -> BTreeSet<usize> {
+        let edges = |all: &Range<usize>| -> BTreeSet<usize> {
+            let swept = inner(all, lag);
             all.clone().filter(|i| !swept.contains(i)).collect()
         };
-        let swept_planes = self.planes(lag);
-        let mut parts: Vec<Part> = edges(&self.planes, swept_planes.clone())
+        let mut parts: Vec<Part> = edges(&self.planes)
             .into_iter()
             .map(|p| Part {
                 planes: p..p + 1,
                 rows: self.rows.clone(),
             })
             .collect();
+        let swept_planes = self.planes(lag);
         if !whole && !swept_planes.is_empty() {
-            let swept_rows = (self.rows.start + lag - 1)..self.rows.end.saturating_sub(lag - 1);
-            for row in edges(&self.rows, swept_rows) {
+            for row in edges(&self.rows) {
                 parts.push(Part {
                     planes: swept_planes.clone(),
                     rows: row..row + 1,
