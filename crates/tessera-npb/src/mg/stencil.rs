@@ -128,57 +128,6 @@ crate::multilevel! {
     }
 }
 
-/// Row `(i0, i1)`'s face and edge sums (as [`cross_sums`] adds them) at column `i`.
-#[inline(always)]
-fn sums_at(src: &[f64], s: Shape, i0: usize, i1: usize, i: usize) -> (f64, f64) {
-    let at = |a: usize, b: usize| src[s.row(a, b) + i];
-    (
-        at(i0, i1 - 1) + at(i0, i1 + 1) + at(i0 - 1, i1) + at(i0 + 1, i1),
-        at(i0 - 1, i1 - 1) + at(i0 - 1, i1 + 1) + at(i0 + 1, i1 - 1) + at(i0 + 1, i1 + 1),
-    )
-}
-
-/// [`resid`] (`r = v − A u`) at the interior columns `columns` of row `(i0, i1)` only, each
-/// point bit for bit what the whole row's sweep gives it.
-pub(super) fn resid_at(
-    (u, v, r): (&[f64], &[f64], &mut [f64]),
-    s: Shape,
-    (i0, i1): (usize, usize),
-    columns: &[usize],
-) {
-    let a = RESIDUAL;
-    let c = s.row(i0, i1);
-    for &i in columns {
-        let ([f_before, f_after], [e_before, e_here, e_after]) = (
-            [i - 1, i + 1].map(|x| sums_at(u, s, i0, i1, x).0),
-            [i - 1, i, i + 1].map(|x| sums_at(u, s, i0, i1, x).1),
-        );
-        r[c + i] = v[c + i]
-            - a[0] * u[c + i]
-            - a[2] * (e_here + f_before + f_after)
-            - a[3] * (e_before + e_after);
-    }
-}
-
-/// [`psinv`] (`u += S r`) at the interior columns `columns` of row `(i0, i1)` only, each
-/// point bit for bit what the whole row's sweep gives it.
-pub(super) fn psinv_at(
-    (r, u): (&[f64], &mut [f64]),
-    s: Shape,
-    (i0, i1): (usize, usize),
-    columns: &[usize],
-    c: [f64; 4],
-) {
-    let ce = s.row(i0, i1);
-    for &i in columns {
-        let [(f_before, _), (f_here, e_here), (f_after, _)] =
-            [i - 1, i, i + 1].map(|x| sums_at(r, s, i0, i1, x));
-        u[ce + i] += c[0] * r[ce + i]
-            + c[1] * (r[ce + i - 1] + r[ce + i + 1] + f_here)
-            + c[2] * (e_here + f_before + f_after);
-    }
-}
-
 /// `u += S r` on the interior rows `part` (the smoother). The AVX-512 form where the CPU
 /// and the block allow it.
 pub(super) fn psinv(

@@ -79,74 +79,6 @@ impl Lagged {
     }
 }
 
-/// What the sweep overwrote at the edge columns of a block split along x, and where: the
-/// smoothing's input u at its first and last interior columns and the first residual's r
-/// at the second residual's first two and last two, for every row either stage swept.
-struct XEdges {
-    shape: Shape,
-    /// The columns each stage gets wrong (index 0: the smoothing, 1: the second residual).
-    columns: [Vec<usize>; 2],
-    /// Per stage, the rows it swept and the values it found there, in the order of
-    /// `columns`.
-    kept: [Vec<((usize, usize), Vec<f64>)>; 2],
-}
-
-impl XEdges {
-    fn new(shape: Shape) -> XEdges {
-        let last = shape.m[2] - 2;
-        let within = |c: &[usize]| -> Vec<usize> {
-            let set: BTreeSet<usize> = c.iter().copied().filter(|&i| i >= 1 && i <= last).collect();
-            set.into_iter().collect()
-        };
-        XEdges {
-            shape,
-            columns: [
-                within(&[1, last]),
-                within(&[1, 2, last.saturating_sub(1), last]),
-            ],
-            kept: [Vec::new(), Vec::new()],
-        }
-    }
-
-    /// Before stage `lag` sweeps `part`: keep what it will overwrite at the edge columns
-    /// (u for the smoothing, r for the second residual).
-    fn keep(&mut self, lag: usize, u: &[f64], r: &[f64], part: &Part) {
-        let (stage, data) = match lag {
-            2 => (0, u),
-            3 => (1, r),
-            _ => return,
-        };
-        for i0 in part.planes.clone() {
-            for i1 in part.rows.clone() {
-                let at = self.shape.row(i0, i1);
-                let values = self.columns[stage].iter().map(|&i| data[at + i]).collect();
-                self.kept[stage].push(((i0, i1), values));
-            }
-        }
-    }
-
-    /// Put back what was kept, so u is as it was before the smoothing at its edge columns
-    /// and r holds the first residual there.
-    fn put_back(&self, u: &mut [f64], r: &mut [f64]) {
-        for (stage, data) in [(0, u), (1, r)] {
-            for ((i0, i1), values) in &self.kept[stage] {
-                let at = self.shape.row(*i0, *i1);
-                for (&i, &value) in self.columns[stage].iter().zip(values) {
-                    data[at + i] = value;
-                }
-            }
-        }
-    }
-
-    /// Take stage `lag` again at the edge columns of every row it swept.
-    fn redo(&self, lag: usize, mut take: impl FnMut((usize, usize), &[usize])) {
-        let stage = lag - 2;
-        for (row, _) in &self.kept[stage] {
-            take(*row, &self.columns[stage]);
-        }
-    }
-}
-
 impl Multigrid<'_> {
     /// The top level's way up: add the interpolated correction to u, take the residual,
     /// smooth, take the residual again (NPB's last steps of `mg3P` and the `resid` of the
@@ -166,8 +98,7 @@ impl Multigrid<'_> {
     pub(super) fn up_top(&mut self) -> tessera::Result<()> {
         let c = self.smoother;
         let ours = self.procs.map(|p| p == 1);
-        let fused = self.fused_bytes > 0;
-        let x_ours = ours[2];
+        let fused = self.fused_bytes > 0 && ours[2];
         let lt = self.levels.len();
         let (lower, upper) = self.levels.split_at_mut(lt - 1);
         let (top, coarse) = (&mut upper[0], &mut lower[lt - 2]);
@@ -203,8 +134,8 @@ impl Multigrid<'_> {
         // Coarse rows per tile (each writes two fine rows); the coarse rows 0..c1 − 1 write
         // every fine row, ghosts included.
         let tile = (self.fused_bytes / (SWEEP_PLANES * m2 * size_of::<f64>()) / 2).max(1);
-        let whole = ours[1] && x_ours && tile >= c1 - 1;
-        let restrict = coarse.seam.is_none() && x_ours;
+        let whole = ours[1] && tile >= c1 - 1;
+        let restrict = coarse.seam.is_none();
         let cs = coarse.shape;
         let lagged = Lagged {
             planes: 1..m0 - 1,
@@ -214,17 +145,10 @@ impl Multigrid<'_> {
         let fill = |data: &mut [f64], plane: usize, rows: Range<usize>| {
             if whole {
                 fill_plane_ghosts(data, s, plane, true);
-            } else if x_ours {
+            } else {
                 fill_row_ghosts(data, s, plane, rows);
             }
         };
-        // Where x is split, the x ghosts come only with the exchanges, so the sweep gets
-        // the edge columns wrong: the smoothing's first and last (which read r's ghosts),
-        // the second residual's first two and last two (which read the smoothing's). Those
-        // points are put back as they were before each stage and taken again after the
-        // exchanges (`XEdges`); the first residual reads only the interpolated u, whose
-        // ghosts the interpolation computes, and is right everywhere.
-        let mut edges = (!x_ours).then(|| XEdges::new(s));
         // The coarse planes and rows restricted in the sweep: 2..planes_done and (in tiles)
         // 2..rows_done; coarse row (j0, j1) reads fine rows 2·j1 − 1 ..= 2·j1 + 1 of fine
         // planes 2·j0 − 1 ..= 2·j0 + 1, so it waits for the second residual's edges.
@@ -258,9 +182,6 @@ impl Multigrid<'_> {
                             planes: p..p + 1,
                             rows: rows[stage].clone(),
                         };
-                        if let Some(edges) = edges.as_mut() {
-                            edges.keep(lag, u, r, &part);
-                        }
                         match lag {
                             2 => {
                                 psinv(r, u, s, part, c, bufs);
@@ -288,24 +209,14 @@ impl Multigrid<'_> {
                 }
             }
         }
-        if let Some(edges) = &edges {
-            edges.put_back(top.u.as_mut_slice(), top.r.as_mut_slice());
-        }
         top.r.exchange(s)?;
         for part in lagged.waiting(2, whole) {
             psinv(top.r.as_slice(), top.u.as_mut_slice(), s, part, c, bufs);
-        }
-        if let Some(edges) = &edges {
-            let (r, u) = (top.r.as_slice(), top.u.as_mut_slice());
-            edges.redo(2, |row, columns| psinv_at((r, u), s, row, columns, c));
         }
         top.u.exchange(s)?;
         let (u, r) = (top.u.as_slice(), top.r.as_mut_slice());
         for part in lagged.waiting(3, whole) {
             resid(u, Some(v), r, s, part, bufs);
-        }
-        if let Some(edges) = &edges {
-            edges.redo(3, |row, columns| resid_at((u, v, r), s, row, columns));
         }
         top.r.exchange(s)?;
         if !restrict {
