@@ -11,7 +11,9 @@
 //! finer level). They work on the storage slices directly, with the row buffers of the
 //! reference code, so each point costs what it costs there. `interp` also computes the
 //! finer level's ghost layer from the coarser level's ghosts; that gives exactly the values
-//! an exchange would bring (the same operands in the same order), so it needs none.
+//! an exchange would bring (the same operands in the same order), so it needs none. The
+//! top level's way up (interpolation, residual, smoothing, residual) is one sweep where x
+//! is not split ([`top`]), bit for bit the stage-by-stage result.
 //!
 //! Coarse levels are *gathered* (seed 000 §3.1.6): once a rank's block of a level would be
 //! thinner than [`GATHER_BELOW`] points along some dimension, every rank holds the whole
