@@ -13,7 +13,7 @@
 //! finer level's ghost layer from the coarser level's ghosts; that gives exactly the values
 //! an exchange would bring (the same operands in the same order), so it needs none. The
 //! top level's way up (interpolation, residual, smoothing, residual) is one sweep where x
-//! is not split ([`top`]), bit for bit the stage-by-stage result.
+//! is not split (module `top`), bit for bit the stage-by-stage result.
 //!
 //! Coarse levels are *gathered* (seed 000 §3.1.6): once a rank's block of a level would be
 //! thinner than [`GATHER_BELOW`] points along some dimension, every rank holds the whole
