@@ -11,7 +11,6 @@
 //! rank in the same order.
 
 use super::*;
-use std::collections::BTreeSet;
 
 /// Planes of the finest level the sweep holds at once (per rank): the interpolation writes
 /// two of u, the stages behind it read three each of u (five in all) and r (four) and two
@@ -55,12 +54,12 @@ impl Lagged {
     /// The parts of stage `lag` that wait: its edge planes, and (unless the rows are
     /// `whole`) its edge rows of the other planes; each point once.
     fn waiting(&self, lag: usize, whole: bool) -> Vec<Part> {
-        let edges = |all: &Range<usize>| -> BTreeSet<usize> {
+        // Each interior index not swept, once and in order.
+        let edges = |all: &Range<usize>| {
             let swept = inner(all, lag);
-            all.clone().filter(|i| !swept.contains(i)).collect()
+            all.clone().filter(move |i| !swept.contains(i))
         };
         let mut parts: Vec<Part> = edges(&self.planes)
-            .into_iter()
             .map(|p| Part {
                 planes: p..p + 1,
                 rows: self.rows.clone(),
