@@ -13,6 +13,15 @@
 //! ([`Context::put`] of a [`Strided`] shape, [`Context::copy_strided`]). [`GridViewMut::copy_from_ref`]
 //! is the reverse direction (remote → local view).
 //!
+//! Each large grid's storage starts a quarter page further into a 4 KiB page than the
+//! large grid made before it (`page_stagger`), so that grids made one after another, which
+//! a stencil sweeps together (its input, its output, its right-hand side), start at
+//! different places in a page. Where they started 64 bytes apart, stores into one grid's
+//! row were followed by loads from the others' rows at nearly the same address modulo
+//! 4 KiB, which the processor takes for possibly the same address and holds until the
+//! store is done: MG class C on 2 ranks spent a fifth of its time there (PERFORMANCE.md,
+//! "Grids a quarter page apart").
+//!
 //! Every access goes through the core's checked transfers: a stale or forged reference
 //! gets an error (outside a segment, no such rank), never undefined behaviour. This module
 //! never touches another rank's memory any other way.
@@ -254,6 +263,43 @@ impl<T, const N: usize> GridSource<T, N> for GridRef<T, N> {
 pub struct GlobalGrid<'ctx, T: Pod, const N: usize> {
     ctx: &'ctx Context,
     reference: GridRef<T, N>,
+    /// The block allocated for it, which the storage starts in (at its start for a small
+    /// grid, up to a page past it for a large one).
+    block: GlobalPtr<T>,
+}
+
+/// Bytes of a page, the unit within which the processor compares a load's address with
+/// those of the stores before it.
+const PAGE: usize = 4096;
+
+/// Grids of at least this many bytes are staggered within a page ([`page_stagger`]);
+/// smaller ones stay in the cache whatever their place.
+const STAGGER_FROM: usize = 64 << 10;
+
+/// Where in a 4 KiB page the next large grid of this process starts, in bytes: 0, 1024,
+/// 2048, 3072, 0, … in the order the grids are made. Quarter pages apart, two grids
+/// swept side by side keep their accesses at least 1 KiB apart modulo a page, more than
+/// the span of stores a core has in flight. A count shared by the process (the threads
+/// conduit's ranks share it too): which grid gets which quarter only needs to differ
+/// between grids made one after another.
+fn page_stagger() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: the count only spreads grids; no other memory is ordered by it.
+    MADE.fetch_add(1, Ordering::Relaxed) % 4 * (PAGE / 4)
+}
+
+/// Where in a page a grid of `len` elements of `T` is to start (a [`page_stagger`] step),
+/// and how many elements to allocate so that it fits past that place in its block: a page
+/// more. `None` for a small grid, and for an element size that does not divide the
+/// allocator's 64-byte alignment (the skip would not be whole elements). Segments start on
+/// a page in every conduit that maps them, so a place in the segment is a place in a page.
+fn staggered<T>(len: usize) -> (Option<usize>, usize) {
+    let size = size_of::<T>();
+    if size == 0 || 64 % size != 0 || len.saturating_mul(size) < STAGGER_FROM {
+        return (None, len);
+    }
+    (Some(page_stagger()), len + PAGE / size)
 }
 
 impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
@@ -263,9 +309,20 @@ impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
         domain: RectDomain<N>,
         mut f: impl FnMut(Point<N>) -> T,
     ) -> Result<Self> {
-        let storage = ctx.alloc_local::<T>(domain.len())?;
+        let (place, allocate) = staggered::<T>(domain.len());
+        let block = ctx.alloc_local::<T>(allocate)?;
+        let storage = match place {
+            // The block starts on the allocator's 64-byte alignment, a multiple of the
+            // element size, as is the quarter page: the skip is whole elements.
+            Some(at) => {
+                let skip = (at + PAGE - block.offset() as usize % PAGE) % PAGE;
+                block.add(skip / size_of::<T>())
+            }
+            None => block,
+        };
         // SAFETY: the block was just allocated and its address has not been given to
-        // anyone, so no other rank can access it while this slice lives.
+        // anyone, so no other rank can access it while this slice lives; the storage's
+        // `domain.len()` elements lie inside it.
         let data = unsafe { ctx.local_slice_mut(storage, domain.len())? }
             .expect("a rank's own segment is always mapped");
         for (e, p) in data.iter_mut().zip(domain.iter()) {
@@ -274,6 +331,7 @@ impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
         Ok(GlobalGrid {
             ctx,
             reference: GridRef::packed(storage, domain),
+            block,
         })
     }
 
@@ -338,6 +396,6 @@ impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
 impl<T: Pod, const N: usize> Drop for GlobalGrid<'_, T, N> {
     fn drop(&mut self) {
         // Freeing our own block cannot fail; if it did, leaking it is the safe outcome.
-        let _ = self.ctx.free_local(self.reference.storage);
+        let _ = self.ctx.free_local(self.block);
     }
 }
