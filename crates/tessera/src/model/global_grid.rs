@@ -49,6 +49,7 @@ use crate::coll::Allgather;
 use crate::error::CoreError;
 use bytemuck::{Pod, Zeroable};
 
+use crate::core::alloc::ALLOC_ALIGN;
 use crate::core::Context;
 use crate::model::domain::{Point, RectDomain};
 use crate::model::grid::{layout_methods, GridView, GridViewMut, Layout};
@@ -296,7 +297,7 @@ fn page_stagger() -> usize {
 /// a page in every conduit that maps them, so a place in the segment is a place in a page.
 fn staggered<T>(len: usize) -> (Option<usize>, usize) {
     let size = size_of::<T>();
-    if size == 0 || 64 % size != 0 || len.saturating_mul(size) < STAGGER_FROM {
+    if !ALLOC_ALIGN.is_multiple_of(size) || len.saturating_mul(size) < STAGGER_FROM {
         return (None, len);
     }
     (Some(page_stagger()), len + PAGE / size)
@@ -312,8 +313,8 @@ impl<'ctx, T: Pod, const N: usize> GlobalGrid<'ctx, T, N> {
         let (place, allocate) = staggered::<T>(domain.len());
         let block = ctx.alloc_local::<T>(allocate)?;
         let storage = match place {
-            // The block starts on the allocator's 64-byte alignment, a multiple of the
-            // element size, as is the quarter page: the skip is whole elements.
+            // The block starts on the allocator's alignment, a multiple of the element
+            // size, as is the quarter page: the skip is whole elements.
             Some(at) => {
                 let skip = (at + PAGE - block.offset() as usize % PAGE) % PAGE;
                 block.add(skip / size_of::<T>())
