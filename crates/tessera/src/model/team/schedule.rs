@@ -64,7 +64,7 @@ use super::reserved::{PlanKey, Reserved};
 use super::signature::Signature;
 use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
-use crate::model::ops::Combine;
+use crate::model::ops::{Combine, Op, Reducible};
 use crate::protocol::rendezvous;
 use crate::{Blocking, Context, Result};
 
@@ -188,9 +188,10 @@ pub(crate) enum Local {
         into: Place,
     },
     /// `into` (in the output) = the input at the same elements combined with `from` (in
-    /// scratch): a copy and a combination in one pass, [`COMBINE_PIECE`] at a time, so
-    /// that each piece of `into` is still in the L1 cache when it is combined (a copy of
-    /// the whole input first, then the combination, went over the output twice).
+    /// scratch), [`COMBINE_PIECE`] at a time: a built-in operation writes each piece in
+    /// one pass ([`Reducible::reduce_into`]), a user one copies it and combines it while
+    /// it is still in the L1 cache (a copy of the whole input first, then the
+    /// combination, went over the output twice).
     CopyCombine {
         from: Place,
         into: Place,
@@ -295,18 +296,55 @@ impl Plan {
     }
 }
 
-/// The combining function of a reduction schedule: the caller's own in a blocking call,
-/// owned by a nonblocking one (`'static` there).
+/// [`Reducible::reduce`] of a type.
+type BuiltinCombine<T> = fn(Op, &mut [T], &[T]) -> Result<()>;
+/// [`Reducible::reduce_into`] of a type.
+type BuiltinInto<T> = fn(Op, &mut [T], &[T], &[T]) -> Result<()>;
+
+/// The combining function of a reduction schedule: a built-in operation, or the caller's
+/// own (borrowed in a blocking call, owned by a nonblocking one, `'static` there).
 pub(crate) enum Reducer<'b, T> {
+    /// A built-in operation on a [`Reducible`] type, which also writes `a op b` into a
+    /// third slice in one pass ([`Reducible::reduce_into`]).
+    Builtin {
+        op: Op,
+        combine: BuiltinCombine<T>,
+        into: BuiltinInto<T>,
+    },
     Borrowed(&'b Combine<'b, T>),
     Owned(Box<Combine<'b, T>>),
 }
 
-impl<T> Reducer<'_, T> {
+impl<T: Reducible> Reducer<'_, T> {
+    /// The built-in operation `op` on `T`.
+    pub(crate) fn builtin(op: Op) -> Self {
+        Reducer::Builtin {
+            op,
+            combine: T::reduce,
+            into: T::reduce_into,
+        }
+    }
+}
+
+impl<T: Pod> Reducer<'_, T> {
     fn combine(&self, acc: &mut [T], other: &[T]) -> Result<()> {
         match self {
+            Reducer::Builtin { op, combine, .. } => combine(*op, acc, other),
             Reducer::Borrowed(f) => f(acc, other),
             Reducer::Owned(f) => f(acc, other),
+        }
+    }
+
+    /// `out = a op b`: in one pass for a built-in operation, else a copy of `a`, then the
+    /// combination (the caller passes pieces that fit the L1 cache, so that the
+    /// combination finds the copy there).
+    fn combine_into(&self, out: &mut [T], a: &[T], b: &[T]) -> Result<()> {
+        match self {
+            Reducer::Builtin { op, into, .. } => into(*op, out, a, b),
+            _ => {
+                crate::core::copy::copy_slice(out, a);
+                self.combine(out, b)
+            }
         }
     }
 }
@@ -607,8 +645,7 @@ fn apply<T: Pod>(
                 .zip(base.chunks(piece))
                 .zip(from.chunks(piece))
             {
-                crate::core::copy::copy_slice(into, base);
-                reducer.combine(into, from)?;
+                reducer.combine_into(into, base, from)?;
             }
         }
         Local::Zero(place) => bufs.get_mut(place.0)[place.1.clone()].fill(T::zeroed()),

@@ -25,21 +25,7 @@ use std::fmt;
 
 use super::registry::{Algorithm, Collective};
 use crate::model::ops::Op;
-
-/// Every built-in reduction, for naming them in checked-mode reports.
-pub(super) const ALL_OPS: [Op; 11] = [
-    Op::Sum,
-    Op::Prod,
-    Op::Min,
-    Op::Max,
-    Op::BitAnd,
-    Op::BitOr,
-    Op::BitXor,
-    Op::LogicalAnd,
-    Op::LogicalOr,
-    Op::MinLoc,
-    Op::MaxLoc,
-];
+pub(super) use crate::model::ops::ALL_OPS;
 
 /// How a collective was called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
