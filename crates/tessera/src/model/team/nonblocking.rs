@@ -393,7 +393,7 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Reduce, Some(root), src.len(), Some(op))?;
         check_op::<T>(op)?;
-        self.reduce_nb_impl(root, src, Reducer::builtin(op), native_reduction::<T>(op))
+        self.reduce_nb_impl(root, src, builtin::<T>(op), native_reduction::<T>(op))
     }
 
     /// [`Team::reduce_nb`] with a user operation `combine(acc, other)` (associative and
@@ -447,7 +447,7 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Allreduce, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
-        self.allreduce_nb_impl(src, Reducer::builtin(op), native_reduction::<T>(op))
+        self.allreduce_nb_impl(src, builtin::<T>(op), native_reduction::<T>(op))
     }
 
     /// [`Team::allreduce_nb`] with a user operation, as [`Team::reduce_nb_with`].
@@ -624,14 +624,14 @@ impl<'a> Team<'a> {
     pub(super) fn scan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
-        self.scan_schedule(src, Reducer::builtin(op), native_reduction::<T>(op), false)
+        self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), false)
     }
 
     /// Nonblocking [`Team::exscan`]; member 0's output is zeros.
     pub(super) fn exscan_nb<T: Reducible>(&self, src: &[T], op: Op) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Scan, None, src.len(), Some(op))?;
         check_op::<T>(op)?;
-        self.scan_schedule(src, Reducer::builtin(op), native_reduction::<T>(op), true)
+        self.scan_schedule(src, builtin::<T>(op), native_reduction::<T>(op), true)
     }
 
     /// [`Team::scan_nb`] with a user operation, as [`Team::reduce_nb_with`].
@@ -682,4 +682,9 @@ impl<'a> Team<'a> {
             },
         )
     }
+}
+
+/// The combining function of the built-in operation `op` on `T`, for a schedule.
+pub(super) fn builtin<T: Reducible>(op: Op) -> Reducer<'static, T> {
+    Reducer::Owned(Box::new(move |a: &mut [T], x: &[T]| T::reduce(op, a, x)))
 }

@@ -79,8 +79,7 @@ impl<'a> Team<'a> {
     pub(super) fn allreduce<T: Reducible>(&self, src: &[T], dst: &mut [T], op: Op) -> Result<()> {
         let _call = self.enter_reduction::<T>(Collective::Allreduce, None, src.len(), op)?;
         let combine = |a: &mut [T], b: &[T]| T::reduce(op, a, b);
-        let reducer = Reducer::builtin(op);
-        self.allreduce_impl(src, dst, &combine, reducer, native_reduction::<T>(op))
+        self.allreduce_impl(src, dst, &combine, native_reduction::<T>(op))
     }
 
     /// [`Team::allreduce`] with a user operation.
@@ -91,18 +90,14 @@ impl<'a> Team<'a> {
         combine: &Combine<'_, T>,
     ) -> Result<()> {
         let _call = self.begin_user::<T>(Collective::Allreduce, None, src.len());
-        self.allreduce_impl(src, dst, combine, Reducer::Borrowed(combine), None)
+        self.allreduce_impl(src, dst, combine, None)
     }
 
-    /// Allreduce with `combine` on the channel when small, with `reducer` (the same
-    /// operation) in the schedules, or with the conduit's own reduction `native` where
-    /// the algorithm is [`Algorithm::NATIVE`].
-    pub(super) fn allreduce_impl<'c, T: Pod>(
+    pub(super) fn allreduce_impl<T: Pod>(
         &self,
         src: &[T],
         dst: &mut [T],
-        combine: &'c Combine<'c, T>,
-        reducer: Reducer<'c, T>,
+        combine: &Combine<'_, T>,
         native: Option<Reduction>,
     ) -> Result<()> {
         if dst.len() != src.len() {
@@ -125,7 +120,7 @@ impl<'a> Team<'a> {
             native,
             src,
             dst,
-            Some(reducer),
+            Some(Reducer::Borrowed(combine)),
             small,
             |b, alg| algorithms::rounds(Collective::Allreduce, b, Call::new(alg, n, me, len)),
         )

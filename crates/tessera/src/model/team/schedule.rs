@@ -64,7 +64,7 @@ use super::reserved::{PlanKey, Reserved};
 use super::signature::Signature;
 use crate::core::gptr::GlobalPtr;
 use crate::core::native::test_native;
-use crate::model::ops::{Combine, Op, Reducible};
+use crate::model::ops::Combine;
 use crate::protocol::rendezvous;
 use crate::{Blocking, Context, Result};
 
@@ -179,47 +179,17 @@ impl Message {
 
 /// A local step after a round's messages.
 pub(crate) enum Local {
-    Copy {
-        from: Place,
-        to: Place,
-    },
-    Combine {
-        from: Place,
-        into: Place,
-    },
-    /// `into` (in the output) = the input at the same elements combined with `from` (in
-    /// scratch), [`COMBINE_PIECE`] at a time: a built-in operation writes each piece in
-    /// one pass ([`Reducible::reduce_into`]), a user one copies it and combines it while
-    /// it is still in the L1 cache (a copy of the whole input first, then the
-    /// combination, went over the output twice).
-    CopyCombine {
-        from: Place,
-        into: Place,
-    },
+    Copy { from: Place, to: Place },
+    Combine { from: Place, into: Place },
     Zero(Place),
 }
 
-/// Bytes of a [`Local::CopyCombine`] piece: half a 48 KiB L1 data cache, with room for
-/// the piece of scratch it is combined with.
-const COMBINE_PIECE: usize = 16 << 10;
-
 impl Local {
-    /// Combine `from` into `into`; when `from_input`, starting from the input at `into`'s
-    /// elements rather than from what `into` holds ([`Local::CopyCombine`]).
-    pub(crate) fn combine(from: Place, into: Place, from_input: bool) -> Local {
-        if from_input {
-            Local::CopyCombine { from, into }
-        } else {
-            Local::Combine { from, into }
-        }
-    }
-
     /// The place the step writes.
     fn destination(&self) -> &Place {
         match self {
             Local::Copy { to: place, .. }
             | Local::Combine { into: place, .. }
-            | Local::CopyCombine { into: place, .. }
             | Local::Zero(place) => place,
         }
     }
@@ -296,55 +266,18 @@ impl Plan {
     }
 }
 
-/// [`Reducible::reduce`] of a type.
-type BuiltinCombine<T> = fn(Op, &mut [T], &[T]) -> Result<()>;
-/// [`Reducible::reduce_into`] of a type.
-type BuiltinInto<T> = fn(Op, &mut [T], &[T], &[T]) -> Result<()>;
-
-/// The combining function of a reduction schedule: a built-in operation, or the caller's
-/// own (borrowed in a blocking call, owned by a nonblocking one, `'static` there).
+/// The combining function of a reduction schedule: the caller's own in a blocking call,
+/// owned by a nonblocking one (`'static` there).
 pub(crate) enum Reducer<'b, T> {
-    /// A built-in operation on a [`Reducible`] type, which also writes `a op b` into a
-    /// third slice in one pass ([`Reducible::reduce_into`]).
-    Builtin {
-        op: Op,
-        combine: BuiltinCombine<T>,
-        into: BuiltinInto<T>,
-    },
     Borrowed(&'b Combine<'b, T>),
     Owned(Box<Combine<'b, T>>),
 }
 
-impl<T: Reducible> Reducer<'_, T> {
-    /// The built-in operation `op` on `T`.
-    pub(crate) fn builtin(op: Op) -> Self {
-        Reducer::Builtin {
-            op,
-            combine: T::reduce,
-            into: T::reduce_into,
-        }
-    }
-}
-
-impl<T: Pod> Reducer<'_, T> {
+impl<T> Reducer<'_, T> {
     fn combine(&self, acc: &mut [T], other: &[T]) -> Result<()> {
         match self {
-            Reducer::Builtin { op, combine, .. } => combine(*op, acc, other),
             Reducer::Borrowed(f) => f(acc, other),
             Reducer::Owned(f) => f(acc, other),
-        }
-    }
-
-    /// `out = a op b`: in one pass for a built-in operation, else a copy of `a`, then the
-    /// combination (the caller passes pieces that fit the L1 cache, so that the
-    /// combination finds the copy there).
-    fn combine_into(&self, out: &mut [T], a: &[T], b: &[T]) -> Result<()> {
-        match self {
-            Reducer::Builtin { op, into, .. } => into(*op, out, a, b),
-            _ => {
-                crate::core::copy::copy_slice(out, a);
-                self.combine(out, b)
-            }
         }
     }
 }
@@ -628,25 +561,6 @@ fn apply<T: Pod>(
             let reducer = reducer.expect("a combining schedule has a reducer");
             let (from, into) = bufs.split(from, into);
             reducer.combine(into, from)?;
-        }
-        Local::CopyCombine { from, into } => {
-            let reducer = reducer.expect("a combining schedule has a reducer");
-            assert!(
-                from.0 == Buf::Tmp && into.0 == Buf::Dst,
-                "a copy-and-combine step reads scratch and writes the output"
-            );
-            let Buffers { src, dst, tmp } = bufs;
-            let base = &src.slice()[into.1.clone()];
-            let from = &tmp[from.1.clone()];
-            let into = &mut dst.slice_mut()[into.1.clone()];
-            let piece = (COMBINE_PIECE / std::mem::size_of::<T>().max(1)).max(1);
-            for ((into, base), from) in into
-                .chunks_mut(piece)
-                .zip(base.chunks(piece))
-                .zip(from.chunks(piece))
-            {
-                reducer.combine_into(into, base, from)?;
-            }
         }
         Local::Zero(place) => bufs.get_mut(place.0)[place.1.clone()].fill(T::zeroed()),
     }

@@ -25,7 +25,21 @@ use std::fmt;
 
 use super::registry::{Algorithm, Collective};
 use crate::model::ops::Op;
-pub(super) use crate::model::ops::ALL_OPS;
+
+/// Every built-in reduction, for naming them in checked-mode reports.
+pub(super) const ALL_OPS: [Op; 11] = [
+    Op::Sum,
+    Op::Prod,
+    Op::Min,
+    Op::Max,
+    Op::BitAnd,
+    Op::BitOr,
+    Op::BitXor,
+    Op::LogicalAnd,
+    Op::LogicalOr,
+    Op::MinLoc,
+    Op::MaxLoc,
+];
 
 /// How a collective was called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -108,10 +108,9 @@ impl PowerOfTwo {
 
     /// Whether a power-of-two allreduce over `n` members copies its input to the output
     /// before anything else: where members are folded in (the fold sends and combines
-    /// the output), or alone. Otherwise its first combination writes the output from the
-    /// input and what arrived in one pass ([`Local::CopyCombine`]; 2 ranks, 1 MiB:
-    /// recursive doubling 185-199 -> 164 µs, Rabenseifner 164 -> 134), and what it never
-    /// combines arrives whole.
+    /// the output), or alone. Otherwise its first exchange lands what arrives straight in
+    /// the output, and the input is combined into it ([`first_combination`]), and what it
+    /// never combines arrives whole.
     fn copies_input_first(n: usize) -> bool {
         n < 2 || !n.is_power_of_two()
     }
@@ -149,6 +148,31 @@ impl PowerOfTwo {
     }
 }
 
+/// A round in which this member combines a range of its input for the first time, where
+/// its output does not hold a copy of it: send `send` to `to`, receive `range` from `from`
+/// straight into the output, and combine the input's `range` into it. The output's lines are then in
+/// cache from the receive when the combination reads and writes them; receiving into
+/// scratch and writing `input op scratch` into the output touched a third range of memory
+/// (2 ranks, 1 MiB of `u64`, on a 2-core AMD Zen 2: recursive doubling 216-230 -> 179-205
+/// µs, the ring 201-206 -> 195-200, Rabenseifner 199-202 -> 190-200; docs/PERFORMANCE.md),
+/// and copying the input into the output first went over the output twice (recursive
+/// doubling 185-199 -> 164 µs then).
+fn first_combination<'r>(
+    b: B<'r>,
+    (to, send): (usize, Place),
+    from: usize,
+    range: Range<usize>,
+) -> B<'r> {
+    b.round(
+        [(to, send)],
+        [(from, place(Buf::Dst, range.clone()))],
+        [Local::Combine {
+            from: place(Buf::Src, range.clone()),
+            into: place(Buf::Dst, range),
+        }],
+    )
+}
+
 /// Recursive doubling over the largest power of two ≤ n (the others folded in).
 fn recursive_doubling_over<'r>(mut b: B<'r>, n: usize, me: usize, len: usize) -> B<'r> {
     let all = |buf: Buf| place(buf, 0..len);
@@ -162,13 +186,20 @@ fn recursive_doubling_over<'r>(mut b: B<'r>, n: usize, me: usize, len: usize) ->
         let mut mask = 1;
         while mask < fold.pow {
             let partner = fold.real(v ^ mask);
-            let send = if mask == 1 {
-                fold.first_send(me, 0..len)
+            b = if mask == 1 && !copy_first {
+                first_combination(b, (partner, fold.first_send(me, 0..len)), partner, 0..len)
             } else {
-                all(Buf::Dst)
+                let send = if mask == 1 {
+                    fold.first_send(me, 0..len)
+                } else {
+                    all(Buf::Dst)
+                };
+                let combine = Local::Combine {
+                    from: all(Buf::Tmp),
+                    into: all(Buf::Dst),
+                };
+                b.round([(partner, send)], [(partner, all(Buf::Tmp))], [combine])
             };
-            let combine = Local::combine(all(Buf::Tmp), all(Buf::Dst), mask == 1 && !copy_first);
-            b = b.round([(partner, send)], [(partner, all(Buf::Tmp))], [combine]);
             mask *= 2;
         }
     }
@@ -207,20 +238,22 @@ fn rabenseifner_over<'r>(mut b: B<'r>, n: usize, me: usize, len: usize) -> B<'r>
                 ((mid, hi), (lo, mid))
             };
             let kept = parts(keep.0, keep.1);
-            let incoming = place(Buf::Tmp, 0..kept.len());
             let given = parts(give.0, give.1);
-            let send = if mask == pow / 2 {
-                fold.first_send(me, given)
+            b = if mask == pow / 2 && !copy_first {
+                first_combination(b, (partner, fold.first_send(me, given)), partner, kept)
             } else {
-                place(Buf::Dst, given)
+                let send = if mask == pow / 2 {
+                    fold.first_send(me, given)
+                } else {
+                    place(Buf::Dst, given)
+                };
+                let incoming = place(Buf::Tmp, 0..kept.len());
+                let combine = Local::Combine {
+                    from: incoming.clone(),
+                    into: place(Buf::Dst, kept),
+                };
+                b.round([(partner, send)], [(partner, incoming)], [combine])
             };
-            // Without a copy of the input first, the first combination starts from it.
-            let combine = Local::combine(
-                incoming.clone(),
-                place(Buf::Dst, kept),
-                mask == pow / 2 && !copy_first,
-            );
-            b = b.round([(partner, send)], [(partner, incoming)], [combine]);
             (lo, hi) = keep;
             mask /= 2;
         }
@@ -249,27 +282,18 @@ fn rabenseifner_over<'r>(mut b: B<'r>, n: usize, me: usize, len: usize) -> B<'r>
 fn ring_over<'r>(mut b: B<'r>, n: usize, me: usize, len: usize) -> B<'r> {
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     let part = |k: usize| split_range(len, n, k % n);
-    b = b.scratch(len.div_ceil(n));
-    // No copy of the input first (but alone, the copy is the result): each block this
-    // member combines is its input's block combined with the incoming one in one pass,
-    // and its own block (sent from the input, which the partner may read directly, see
-    // `PowerOfTwo::first_send`) arrives complete in the allgather (2 ranks, 1 MiB: 167 ->
-    // 135 µs).
+    // No copy of the input first (but alone, the copy is the result) and no scratch: each
+    // incoming block lands in the output and this member's input block is combined into
+    // it ([`first_combination`]), and its own block (sent from the input, which the
+    // partner may read directly, see `PowerOfTwo::first_send`) arrives complete in the
+    // allgather (2 ranks, 1 MiB: 167 -> 135 µs).
     if n == 1 {
         b = b.local([copy(place(Buf::Src, 0..len), place(Buf::Dst, 0..len))]);
     }
     for s in 0..n - 1 {
         let (out, inb) = (part(me + n - s), part(me + 2 * n - s - 1));
-        let incoming = place(Buf::Tmp, 0..inb.len());
         let from = if s == 0 { Buf::Src } else { Buf::Dst };
-        b = b.round(
-            [(right, place(from, out))],
-            [(left, incoming.clone())],
-            [Local::CopyCombine {
-                from: incoming,
-                into: place(Buf::Dst, inb),
-            }],
-        );
+        b = first_combination(b, (right, place(from, out)), left, inb);
     }
     for s in 0..n - 1 {
         let (out, inb) = (part(me + 1 + n - s), part(me + n - s));
