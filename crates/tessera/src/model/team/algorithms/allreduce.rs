@@ -150,13 +150,13 @@ impl PowerOfTwo {
 
 /// A round in which this member combines a range of its input for the first time, where
 /// its output does not hold a copy of it: send `send` to `to`, receive `range` from `from`
-/// straight into the output, and combine the input's `range` into it. The output's lines are then in
-/// cache from the receive when the combination reads and writes them; receiving into
-/// scratch and writing `input op scratch` into the output touched a third range of memory
-/// (2 ranks, 1 MiB of `u64`, on a 2-core AMD Zen 2: recursive doubling 216-230 -> 179-205
-/// µs, the ring 201-206 -> 195-200, Rabenseifner 199-202 -> 190-200; docs/PERFORMANCE.md),
-/// and copying the input into the output first went over the output twice (recursive
-/// doubling 185-199 -> 164 µs then).
+/// straight into the output, and combine the input's `range` into it. The output's lines
+/// are then in cache from the receive when the combination reads and writes them, and no
+/// scratch is touched. 2 ranks, 1 MiB of `u64`, on a 2-core AMD Zen 2: recursive doubling
+/// 183 -> 132 µs against receiving into scratch, copying the input into the output 16 KiB
+/// at a time and adding scratch to it, and 216-230 -> 179-205 µs against writing `input op
+/// scratch` in one pass (docs/PERFORMANCE.md); copying the whole input into the output
+/// first had been slower still (185-199 against 164 µs for the piecewise copy).
 fn first_combination<'r>(
     b: B<'r>,
     (to, send): (usize, Place),
