@@ -197,8 +197,9 @@ pub(crate) const FUSED_ENV: &str = "TESSERA_MG_FUSED";
 /// per core, 16 MiB of L3), with the grids a quarter page apart, class C on two ranks took
 /// 12.53–12.84 s with 2 MiB against 13.11–13.41 with 1 MiB, 12.76–13.02 with 6 MiB and
 /// 16.0–17.3 stage by stage, class B 1.64 s with 2 MiB (one round of two) against
-/// 1.70–1.74 with 1 MiB and 1.81–1.91 with 6 MiB (docs/PERFORMANCE.md). `TESSERA_MG_FUSED` (bytes)
-/// overrides it, for measurements and for the test that tiles change no bit of the result;
+/// 1.70–1.74 with 1 MiB and 1.81–1.91 with 6 MiB (docs/PERFORMANCE.md).
+/// `TESSERA_MG_FUSED` (bytes) overrides it, for measurements and for the test that tiles
+/// change no bit of the result;
 /// `0` runs the way up stage by stage, each stage a sweep of its own.
 pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
     const DEFAULT: usize = 2 << 20;

@@ -17,6 +17,11 @@ use std::collections::BTreeMap;
 /// never share one between ranks.
 pub(crate) const ALLOC_ALIGN: usize = 64;
 
+/// The smallest page (4 KiB): segments and their arenas start on one, the operating
+/// system backs memory one at a time, and the processor compares a load's address with
+/// those of earlier stores by the offset within one first.
+pub(crate) const PAGE: usize = 4096;
+
 /// Which arena an allocation comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Arena {

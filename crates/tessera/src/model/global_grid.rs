@@ -49,7 +49,7 @@ use crate::coll::Allgather;
 use crate::error::CoreError;
 use bytemuck::{Pod, Zeroable};
 
-use crate::core::alloc::ALLOC_ALIGN;
+use crate::core::alloc::{ALLOC_ALIGN, PAGE};
 use crate::core::Context;
 use crate::model::domain::{Point, RectDomain};
 use crate::model::grid::{layout_methods, GridView, GridViewMut, Layout};
@@ -268,10 +268,6 @@ pub struct GlobalGrid<'ctx, T: Pod, const N: usize> {
     /// grid, up to a page past it for a large one).
     block: GlobalPtr<T>,
 }
-
-/// Bytes of a page, the unit within which the processor compares a load's address with
-/// those of the stores before it.
-const PAGE: usize = 4096;
 
 /// Grids of at least this many bytes are staggered within a page ([`page_stagger`]);
 /// smaller ones stay in the cache whatever their place.

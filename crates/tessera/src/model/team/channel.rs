@@ -50,6 +50,7 @@ use std::rc::Rc;
 use bytemuck::Zeroable;
 
 use super::signature::Signature;
+use crate::core::alloc::PAGE;
 use crate::core::copy::copy_short;
 use crate::core::direct::RemoteRange;
 use crate::core::stats::{ScopeGuard, Traffic};
@@ -173,9 +174,6 @@ pub(crate) const PREFAULT_UP_TO: usize = 4 << 20;
 fn prefault(ctx: &Context, len: usize) -> bool {
     len <= PREFAULT_UP_TO && ctx.has_core_per_rank()
 }
-
-/// The smallest page: a prefault touches one word in each.
-const PAGE: usize = 4096;
 
 /// Write zeros over this member's fresh mailbox area of `len` bytes at `area`, so that its
 /// pages exist before the first messages (an area is zero already: this only allocates
