@@ -51,14 +51,13 @@ fn gather_broadcast<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
 /// Every member sends its block to every other and receives theirs in one round.
 fn all_broadcast<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, me, len) = (c.n, c.me, c.len);
-    let others = (0..n).filter(|&j| j != me);
     b.local([copy(
         place(Buf::Src, 0..len),
         place(Buf::Dst, block(me, len)),
     )])
     .round(
-        others.clone().map(|j| (j, place(Buf::Src, 0..len))),
-        others.map(|i| (i, place(Buf::Dst, block(i, len)))),
+        next_ones(n, me).map(|j| (j, place(Buf::Src, 0..len))),
+        previous_ones(n, me).map(|i| (i, place(Buf::Dst, block(i, len)))),
         [],
     )
 }

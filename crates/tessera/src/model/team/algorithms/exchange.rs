@@ -54,10 +54,9 @@ fn own<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
 
 fn flat<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, me, l) = (c.n, c.me, blocks(c));
-    let others = (0..n).filter(|&j| j != me);
     own(b, c).round(
-        others.clone().map(|j| (j, place(Buf::Src, (l.send)(j)))),
-        others.map(|i| (i, place(Buf::Dst, (l.recv)(i)))),
+        next_ones(n, me).map(|j| (j, place(Buf::Src, (l.send)(j)))),
+        previous_ones(n, me).map(|i| (i, place(Buf::Dst, (l.recv)(i)))),
         [],
     )
 }

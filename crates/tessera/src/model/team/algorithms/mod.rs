@@ -247,6 +247,20 @@ fn rotate_back(from: Buf, to: Buf, n: usize, shift: usize, len: usize) -> [Local
     ]
 }
 
+/// Every member but `me`, from the next one on (`me + 1`, `me + 2`, … around the team): the
+/// order of a flat round's sends, so that members start on different peers rather than all
+/// on member 0 (whose memory or mailbox would then serve every other member first).
+fn next_ones(n: usize, me: usize) -> impl Iterator<Item = usize> + Clone {
+    (1..n).map(move |s| (me + s) % n)
+}
+
+/// Every member but `me`, from the previous one back (`me − 1`, `me − 2`, …): the order of
+/// a flat round's receives, each from the member whose send in [`next_ones`]' order was
+/// to this member at the same step.
+fn previous_ones(n: usize, me: usize) -> impl Iterator<Item = usize> + Clone {
+    (1..n).map(move |s| (me + n - s) % n)
+}
+
 /// `(member, block i of buf)` for every member but `root`: a flat rooted operation's
 /// messages.
 fn all_but(root: usize, n: usize, buf: Buf, len: usize) -> impl Iterator<Item = (usize, Place)> {
