@@ -46,6 +46,31 @@ fn others_into<'d>(dst: &'d mut [u8], me: usize, own: &[u8]) -> impl Iterator<It
         .map(|(i, block)| Incoming::new(i, block))
 }
 
+/// The receives of an all-to-all round into `dst`, blocks of `own.len()` bytes in member
+/// order, from the previous member back (`me − 1`, `me − 2`, …, as the schedule's flat
+/// rounds list them): every member's but `me`'s, whose block is `own`, copied.
+fn others_into_from_previous<'d>(
+    dst: &'d mut [u8],
+    me: usize,
+    own: &[u8],
+) -> impl Iterator<Item = Incoming<'d>> {
+    let b = own.len();
+    let (before, rest) = dst.split_at_mut(me * b);
+    let (mine, after) = rest.split_at_mut(b);
+    copy_short(mine, own);
+    let down_from_me = before.chunks_exact_mut(b).enumerate().rev();
+    let down_from_last = after.chunks_exact_mut(b).enumerate().rev();
+    down_from_me
+        .map(|(i, block)| Incoming::new(i, block))
+        .chain(down_from_last.map(move |(i, block)| Incoming::new(me + 1 + i, block)))
+}
+
+/// Every member but `me` of `n`, from the next one on (`me + 1`, …, around the team), as
+/// the schedule's flat rounds send.
+fn from_next(n: usize, me: usize) -> impl Iterator<Item = usize> {
+    (me + 1..n).chain(0..me)
+}
+
 /// Block `out` of `data` to read and block `inb` to write: two different ranges of the same
 /// length.
 fn read_and_write(
@@ -218,8 +243,8 @@ impl<'a> Team<'a> {
         let done = match (op, alg) {
             // Every member sends its block to every other and receives theirs, at once.
             (Collective::Allgather, Algorithm::ALL_BROADCAST) => {
-                let sends = (0..n).filter(|&j| j != me).map(|j| Outgoing::new(j, src));
-                let recvs = others_into(dst, me, src);
+                let sends = from_next(n, me).map(|j| Outgoing::new(j, src));
+                let recvs = others_into_from_previous(dst, me, src);
                 self.channel.transfer_each(self.ctx, sends, recvs)
             }
             // n − 1 steps: the block received the step before goes on to the right, sent
@@ -235,10 +260,8 @@ impl<'a> Team<'a> {
             }
             // Every block at once.
             (Collective::Exchange, Algorithm::FLAT) => {
-                let sends = (0..n)
-                    .filter(|&j| j != me)
-                    .map(|j| Outgoing::new(j, &src[block(j)]));
-                let recvs = others_into(dst, me, &src[block(me)]);
+                let sends = from_next(n, me).map(|j| Outgoing::new(j, &src[block(j)]));
+                let recvs = others_into_from_previous(dst, me, &src[block(me)]);
                 self.channel.transfer_each(self.ctx, sends, recvs)
             }
             // Step s: to the member s ahead, from the member s behind.
