@@ -46,9 +46,10 @@ fn others_into<'d>(dst: &'d mut [u8], me: usize, own: &[u8]) -> impl Iterator<It
         .map(|(i, block)| Incoming::new(i, block))
 }
 
-/// The receives of an all-to-all round into `dst`, blocks of `own.len()` bytes in member
-/// order, from the previous member back (`me − 1`, `me − 2`, …, as the schedule's flat
-/// rounds list them): every member's but `me`'s, whose block is `own`, copied.
+/// The receives of a flat round (the all-broadcast allgather's, the flat all-to-all's)
+/// into `dst`, which holds a block of `own.len()` bytes per member in member order: every
+/// member's but `me`'s, whose block is `own`, copied; from the previous member back
+/// (`me − 1`, `me − 2`, …), as the schedules' flat rounds list them.
 fn others_into_from_previous<'d>(
     dst: &'d mut [u8],
     me: usize,

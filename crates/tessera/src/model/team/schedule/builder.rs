@@ -24,9 +24,9 @@ pub(crate) struct Builder<'r> {
 
 impl<'r> Builder<'r> {
     /// Whether this blocking schedule's messages with `peer` of at least
-    /// [`crate::model::team::channel::DIRECT_FROM`] bytes, from a place the schedule never writes, are
-    /// read directly (the pair can, as both members know alike); never in a nonblocking
-    /// schedule.
+    /// [`DIRECT_FROM`](crate::model::team::channel::DIRECT_FROM) bytes, from a place the
+    /// schedule never writes, are read directly (the pair can, as both members know alike);
+    /// never in a nonblocking schedule.
     pub(crate) fn reads_directly(&mut self, peer: usize) -> bool {
         !self.nonblocking && self.reserved.direct_with(peer)
     }
