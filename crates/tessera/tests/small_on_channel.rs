@@ -5,7 +5,9 @@
 //! combine in the same order.
 
 use std::time::Duration;
-use tessera::coll::{Allreduce, Broadcast, Exscan, Gather, Reduce, Scan, Scatter};
+use tessera::coll::{
+    Allgather, Allreduce, Broadcast, Exchange, Exscan, Gather, Reduce, Scan, Scatter,
+};
 use tessera::{Algorithm, Blocking, Collective, Context, Job, Nonblocking, Op, Team};
 
 mod common;
@@ -24,9 +26,10 @@ fn input_f64(r: usize, i: usize, seed: u64) -> f64 {
 }
 
 /// Small broadcasts, gathers and scatters go straight on the channel, the first few
-/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root),
-/// every broadcast algorithm and the flat gather and scatter, blocks of 8 and 56 bytes,
-/// roots 0 and 5, each member's result against the sequential one.
+/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root;
+/// a binomial root other than member 0 rotates 18 blocks through scratch, on the stack or,
+/// at 256-byte blocks, in a vector), every broadcast, gather and scatter algorithm, blocks
+/// of 8, 56 and 256 bytes, roots 0 and 5, each member's result against the sequential one.
 #[test]
 fn small_rooted_calls_with_many_peers() {
     let n = 18;
@@ -34,7 +37,7 @@ fn small_rooted_calls_with_many_peers() {
         .run(|ctx: &Context| {
             let world = Team::world(ctx)?;
             let me = ctx.rank();
-            for (seed, len) in [(11u64, 1usize), (12, 7)] {
+            for (seed, len) in [(11u64, 1usize), (12, 7), (13, 32)] {
                 for root in [0, 5] {
                     for alg in world.candidates(Collective::Broadcast) {
                         let team = world.with_algorithm(Collective::Broadcast, alg)?;
@@ -55,37 +58,88 @@ fn small_rooted_calls_with_many_peers() {
                             )));
                         }
                     }
-                    let flat = world.with_algorithm(Collective::Gather, Algorithm::FLAT)?;
                     let mine: Vec<u64> = (0..len).map(|i| input_u64(me, i, seed)).collect();
-                    let mut all = vec![0u64; if me == root { n * len } else { 0 }];
-                    flat.run(Gather::new(root, &mine).to(&mut all), Blocking)?;
-                    if me == root {
-                        let want: Vec<u64> = (0..n)
-                            .flat_map(|r| (0..len).map(move |i| input_u64(r, i, seed)))
-                            .collect();
-                        if all != want {
-                            return Err(fail(format!("flat gather, root {root}, {len}")));
+                    for alg in world.candidates(Collective::Gather) {
+                        let team = world.with_algorithm(Collective::Gather, alg)?;
+                        let mut all = vec![0u64; if me == root { n * len } else { 0 }];
+                        team.run(Gather::new(root, &mine).to(&mut all), Blocking)?;
+                        if me == root {
+                            let want: Vec<u64> = (0..n)
+                                .flat_map(|r| (0..len).map(move |i| input_u64(r, i, seed)))
+                                .collect();
+                            if all != want {
+                                return Err(fail(format!("gather {alg}, root {root}, {len}")));
+                            }
                         }
                     }
-                    let flat = world.with_algorithm(Collective::Scatter, Algorithm::FLAT)?;
                     let src: Vec<u64> = if me == root {
                         (0..n * len).map(|i| input_u64(root, i, seed ^ 1)).collect()
                     } else {
                         Vec::new()
                     };
-                    let mut got = vec![0u64; len];
-                    flat.run(Scatter::new(root, &src, len).to(&mut got), Blocking)?;
-                    let want: Vec<u64> = (0..len)
-                        .map(|i| input_u64(root, me * len + i, seed ^ 1))
-                        .collect();
-                    if got != want {
-                        return Err(fail(format!("flat scatter, root {root}, {len}: {got:?}")));
+                    for alg in world.candidates(Collective::Scatter) {
+                        let team = world.with_algorithm(Collective::Scatter, alg)?;
+                        let mut got = vec![0u64; len];
+                        team.run(Scatter::new(root, &src, len).to(&mut got), Blocking)?;
+                        let want: Vec<u64> = (0..len)
+                            .map(|i| input_u64(root, me * len + i, seed ^ 1))
+                            .collect();
+                        if got != want {
+                            return Err(fail(format!(
+                                "scatter {alg}, root {root}, {len}: {got:?}"
+                            )));
+                        }
                     }
                 }
             }
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+}
+
+/// Small allgathers and all-to-alls on the channel by every row of theirs: at 18 ranks
+/// (Bruck's scratch past its stack array at 256-byte blocks, five rounds with a last one
+/// of two blocks) and 5 (not a power of two, a last round of one block), blocks of 8, 56
+/// and 256 bytes, each member's result against the sequential one.
+#[test]
+fn small_to_all_calls_by_every_row() {
+    for n in [5, 18] {
+        job(n)
+            .run(|ctx: &Context| {
+                let world = Team::world(ctx)?;
+                let me = ctx.rank();
+                for (seed, len) in [(21u64, 1usize), (22, 7), (23, 32)] {
+                    let mine: Vec<u64> = (0..len).map(|i| input_u64(me, i, seed)).collect();
+                    let want: Vec<u64> = (0..n)
+                        .flat_map(|r| (0..len).map(move |i| input_u64(r, i, seed)))
+                        .collect();
+                    for alg in world.candidates(Collective::Allgather) {
+                        let team = world.with_algorithm(Collective::Allgather, alg)?;
+                        let mut all = vec![0u64; n * len];
+                        team.run(Allgather::new(&mine).to(&mut all), Blocking)?;
+                        if all != want {
+                            return Err(fail(format!("allgather {alg}, {len}: {all:?}")));
+                        }
+                    }
+                    // Block j of member r's input is meant for member j.
+                    let blocks: Vec<u64> =
+                        (0..n * len).map(|i| input_u64(me, i, seed ^ 1)).collect();
+                    let want: Vec<u64> = (0..n)
+                        .flat_map(|r| (0..len).map(move |i| input_u64(r, me * len + i, seed ^ 1)))
+                        .collect();
+                    for alg in world.candidates(Collective::Exchange) {
+                        let team = world.with_algorithm(Collective::Exchange, alg)?;
+                        let mut got = vec![0u64; n * len];
+                        team.run(Exchange::new(&blocks).to(&mut got), Blocking)?;
+                        if got != want {
+                            return Err(fail(format!("all-to-all {alg}, {len}: {got:?}")));
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+    }
 }
 
 /// Every reduction tree, the allreduce's recursive doubling and the linear scans, small

@@ -80,9 +80,11 @@ impl<'a> Team<'a> {
         }
         let (me, bytes) = (self.me, std::mem::size_of_val(src));
         let native = Some(NativeOp::Gather { root });
-        let small = |alg, src: &[T], dst: &mut [T]| {
-            let small = small::fits(bytes) && alg == Algorithm::FLAT;
-            small.then(|| self.gather_small(root, cast(src), cast_mut(dst)))
+        let small = |alg, src: &[T], dst: &mut [T]| match alg {
+            _ if !small::fits(bytes) => None,
+            Algorithm::FLAT => Some(self.gather_small(root, cast(src), cast_mut(dst))),
+            Algorithm::BINOMIAL => Some(self.binomial_gather_small(root, cast(src), cast_mut(dst))),
+            _ => None,
         };
         self.blocking(
             Collective::Gather,
@@ -147,9 +149,13 @@ impl<'a> Team<'a> {
         }
         let (me, bytes) = (self.me, std::mem::size_of_val(dst));
         let native = Some(NativeOp::Scatter { root });
-        let small = |alg, src: &[T], dst: &mut [T]| {
-            let small = small::fits(bytes) && alg == Algorithm::FLAT;
-            small.then(|| self.scatter_small(root, cast(src), cast_mut(dst)))
+        let small = |alg, src: &[T], dst: &mut [T]| match alg {
+            _ if !small::fits(bytes) => None,
+            Algorithm::FLAT => Some(self.scatter_small(root, cast(src), cast_mut(dst))),
+            Algorithm::BINOMIAL => {
+                Some(self.binomial_scatter_small(root, cast(src), cast_mut(dst)))
+            }
+            _ => None,
         };
         self.blocking(
             Collective::Scatter,

@@ -1,8 +1,8 @@
 //! Small blocking collectives straight on the channel: blocks of up to [`SMALL_UP_TO`]
 //! bytes per member, by the algorithms whose rounds are a few messages each way (the
-//! broadcast's trees and chain, the flat gather and scatter, the allgather's
-//! `all_broadcast` and `ring`, the all-to-all's `flat` and `pairwise`, the reduction's
-//! k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
+//! broadcast's trees and chain, the flat and binomial gather and scatter, the
+//! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat` and
+//! `pairwise`, the reduction's k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
 //! scan; the barrier's dissemination is in `movement`). Each runs the
 //! same messages in the same order as its schedule (`algorithms`), and combines in the
 //! same order, so its results are the schedule's bit for bit; without the plan, its
@@ -114,6 +114,62 @@ impl Block {
     }
 }
 
+/// Runs `f` on `len` zeroed bytes of scratch: a stack block up to [`SMALL_UP_TO`] bytes,
+/// a stack array up to four of them, a vector beyond.
+#[inline(always)]
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    if len <= SMALL_UP_TO {
+        let mut block = Block::ZERO;
+        f(&mut block.0[..len])
+    } else if len <= size_of::<Slots>() {
+        let mut slots = Slots::ZERO;
+        f(&mut slots.0[..len])
+    } else {
+        f(&mut vec![0u8; len])
+    }
+}
+
+/// A member's place in the binomial tree of a small gather or scatter, as
+/// `algorithms::Subtree` has it for the schedules: its rank relative to the root, and the
+/// width `p` of its subtree in a complete tree (the lowest set bit of `rel`; the power of
+/// two that covers the team for the root). It holds the blocks of relative ranks
+/// `rel..rel + span`, its parent is `rel − p`, and its children are `rel + q` for
+/// q = 1, 2, 4, … below `p`, each holding `min(q, n − rel − q)` blocks.
+struct Binomial {
+    n: usize,
+    rel: usize,
+    p: usize,
+}
+
+impl Binomial {
+    fn new(n: usize, me: usize, root: usize) -> Binomial {
+        let rel = (me + n - root) % n;
+        let p = if rel == 0 {
+            n.next_power_of_two()
+        } else {
+            1 << rel.trailing_zeros()
+        };
+        Binomial { n, rel, p }
+    }
+
+    /// Blocks this member's subtree holds.
+    fn span(&self) -> usize {
+        self.p.min(self.n - self.rel)
+    }
+
+    /// The parent's relative rank, none for the root.
+    fn parent(&self) -> Option<usize> {
+        (self.rel != 0).then(|| self.rel - self.p)
+    }
+
+    /// `(q, blocks)` for every child `rel + q`, the smallest subtree first.
+    fn children(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        std::iter::successors(Some(1), |q| Some(q * 2))
+            .take_while(|&q| q < self.p && self.rel + q < self.n)
+            .map(|q| (q, q.min(self.n - self.rel - q)))
+    }
+}
+
 impl<'a> Team<'a> {
     /// A small broadcast of `data` from `root` by `alg`'s tree (or the chain) on the
     /// channel, as its schedule's rounds run it: receive from the parent, then send to
@@ -179,6 +235,96 @@ impl<'a> Team<'a> {
         self.channel.transfer_each(self.ctx, blocks, [])?;
         copy_short(dst, &src[root * b..(root + 1) * b]);
         Ok(())
+    }
+
+    /// A small binomial gather on the channel, as its schedule runs it
+    /// (`algorithms::gather::binomial`): each member copies its block first into what its
+    /// subtree collects (the root's `dst` when the root is member 0, scratch otherwise),
+    /// receives its children's subtrees after it at once, and sends the whole to its
+    /// parent; a root other than member 0 rotates its scratch into `dst`.
+    #[inline(never)]
+    pub(super) fn binomial_gather_small(
+        &self,
+        root: usize,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let (n, b) = (self.size(), src.len());
+        let tree = Binomial::new(n, self.me, root);
+        let collect = |into: &mut [u8]| -> Result<()> {
+            copy_short(&mut into[..b], src);
+            let (_, after_own) = into.split_at_mut(b);
+            let mut rest = after_own;
+            let recvs = tree.children().map(|(q, blocks)| {
+                let (theirs, after) = std::mem::take(&mut rest).split_at_mut(blocks * b);
+                rest = after;
+                Incoming::new((tree.rel + q + root) % n, theirs)
+            });
+            self.channel.transfer_each(self.ctx, [], recvs)
+        };
+        if tree.rel == 0 && root == 0 {
+            return collect(dst);
+        }
+        with_scratch(tree.span() * b, |tmp| {
+            collect(tmp)?;
+            match tree.parent() {
+                Some(p) => {
+                    let mut send = [Outgoing::new((p + root) % n, &*tmp)];
+                    self.channel.transfer(self.ctx, &mut send, &mut [])
+                }
+                // Block j of scratch is member (root + j) % n's.
+                None => {
+                    let (up_to_last, wrapped) = tmp.split_at((n - root) * b);
+                    let (before_root, from_root) = dst.split_at_mut(root * b);
+                    copy_short(from_root, up_to_last);
+                    copy_short(before_root, wrapped);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    /// A small binomial scatter on the channel, as its schedule runs it
+    /// (`algorithms::scatter::binomial`): each member receives its subtree's blocks from
+    /// its parent (the root has them in `src`, rotated into scratch when the root is not
+    /// member 0), sends its children theirs at once, and copies its own into `dst`.
+    #[inline(never)]
+    pub(super) fn binomial_scatter_small(
+        &self,
+        root: usize,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let (n, b) = (self.size(), dst.len());
+        let tree = Binomial::new(n, self.me, root);
+        let hand_on = |from: &[u8], dst: &mut [u8]| -> Result<()> {
+            let sends = tree.children().map(|(q, blocks)| {
+                let theirs = &from[q * b..(q + blocks) * b];
+                Outgoing::new((tree.rel + q + root) % n, theirs)
+            });
+            self.channel.transfer_each(self.ctx, sends, [])?;
+            copy_short(dst, &from[..b]);
+            Ok(())
+        };
+        if tree.rel == 0 && root == 0 {
+            return hand_on(src, dst);
+        }
+        with_scratch(tree.span() * b, |tmp| {
+            match tree.parent() {
+                Some(p) => {
+                    let mut recv = [Incoming::new((p + root) % n, &mut *tmp)];
+                    self.channel.transfer(self.ctx, &mut [], &mut recv)?;
+                }
+                // Block j of scratch is member (root + j) % n's.
+                None => {
+                    let (before_root, from_root) = src.split_at(root * b);
+                    let (up_to_last, wrapped) = tmp.split_at_mut((n - root) * b);
+                    copy_short(up_to_last, from_root);
+                    copy_short(wrapped, before_root);
+                }
+            }
+            hand_on(tmp, dst)
+        })
     }
 
     /// Recursive doubling on a power-of-two team straight on the channel: at distances 1,
@@ -259,6 +405,10 @@ impl<'a> Team<'a> {
                     self.channel.sendrecv(self.ctx, right, sending, left, into)
                 })
             }
+            // Out of line: the two-member and flat rows above stay as short as they were.
+            (Collective::Allgather, a) if a == Algorithm::bruck(2) => {
+                self.bruck_allgather_small(src, dst)
+            }
             // Every block at once.
             (Collective::Exchange, Algorithm::FLAT) => {
                 let sends = from_next(n, me).map(|j| Outgoing::new(j, &src[block(j)]));
@@ -278,6 +428,33 @@ impl<'a> Team<'a> {
             _ => return None,
         };
         Some(done)
+    }
+
+    /// A small allgather by Bruck's dissemination, as its schedule runs it
+    /// (`algorithms::allgather::bruck`): into scratch, where block j holds member
+    /// `(me + j) % n`'s, at distances d = 1, 2, 4, … the first `min(d, n − d)` blocks go
+    /// to `me − d` while as many land after them from `me + d`; then one rotation into
+    /// `dst`.
+    #[inline(never)]
+    fn bruck_allgather_small(&self, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        let (n, me, b) = (self.size(), self.me, src.len());
+        with_scratch(n * b, |tmp| {
+            copy_short(&mut tmp[..b], src);
+            let mut d = 1;
+            while d < n {
+                let bytes = d.min(n - d) * b;
+                let (have, into) = tmp.split_at_mut(d * b);
+                let (to, from) = ((me + n - d) % n, (me + d) % n);
+                self.channel
+                    .sendrecv(self.ctx, to, &have[..bytes], from, &mut into[..bytes])?;
+                d *= 2;
+            }
+            let (up_to_last, wrapped) = tmp.split_at((n - me) * b);
+            let (before_me, from_me) = dst.split_at_mut(me * b);
+            copy_short(from_me, up_to_last);
+            copy_short(before_me, wrapped);
+            Ok(())
+        })
     }
 
     /// A small reduction to `root` along `alg`'s k-nomial tree (flat: radix n) on the
