@@ -97,10 +97,12 @@ fn small_rooted_calls_with_many_peers() {
         .unwrap_or_else(|e| panic!("{n} ranks: {e}"));
 }
 
-/// Small allgathers and all-to-alls on the channel by every row of theirs: at 18 ranks
-/// (Bruck's scratch past its stack array at 256-byte blocks, five rounds with a last one
-/// of two blocks) and 5 (not a power of two, a last round of one block), blocks of 8, 56
-/// and 256 bytes, each member's result against the sequential one.
+/// Small allgathers and all-to-alls on the channel by every row of theirs, Bruck's
+/// all-to-all at radices 2, 4 and 8: at 18 ranks (the scratch past its stack array at
+/// 256-byte blocks; the allgather's five rounds end with one of two blocks, radix 8's
+/// second phase has a single digit's group) and 5 (not a power of two; radix 8 has one
+/// phase, its last three digits' groups empty), blocks of 8, 56 and 256 bytes, each
+/// member's result against the sequential one.
 #[test]
 fn small_to_all_calls_by_every_row() {
     for n in [5, 18] {

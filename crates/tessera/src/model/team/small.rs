@@ -1,8 +1,8 @@
 //! Small blocking collectives straight on the channel: blocks of up to [`SMALL_UP_TO`]
 //! bytes per member, by the algorithms whose rounds are a few messages each way (the
 //! broadcast's trees and chain, the flat and binomial gather and scatter, the
-//! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat` and
-//! `pairwise`, the reduction's k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
+//! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat`, `pairwise`
+//! and `bruck` at every radix, the reduction's k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
 //! scan; the barrier's dissemination is in `movement`). Each runs the
 //! same messages in the same order as its schedule (`algorithms`), and combines in the
 //! same order, so its results are the schedule's bit for bit; without the plan, its
@@ -14,6 +14,7 @@
 
 use std::mem::size_of;
 
+use super::registry::radix_of;
 use super::*;
 use crate::core::copy::copy_short;
 
@@ -237,6 +238,73 @@ impl<'a> Team<'a> {
         Ok(())
     }
 
+    /// A small all-to-all of equal blocks by Bruck's dissemination at `radix`, as its
+    /// schedule runs it (`algorithms::exchange::bruck_over`): work block j first holds
+    /// this member's block for member `(me + j) % n`; in the phase at power `p` (1, r,
+    /// r², …), for every digit d in 1..r whose group is not empty, the work blocks whose
+    /// digit at `p` is d go packed to member `me + d·p` while as many arrive from
+    /// `me − d·p`, all at once, and are unpacked into the same positions; at the end work
+    /// block j holds member `(me − j) % n`'s block, which one pass puts in place. The work
+    /// blocks and a send and a receive area per digit live in one scratch.
+    #[inline(never)]
+    fn bruck_exchange_small(&self, radix: usize, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        let (n, me) = (self.size(), self.me);
+        let b = src.len() / n;
+        // The positions whose digit at power p is d, ascending, without a division: runs
+        // of p from d·p on, one every r·p.
+        let group = move |p: usize, d: usize| {
+            (0..n)
+                .step_by(p * radix)
+                .flat_map(move |base| base + d * p..(base + (d + 1) * p).min(n))
+        };
+        let powers = || std::iter::successors(Some(1), |p| Some(p * radix)).take_while(|&p| p < n);
+        // The largest group of any phase and digit: each digit's areas hold that many.
+        let most = powers()
+            .flat_map(|p| (1..radix).map(move |d| group(p, d).count()))
+            .max()
+            .unwrap_or(0);
+        let area = most * b;
+        with_scratch(n * b + 2 * (radix - 1) * area, |tmp| {
+            let (work, areas) = tmp.split_at_mut(n * b);
+            let (send_areas, recv_areas) = areas.split_at_mut((radix - 1) * area);
+            let at = |j: usize| j * b..(j + 1) * b;
+            let (from_me, before_me) = src.split_at(me * b);
+            let (up_to_last, wrapped) = work.split_at_mut((n - me) * b);
+            copy_short(up_to_last, before_me);
+            copy_short(wrapped, from_me);
+            for p in powers() {
+                let digits = || (1..radix).filter(move |&d| group(p, d).next().is_some());
+                for (d, area) in (1..radix).zip(send_areas.chunks_exact_mut(area)) {
+                    for (i, j) in group(p, d).enumerate() {
+                        copy_short(&mut area[at(i)], &work[at(j)]);
+                    }
+                }
+                let sends = digits().map(|d| {
+                    let bytes = group(p, d).count() * b;
+                    let area = &send_areas[(d - 1) * area..][..bytes];
+                    Outgoing::new((me + d * p) % n, area)
+                });
+                let recvs = (1..radix)
+                    .zip(recv_areas.chunks_exact_mut(area))
+                    .filter(|&(d, _)| group(p, d).next().is_some())
+                    .map(|(d, area)| {
+                        let bytes = group(p, d).count() * b;
+                        Incoming::new((me + n - d * p % n) % n, &mut area[..bytes])
+                    });
+                self.channel.transfer_each(self.ctx, sends, recvs)?;
+                for (d, area) in (1..radix).zip(recv_areas.chunks_exact(area)) {
+                    for (i, j) in group(p, d).enumerate() {
+                        copy_short(&mut work[at(j)], &area[at(i)]);
+                    }
+                }
+            }
+            for (i, block) in dst.chunks_exact_mut(b).enumerate() {
+                copy_short(block, &work[at((me + n - i) % n)]);
+            }
+            Ok(())
+        })
+    }
+
     /// A small binomial gather on the channel, as its schedule runs it
     /// (`algorithms::gather::binomial`): each member copies its block first into what its
     /// subtree collects (the root's `dst` when the root is member 0, scratch otherwise),
@@ -408,6 +476,10 @@ impl<'a> Team<'a> {
             // Out of line: the two-member and flat rows above stay as short as they were.
             (Collective::Allgather, a) if a == Algorithm::bruck(2) => {
                 self.bruck_allgather_small(src, dst)
+            }
+            // Out of line, as the allgather's.
+            (Collective::Exchange, a) if a.same_family(Algorithm::bruck(2)) => {
+                self.bruck_exchange_small(radix_of(a, n), src, dst)
             }
             // Every block at once.
             (Collective::Exchange, Algorithm::FLAT) => {
