@@ -2,13 +2,13 @@
 //! bytes per member, by the algorithms whose rounds are a few messages each way (the
 //! broadcast's trees and chain, the flat and binomial gather and scatter, the
 //! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat`, `pairwise`
-//! and `bruck` at every radix, the reduction's k-nomial trees, recursive doubling for the allreduce of a power-of-two team, the linear
-//! scan; the barrier's dissemination is in `movement`). Each runs the
-//! same messages in the same order as its schedule (`algorithms`), and combines in the
-//! same order, so its results are the schedule's bit for bit; without the plan, its
-//! sequence numbers and the steps' bookkeeping, whose fixed work is most of an 8-byte
-//! call's time (docs/PERFORMANCE.md, "Collectives"). The other algorithms, and larger
-//! calls, run as schedules.
+//! and `bruck` at every radix, the reduction's k-nomial trees, recursive doubling for
+//! the allreduce of a power-of-two team, the linear scan; the barrier's dissemination is
+//! in `movement`). Each runs the same messages in the same order as its schedule
+//! (`algorithms`), and combines in the same order, so its results are the schedule's bit
+//! for bit; without the plan, its sequence numbers and the steps' bookkeeping, whose
+//! fixed work is most of an 8-byte call's time (docs/PERFORMANCE.md, "Collectives"). The
+//! other algorithms, and larger calls, run as schedules.
 //!
 //! This module must never touch another rank's memory except through the channel.
 
@@ -268,10 +268,10 @@ impl<'a> Team<'a> {
             let (work, areas) = tmp.split_at_mut(n * b);
             let (send_areas, recv_areas) = areas.split_at_mut((radix - 1) * area);
             let at = |j: usize| j * b..(j + 1) * b;
-            let (from_me, before_me) = src.split_at(me * b);
+            let (before_me, from_me) = src.split_at(me * b);
             let (up_to_last, wrapped) = work.split_at_mut((n - me) * b);
-            copy_short(up_to_last, before_me);
-            copy_short(wrapped, from_me);
+            copy_short(up_to_last, from_me);
+            copy_short(wrapped, before_me);
             for p in powers() {
                 let digits = || (1..radix).filter(move |&d| group(p, d).next().is_some());
                 for (d, area) in (1..radix).zip(send_areas.chunks_exact_mut(area)) {
@@ -473,7 +473,8 @@ impl<'a> Team<'a> {
                     self.channel.sendrecv(self.ctx, right, sending, left, into)
                 })
             }
-            // Out of line: the two-member and flat rows above stay as short as they were.
+            // Out of line, so that the code of the rows above, the usual small choices,
+            // stays short.
             (Collective::Allgather, a) if a == Algorithm::bruck(2) => {
                 self.bruck_allgather_small(src, dst)
             }
