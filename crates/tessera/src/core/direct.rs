@@ -26,6 +26,17 @@ use nix::unistd::Pid;
 use crate::error::CoreError;
 use crate::Result;
 
+/// This process's id, read once. `std::process::id()` is a system call every time (the C
+/// library no longer caches it), about 90 ns on a 2-core virtual machine, and every long
+/// message names its process twice (the sender's offer, the receiver's posted
+/// destination): fifteen of each per member in a 16-member flat allgather. Ranks start by
+/// `exec`, so each has its own; the one process forked without `exec` (the job's keeper,
+/// `job::keeper`) moves no data.
+fn this_process() -> u64 {
+    static PID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PID.get_or_init(|| u64::from(std::process::id()))
+}
+
 /// Where a range of a rank's private memory is: its process and the address there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
@@ -42,7 +53,7 @@ impl RemoteRange {
     /// The range `data` of this process.
     pub(crate) fn of(data: &[u8]) -> RemoteRange {
         RemoteRange {
-            pid: u64::from(std::process::id()),
+            pid: this_process(),
             addr: data.as_ptr() as u64,
             bytes: data.len() as u64,
         }
@@ -53,7 +64,7 @@ impl RemoteRange {
     /// the peer says it is done.
     pub(crate) fn of_mut(out: &mut [u8]) -> RemoteRange {
         RemoteRange {
-            pid: u64::from(std::process::id()),
+            pid: this_process(),
             addr: out.as_mut_ptr() as u64,
             bytes: out.len() as u64,
         }
