@@ -130,6 +130,17 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     }
 }
 
+/// `from` rotated into `to` (the same length) by `by` bytes: byte i of `from` lands at
+/// `(i + by) % len`. Block j to block `(j + s) % n` is a rotation by `s` blocks, and its
+/// inverse (block `(j + s) % n` to block j) one by `n − s` blocks, as `algorithms::rotate`
+/// and `rotate_back` do for the schedules.
+fn rotate(from: &[u8], to: &mut [u8], by: usize) {
+    let keep = from.len() - by;
+    let (wrapped, rest) = to.split_at_mut(by);
+    copy_short(rest, &from[..keep]);
+    copy_short(wrapped, &from[keep..]);
+}
+
 /// A member's place in the binomial tree of a small gather or scatter, as
 /// `algorithms::Subtree` has it for the schedules: its rank relative to the root, and the
 /// width `p` of its subtree in a complete tree (the lowest set bit of `rel`; the power of
@@ -268,10 +279,7 @@ impl<'a> Team<'a> {
             let (work, areas) = tmp.split_at_mut(n * b);
             let (send_areas, recv_areas) = areas.split_at_mut((radix - 1) * area);
             let at = |j: usize| j * b..(j + 1) * b;
-            let (before_me, from_me) = src.split_at(me * b);
-            let (up_to_last, wrapped) = work.split_at_mut((n - me) * b);
-            copy_short(up_to_last, from_me);
-            copy_short(wrapped, before_me);
+            rotate(src, work, (n - me) * b);
             for p in powers() {
                 let digits = || (1..radix).filter(move |&d| group(p, d).next().is_some());
                 for (d, area) in (1..radix).zip(send_areas.chunks_exact_mut(area)) {
@@ -342,10 +350,7 @@ impl<'a> Team<'a> {
                 }
                 // Block j of scratch is member (root + j) % n's.
                 None => {
-                    let (up_to_last, wrapped) = tmp.split_at((n - root) * b);
-                    let (before_root, from_root) = dst.split_at_mut(root * b);
-                    copy_short(from_root, up_to_last);
-                    copy_short(before_root, wrapped);
+                    rotate(tmp, dst, root * b);
                     Ok(())
                 }
             }
@@ -385,10 +390,7 @@ impl<'a> Team<'a> {
                 }
                 // Block j of scratch is member (root + j) % n's.
                 None => {
-                    let (before_root, from_root) = src.split_at(root * b);
-                    let (up_to_last, wrapped) = tmp.split_at_mut((n - root) * b);
-                    copy_short(up_to_last, from_root);
-                    copy_short(wrapped, before_root);
+                    rotate(src, tmp, (n - root) * b);
                 }
             }
             hand_on(tmp, dst)
@@ -522,10 +524,7 @@ impl<'a> Team<'a> {
                     .sendrecv(self.ctx, to, &have[..bytes], from, &mut into[..bytes])?;
                 d *= 2;
             }
-            let (up_to_last, wrapped) = tmp.split_at((n - me) * b);
-            let (before_me, from_me) = dst.split_at_mut(me * b);
-            copy_short(from_me, up_to_last);
-            copy_short(before_me, wrapped);
+            rotate(tmp, dst, me * b);
             Ok(())
         })
     }
