@@ -1,10 +1,10 @@
 //! MG: V-cycle multigrid for the 3-D Poisson equation on a periodic grid (NPB's `mg3P`).
 //!
-//! Every level is a [`HaloGrid`]: the ranks' blocks of a periodic `2ᵏ × 2ᵏ × 2ᵏ` grid with one
-//! ghost layer, decomposed over a power-of-two process grid that halves the slowest
-//! dimension first, as NPB does. Ghost updates (NPB's `comm3`) are the halo grid's
-//! one-sided exchange of domain intersections, in 6 messages (`--variant 6msg`, three
-//! phases) or 26 (`--variant 26msg`, one phase).
+//! Every level is a [`HaloGrid`]: the ranks' blocks of a periodic `2ᵏ × 2ᵏ × 2ᵏ` grid with
+//! one ghost layer, decomposed over a power-of-two process grid ([`process_grid`]: x whole
+//! up to 16 ranks, from 32 NPB's, which halves the slowest dimension first). Ghost updates
+//! (NPB's `comm3`) are the halo grid's one-sided exchange of domain intersections, in 6
+//! messages (`--variant 6msg`, three phases) or 26 (`--variant 26msg`, one phase).
 //!
 //! The operators are NPB's: `resid` (r = v − A u), `psinv` (u += S r), `rprj3` (restriction
 //! of the residual to the coarser level) and `interp` (trilinear prolongation added to the
@@ -214,15 +214,55 @@ pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
     }
 }
 
-/// NPB's process grid: double the slowest dimension first, then the next.
+/// MG's process grid (ranks along z, y, x) for a power-of-two number of ranks: x whole
+/// where that exchanges no more ghost area than NPB's grid, else NPB's grid.
+///
+/// NPB doubles the slowest dimension first, then the next, then x, round and round
+/// (8 ranks: 2 × 2 × 2). Doubling only z and y (8 ranks: 4 × 2 × 1) exchanges the same
+/// area of faces up to 16 ranks, since a whole x has no faces to exchange (its ghosts are
+/// periodic copies), and keeps the top level's one sweep up (`mg::top`), which needs x
+/// whole: on the 2-core Zen 2 host, 8 ranks took 1.44–1.47 s at class B with 4 × 2 × 1
+/// against 1.77–1.85 with 2 × 2 × 2, and 10.5 s at C against 11.9–12.7
+/// (docs/PERFORMANCE.md). From 32 ranks NPB's grid exchanges less (32 ranks: faces of
+/// 0.625 against 0.75 of a unit cube's), and it is the one taken.
+///
+/// ```
+/// use tessera_npb::mg::process_grid;
+/// assert_eq!(process_grid(8), [4, 2, 1]);
+/// assert_eq!(process_grid(64), [4, 4, 4]);
+/// ```
 pub fn process_grid(ranks: usize) -> [usize; 3] {
+    let npb = doubling(ranks, 3);
+    let x_whole = doubling(ranks, 2);
+    if exchanged_area(x_whole) <= exchanged_area(npb) {
+        x_whole
+    } else {
+        npb
+    }
+}
+
+/// The grid of `ranks` made by doubling the first `dims` dimensions in turn, the slowest
+/// first.
+fn doubling(ranks: usize, dims: usize) -> [usize; 3] {
     let mut procs = [1; 3];
     let mut d = 0;
     while procs.iter().product::<usize>() < ranks {
         procs[d] *= 2;
-        d = (d + 1) % 3;
+        d = (d + 1) % dims;
     }
     procs
+}
+
+/// The area of the faces one block exchanges with its neighbours, as a fraction of a
+/// face of the whole (cubic) grid: two faces along every split dimension.
+fn exchanged_area(procs: [usize; 3]) -> f64 {
+    (0..3)
+        .filter(|&d| procs[d] > 1)
+        .map(|d| {
+            let face: usize = (0..3).filter(|&e| e != d).map(|e| procs[e]).product();
+            2.0 / face as f64
+        })
+        .sum()
 }
 
 /// Storage shape and index arithmetic of one block (ghosts included).

@@ -3,12 +3,20 @@
 use super::*;
 
 #[test]
-fn process_grids_halve_the_slowest_dimension_first() {
+fn process_grids_keep_x_whole_while_that_exchanges_no_more() {
     assert_eq!(process_grid(1), [1, 1, 1]);
     assert_eq!(process_grid(2), [2, 1, 1]);
     assert_eq!(process_grid(4), [2, 2, 1]);
-    assert_eq!(process_grid(8), [2, 2, 2]);
+    assert_eq!(process_grid(8), [4, 2, 1]);
+    assert_eq!(process_grid(16), [4, 4, 1]);
+    // From 32 ranks NPB's grid, which halves the slowest dimension first.
     assert_eq!(process_grid(32), [4, 4, 2]);
+    assert_eq!(process_grid(64), [4, 4, 4]);
+    assert_eq!(process_grid(1024), [16, 8, 8]);
+    // Equal areas where both are taken, less for NPB's beyond.
+    assert_eq!(exchanged_area([4, 2, 1]), exchanged_area([2, 2, 2]));
+    assert_eq!(exchanged_area([4, 4, 1]), exchanged_area([4, 2, 2]));
+    assert!(exchanged_area([8, 4, 1]) > exchanged_area([4, 4, 2]));
 }
 
 #[test]
@@ -167,8 +175,8 @@ fn after_two_cycles(
 #[test]
 fn the_one_sweep_way_up_equals_the_stage_by_stage_one_bit_for_bit() {
     // Whole planes with the restriction (1 and 2 ranks), tiles of one and three coarse
-    // rows (y ours), y split (4 ranks), whole and tiled, and the level below gathered (the
-    // correction cut out of the whole level, no restriction in the sweep).
+    // rows (y ours), y split (4, 8 and 16 ranks), whole and tiled, and the level below
+    // gathered (the correction cut out of the whole level, no restriction in the sweep).
     let whole = 1 << 30;
     for (ranks, class, fused, gather_below) in [
         (1, Class::S, whole, GATHER_BELOW),
@@ -177,6 +185,8 @@ fn the_one_sweep_way_up_equals_the_stage_by_stage_one_bit_for_bit() {
         (2, Class::S, 3 * 14 * 34 * 8 * 2, GATHER_BELOW),
         (4, Class::S, whole, GATHER_BELOW),
         (4, Class::S, 1, GATHER_BELOW),
+        (8, Class::S, whole, GATHER_BELOW),
+        (16, Class::S, 1, GATHER_BELOW),
         (2, Class::W, whole, GATHER_BELOW),
         (2, Class::S, whole, 64),
         (4, Class::S, 1, 64),
