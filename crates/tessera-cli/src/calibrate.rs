@@ -133,10 +133,17 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, St
     }
     let text = serde_json::to_string_pretty(&cal).map_err(|e| e.to_string())?;
     std::fs::write(&path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
-    println!(
-        "wrote {} (teams of the nearest size use it; TESSERA_CALIBRATION=none ignores it)",
-        path.display()
-    );
+    // Teams read the default location by themselves; a calibration written elsewhere
+    // takes effect only where TESSERA_CALIBRATION names it.
+    let used = if calibration::default_path().as_deref() == Some(path.as_path()) {
+        "teams of the nearest size use it; TESSERA_CALIBRATION=none ignores it".to_string()
+    } else {
+        format!(
+            "teams of the nearest size use it where TESSERA_CALIBRATION={} is set",
+            path.display()
+        )
+    };
+    println!("wrote {} ({used})", path.display());
     Ok(ExitCode::SUCCESS)
 }
 

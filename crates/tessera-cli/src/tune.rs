@@ -203,8 +203,19 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>, quick: bool) -> Result
         );
     }
     print_cost(&results, &table, json_bytes)?;
+    // Collectives read the default location by themselves; a table written elsewhere
+    // takes effect only where TESSERA_TUNING names it.
+    let follow = if tuning::default_path().as_deref() == Some(path.as_path()) {
+        "collectives now follow it (TESSERA_TUNING=FILE picks another, TESSERA_TUNING=none none)"
+            .to_string()
+    } else {
+        format!(
+            "collectives follow it where TESSERA_TUNING={} is set",
+            path.display()
+        )
+    };
     println!(
-        "wrote {} in {:.0} s; collectives now follow it (TESSERA_TUNING=FILE picks another, TESSERA_TUNING=none none)",
+        "wrote {} in {:.0} s; {follow}",
         path.display(),
         started.elapsed().as_secs_f64()
     );

@@ -20,8 +20,12 @@ fn tune_writes_a_table_that_jobs_follow() {
         120,
     );
     assert!(f.status.success(), "stderr: {}", f.stderr);
+    // A table written away from the default location takes effect where it is named.
     assert!(
-        f.stdout.contains("collectives now follow it"),
+        f.stdout.contains(&format!(
+            "collectives follow it where TESSERA_TUNING={} is set",
+            path.display()
+        )),
         "{}",
         f.stdout
     );
@@ -138,6 +142,15 @@ fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
         assert!(f.status.success(), "stderr: {}", f.stderr);
         assert!(
             f.stdout.contains("round") && f.stdout.contains("GB/s"),
+            "{}",
+            f.stdout
+        );
+        // Away from the default location it takes effect where it is named.
+        assert!(
+            f.stdout.contains(&format!(
+                "where TESSERA_CALIBRATION={} is set",
+                path.display()
+            )),
             "{}",
             f.stdout
         );

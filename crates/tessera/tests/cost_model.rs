@@ -1,7 +1,8 @@
 //! The collective cost model against recorded measurements: `tessera bench coll` tables
 //! of every fixed algorithm at every size (tests/data), from a 16-core host with a core
-//! per rank (16 and 8 ranks; four instances) and two 2-core hosts, an Intel Xeon (2
-//! ranks, and 4 and 8 where ranks share the cores) and an AMD Zen 4 (4 and 8). For each
+//! per rank (16 and 8 ranks; four instances) and three 2-core hosts, an Intel Xeon (2
+//! ranks, and 4 and 8 where ranks share the cores), an AMD Zen 4 and an AMD Zen 2 (4 and
+//! 8). For each
 //! table the parameters are calibrated from the table's own probe points, as `tessera
 //! tune --calibrate` measures them, and the model's choice at every point is judged by
 //! the measured time of what it chose against the fastest algorithm.
@@ -328,6 +329,38 @@ fn the_crowded_set_holds_its_figures_on_both_2_core_hosts() {
         ("Zen 4, 4 ranks", ZEN4_CROWDED_4, 67, 4.7),
         ("Intel, 8 ranks", CROWDED_8, 72, 1.5),
         ("Intel, 4 ranks", CROWDED_4, 76, 1.2),
+    ] {
+        let (within, points, worst) = judge(&table(csv), &MachineParams::CROWDED);
+        assert_eq!(points, 78, "{name}");
+        assert!(
+            within >= at_least && worst < worst_below,
+            "{name}, built-in crowded set: within 10% at {within} of {points}, worst {worst:.2}x"
+        );
+    }
+}
+
+/// The 2-core AMD Zen 2 host (AVX2 only) with 8 and 4 ranks (crowded), each batch timed on
+/// its slowest member (`b0593cf`, best of two sweeps at 37-40 ns crossings). The built-in
+/// crowded set, the Zen 4 host's, chooses within 10 % at 69 and 70 of 78 points here. What
+/// it misses most: the 8- to 4096-byte broadcasts at 8 ranks by the chain (2.2-2.3x the
+/// binomial tree at 8 and 64 bytes; on the Zen 4 host 1.3-1.4x the 3-nomial tree, on the
+/// Intel host, timed at the root, the fastest), the 8-byte broadcast at 4 ranks (the chain,
+/// 1.7x flat), the 32 KiB gather at 4 (flat, 1.7x binomial), and the small allgathers at 4
+/// (all-broadcast, 1.1x Bruck's). Two changes tried on every table and not kept: a
+/// pipeline's fill priced at a round per member instead of a message turns the 8-rank
+/// broadcasts here to trees (69 -> 73) but loses 3 points on the Zen 4 4-rank table, 6 on
+/// the Intel ones and 8 of 624 on the 16-core ones (the chain's wins there); the round
+/// priced by the ranks waiting per core (a third of the 8-rank round at 4 ranks, as the
+/// dissemination barrier measures: 1.5-1.9 us a round at 4 ranks, 5-6.6 at 8) gains one
+/// point on the 4-rank table here and loses one on the Intel one.
+const ZEN2_CROWDED_8: &str = include_str!("data/coll-2-cores-8-ranks-zen2.csv");
+const ZEN2_CROWDED_4: &str = include_str!("data/coll-2-cores-4-ranks-zen2.csv");
+
+#[test]
+fn the_crowded_set_holds_its_figures_on_the_zen_2_host() {
+    for (name, csv, at_least, worst_below) in [
+        ("Zen 2, 8 ranks", ZEN2_CROWDED_8, 69, 2.4),
+        ("Zen 2, 4 ranks", ZEN2_CROWDED_4, 70, 1.8),
     ] {
         let (within, points, worst) = judge(&table(csv), &MachineParams::CROWDED);
         assert_eq!(points, 78, "{name}");
