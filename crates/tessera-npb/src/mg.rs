@@ -221,10 +221,10 @@ pub(crate) fn fused_bytes() -> Result<usize, NpbError> {
 /// (8 ranks: 2 × 2 × 2). Doubling only z and y (8 ranks: 4 × 2 × 1) exchanges the same
 /// area of faces up to 16 ranks, since a whole x has no faces to exchange (its ghosts are
 /// periodic copies), and keeps the top level's one sweep up (`mg::top`), which needs x
-/// whole: on the 2-core Zen 2 host, 8 ranks took 1.44–1.47 s at class B with 4 × 2 × 1
-/// against 1.77–1.85 with 2 × 2 × 2, and 10.5 s at C against 11.9–12.7
-/// (docs/PERFORMANCE.md). From 32 ranks NPB's grid exchanges less (32 ranks: faces of
-/// 0.625 against 0.75 of a unit cube's), and it is the one taken.
+/// whole: on the 2-core Zen 2 host, 8 ranks took 1.43–1.49 s at class B with 4 × 2 × 1
+/// against 1.69–1.80 with 2 × 2 × 2, and 10.4 s at C against 12.1–12.2
+/// (docs/PERFORMANCE.md). From 32 ranks NPB's grid exchanges less (at 32 ranks 0.625 of
+/// the whole grid's face against 0.75), and it is the one taken.
 ///
 /// ```
 /// use tessera_npb::mg::process_grid;
