@@ -7,7 +7,7 @@
 #
 #   scripts/many-cores.sh [OUT=./many-cores]
 #   RANKS="8 16" CLASSES="B C" KERNELS="ep is cg mg ft" ROUNDS=2 NPB_OMP_DIR=/tmp/npb/bin \
-#       BIND_TOO="cg mg" SWEEPS="builtin calibrated" scripts/many-cores.sh /tmp/out
+#       BIND_TOO="cg mg" NPB_GRID_TOO=1 SWEEPS="builtin calibrated" scripts/many-cores.sh /tmp/out
 #
 # Calls with different settings may share one OUT (the summary reads every run in it), so a
 # short lease can run the points that matter first: KERNELS="" runs no NPB kernel, and
@@ -17,6 +17,8 @@
 #
 # BIND_TOO names kernels that also run with each rank pinned to a processor of its own
 # (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
+# NPB_GRID_TOO=1 also runs MG on NPB's process grid (TESSERA_MG_GRID=npb; x split from 8
+# ranks) in the same turns, so that one binary measures what keeping x whole gains.
 #
 # NPB_OMP_DIR names a folder of NPB 3.4 OpenMP binaries built by hand (`ep.B.x`, ...);
 # without it only Tessera runs. Link them dynamically (statically linked gfortran and
@@ -36,6 +38,7 @@ sweeps=${SWEEPS-"builtin calibrated"}
 rounds=${ROUNDS:-2}
 omp=${NPB_OMP_DIR:-}
 bind_too=${BIND_TOO:-}
+npb_grid_too=${NPB_GRID_TOO:-}
 tessera=${TESSERA_BIN:-target/release/tessera}
 if [ ! -x "$tessera" ]; then
   echo "many-cores: no tessera at $tessera; build it (cargo build --release) or set TESSERA_BIN" >&2
@@ -65,6 +68,11 @@ for class in $classes; do
           TESSERA_BIND=1 "$tessera" npb "$k" --class "$class" -n "$n" --bounds \
             --json "$out/bound-$tag.json" > "$out/bound-$tag.log" 2>&1 \
             || echo "  failed pinned: see $out/bound-$tag.log" >&2
+        fi
+        if [ -n "$npb_grid_too" ] && [ "$k" = mg ]; then
+          TESSERA_MG_GRID=npb "$tessera" npb mg --class "$class" -n "$n" --bounds \
+            --json "$out/npbgrid-$tag.json" > "$out/npbgrid-$tag.log" 2>&1 \
+            || echo "  failed on NPB's grid: see $out/npbgrid-$tag.log" >&2
         fi
         if [ -n "$omp" ] && [ -x "$omp/$k.$class.x" ]; then
           OMP_NUM_THREADS=$n OMP_PROC_BIND=true "$omp/$k.$class.x" > "$out/omp-$tag.log" 2>&1 \
@@ -127,15 +135,20 @@ for path in glob.glob(os.path.join(out, "omp-*.log")):
     if t and ok:
         row = best[(k.upper(), c, int(n))]
         row["omp"] = min(float(t.group(1)), row.get("omp", float("inf")))
-pinned = {}
-for path in glob.glob(os.path.join(out, "bound-*.json")):
-    try:
-        d = json.load(open(path))
-    except (OSError, ValueError):
-        continue
-    if d.get("verified"):
-        key = (d["kernel"], d["class"], d["ranks"])
-        pinned[key] = min(d["time_s"], pinned.get(key, float("inf")))
+def fastest(prefix):
+    # (kernel, class, ranks) -> the fastest verified time among OUT/prefix-*.json
+    times = {}
+    for path in glob.glob(os.path.join(out, prefix + "-*.json")):
+        try:
+            d = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        if d.get("verified"):
+            key = (d["kernel"], d["class"], d["ranks"])
+            times[key] = min(d["time_s"], times.get(key, float("inf")))
+    return times
+pinned = fastest("bound")
+npb_grid = fastest("npbgrid")
 print(f"\n{'kernel':<6} {'class':<5} {'ranks':>5} {'Tessera s':>10} {'OpenMP s':>9} {'OMP/Tessera':>11} {'bound':>6}")
 for key in sorted(best):
     row = best[key]
@@ -145,6 +158,8 @@ for key in sorted(best):
     note = f"  ({row['failed']} run(s) did not verify)" if row.get("failed") else ""
     if key in pinned:
         note += f"  (pinned: {pinned[key]:.3f} s" + (f", OMP/Tessera {o / pinned[key]:.2f})" if o else ")")
+    if key in npb_grid:
+        note += f"  (NPB's grid: {npb_grid[key]:.3f} s" + (f", x whole {npb_grid[key] / t:.2f}x faster)" if t else ")")
     print(f"{key[0]:<6} {key[1]:<5} {key[2]:>5} {fmt(t, '{:.3f}'):>10} {fmt(o, '{:.3f}'):>9} {ratio:>11} {fmt(b and 100 * b, '{:.1f}%'):>6}{note}")
 print()
 for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):

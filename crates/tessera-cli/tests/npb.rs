@@ -384,6 +384,37 @@ fn mg_one_sweep_up_equals_stage_by_stage_bit_for_bit() {
     }
 }
 
+/// MG keeps x whole up to 16 ranks (8 ranks: 4 × 2 × 1) and takes NPB's grid where
+/// `TESSERA_MG_GRID=npb` (2 × 2 × 2); both verify, the report names the grid, and a value
+/// the variable does not take is refused by name before any rank starts.
+#[test]
+fn mg_names_its_process_grid_and_takes_npbs_on_request() {
+    for (grid, expect) in [
+        (None, "4 x 2 x 1 (z, y, x)"),
+        (Some("npb"), "2 x 2 x 2 (z, y, x)"),
+    ] {
+        let mut cmd = common::tessera();
+        if let Some(g) = grid {
+            cmd.env("TESSERA_MG_GRID", g);
+        }
+        let (_, o) = common::run_json(cmd.args(["npb", "mg", "--class", "S", "-n", "8"]), 150);
+        assert_eq!(o["verified"], true, "{o}");
+        assert_eq!(o["choices"]["process grid"], expect, "{o}");
+    }
+    let f = common::run(
+        common::tessera()
+            .env("TESSERA_MG_GRID", "cube")
+            .args(["npb", "mg", "--class", "S", "-n", "2"]),
+        60,
+    );
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("TESSERA_MG_GRID") && f.stderr.contains("one of auto, npb"),
+        "{}",
+        f.stderr
+    );
+}
+
 /// Long timed loops tell their progress on standard error once `TESSERA_NPB_PROGRESS`
 /// seconds have passed (a line per tenth of the iterations, from rank 0 only); a short
 /// run at the default says nothing; a bad value is a one-line error.

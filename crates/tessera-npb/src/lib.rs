@@ -385,7 +385,8 @@ fn progress_after() -> Result<f64, NpbError> {
 }
 
 /// Check the kernels' own settings (`TESSERA_SIMD`, `TESSERA_MG_FUSED`,
-/// `TESSERA_NPB_PROGRESS`) before any rank starts, each error naming the variable.
+/// `TESSERA_MG_GRID`, `TESSERA_NPB_PROGRESS`) before any rank starts, each error naming
+/// the variable.
 ///
 /// ```
 /// tessera_npb::check_settings().unwrap();
@@ -393,6 +394,7 @@ fn progress_after() -> Result<f64, NpbError> {
 pub fn check_settings() -> Result<(), NpbError> {
     simd::Level::choose(tessera::config::text(simd::ENV).as_deref())?;
     mg::fused_bytes()?;
+    mg::grid_in_force(1)?;
     progress_after().map(|_| ())
 }
 

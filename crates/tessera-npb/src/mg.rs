@@ -241,6 +241,23 @@ pub fn process_grid(ranks: usize) -> [usize; 3] {
     }
 }
 
+/// The variable that picks the process grid: `auto` ([`process_grid`], the default) or
+/// `npb` (NPB's grid at every rank count, so that one binary measures both).
+pub(crate) const GRID_ENV: &str = "TESSERA_MG_GRID";
+
+/// The process grid a run of `ranks` takes: [`process_grid`], or NPB's where
+/// `TESSERA_MG_GRID=npb`; an error names a value the variable does not take.
+pub(crate) fn grid_in_force(ranks: usize) -> Result<[usize; 3], NpbError> {
+    match tessera::config::choice(GRID_ENV, &["auto", "npb"]) {
+        Ok(Some(word)) if word == "npb" => Ok(doubling(ranks, 3)),
+        Ok(_) => Ok(process_grid(ranks)),
+        Err(e) => Err(NpbError::Setting {
+            variable: GRID_ENV,
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// The grid of `ranks` made by doubling the first `dims` dimensions in turn, the slowest
 /// first.
 fn doubling(ranks: usize, dims: usize) -> [usize; 3] {
@@ -438,7 +455,7 @@ impl<'c> Multigrid<'c> {
         strategy: HaloStrategy,
         gather_below: usize,
     ) -> tessera::Result<Self> {
-        let procs = process_grid(ctx.ranks());
+        let procs = grid_in_force(ctx.ranks())?;
         let lt = data.n.trailing_zeros() as usize;
         let team = Team::world(ctx)?;
         // Levels 1..=gathered are whole on every rank; the top level never is.
@@ -712,7 +729,8 @@ fn keep(kept: &mut Vec<(f64, u64)>, limit: usize, item: (f64, u64), better: fn(f
 /// block with one ghost layer, in the segment (the reference holds the same three).
 pub fn footprint(class: Class, ranks: usize) -> crate::Footprint {
     let data = crate::class_data(&CLASSES, |c| c.class, class);
-    let procs = process_grid(ranks);
+    // The settings are checked before a footprint is asked for.
+    let procs = grid_in_force(ranks).unwrap_or_else(|_| process_grid(ranks));
     let block = |n: usize| procs.iter().map(|&p| n.div_ceil(p) + 2).product::<usize>();
     let levels: usize = (1..=data.n.trailing_zeros()).map(|k| block(1 << k)).sum();
     crate::Footprint {
@@ -812,6 +830,13 @@ pub fn run_gathering(
         iterations: data.nit as u64,
         operation: "floating point".into(),
         profile,
+        choices: BTreeMap::from([(
+            "process grid".to_string(),
+            format!(
+                "{} x {} x {} (z, y, x)",
+                mg.procs[0], mg.procs[1], mg.procs[2]
+            ),
+        )]),
         ..Outcome::default()
     }))
 }

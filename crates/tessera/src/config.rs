@@ -227,6 +227,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "NPB MG: bytes of planes the top level's one sweep up holds at a time; 0 goes stage by stage (a measuring aid)",
     },
     Variable {
+        name: "TESSERA_MG_GRID",
+        kind: Kind::Choice(&["auto", "npb"]),
+        default: "auto",
+        meaning: "NPB MG: the process grid; auto keeps x whole up to 16 ranks, npb takes NPB's at every rank count (a measuring aid)",
+    },
+    Variable {
         name: "TESSERA_NPB_PROGRESS",
         kind: Kind::SecondsOrZero,
         default: "30",
