@@ -2,6 +2,15 @@
 //! (the nine probes of `tessera::model::team::PROBES`, under a second) and keep them per
 //! team size in the calibration file teams read (`tessera::model::team::calibration`).
 //!
+//! Where ranks can read each other's long messages directly (`core::direct`), the probes
+//! run in four jobs, two reading them directly and two through the mailbox, in turns; the
+//! entry keeps the mailbox where its long probes took less by more than
+//! [`MAILBOX_MARGIN`], else direct reads, with the parameters measured that way (each
+//! probe's best of its two jobs). How fast the kernel copies
+//! between processes decides it, and that differs by host: on a 16-core Xeon direct reads
+//! made 32 KiB messages 1.1–1.9× faster, on a 2-core AMD EPYC (Zen 2) they made every
+//! collective of 32 KiB to 1 MiB up to 1.9× slower (docs/PERFORMANCE.md).
+//!
 //! This module must never decide an algorithm: it measures and records what the model
 //! then uses.
 
@@ -9,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
-use tessera::model::team::{calibration, Calibration, CalibrationEntry, MachineParams, PROBES};
+use tessera::model::team::{
+    calibration, Calibration, CalibrationEntry, MachineParams, DIRECT_FROM, PROBES,
+};
 use tessera::{Algorithm, Collective, Context, RankResult, Team};
 
 use crate::bench::coll::{sweep, Buffers};
@@ -74,6 +85,7 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path) -> RankResult {
             entry: CalibrationEntry {
                 team_size: n,
                 crowded: world.shares_cores(),
+                direct_reads: world.reads_directly(),
                 params,
             },
             probes_us,
@@ -96,9 +108,7 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, St
             "no default location for the calibration (neither XDG_CONFIG_HOME nor HOME is set); give one with -o FILE",
         )?,
     };
-    let text = crate::bench::run_rank_job(job, "calibrate", &[])?;
-    let measured: Measured = serde_json::from_str(&text)
-        .map_err(|e| format!("parsing the calibration job's result: {e}"))?;
+    let (measured, long) = measure_both_ways(job)?;
     let mut cal = if path.exists() {
         Calibration::load(&path).map_err(|e| e.to_string())?
     } else {
@@ -127,6 +137,18 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, St
         );
     }
     print_params(&entry.params);
+    let how = if entry.direct_reads {
+        "are read directly"
+    } else {
+        "go through the mailbox"
+    };
+    match long {
+        Some((direct, mailbox)) => println!(
+            "  long messages {how} (the probes of {} KiB and more, best of two jobs each way: {direct:.1} µs read directly, {mailbox:.1} µs through the mailbox)",
+            DIRECT_FROM / 1024
+        ),
+        None => println!("  long messages {how} (direct reads do not work here, or TESSERA_DIRECT is off)"),
+    }
     cal.insert(entry);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -145,6 +167,89 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, St
     };
     println!("wrote {} ({used})", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// How much faster the mailbox must carry the long probes for the calibration to keep long
+/// messages there: on a near tie the entry keeps direct reads, what teams do without a
+/// calibration, so that calibrating again does not flip the way with the noise (with 4
+/// and 8 ranks on 2 cores the two ways came within 2–3 % of each other).
+const MAILBOX_MARGIN: f64 = 1.1;
+
+/// A calibration job's environment: long messages read directly where the host allows.
+const READ_DIRECTLY: [(&str, &str); 1] = [("TESSERA_DIRECT", "on")];
+
+/// A calibration job's environment: long messages through the mailbox.
+const THROUGH_THE_MAILBOX: [(&str, &str); 1] = [("TESSERA_DIRECT", "off")];
+
+/// One calibration job with `env` in its ranks.
+fn measure(job: &JobArgs, env: &[(&str, &str)]) -> Result<Measured, String> {
+    let text = crate::bench::run_rank_job(job, "calibrate", &[], env)?;
+    serde_json::from_str(&text).map_err(|e| format!("parsing the calibration job's result: {e}"))
+}
+
+/// The probes that carry long messages from member to member, which direct reads move
+/// (the single-address forms put into their destinations either way).
+fn carries_long_messages(probe: &(tessera::Collective, usize, tessera::Algorithm)) -> bool {
+    probe.1 >= DIRECT_FROM && !probe.0.is_single_address()
+}
+
+/// The calibration of this host: measured with long messages read directly where the
+/// host allows it and through the mailbox, two jobs each in turns, keeping the faster way
+/// (see the module documentation), with the long probes' total time each way; one job
+/// where direct reads do not work here.
+fn measure_both_ways(job: &JobArgs) -> Result<(Measured, Option<(f64, f64)>), String> {
+    let first = measure(job, &READ_DIRECTLY)?;
+    if !first.entry.direct_reads {
+        return Ok((first, None));
+    }
+    let mut direct = vec![first];
+    let mut mailbox = Vec::new();
+    for round in 0..3 {
+        if round % 2 == 0 {
+            mailbox.push(measure(job, &THROUGH_THE_MAILBOX)?);
+        } else {
+            direct.push(measure(job, &READ_DIRECTLY)?);
+        }
+    }
+    let (direct, mailbox) = (best_of(&direct)?, best_of(&mailbox)?);
+    let long = |m: &Measured| -> f64 {
+        PROBES
+            .iter()
+            .zip(&m.probes_us)
+            .filter(|(probe, _)| carries_long_messages(probe))
+            .map(|(_, us)| us)
+            .sum()
+    };
+    let times = (long(&direct), long(&mailbox));
+    let kept = if times.1 * MAILBOX_MARGIN < times.0 {
+        mailbox
+    } else {
+        direct
+    };
+    Ok((kept, Some(times)))
+}
+
+/// The measurement of several jobs measured alike: each probe's best time, and the
+/// parameters fitted to those.
+fn best_of(runs: &[Measured]) -> Result<Measured, String> {
+    let first = &runs[0];
+    let probes_us: Vec<f64> = (0..PROBES.len())
+        .map(|i| {
+            runs.iter()
+                .map(|r| r.probes_us[i])
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let entry = &first.entry;
+    let params = MachineParams::from_probes(entry.team_size, entry.direct_reads, &probes_us)
+        .map_err(|e| e.to_string())?;
+    Ok(Measured {
+        entry: CalibrationEntry {
+            params,
+            ..entry.clone()
+        },
+        probes_us,
+    })
 }
 
 /// The parameters, one per line, beside the built-in set of the same regime.

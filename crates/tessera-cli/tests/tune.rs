@@ -145,6 +145,15 @@ fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
             "{}",
             f.stdout
         );
+        // Where direct reads work, long messages were timed both ways and the kept way
+        // is named with both times.
+        assert!(
+            (f.stdout.contains("long messages are read directly")
+                || f.stdout.contains("long messages go through the mailbox"))
+                && f.stdout.contains("µs through the mailbox"),
+            "{}",
+            f.stdout
+        );
         // Away from the default location it takes effect where it is named.
         assert!(
             f.stdout.contains(&format!(
@@ -167,6 +176,9 @@ fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
     for e in &cal.entries {
         assert!(e.params.check().is_ok(), "{e:?}");
     }
+    // The file says which way each entry's long messages go.
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches("\"direct_reads\"").count(), 2, "{text}");
     let f = common::run(
         common::tessera()
             .arg("config")

@@ -175,7 +175,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "TESSERA_DIRECT",
         kind: Kind::Switch,
-        default: "on",
+        default: "on, unless the calibration in force measured the mailbox faster (`tessera tune --calibrate`)",
         meaning: "long collective messages (16 KiB or more) between ranks of one host are read straight from the sender's memory, one copy instead of two (Linux cross-memory attach, allowed only where the ranks could debug each other); `off` copies them through the team's mailbox",
     },
     Variable {

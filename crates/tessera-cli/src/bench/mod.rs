@@ -181,13 +181,18 @@ pub(crate) fn system(conduit: &str) -> System {
 }
 
 pub(crate) fn run_part(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<Part, String> {
-    let text = run_rank_job(job, kind, extra)?;
+    let text = run_rank_job(job, kind, extra, &[])?;
     serde_json::from_str(&text).map_err(|e| format!("parsing the benchmark's result: {e}"))
 }
 
-/// Run `tessera __rank KIND --out FILE EXTRA...` as a job of `job`'s ranks and return
-/// what its rank 0 wrote to FILE.
-pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<String, String> {
+/// Run `tessera __rank KIND --out FILE EXTRA...` as a job of `job`'s ranks, with `env`
+/// set in every rank, and return what its rank 0 wrote to FILE.
+pub(crate) fn run_rank_job(
+    job: &JobArgs,
+    kind: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Result<String, String> {
     let result = crate::ResultFile::new(&format!("bench-{}.json", job.ranks()))?;
     let out = result.path().to_string_lossy().into_owned();
     let mut args = vec![kind, "--out", out.as_str()];
@@ -203,7 +208,11 @@ pub(crate) fn run_rank_job(job: &JobArgs, kind: &str, extra: &[&str]) -> Result<
         job.ranks(),
         job.conduit
     ));
-    let outcome = result.guard(job.launch_self(&args)?).run();
+    let mut launch = job.launch_self(&args)?;
+    launch
+        .env
+        .extend(env.iter().map(|&(k, v)| (k.into(), v.into())));
+    let outcome = result.guard(launch).run();
     bar.finish_and_clear();
     let outcome = outcome.map_err(|e| e.to_string())?;
     if outcome.code != 0 {

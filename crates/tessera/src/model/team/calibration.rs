@@ -6,13 +6,17 @@
 //! ```json
 //! { "machine": "Intel(R) Xeon(R) Processor, 16 cores",
 //!   "entries": [ { "team_size": 16, "crowded": false,
+//!                  "direct_reads": true,
 //!                  "params": { "round_us": 0.54, "tree_round_us": 0.31, ... } } ] }
 //! ```
 //!
 //! A team takes the entry of the nearest team size (the smaller on a tie) among those
 //! measured in its own regime (`crowded`: some host runs more ranks than it has
 //! processors), and where the file has none for that regime, the built-in parameters
-//! ([`MachineParams::built_in`]).
+//! ([`MachineParams::built_in`]). The world team also takes the entry's `direct_reads`:
+//! whether long messages between ranks of one host are read straight from the sender
+//! (`core::direct`) or go through the mailbox, whichever the calibration measured faster
+//! (an entry without it, or no entry, reads directly; `TESSERA_DIRECT` overrides both).
 //!
 //! Where the file comes from: the one `TESSERA_CALIBRATION` names, else
 //! `$XDG_CONFIG_HOME/tessera/calibration.json` (or `~/.config/tessera/calibration.json`)
@@ -39,8 +43,19 @@ pub struct CalibrationEntry {
     pub team_size: usize,
     /// Whether that team's host ran more ranks than it has processors.
     pub crowded: bool,
+    /// Whether long messages are read straight from their sender (`core::direct`): the
+    /// calibration measured that faster than the mailbox, or could not compare the two
+    /// (absent: true). The parameters are those measured that way.
+    #[serde(default = "reads_directly_unless_measured")]
+    pub direct_reads: bool,
     /// The parameters.
     pub params: MachineParams,
+}
+
+/// What an entry without `direct_reads` means: long messages are read directly, as they
+/// are without a calibration.
+fn reads_directly_unless_measured() -> bool {
+    true
 }
 
 /// A calibration file; see the [module documentation](self).
@@ -48,10 +63,14 @@ pub struct CalibrationEntry {
 /// ```
 /// use tessera::model::team::{Calibration, CalibrationEntry, MachineParams};
 /// let mut cal = Calibration::default();
-/// cal.insert(CalibrationEntry { team_size: 16, crowded: false, params: MachineParams::DEDICATED });
-/// cal.insert(CalibrationEntry { team_size: 4, crowded: true, params: MachineParams::CROWDED });
+/// let entry = |team_size, crowded, direct_reads, params| CalibrationEntry {
+///     team_size, crowded, direct_reads, params,
+/// };
+/// cal.insert(entry(16, false, true, MachineParams::DEDICATED));
+/// cal.insert(entry(4, true, false, MachineParams::CROWDED));
 /// assert_eq!(cal.params_for(12, false), MachineParams::DEDICATED);
 /// assert_eq!(cal.params_for(8, true), MachineParams::CROWDED);
+/// assert!(!cal.direct_reads_for(8, true) && cal.direct_reads_for(2, false));
 /// ```
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Calibration {
@@ -93,11 +112,24 @@ impl Calibration {
     /// The parameters for a team of `team_size` in the `crowded` regime: the nearest
     /// measured size of that regime (the smaller on a tie), else the built-in set.
     pub fn params_for(&self, team_size: usize, crowded: bool) -> MachineParams {
+        self.nearest(team_size, crowded)
+            .map_or(MachineParams::built_in(crowded), |e| e.params)
+    }
+
+    /// Whether a team of `team_size` in the `crowded` regime reads long messages directly:
+    /// as the entry [`Calibration::params_for`] takes says, else yes.
+    pub fn direct_reads_for(&self, team_size: usize, crowded: bool) -> bool {
+        self.nearest(team_size, crowded)
+            .is_none_or(|e| e.direct_reads)
+    }
+
+    /// The entry of the nearest measured size in the `crowded` regime (the smaller on a
+    /// tie).
+    fn nearest(&self, team_size: usize, crowded: bool) -> Option<&CalibrationEntry> {
         self.entries
             .iter()
             .filter(|e| e.crowded == crowded)
             .min_by_key(|e| (e.team_size.abs_diff(team_size), e.team_size))
-            .map_or(MachineParams::built_in(crowded), |e| e.params)
     }
 }
 
@@ -133,6 +165,12 @@ pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
     }
 }
 
+/// Whether a team of `team_size` in the `crowded` regime reads long messages directly by
+/// the calibration in force (without one, yes).
+pub(crate) fn direct_reads_for(team_size: usize, crowded: bool) -> Result<bool> {
+    Ok(in_force()?.is_none_or(|cal| cal.direct_reads_for(team_size, crowded)))
+}
+
 /// The parameters a team of `team_size` in the `crowded` regime uses.
 pub(crate) fn params_for(team_size: usize, crowded: bool) -> Result<MachineParams> {
     Ok(match in_force()? {
@@ -152,6 +190,7 @@ mod tests {
         let mut bad = serde_json::to_value(CalibrationEntry {
             team_size: 4,
             crowded: false,
+            direct_reads: true,
             params: MachineParams::DEDICATED,
         })
         .unwrap();
@@ -180,21 +219,46 @@ mod tests {
             cal.insert(CalibrationEntry {
                 team_size: size,
                 crowded,
+                direct_reads: size == 2,
                 params: at(round),
             });
         }
         assert_eq!(cal.params_for(5, false).round_us, 1.0); // tie: the smaller size
         assert_eq!(cal.params_for(6, false).round_us, 2.0);
         assert_eq!(cal.params_for(2, true).round_us, 3.0);
+        // The verdict on direct reads follows the same entry.
+        assert!(cal.direct_reads_for(5, false) && !cal.direct_reads_for(6, false));
+        assert!(!cal.direct_reads_for(2, true));
         cal.entries.retain(|e| !e.crowded);
         assert_eq!(cal.params_for(4, true), MachineParams::CROWDED);
+        assert!(cal.direct_reads_for(4, true));
         // Inserting the same size and regime replaces.
         cal.insert(CalibrationEntry {
             team_size: 2,
             crowded: false,
+            direct_reads: true,
             params: at(9.0),
         });
         assert_eq!(cal.entries.len(), 2);
         assert_eq!(cal.params_for(2, false).round_us, 9.0);
+    }
+
+    /// An entry that does not say how long messages travel reads them directly.
+    #[test]
+    fn an_entry_without_a_verdict_on_direct_reads_reads_directly() {
+        let mut entry = serde_json::to_value(CalibrationEntry {
+            team_size: 8,
+            crowded: true,
+            direct_reads: false,
+            params: MachineParams::CROWDED,
+        })
+        .unwrap();
+        let cal: Calibration =
+            serde_json::from_value(serde_json::json!({ "entries": [entry.clone()] })).unwrap();
+        assert!(!cal.direct_reads_for(8, true));
+        entry.as_object_mut().unwrap().remove("direct_reads");
+        let cal: Calibration =
+            serde_json::from_value(serde_json::json!({ "entries": [entry] })).unwrap();
+        assert!(cal.direct_reads_for(8, true));
     }
 }

@@ -128,8 +128,14 @@ pub(crate) struct SentOffer {
 /// can make them (see `schedule`). Below it the system call costs more than the second
 /// copy saves: on a Xeon with AVX-512, 2 ranks, offers from 4 KiB made the 4 KiB points up
 /// to 4.4× slower, and offers from 16 KiB made the 32 KiB points 1.1–1.9× faster
-/// (measured with `tessera bench coll -n 2`).
-pub(crate) const DIRECT_FROM: usize = 16 * 1024;
+/// (measured with `tessera bench coll -n 2`). Whether a host's ranks read them directly at
+/// all is the calibration's to say (`tessera tune --calibrate`, `calibration`).
+///
+/// ```
+/// // The calibration's long probes (256 KiB broadcasts) are offered for direct reads.
+/// assert!(tessera::model::team::DIRECT_FROM <= 256 * 1024);
+/// ```
+pub const DIRECT_FROM: usize = 16 * 1024;
 
 /// The first [`FEW_PEERS`] of `items` in an array (the rest of it `empty()`), how many
 /// of them there are, and the others.

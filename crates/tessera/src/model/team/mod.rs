@@ -47,7 +47,7 @@ use crate::error::CoreError;
 use crate::reduction::Reduction;
 use crate::{Context, GlobalPtr, Result};
 use algorithms::Call;
-pub(crate) use channel::DIRECT_FROM;
+pub use channel::DIRECT_FROM;
 use channel::{area_len, CallGuard, Channel, Incoming, Outgoing, DEFAULT_CHUNK};
 use reserved::{CallShape, PlanKey, Reserved};
 use schedule::{Builder, Checked, NativePending, Pending, Reducer};
@@ -289,25 +289,34 @@ impl<'a> Team<'a> {
 
     /// Find out whether members of this host read each other's long messages directly
     /// (`core::direct`), and agree: every member reads a word from every mapped member,
-    /// and direct reads go on only where every read worked everywhere (and
-    /// `TESSERA_DIRECT` is not off on any member). Also agreed: whether some member's
-    /// host runs more of the team's ranks than it has processors (the result). Collective.
+    /// and direct reads go on only where every read worked everywhere and every member
+    /// wants them (`TESSERA_DIRECT`, else the calibration in force for this team's size
+    /// and regime, else yes). Also agreed: whether some member's host runs more of the
+    /// team's ranks than it has processors (the result). Collective.
     fn probe_direct_reads(&self) -> Result<bool> {
         let n = self.size();
         if n == 1 {
             return Ok(false);
         }
-        let wanted = crate::config::switch("TESSERA_DIRECT")?.unwrap_or(true);
+        let mapped = |i: usize| {
+            self.ctx
+                .is_addressable(GlobalPtr::<u8>::new(self.members[i], 0))
+        };
+        let sharing = (0..n).filter(|&i| mapped(i)).count();
+        let processors = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+            .ok()
+            .flatten()
+            .map_or(1, |c| c.max(1) as usize);
+        let wanted = match crate::config::switch("TESSERA_DIRECT")? {
+            Some(wanted) => wanted,
+            None => calibration::direct_reads_for(n, sharing > processors)?,
+        };
         // Each member's word holds a value of its own, so a read of the wrong place fails.
         let value = |member: usize| 0x5445_5353_4552_4100 ^ member as u64;
         let probe = crate::core::direct::Probe::new(value(self.me));
         let range = probe.range();
         let mut all = vec![0u64; 3 * n];
         self.allgather(&[range.pid, range.addr, range.bytes], &mut all)?;
-        let mapped = |i: usize| {
-            self.ctx
-                .is_addressable(GlobalPtr::<u8>::new(self.members[i], 0))
-        };
         let works = wanted
             && (0..n).filter(|&i| i != self.me && mapped(i)).all(|i| {
                 let peer = crate::core::direct::RemoteRange {
@@ -317,11 +326,6 @@ impl<'a> Team<'a> {
                 };
                 crate::core::direct::Probe::reads(peer, value(i))
             });
-        let sharing = (0..n).filter(|&i| mapped(i)).count();
-        let processors = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
-            .ok()
-            .flatten()
-            .map_or(1, |c| c.max(1) as usize);
         // Every member's word stays alive until every member has read it: this agreement
         // comes after every read.
         let mut agreed = [0u64; 2];
