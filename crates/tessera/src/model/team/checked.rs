@@ -9,8 +9,11 @@ use super::*;
 impl<'a> Team<'a> {
     /// Start a blocking call: every message it sends carries `call` (the outermost call's,
     /// if this one is nested inside another collective of the team), until the guard is
-    /// dropped.
-    #[inline]
+    /// dropped. Inlined, with [`Team::check_call`] and [`Team::enter_rooted`], into every
+    /// collective, so that the guard is built where the call keeps it rather than returned
+    /// through memory (the three out of line cost 10–15 ns of a 0.13 µs 8-byte scatter at 2
+    /// ranks on a Zen 2).
+    #[inline(always)]
     pub(super) fn begin_call(&self, call: Signature) -> CallGuard {
         let guard = self.channel.enter_call(call);
         if self.ctx.counts_communication() {
@@ -24,7 +27,7 @@ impl<'a> Team<'a> {
     /// mode make sure every member called the same collective with matching arguments,
     /// naming the members that differ (one ring exchange of a descriptor). Runs before any
     /// local validation, so a member with a bad argument cannot leave the others waiting.
-    #[inline]
+    #[inline(always)]
     pub(super) fn check_call(
         &self,
         op: Collective,
@@ -141,7 +144,7 @@ impl<'a> Team<'a> {
 
     /// The start of a rooted operation without a reduction: checked-mode agreement, then a
     /// valid root.
-    #[inline]
+    #[inline(always)]
     pub(super) fn enter_rooted<T>(
         &self,
         op: Collective,

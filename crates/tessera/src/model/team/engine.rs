@@ -42,8 +42,11 @@ impl<'a> Team<'a> {
         self.chosen(op, bytes, native.is_some(), true, |alg| {
             match (alg, native) {
                 (Algorithm::NATIVE, Some(call)) => self.native_of(call, src, dst),
+                // `Ok(())` rebuilt, not moved: a result returned through memory and copied
+                // whole reads the callee's narrower stores back, which waits for them.
                 (alg, _) => match small(alg, src, dst) {
-                    Some(done) => done,
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(e)) => Err(e),
                     None => self.planned(op, alg, bytes, shape, src, dst, reducer, rounds),
                 },
             }
