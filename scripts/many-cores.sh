@@ -13,7 +13,8 @@
 # short lease can run the points that matter first: KERNELS="" runs no NPB kernel, and
 # SWEEPS names the `bench coll` sweeps at each rank count ("builtin": the model with
 # built-in parameters and online trials; "calibrated": both again after `tune
-# --calibrate`; "" none).
+# --calibrate`, which also times long messages read directly and through the mailbox and
+# keeps the faster way, named in the summary; "" none).
 #
 # BIND_TOO names kernels that also run with each rank pinned to a processor of its own
 # (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
@@ -162,6 +163,11 @@ for key in sorted(best):
         note += f"  (NPB's grid: {npb_grid[key]:.3f} s" + (f", x whole {npb_grid[key] / t:.2f}x faster)" if t else ")")
     print(f"{key[0]:<6} {key[1]:<5} {key[2]:>5} {fmt(t, '{:.3f}'):>10} {fmt(o, '{:.3f}'):>9} {ratio:>11} {fmt(b and 100 * b, '{:.1f}%'):>6}{note}")
 print()
+for path in sorted(glob.glob(os.path.join(out, "calibrate-*.log"))):
+    n = os.path.basename(path)[10:-4]
+    for line in open(path, errors="replace"):
+        if line.strip().startswith("long messages ") and ("read directly" in line or "mailbox" in line):
+            print(f"calibration, {n} ranks: {line.strip()}")
 for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):
     summary = [l for l in open(path, errors="replace") if "within" in l]
     name = os.path.basename(path)[5:-4]
