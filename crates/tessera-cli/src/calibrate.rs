@@ -8,8 +8,11 @@
 //! [`MAILBOX_MARGIN`], else direct reads, with the parameters measured that way (each
 //! probe's best of its two jobs). How fast the kernel copies
 //! between processes decides it, and that differs by host: on a 16-core Xeon direct reads
-//! made 32 KiB messages 1.1–1.9× faster, on a 2-core AMD EPYC (Zen 2) they made every
-//! collective of 32 KiB to 1 MiB up to 1.9× slower (docs/PERFORMANCE.md).
+//! made 32 KiB messages 1.1–1.9× faster, on a 2-core AMD EPYC (Zen 2) guest they made
+//! every collective of 32 KiB to 1 MiB up to 1.9× slower while its two virtual CPUs sat
+//! 40 ns apart, and up to 3.4× faster while they sat 150–190 ns apart (the mailbox's copies
+//! cross between the cores; docs/PERFORMANCE.md). A calibration records the host as it was
+//! measured: on a guest whose virtual CPUs move, calibrate again when they have.
 //!
 //! This module must never decide an algorithm: it measures and records what the model
 //! then uses.
