@@ -6,12 +6,12 @@
 //! run in four jobs, two reading them directly and two through the mailbox, in turns; the
 //! entry keeps the mailbox where its long probes took less by more than
 //! [`MAILBOX_MARGIN`], else direct reads, with the parameters measured that way (each
-//! probe's best of its two jobs). How fast the kernel copies
-//! between processes decides it, and that differs by host: on a 16-core Xeon direct reads
-//! made 32 KiB messages 1.1–1.9× faster, on a 2-core AMD EPYC (Zen 2) guest they made
-//! every collective of 32 KiB to 1 MiB up to 1.9× slower while its two virtual CPUs sat
-//! 40 ns apart, and up to 3.4× faster while they sat 150–190 ns apart (the mailbox's copies
-//! cross between the cores; docs/PERFORMANCE.md). A calibration records the host as it was
+//! probe's best of its two jobs). How fast the kernel copies between processes, and how
+//! fast the mailbox's two copies cross between cores, decide it, and that differs by
+//! host: on a 16-core Xeon direct reads made 32 KiB messages 1.1–1.9× faster, on a 2-core
+//! AMD EPYC (Zen 2) guest they made every collective of 32 KiB to 1 MiB up to 1.9× slower
+//! while its two virtual CPUs sat 40 ns apart, and up to 3.4× faster while they sat
+//! 150–190 ns apart (docs/PERFORMANCE.md). A calibration records the host as it was
 //! measured: on a guest whose virtual CPUs move, calibrate again when they have.
 //!
 //! This module must never decide an algorithm: it measures and records what the model
@@ -150,7 +150,9 @@ pub(crate) fn drive(job: &JobArgs, output: Option<&Path>) -> Result<ExitCode, St
             "  long messages {how} (the probes of {} KiB and more, best of two jobs each way: {direct:.1} µs read directly, {mailbox:.1} µs through the mailbox)",
             DIRECT_FROM / 1024
         ),
-        None => println!("  long messages {how} (direct reads do not work here, or TESSERA_DIRECT is off)"),
+        None => println!(
+            "  long messages {how} (direct reads do not work between this host's ranks: see `tessera config`, TESSERA_DIRECT)"
+        ),
     }
     cal.insert(entry);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
