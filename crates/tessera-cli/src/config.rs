@@ -39,6 +39,46 @@ fn calibration_default() -> String {
     }
 }
 
+/// What applies without `TESSERA_DIRECT` (`documented`: the variable's default as the
+/// table says it): direct reads, except for the team sizes whose entry in the calibration
+/// in force kept long messages in the mailbox.
+fn direct_default(documented: &str) -> String {
+    let default = format!("{documented}  (default)");
+    let path = match config::raw("TESSERA_CALIBRATION") {
+        Some(v) if v == "none" => return default,
+        Some(v) => std::path::PathBuf::from(v),
+        None => match calibration::default_path().filter(|p| p.exists()) {
+            Some(p) => p,
+            None => return default,
+        },
+    };
+    // A calibration that does not load is refused below, with the reason.
+    let Ok(cal) = calibration::Calibration::load(&path) else {
+        return default;
+    };
+    let mailbox: Vec<String> = cal
+        .entries
+        .iter()
+        .filter(|e| !e.direct_reads)
+        .map(|e| {
+            let regime = if e.crowded {
+                ", ranks sharing processors"
+            } else {
+                ""
+            };
+            format!("{} ranks{regime}", e.team_size)
+        })
+        .collect();
+    if mailbox.is_empty() {
+        return format!("on  (default; the calibration {} keeps it)", path.display());
+    }
+    format!(
+        "on, but through the mailbox for teams nearest {}  (default: the calibration {} measured the mailbox faster there)",
+        mailbox.join(" and "),
+        path.display()
+    )
+}
+
 /// One row of `tessera config --json`.
 #[derive(Serialize)]
 struct Row<'a> {
@@ -99,6 +139,9 @@ pub(crate) fn drive(json: bool, markdown: bool) -> Result<ExitCode, String> {
                 (Some(v), _) => format!("{v}  (environment)"),
                 (None, _) if s.name == "TESSERA_TUNING" => tuning_default(),
                 (None, _) if s.name == "TESSERA_CALIBRATION" => calibration_default(),
+                (None, _) if s.name == "TESSERA_DIRECT" => {
+                    direct_default(&plain(s.variable.default))
+                }
                 (None, "launcher") => "-  (set by the launcher for each rank)".to_string(),
                 (None, _) if s.variable.default.is_empty() => "-  (unset)".to_string(),
                 (None, _) => format!("{}  (default)", plain(s.variable.default)),

@@ -125,8 +125,9 @@ fn tune_needs_two_ranks() {
 
 /// `tune --calibrate` measures the cost model's parameters at the team size asked for,
 /// keeps one entry per size and regime (a second run at a size replaces the first), and
-/// a job then reads them: `tessera config` names the file, and a file with a parameter
-/// that is not a positive number is refused by name before any rank starts.
+/// a job then reads them: `tessera config` names the file and the team sizes whose long
+/// messages go through the mailbox, and a file with a parameter that is not a positive
+/// number is refused by name before any rank starts.
 #[test]
 fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
     use tessera::model::team::Calibration;
@@ -191,6 +192,31 @@ fn calibrate_keeps_one_entry_per_team_size_that_jobs_read() {
         30,
     );
     assert!(f.status.success(), "{}", f.stdout);
+    // `tessera config` names the team sizes whose long messages go through the mailbox.
+    let measured = Calibration::load(&path).unwrap();
+    for (mailbox_at, expect) in [
+        (Some(3), "through the mailbox for teams nearest 3 ranks"),
+        (None, "on  (default; the calibration"),
+    ] {
+        let mut cal = measured.clone();
+        for e in &mut cal.entries {
+            e.direct_reads = Some(e.team_size) != mailbox_at;
+        }
+        let file = dir.path().join("direct-reads.json");
+        std::fs::write(&file, serde_json::to_string(&cal).unwrap()).unwrap();
+        let f = common::run(
+            common::tessera()
+                .arg("config")
+                .env("TESSERA_CALIBRATION", &file),
+            30,
+        );
+        let line = f
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("TESSERA_DIRECT "))
+            .unwrap_or_default();
+        assert!(line.contains(expect), "{}", f.stdout);
+    }
     let mut text = std::fs::read_to_string(&path).unwrap();
     text = text.replacen("\"round_us\": ", "\"round_us\": -", 1);
     std::fs::write(&path, text).unwrap();
