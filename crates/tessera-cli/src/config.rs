@@ -44,13 +44,8 @@ fn calibration_default() -> String {
 /// in force kept long messages in the mailbox.
 fn direct_default(documented: &str) -> String {
     let default = format!("{documented}  (default)");
-    let path = match config::raw("TESSERA_CALIBRATION") {
-        Some(v) if v == "none" => return default,
-        Some(v) => std::path::PathBuf::from(v),
-        None => match calibration::default_path().filter(|p| p.exists()) {
-            Some(p) => p,
-            None => return default,
-        },
+    let Some(path) = calibration::path_in_force() else {
+        return default;
     };
     // A calibration that does not load is refused below, with the reason.
     let Ok(cal) = calibration::Calibration::load(&path) else {

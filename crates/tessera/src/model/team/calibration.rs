@@ -139,25 +139,35 @@ pub fn default_path() -> Option<PathBuf> {
     super::tuning::default_path().map(|p| p.with_file_name("calibration.json"))
 }
 
+/// The file of the calibration in force: the one `TESSERA_CALIBRATION` names, else the
+/// default location where a calibration exists there; `None` for the built-in parameters
+/// (`TESSERA_CALIBRATION=none`, or no file).
+///
+/// ```
+/// std::env::set_var("TESSERA_CALIBRATION", "none");
+/// assert_eq!(tessera::model::team::calibration::path_in_force(), None);
+/// ```
+pub fn path_in_force() -> Option<PathBuf> {
+    match crate::config::raw("TESSERA_CALIBRATION") {
+        Some(v) if v == "none" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => default_path().filter(|p| p.exists()),
+    }
+}
+
 /// The calibration in force for this process (read once): `None` for the built-in
 /// parameters.
 pub(crate) fn in_force() -> Result<Option<&'static Calibration>> {
     static LOADED: OnceLock<std::result::Result<Option<Calibration>, crate::BadValue>> =
         OnceLock::new();
     let loaded = LOADED.get_or_init(|| {
-        let load = |path: &Path| {
-            Calibration::load(path).map_err(|e| {
-                crate::BadValue::new("calibration", &path.display().to_string(), e.to_string())
+        path_in_force()
+            .map(|path| {
+                Calibration::load(&path).map_err(|e| {
+                    crate::BadValue::new("calibration", &path.display().to_string(), e.to_string())
+                })
             })
-        };
-        match crate::config::raw("TESSERA_CALIBRATION") {
-            Some(v) if v == "none" => Ok(None),
-            Some(v) => load(Path::new(&v)).map(Some),
-            None => default_path()
-                .filter(|p| p.exists())
-                .map(|p| load(&p))
-                .transpose(),
-        }
+            .transpose()
     });
     match loaded {
         Ok(cal) => Ok(cal.as_ref()),
