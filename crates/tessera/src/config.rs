@@ -175,8 +175,8 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "TESSERA_DIRECT",
         kind: Kind::Switch,
-        default: "on, unless the calibration in force measured the mailbox faster (`tessera tune --calibrate`)",
-        meaning: "long collective messages (16 KiB or more) between ranks of one host are read straight from the sender's memory, one copy instead of two (Linux cross-memory attach, allowed only where the ranks could debug each other); `off` copies them through the team's mailbox",
+        default: "on, unless the calibration in force measured the mailbox faster (`tessera tune --calibrate`); a team that tunes online tries both ways per size class above 16 KiB",
+        meaning: "long collective messages (16 KiB or more) between ranks of one host are read straight from the sender's memory, one copy instead of two (Linux cross-memory attach, allowed only where the ranks could debug each other); `off` copies them through the team's mailbox; set either way, it fixes the way for every call",
     },
     Variable {
         name: "TESSERA_DIRECT_SPLIT",

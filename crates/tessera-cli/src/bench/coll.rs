@@ -336,7 +336,15 @@ pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResu
         let candidates = world.candidates(op);
         let names =
             std::iter::once("tuned".to_string()).chain(candidates.iter().map(|a| a.to_string()));
-        let choice = world.algorithm_for(op, bytes).to_string();
+        // A choice whose long messages go the other way than the team's (online tuning
+        // tried both) says so; its algorithm's own row, timed the team's way, is then not
+        // its own.
+        let way = match world.long_messages_via_mailbox(op, bytes) {
+            true if world.reads_directly() => "+mailbox",
+            false if !world.reads_directly() => "+direct",
+            _ => "",
+        };
+        let choice = format!("{}{way}", world.algorithm_for(op, bytes));
         // Beside MPI's own (the mpi conduit): Tessera's fastest own algorithm (rank 0's pick,
         // broadcast, so every member times the same one) and MPI's, timed OSU's way too.
         if let Some(mpi) = candidates.iter().position(|&a| a == Algorithm::NATIVE) {

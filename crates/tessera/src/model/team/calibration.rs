@@ -16,7 +16,9 @@
 //! ([`MachineParams::built_in`]). The world team also takes the entry's `direct_reads`:
 //! whether long messages between ranks of one host are read straight from the sender
 //! (`core::direct`) or go through the mailbox, whichever the calibration measured faster
-//! (an entry without it, or no entry, reads directly; `TESSERA_DIRECT` overrides both).
+//! (an entry without it, or no entry, reads directly; `TESSERA_DIRECT` overrides both). A
+//! team that tunes online takes that as its first candidate only, and tries the other way
+//! too for calls above [`DIRECT_FROM`](super::DIRECT_FROM) bytes.
 //!
 //! Where the file comes from: the one `TESSERA_CALIBRATION` names, else
 //! `$XDG_CONFIG_HOME/tessera/calibration.json` (or `~/.config/tessera/calibration.json`)

@@ -133,7 +133,7 @@ impl<'a> Team<'a> {
             None,
             Signature::AGREEMENT,
         );
-        schedule.build(&mut st.reserved, self.channel.chunk(), |b| {
+        schedule.build(&mut st.reserved, self.channel.chunk(), false, |b| {
             let call = Call::new(Algorithm::RING, n, me, mine.len());
             algorithms::rounds(Collective::Allgather, b, call)
         });

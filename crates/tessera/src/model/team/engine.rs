@@ -15,6 +15,8 @@ use super::*;
 use reserved::CACHE_UP_TO;
 use schedule::{Input, Output, Schedule};
 
+const _: () = assert!(CACHE_UP_TO < DIRECT_FROM, "kept plans go the team's way");
+
 impl<'a> Team<'a> {
     /// A blocking call of `op` with `bytes` per member: the conduit's own collective
     /// (`native`, where the call has one) if the choice is [`Algorithm::NATIVE`], else
@@ -90,19 +92,39 @@ impl<'a> Team<'a> {
     ) -> Result<()> {
         let (alg, trial) = self.choose_or_trial(op, bytes, native_ok, may_trial);
         let Some(trial) = trial else {
+            if bytes > DIRECT_FROM && self.long.tried {
+                let via_mailbox = self.decided_via_mailbox(op, bytes, native_ok);
+                return self.with_long_messages(via_mailbox, || call(alg));
+            }
             return call(alg);
         };
         if !trial.timed {
             if trial.opens {
                 self.start_trial()?;
             }
-            call(alg)?;
+            self.with_long_messages(Some(trial.via_mailbox), || call(alg))?;
             self.warmed_trial(trial);
             return Ok(());
         }
         let entered = crate::board::now_seconds();
-        call(alg)?;
+        self.with_long_messages(Some(trial.via_mailbox), || call(alg))?;
         self.end_trial(trial, entered, crate::board::now_seconds())
+    }
+
+    /// Run `call` with its long messages through the mailbox or not (`via_mailbox`; `None`:
+    /// the team's way), then restore the way of the call around it.
+    fn with_long_messages(
+        &self,
+        via_mailbox: Option<bool>,
+        call: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let Some(via_mailbox) = via_mailbox else {
+            return call();
+        };
+        let around = self.call_via_mailbox.replace(via_mailbox);
+        let outcome = call();
+        self.call_via_mailbox.set(around);
+        outcome
     }
 
     /// The nonblocking twin of [`Team::blocking`]: the same choice, then the conduit's own
@@ -151,7 +173,11 @@ impl<'a> Team<'a> {
         match key.and_then(|key| Some((key, st.reserved.take_cached(&key)?))) {
             Some((key, plan)) => schedule.reuse(&mut st.reserved, key, plan),
             None => {
-                schedule.build(&mut st.reserved, self.channel.chunk(), rounds);
+                // Every kept plan went the team's way for long messages: it is of a call
+                // of at most `CACHE_UP_TO` bytes per member, which online tuning never
+                // sends the other way (it tries both only above `DIRECT_FROM`).
+                let via_mailbox = self.call_via_mailbox.get();
+                schedule.build(&mut st.reserved, self.channel.chunk(), via_mailbox, rounds);
                 if let Some(key) = key {
                     schedule.keep_as(key);
                 }
@@ -216,7 +242,9 @@ impl<'a> Team<'a> {
             reducer,
             self.channel.call(),
         );
-        schedule.build(&mut st.reserved, self.channel.chunk(), rounds);
+        // A nonblocking call is never a trial: its long messages go the team's way.
+        let via_mailbox = self.long.via_mailbox;
+        schedule.build(&mut st.reserved, self.channel.chunk(), via_mailbox, rounds);
         drop(st);
         self.enqueue(Box::new(schedule))
     }

@@ -156,6 +156,23 @@ pub struct Team<'a> {
     last_tree: Rc<addressed::LastTree>,
     /// The last final choice of algorithm (see [`LastChoice`]).
     last_choice: Cell<Option<LastChoice>>,
+    /// How the team's long messages travel (agreed when the world team is made).
+    long: LongMessages,
+    /// Whether the blocking call in progress sends its long messages through the mailbox:
+    /// the team's way, except in a call online tuning sends the other way.
+    call_via_mailbox: Cell<bool>,
+}
+
+/// How a team's long messages (from [`DIRECT_FROM`] bytes) travel between members that can
+/// read each other's memory directly (see [`Team::probe_direct_reads`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LongMessages {
+    /// Through the mailbox (two copies) rather than read directly (one), by default: the
+    /// calibration's verdict for the team's size and regime.
+    via_mailbox: bool,
+    /// Online tuning tries both ways for each size class above [`DIRECT_FROM`] bytes: the
+    /// members can read directly and `TESSERA_DIRECT` does not fix the way.
+    tried: bool,
 }
 
 /// A final choice of algorithm (forced, or decided by the online tuner, which never
@@ -274,7 +291,8 @@ impl<'a> Team<'a> {
         let areas = (0..n).map(|r| area.on(r)).collect();
         let native = NativeGroup::world(ctx)?;
         let mut team = Team::build(ctx, (0..n).collect(), ctx.rank(), areas, native)?;
-        let crowded = team.probe_direct_reads()?;
+        let (crowded, long) = team.probe_direct_reads()?;
+        team.set_long_messages(long);
         team.set_crowded(crowded)?;
         // Online trials time calls; where ranks wait for a core, they time the scheduler
         // more than the algorithms (4 ranks on 2 cores: online tuning's choice was within
@@ -287,16 +305,18 @@ impl<'a> Team<'a> {
         Ok(team)
     }
 
-    /// Find out whether members of this host read each other's long messages directly
+    /// Find out whether members of this host can read each other's long messages directly
     /// (`core::direct`), and agree: every member reads a word from every mapped member,
-    /// and direct reads go on only where every read worked everywhere and every member
-    /// wants them (`TESSERA_DIRECT`, else the calibration in force for this team's size
-    /// and regime, else yes). Also agreed: whether some member's host runs more of the
-    /// team's ranks than it has processors (the result). Collective.
-    fn probe_direct_reads(&self) -> Result<bool> {
+    /// and direct reads go on only where every read worked everywhere and no member has
+    /// them off (`TESSERA_DIRECT=off`). Agreed too: which way long messages go by default
+    /// (`TESSERA_DIRECT`, else the calibration in force for this team's size and regime,
+    /// else read directly), whether online tuning may try the other way (where no member
+    /// has `TESSERA_DIRECT` set), and whether some member's host runs more of the team's
+    /// ranks than it has processors (the first result). Collective.
+    fn probe_direct_reads(&self) -> Result<(bool, LongMessages)> {
         let n = self.size();
         if n == 1 {
-            return Ok(false);
+            return Ok((false, LongMessages::default()));
         }
         let mapped = |i: usize| {
             self.ctx
@@ -307,17 +327,20 @@ impl<'a> Team<'a> {
             .ok()
             .flatten()
             .map_or(1, |c| c.max(1) as usize);
-        let wanted = match crate::config::switch("TESSERA_DIRECT")? {
+        let set = crate::config::switch("TESSERA_DIRECT")?;
+        let wanted = match set {
             Some(wanted) => wanted,
             None => calibration::direct_reads_for(n, sharing > processors)?,
         };
+        // `TESSERA_DIRECT=off` means never; the calibration's verdict only the default.
+        let allowed = set != Some(false);
         // Each member's word holds a value of its own, so a read of the wrong place fails.
         let value = |member: usize| 0x5445_5353_4552_4100 ^ member as u64;
         let probe = crate::core::direct::Probe::new(value(self.me));
         let range = probe.range();
         let mut all = vec![0u64; 3 * n];
         self.allgather(&[range.pid, range.addr, range.bytes], &mut all)?;
-        let works = wanted
+        let works = allowed
             && (0..n).filter(|&i| i != self.me && mapped(i)).all(|i| {
                 let peer = crate::core::direct::RemoteRange {
                     pid: all[3 * i],
@@ -328,10 +351,14 @@ impl<'a> Team<'a> {
             });
         // Every member's word stays alive until every member has read it: this agreement
         // comes after every read.
-        let mut agreed = [0u64; 2];
-        let local = [u64::from(works), u64::from(sharing <= processors)];
+        let mut agreed = [0u64; 4];
+        let local = [works, sharing <= processors, wanted, set.is_none()].map(u64::from);
         self.allreduce(&local, &mut agreed, Op::Min)?;
         let (everywhere, crowded) = (agreed[0] == 1, agreed[1] == 0);
+        let long = LongMessages {
+            via_mailbox: everywhere && agreed[2] == 0,
+            tried: everywhere && agreed[3] == 1,
+        };
         drop(probe);
         let direct: Vec<bool> = (0..n)
             .map(|i| everywhere && i != self.me && mapped(i))
@@ -348,7 +375,13 @@ impl<'a> Team<'a> {
             None => Some(crate::protocol::split::DEFAULT_SPLIT_FROM),
         };
         self.channel.set_split(split.filter(|_| everywhere));
-        Ok(crowded)
+        Ok((crowded, long))
+    }
+
+    /// Send long messages `long`'s way from now on (every member alike).
+    fn set_long_messages(&mut self, long: LongMessages) {
+        self.long = long;
+        self.call_via_mailbox.set(long.via_mailbox);
     }
 
     fn build(
@@ -387,6 +420,8 @@ impl<'a> Team<'a> {
             model_memo: Rc::default(),
             last_tree: Rc::default(),
             last_choice: Cell::new(None),
+            long: LongMessages::default(),
+            call_via_mailbox: Cell::new(false),
         };
         if team.forced.contains(&Some(Algorithm::NATIVE)) {
             team.check_available(Algorithm::NATIVE)?;
@@ -688,6 +723,7 @@ impl<'a> Team<'a> {
             .collect();
         let mut team = Team::build(self.ctx, members, me, areas, native)?;
         team.channel.set_direct(&direct);
+        team.set_long_messages(self.long);
         team.forced = self.forced;
         team.set_crowded(self.crowded)?;
         // A team whose parent does not tune online (a crowded host's default) does not.
@@ -779,6 +815,8 @@ impl<'a> Team<'a> {
             model_memo: Rc::default(),
             last_tree: Rc::default(),
             last_choice: Cell::new(None),
+            long: self.long,
+            call_via_mailbox: Cell::new(self.long.via_mailbox),
         })
     }
 
@@ -925,7 +963,7 @@ impl<'a> Team<'a> {
         }
         let alg = self
             .params
-            .choose(op, self.size(), bytes, self.channel.all_direct());
+            .choose(op, self.size(), bytes, self.reads_directly());
         kept.rotate_right(1);
         kept[0] = Some((bytes, alg));
         memo.set(kept);
@@ -939,9 +977,11 @@ impl<'a> Team<'a> {
     }
 
     /// Whether this team's members read each other's long messages directly (see
-    /// `core::direct`).
+    /// `core::direct`) by default: they can, and neither `TESSERA_DIRECT` nor the
+    /// calibration in force sends them through the mailbox. (With online tuning, a size
+    /// class may go the other way: [`Team::long_messages_via_mailbox`].)
     pub fn reads_directly(&self) -> bool {
-        self.channel.all_direct()
+        self.channel.all_direct() && !self.long.via_mailbox
     }
 
     /// The cost model's machine parameters for this team: its calibration's (`tessera tune
@@ -969,8 +1009,7 @@ impl<'a> Team<'a> {
             bytes,
             radix: 2,
         };
-        self.params
-            .predict(op, alg, shape, self.channel.all_direct())
+        self.params.predict(op, alg, shape, self.reads_directly())
     }
 
     /// [`Team::native`] over buffers of any plain type.

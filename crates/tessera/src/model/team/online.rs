@@ -40,7 +40,12 @@
 //! Which candidates: the registry's algorithms for the operation at every radix it tunes
 //! (and MPI's own where the team and the call can use it), narrowed by a tuning table
 //! where one is in force (its choice for the size and its choices for the neighbouring
-//! sizes, with the model's).
+//! sizes, with the model's). Above [`DIRECT_FROM`] bytes, where the members can read each
+//! other's long messages directly and `TESSERA_DIRECT` leaves the way open, each of the
+//! team's own algorithms is a candidate both ways, read directly and through the mailbox
+//! (the team's way first, so the prior is unchanged); a decision then holds both
+//! ([`Pick`]), and a decided blocking call of the size class sends its long messages the
+//! winner's way.
 //!
 //! The trial sequence depends only on the sequence of calls, which every member makes
 //! alike, so the members always try the same candidate in the same call. This module
@@ -116,6 +121,23 @@ fn size_class(bytes: usize) -> u32 {
     bytes.max(1).next_power_of_two().trailing_zeros()
 }
 
+/// One candidate of a trial: an algorithm, and the way its long messages go (through the
+/// mailbox, or read directly where the members can).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Pick {
+    pub(super) algorithm: Algorithm,
+    pub(super) via_mailbox: bool,
+}
+
+impl fmt::Display for Pick {
+    /// The algorithm's name, with `+mailbox` where its long messages go through the mailbox
+    /// although the members could read them directly.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let way = if self.via_mailbox { "+mailbox" } else { "" };
+        write!(f, "{}{way}", self.algorithm)
+    }
+}
+
 /// The median of candidate `c`'s trials among `combined` (trial `i` ran candidate
 /// `i % k`).
 fn median_of(combined: &[f64], c: usize, k: usize) -> f64 {
@@ -140,9 +162,9 @@ fn tracing() -> bool {
 fn describe(
     key: Key,
     members: usize,
-    candidates: &[Algorithm],
+    candidates: &[Pick],
     combined: &[f64],
-    winner: Algorithm,
+    winner: Pick,
 ) -> String {
     let k = candidates.len();
     let mut line = format!(
@@ -170,7 +192,7 @@ const MARGIN: f64 = 1.05;
 /// The trials of one key so far.
 struct Trying {
     /// The prior first.
-    candidates: Vec<Algorithm>,
+    candidates: Vec<Pick>,
     /// This member's entry and exit of every timed call so far, in seconds, in call order
     /// (two entries per call, [`timed_calls`] calls per trial; trial `i` ran candidate
     /// `i % candidates.len()`).
@@ -208,7 +230,8 @@ const UNTIMED_CALLS: usize = 2;
 
 /// What online tuning says for one call.
 pub(super) enum Choice {
-    /// The members decided this.
+    /// The members decided this (its algorithm; [`Team::long_messages_via_mailbox`] says
+    /// the way of its long messages).
     Decided(Algorithm),
     /// This call is a trial.
     Trial(Trial),
@@ -223,6 +246,8 @@ pub(super) struct Trial {
     index: usize,
     /// The candidate this call runs.
     pub(super) algorithm: Algorithm,
+    /// Whether this call's long messages go through the mailbox.
+    pub(super) via_mailbox: bool,
     /// Whether this call opens the trial (the first untimed call, after a barrier).
     pub(super) opens: bool,
     /// Whether this call is timed (else one of the untimed calls before the timed ones).
@@ -236,7 +261,7 @@ const CLASSES: usize = usize::BITS as usize + 1;
 pub(super) struct OnlineTuner {
     /// The decisions, indexed by [`Key::slot`], so that a decided call's lookup is one
     /// load (the per-call cost is what small collectives feel).
-    decided: Box<[Option<Algorithm>]>,
+    decided: Box<[Option<Pick>]>,
     /// The keys still being tried.
     trying: HashMap<Key, Trying>,
 }
@@ -259,10 +284,10 @@ impl OnlineTuner {
         &mut self,
         key: Key,
         may_trial: bool,
-        candidates: impl FnOnce() -> Vec<Algorithm>,
+        candidates: impl FnOnce() -> Vec<Pick>,
     ) -> Choice {
         match self.decided[key.slot()] {
-            Some(alg) => Choice::Decided(alg),
+            Some(pick) => Choice::Decided(pick.algorithm),
             None => self.undecided(key, may_trial, candidates),
         }
     }
@@ -273,7 +298,7 @@ impl OnlineTuner {
         &mut self,
         key: Key,
         may_trial: bool,
-        candidates: impl FnOnce() -> Vec<Algorithm>,
+        candidates: impl FnOnce() -> Vec<Pick>,
     ) -> Choice {
         if !may_trial {
             return Choice::Open;
@@ -284,7 +309,7 @@ impl OnlineTuner {
                 let candidates = candidates();
                 if let [only] = candidates[..] {
                     self.decided[key.slot()] = Some(only);
-                    return Choice::Decided(only);
+                    return Choice::Decided(only.algorithm);
                 }
                 let calls = rounds(key) * candidates.len() * timed_calls(key);
                 e.insert(Trying {
@@ -295,10 +320,12 @@ impl OnlineTuner {
             }
         };
         let index = trying.trials(key) % trying.candidates.len();
+        let pick = trying.candidates[index];
         Choice::Trial(Trial {
             key,
             index,
-            algorithm: trying.candidates[index],
+            algorithm: pick.algorithm,
+            via_mailbox: pick.via_mailbox,
             opens: trying.warmed == 0,
             timed: trying.warmed == UNTIMED_CALLS,
         })
@@ -343,7 +370,7 @@ impl OnlineTuner {
     /// Decide `trial`'s key from the members' combined times of every trial (the same on
     /// every member): the candidate with the smallest median, unless it does not beat the
     /// prior clearly (module docs).
-    pub(super) fn decide(&mut self, trial: Trial, combined: &[f64]) -> Algorithm {
+    pub(super) fn decide(&mut self, trial: Trial, combined: &[f64]) -> Pick {
         let Trying { candidates, .. } = self
             .trying
             .remove(&trial.key)
@@ -361,14 +388,20 @@ impl OnlineTuner {
             .filter(|r| combined[r * k + fastest] < combined[r * k])
             .count();
         let clear = medians[0] > MARGIN * medians[fastest] && 4 * wins >= 3 * rounds;
-        let alg = candidates[if clear { fastest } else { 0 }];
-        self.decided[trial.key.slot()] = Some(alg);
-        alg
+        let pick = candidates[if clear { fastest } else { 0 }];
+        self.decided[trial.key.slot()] = Some(pick);
+        pick
     }
 
     /// Whether the members have decided `key`.
     fn is_decided(&self, key: Key) -> bool {
         self.decided[key.slot()].is_some()
+    }
+
+    /// Whether the members decided that `key`'s long messages go through the mailbox (None:
+    /// not decided).
+    fn decided_via_mailbox(&self, key: Key) -> Option<bool> {
+        self.decided[key.slot()].map(|pick| pick.via_mailbox)
     }
 
     /// Every decision so far: (operation, largest message of the size class, winner), in
@@ -378,8 +411,8 @@ impl OnlineTuner {
             .decided
             .iter()
             .enumerate()
-            .filter_map(|(slot, alg)| {
-                let alg = (*alg)?;
+            .filter_map(|(slot, pick)| {
+                let alg = (*pick)?.algorithm;
                 let op = Collective::ALL[slot / (2 * CLASSES)];
                 Some((op, 1usize << (slot / 2 % CLASSES), alg))
             })
@@ -407,7 +440,91 @@ impl Team<'_> {
         let key = Key::new(op, bytes, native);
         tuner
             .borrow_mut()
-            .choice(key, may_trial, || self.online_candidates(op, bytes, native))
+            .choice(key, may_trial, || self.online_picks(key, bytes))
+    }
+
+    /// The candidates of `key`'s trials ([`Team::online_candidates`]), the team's way for
+    /// long messages; where the members could read them directly and nothing fixes the way
+    /// (see [`Team::probe_direct_reads`]), and the calls are longer than [`DIRECT_FROM`]
+    /// (single-address forms aside, which write into their destinations themselves), each
+    /// of the team's own algorithms the other way too. On a 2-core guest neither way was
+    /// right all day: read directly, 1 MiB collectives at 2 ranks took 1.0-1.9× the
+    /// mailbox's time with the two virtual processors close (store crossings of 37-43 ns)
+    /// and 0.29-0.94× with them far apart (155-196 ns), the placement moving within
+    /// minutes (docs/PERFORMANCE.md, "Direct reads against the mailbox").
+    fn online_picks(&self, key: Key, bytes: usize) -> Vec<Pick> {
+        let algs = self.online_candidates(key.op, bytes, key.native_ok);
+        let way = self.long.via_mailbox;
+        let mut picks: Vec<Pick> = algs
+            .iter()
+            .map(|&algorithm| Pick {
+                algorithm,
+                via_mailbox: way,
+            })
+            .collect();
+        if self.long.tried && key.class_bytes() > DIRECT_FROM && !key.op.is_single_address() {
+            picks.extend(
+                algs.iter()
+                    .filter(|&&algorithm| algorithm != Algorithm::NATIVE)
+                    .map(|&algorithm| Pick {
+                        algorithm,
+                        via_mailbox: !way,
+                    }),
+            );
+        }
+        picks
+    }
+
+    /// Whether the online tuner's decision for a call of `op` with `bytes` per member sends
+    /// its long messages through the mailbox (None: no decision).
+    pub(super) fn decided_via_mailbox(
+        &self,
+        op: Collective,
+        bytes: usize,
+        native_ok: bool,
+    ) -> Option<bool> {
+        if self.forced[op.index()].is_some() {
+            return None;
+        }
+        let key = Key::new(op, bytes, self.can_use_native(bytes, native_ok));
+        self.online.as_ref()?.borrow().decided_via_mailbox(key)
+    }
+
+    /// Whether a blocking call of `op` with `bytes` per member sends its long messages (from
+    /// [`DIRECT_FROM`] bytes) through the mailbox rather than letting the members read them
+    /// directly: the online tuner's decision for its size class where it tried both ways,
+    /// else the team's way (`!`[`Team::reads_directly`] where the members can read
+    /// directly).
+    ///
+    /// ```
+    /// use tessera::{Algorithm, Collective, Job, Team};
+    /// use tessera::coll::Broadcast;
+    /// use tessera::Blocking;
+    /// Job::threads(2).segment(32 << 20).run(|ctx| {
+    ///     let world = Team::world(ctx)?.with_online_tuning();
+    ///     let mut data = vec![ctx.rank() as u64; 1 << 17]; // 1 MiB
+    ///     while !world.tuning_settled(Collective::Broadcast, 1 << 20) {
+    ///         world.run(Broadcast::in_place(0, &mut data), Blocking)?;
+    ///     }
+    ///     assert!(data.iter().all(|&x| x == 0));
+    ///     // Short messages, and a forced algorithm's, go the team's way.
+    ///     let teams_way = !world.reads_directly();
+    ///     assert_eq!(world.long_messages_via_mailbox(Collective::Broadcast, 64), teams_way);
+    ///     let flat = world.with_algorithm(Collective::Broadcast, Algorithm::FLAT)?;
+    ///     assert_eq!(flat.long_messages_via_mailbox(Collective::Broadcast, 1 << 20), teams_way);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn long_messages_via_mailbox(&self, op: Collective, bytes: usize) -> bool {
+        if !self.channel.any_direct() {
+            return true;
+        }
+        match bytes > DIRECT_FROM && self.long.tried {
+            true => self
+                .decided_via_mailbox(op, bytes, true)
+                .unwrap_or(self.long.via_mailbox),
+            false => self.long.via_mailbox,
+        }
     }
 
     /// What the online tuner tries for `op` at `bytes`, the prior first: with a tuning
@@ -589,6 +706,23 @@ mod tests {
     /// The next timed trial of `key` (the candidates are `cands` the first time), after
     /// its untimed calls, which must run the same candidate, the first opening the trial.
     fn next_trial(tuner: &mut OnlineTuner, key: Key, cands: &[Algorithm]) -> Option<Trial> {
+        next_pick_trial(
+            tuner,
+            key,
+            &cands.iter().map(|&a| direct(a)).collect::<Vec<_>>(),
+        )
+    }
+
+    /// `algorithm` with its long messages read directly.
+    fn direct(algorithm: Algorithm) -> Pick {
+        Pick {
+            algorithm,
+            via_mailbox: false,
+        }
+    }
+
+    /// [`next_trial`] with candidates that name the way of their long messages.
+    fn next_pick_trial(tuner: &mut OnlineTuner, key: Key, cands: &[Pick]) -> Option<Trial> {
         let Choice::Trial(first) = tuner.choice(key, true, || cands.to_vec()) else {
             return None;
         };
@@ -603,6 +737,7 @@ mod tests {
                 panic!("a trial's untimed calls are followed by its timed one");
             };
             assert!(!t.opens && t.algorithm == first.algorithm);
+            assert_eq!(t.via_mailbox, first.via_mailbox);
             assert_eq!(t.timed, call == UNTIMED_CALLS);
             if t.timed {
                 return Some(t);
@@ -673,7 +808,7 @@ mod tests {
         let mut combined: Vec<f64> = (0..rounds).flat_map(|_| [2.0, 1.5, 9.0]).collect();
         combined[0] = 0.01;
         assert_eq!(
-            tuner.decide(trial, &combined),
+            tuner.decide(trial, &combined).algorithm,
             Algorithm::RECURSIVE_DOUBLING
         );
         assert_eq!(
@@ -707,7 +842,7 @@ mod tests {
             last = record_calls(&mut tuner, trial, |_| t).map(|times| (trial, times));
         }
         let (trial, times) = last.unwrap();
-        assert_eq!(tuner.decide(trial, &times), Algorithm::CHAIN);
+        assert_eq!(tuner.decide(trial, &times).algorithm, Algorithm::CHAIN);
     }
 
     /// A short message's trial is the mean of several calls in a row, so that one slow
@@ -730,7 +865,10 @@ mod tests {
             last = record_calls(&mut tuner, trial, t).map(|times| (trial, times));
         }
         let (trial, times) = last.unwrap();
-        assert_eq!(tuner.decide(trial, &times), Algorithm::DISSEMINATION);
+        assert_eq!(
+            tuner.decide(trial, &times).algorithm,
+            Algorithm::DISSEMINATION
+        );
         // A long message's trial is one call.
         assert_eq!(
             timed_calls(Key::new(Collective::Broadcast, 1 << 20, true)),
@@ -784,16 +922,19 @@ mod tests {
         let own = trial_times(key, spans0);
         assert!(own.iter().zip(&skew).all(|(own, skew)| own > skew));
         let [mut first, mut second] = members;
-        assert_eq!(second.decide(*trial, &own), Algorithm::FLAT);
-        assert_eq!(first.decide(*trial, &times), Algorithm::DISSEMINATION);
+        assert_eq!(second.decide(*trial, &own).algorithm, Algorithm::FLAT);
+        assert_eq!(
+            first.decide(*trial, &times).algorithm,
+            Algorithm::DISSEMINATION
+        );
     }
 
     #[test]
     fn a_traced_decision_lists_every_candidate_round_by_round() {
         let key = Key::new(Collective::Barrier, 0, false);
-        let cands = [Algorithm::DISSEMINATION, Algorithm::FLAT];
+        let cands = [direct(Algorithm::DISSEMINATION), direct(Algorithm::FLAT)];
         let combined = [1.0e-6, 5.0e-6, 3.0e-6, 4.0e-6, 2.0e-6, 6.0e-6];
-        let line = describe(key, 16, &cands, &combined, Algorithm::DISSEMINATION);
+        let line = describe(key, 16, &cands, &combined, cands[0]);
         assert_eq!(
             line,
             "tessera: online tuning of barrier up to 1 B at 16 members, trial times in µs: \

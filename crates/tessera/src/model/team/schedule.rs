@@ -294,15 +294,25 @@ pub(crate) struct Builder<'r> {
     /// Bytes per element.
     element: usize,
     nonblocking: bool,
+    /// This call's long messages go through the mailbox even where the pair could read
+    /// them directly (the team's way for long messages, or the online tuner's for this
+    /// call; every member of the call sets it alike).
+    long_via_mailbox: bool,
 }
 
 impl<'r> Builder<'r> {
     /// Whether this blocking schedule's messages with `peer` of at least
     /// [`DIRECT_FROM`](crate::model::team::channel::DIRECT_FROM) bytes, from a place the
-    /// schedule never writes, are read directly (the pair can, as both members know alike);
-    /// never in a nonblocking schedule.
+    /// schedule never writes, are read directly (the pair can, as both members know alike,
+    /// and the call does not send its long messages through the mailbox); never in a
+    /// nonblocking schedule.
     pub(crate) fn reads_directly(&mut self, peer: usize) -> bool {
-        !self.nonblocking && self.reserved.direct_with(peer)
+        !self.nonblocking && self.pair_reads_directly(peer)
+    }
+
+    /// Whether `peer` and this member read this call's long messages directly.
+    fn pair_reads_directly(&mut self, peer: usize) -> bool {
+        !self.long_via_mailbox && self.reserved.direct_with(peer)
     }
 
     /// Data bytes per chunk of the channel.
@@ -350,7 +360,7 @@ impl<'r> Builder<'r> {
         // both know (the length, the pair, the kind of schedule).
         let long = bytes > 2 * self.chunk;
         let nonblocking = self.nonblocking;
-        let pair_direct = self.reserved.direct_with(peer);
+        let pair_direct = self.pair_reads_directly(peer);
         let rendezvous = nonblocking && long && !pair_direct;
         let plan = &self.plan;
         let direct = send
@@ -643,11 +653,14 @@ impl<'b, T: Pod> Schedule<'b, T> {
         self.begun = false;
     }
 
-    /// Write this schedule's rounds with `rounds`, then make its scratch.
+    /// Write this schedule's rounds with `rounds`, then make its scratch. With
+    /// `long_via_mailbox`, no message is read directly (every member of the call must pass
+    /// the same).
     pub(crate) fn build(
         &mut self,
         reserved: &mut Reserved,
         chunk: usize,
+        long_via_mailbox: bool,
         rounds: impl for<'r> FnOnce(Builder<'r>) -> Builder<'r>,
     ) {
         rounds(Builder {
@@ -656,6 +669,7 @@ impl<'b, T: Pod> Schedule<'b, T> {
             chunk,
             element: std::mem::size_of::<T>(),
             nonblocking: self.nonblocking,
+            long_via_mailbox,
         });
         if self.bufs.tmp.len() < self.plan.scratch {
             self.bufs.tmp = reserved.buffer(self.plan.scratch, &[]);
@@ -1120,7 +1134,7 @@ mod tests {
         let mut dst = vec![0u64; 5 * n];
         let mut reserved = Reserved::by_hand(vec![true, true]);
         let mut schedule = blocking(&mut reserved, &src, &mut dst);
-        schedule.build(&mut reserved, chunk, |b| {
+        schedule.build(&mut reserved, chunk, false, |b| {
             b.scratch(2 * n)
                 .local([Local::Copy {
                     from: (Buf::Src, 0..n),
@@ -1179,7 +1193,7 @@ mod tests {
         for (ranks, want) in [(4, vec![(0, false); segments]), (2, vec![(0, true)])] {
             let mut reserved = Reserved::by_hand(vec![true; ranks]);
             let mut schedule = blocking(&mut reserved, &src, &mut []);
-            schedule.build(&mut reserved, chunk, |b| {
+            schedule.build(&mut reserved, chunk, false, |b| {
                 let call = Call::new(Algorithm::BINOMIAL, ranks, 1, n).rooted(0);
                 algorithms::rounds(Collective::Reduce, b, call)
             });
@@ -1215,7 +1229,7 @@ mod tests {
             None,
             Signature(0),
         );
-        schedule.build(&mut reserved, chunk, |b| {
+        schedule.build(&mut reserved, chunk, false, |b| {
             b.scratch(n)
                 .local([Local::Copy {
                     from: (Buf::Src, 0..n),
