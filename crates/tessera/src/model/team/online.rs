@@ -451,7 +451,8 @@ impl Team<'_> {
     /// right all day: read directly, 1 MiB collectives at 2 ranks took 1.0-1.9× the
     /// mailbox's time with the two virtual processors close (store crossings of 37-43 ns)
     /// and 0.29-0.94× with them far apart (155-196 ns), the placement moving within
-    /// minutes (docs/PERFORMANCE.md, "Direct reads against the mailbox").
+    /// minutes (docs/PERFORMANCE.md, "Collectives": direct reads by calibration, and long
+    /// messages both ways by online tuning).
     fn online_picks(&self, key: Key, bytes: usize) -> Vec<Pick> {
         let algs = self.online_candidates(key.op, bytes, key.native_ok);
         let way = self.long.via_mailbox;
@@ -941,6 +942,33 @@ mod tests {
              dissemination (prior) 2.00 [1.00 3.00 2.00]; flat 5.00 [5.00 4.00 6.00]; \
              chose dissemination"
         );
+    }
+
+    /// Candidates that differ only in the way of their long messages are tried in turn
+    /// like any others; the decision keeps the way, which the trace names.
+    #[test]
+    fn a_decision_keeps_the_way_of_long_messages() {
+        let mut tuner = OnlineTuner::default();
+        let key = Key::new(Collective::Broadcast, 1 << 20, false);
+        let via_mailbox = Pick {
+            via_mailbox: true,
+            ..direct(Algorithm::FLAT)
+        };
+        let cands = [direct(Algorithm::FLAT), via_mailbox];
+        let mut last = None;
+        for t in 0..rounds(key) * 2 {
+            let trial = next_pick_trial(&mut tuner, key, &cands).expect("still trying");
+            assert_eq!(trial.via_mailbox, t % 2 == 1);
+            let time = if trial.via_mailbox { 60e-6 } else { 100e-6 };
+            last = record_calls(&mut tuner, trial, |_| time).map(|times| (trial, times));
+        }
+        assert_eq!(tuner.decided_via_mailbox(key), None);
+        let (trial, times) = last.expect("the last trial returns the times");
+        assert_eq!(tuner.decide(trial, &times), via_mailbox);
+        assert_eq!(tuner.decided_via_mailbox(key), Some(true));
+        assert_eq!(decided(&mut tuner, key), Some(Algorithm::FLAT));
+        let line = describe(key, 2, &cands, &times, via_mailbox);
+        assert!(line.contains("flat (prior) 100.00") && line.ends_with("chose flat+mailbox"));
     }
 
     #[test]
