@@ -14,7 +14,10 @@
 # SWEEPS names the `bench coll` sweeps at each rank count ("builtin": the model with
 # built-in parameters and online trials; "calibrated": both again after `tune
 # --calibrate`, which also times long messages read directly and through the mailbox and
-# keeps the faster way, named in the summary; "" none).
+# keeps the faster way, named in the summary; "ways": online tuning with every long
+# message read directly, then with every one through the mailbox (TESSERA_DIRECT=on and
+# off), so that the summary judges the default's tuned rows from 32 KiB, which try both
+# ways, against the best fixed algorithm of either way; "" none).
 #
 # BIND_TOO names kernels that also run with each rank pinned to a processor of its own
 # (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
@@ -100,6 +103,15 @@ for n in $ranks; do
         > "$out/coll-$n-$tuning.log" 2>&1 || echo "  failed: see $out/coll-$n-$tuning.log" >&2
     done
   fi
+  if [[ " $sweeps " == *" ways "* ]]; then
+    for way in direct mailbox; do
+      direct=$([[ $way == direct ]] && echo on || echo off)
+      echo "bench coll, $n ranks, online, TESSERA_DIRECT=$direct, built-in parameters" >&2
+      HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=online TESSERA_DIRECT=$direct \
+        "$tessera" bench coll -n "$n" --json "$out/coll-$n-$way.json" \
+        > "$out/coll-$n-$way.log" 2>&1 || echo "  failed: see $out/coll-$n-$way.log" >&2
+    done
+  fi
   [[ " $sweeps " == *" calibrated "* ]] || continue
   HOME="$calibrated_home" "$tessera" tune --calibrate -n "$n" > "$out/calibrate-$n.log" 2>&1 \
     || echo "  calibration failed: see $out/calibrate-$n.log" >&2
@@ -173,4 +185,35 @@ for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):
     name = os.path.basename(path)[5:-4]
     for line in summary:
         print(f"bench coll {name}: {line.strip()}")
+# The "ways" sweeps: the default's tuned row (online, both ways tried) from 32 KiB against
+# the fastest fixed algorithm of the sweeps that read every long message directly and
+# that send every one through the mailbox. Other forms of a call are not its algorithms.
+OTHER = {"tuned", "nonblocking", "single_address", "single_address_strict",
+         "single_address_loose", "rendezvous", "rendezvous_fresh", "split",
+         "then_read_whole", "then_read_split"}
+def latencies(path):
+    rows = collections.defaultdict(dict)
+    try:
+        results = json.load(open(path))["results"]
+    except (OSError, ValueError, KeyError):
+        return rows
+    for r in results:
+        if r.get("metric") == "latency_us" and r["bytes"] >= 32768:
+            rows[(r["op"], r["bytes"])][r.get("algorithm")] = r["value"]
+    return rows
+for path in sorted(glob.glob(os.path.join(out, "coll-*-direct.json"))):
+    n = os.path.basename(path)[5:-12]
+    tuned = latencies(os.path.join(out, f"coll-{n}-online.json"))
+    ways = [latencies(path), latencies(os.path.join(out, f"coll-{n}-mailbox.json"))]
+    ratios = []
+    for key, row in sorted(tuned.items()):
+        fixed = [v for way in ways for a, v in way.get(key, {}).items() if a not in OTHER]
+        if "tuned" in row and fixed:
+            ratios.append((row["tuned"] / min(fixed), f"{key[0]} {key[1]} B"))
+    if ratios:
+        within = sum(r <= 1.10 for r, _ in ratios)
+        worst = max(ratios)
+        print(f"long messages both ways, {n} ranks: online tuned within 10% of the best fixed "
+              f"algorithm of either way at {within} of {len(ratios)} points from 32 KiB "
+              f"(worst {worst[0]:.2f}x, {worst[1]})")
 PY
