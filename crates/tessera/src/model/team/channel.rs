@@ -471,15 +471,26 @@ impl Channel {
         )
     }
 
-    /// [`Channel::transfer`] of messages given one by one: the first [`FEW_PEERS`] each
-    /// way in arrays on the stack, a vector only beyond them, so that a small call with a
-    /// few peers allocates nothing.
+    /// [`Channel::transfer`] of messages given one by one: at most one each way straight
+    /// from the iterators (a 2-member team's flat or tree call, a tree's leaf); else the
+    /// first [`FEW_PEERS`] each way in arrays on the stack, a vector only beyond them, so
+    /// that a small call with a few peers allocates nothing. (Filling the arrays cost an
+    /// 8-byte flat scatter at 2 ranks about 25 ns of its 110 on the Zen 2 guest.)
     pub(crate) fn transfer_each<'d>(
         &self,
         ctx: &Context,
         sends: impl IntoIterator<Item = Outgoing<'d>>,
         recvs: impl IntoIterator<Item = Incoming<'d>>,
     ) -> Result<()> {
+        let (mut sends, mut recvs) = (sends.into_iter(), recvs.into_iter());
+        let (mut send, mut recv) = (sends.next(), recvs.next());
+        let next_send = send.as_ref().and_then(|_| sends.next());
+        let next_recv = recv.as_ref().and_then(|_| recvs.next());
+        if next_send.is_none() && next_recv.is_none() {
+            return self.transfer(ctx, send.as_mut_slice(), recv.as_mut_slice());
+        }
+        let sends = send.into_iter().chain(next_send).chain(sends);
+        let recvs = recv.into_iter().chain(next_recv).chain(recvs);
         let (mut few_sends, ns, more_sends) = few_then_rest(sends, || Outgoing::new(0, &[]));
         let (mut few_recvs, nr, more_recvs) = few_then_rest(recvs, || Incoming::new(0, &mut []));
         if more_sends.is_empty() && more_recvs.is_empty() {
