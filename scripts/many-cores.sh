@@ -187,7 +187,9 @@ for path in sorted(glob.glob(os.path.join(out, "coll-*.log"))):
         print(f"bench coll {name}: {line.strip()}")
 # The "ways" sweeps: the default's tuned row (online, both ways tried) from 32 KiB against
 # the fastest fixed algorithm of the sweeps that read every long message directly and
-# that send every one through the mailbox. Other forms of a call are not its algorithms.
+# that send every one through the mailbox. Other forms of a call are not its algorithms:
+# the rows `bench coll`'s own summary leaves out (`is_other_form` in
+# crates/tessera-cli/src/bench/coll.rs; keep the two lists alike).
 OTHER = {"tuned", "nonblocking", "single_address", "single_address_strict",
          "single_address_loose", "rendezvous", "rendezvous_fresh", "split",
          "then_read_whole", "then_read_split"}
