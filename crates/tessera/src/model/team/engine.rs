@@ -112,7 +112,10 @@ impl<'a> Team<'a> {
     }
 
     /// Run `call` with its long messages through the mailbox or not (`via_mailbox`; `None`:
-    /// the team's way), then restore the way of the call around it.
+    /// the team's way), then restore the way of the call around it. Out of line: only
+    /// calls above `DIRECT_FROM` bytes and trials come here, and inlined it copied the
+    /// call's body into [`Team::chosen`] twice more.
+    #[inline(never)]
     fn with_long_messages(
         &self,
         via_mailbox: Option<bool>,
