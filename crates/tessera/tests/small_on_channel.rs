@@ -1,5 +1,5 @@
 //! Small blocking collectives run straight on the channel (`model/team/small.rs`), not
-//! as schedules: with many peers (the stack arrays and the vectors beyond them) each
+//! as schedules: with many peers (past the sixteen each way kept on the stack) each
 //! member's result against the sequential one, and the reductions' results bit for bit
 //! those of the same algorithm's schedule (the nonblocking form runs it), since both
 //! combine in the same order.
@@ -25,8 +25,8 @@ fn input_f64(r: usize, i: usize, seed: u64) -> f64 {
     (input_u64(r, i, seed) % 1_000_003) as f64 * 1e-7 * if r.is_multiple_of(2) { 1e9 } else { 1.0 }
 }
 
-/// Small broadcasts, gathers and scatters go straight on the channel, the first few
-/// peers each way in stack arrays and a vector beyond: at 18 ranks (17 peers of a flat root;
+/// Small broadcasts, gathers and scatters go straight on the channel, up to sixteen
+/// peers each way on the stack and the heap beyond: at 18 ranks (17 peers of a flat root;
 /// a binomial root other than member 0 rotates 18 blocks through scratch, on the stack or,
 /// at 256-byte blocks, in a vector), every broadcast, gather and scatter algorithm, blocks
 /// of 8, 56 and 256 bytes, roots 0 and 5, each member's result against the sequential one.
@@ -147,11 +147,12 @@ fn small_to_all_calls_by_every_row() {
 /// Every reduction tree, the allreduce's recursive doubling and the linear scans, small
 /// and blocking (on the channel) against the same algorithm's schedule (nonblocking), on
 /// `f64` sums whose last bits depend on the order of the additions: identical bits. At 7
-/// ranks (a flat root's 6 children: more than the stack holds) and 4 (recursive doubling
-/// on the channel), roots 0 and 3, 1 and 29 elements.
+/// ranks (a flat root's 6 children: 29 elements' partial results past a stack block), 20
+/// (19 children: those of 29 elements past the stack, on the heap) and 4 (recursive
+/// doubling on the channel), roots 0 and 3, 1 and 29 elements.
 #[test]
 fn small_reductions_match_their_schedules_bit_for_bit() {
-    for n in [4, 7] {
+    for n in [4, 7, 20] {
         job(n)
             .run(|ctx: &Context| {
                 let world = Team::world(ctx)?;

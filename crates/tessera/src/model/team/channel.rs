@@ -48,6 +48,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytemuck::Zeroable;
+use smallvec::SmallVec;
 
 use super::signature::Signature;
 use crate::core::alloc::PAGE;
@@ -137,27 +138,13 @@ pub(crate) struct SentOffer {
 /// ```
 pub const DIRECT_FROM: usize = 16 * 1024;
 
-/// The first [`FEW_PEERS`] of `items` in an array (the rest of it `empty()`), how many
-/// of them there are, and the others.
-fn few_then_rest<T>(
-    items: impl IntoIterator<Item = T>,
-    empty: impl Fn() -> T,
-) -> ([T; FEW_PEERS], usize, Vec<T>) {
-    let (mut few, mut n, mut rest) = (std::array::from_fn(|_| empty()), 0, Vec::new());
-    for item in items {
-        if n < FEW_PEERS {
-            few[n] = item;
-            n += 1;
-        } else {
-            rest.push(item);
-        }
-    }
-    (few, n, rest)
-}
+/// Peers each way that [`Channel::transfer_each`] keeps on the stack: a 16-member flat
+/// root's fifteen (a tree's parent and children, a small team's members); more spill to
+/// the heap.
+pub(crate) const FEW_PEERS: usize = 16;
 
-/// Peers each way that [`Channel::transfer_each`] keeps on the stack (a tree's parent and
-/// a few children, a small team's members).
-pub(crate) const FEW_PEERS: usize = 4;
+/// The messages of one direction of a [`Channel::transfer_each`].
+type Few<T> = SmallVec<[T; FEW_PEERS]>;
 
 /// Default data bytes per chunk: large enough that the per-chunk handshake (about one
 /// cache-line round trip) is small next to copying the chunk.
@@ -472,10 +459,12 @@ impl Channel {
     }
 
     /// [`Channel::transfer`] of messages given one by one: at most one each way straight
-    /// from the iterators (a 2-member team's flat or tree call, a tree's leaf); else the
-    /// first [`FEW_PEERS`] each way in arrays on the stack, a vector only beyond them, so
-    /// that a small call with a few peers allocates nothing. (Filling the arrays cost an
-    /// 8-byte flat scatter at 2 ranks about 25 ns of its 110 on the Zen 2 guest.)
+    /// from the iterators (a 2-member team's flat or tree call, a tree's leaf); else up to
+    /// [`FEW_PEERS`] each way on the stack, so that a small call allocates nothing and
+    /// writes no slot it does not use. (Filling arrays of four with empty messages first
+    /// cost an 8-byte flat scatter at 2 ranks about 25 ns of its 110 on the Zen 2 guest; a
+    /// heap vector beyond four peers cost a flat root of 8 or 16 members two allocations
+    /// per call.)
     pub(crate) fn transfer_each<'d>(
         &self,
         ctx: &Context,
@@ -489,15 +478,8 @@ impl Channel {
         if next_send.is_none() && next_recv.is_none() {
             return self.transfer(ctx, send.as_mut_slice(), recv.as_mut_slice());
         }
-        let sends = send.into_iter().chain(next_send).chain(sends);
-        let recvs = recv.into_iter().chain(next_recv).chain(recvs);
-        let (mut few_sends, ns, more_sends) = few_then_rest(sends, || Outgoing::new(0, &[]));
-        let (mut few_recvs, nr, more_recvs) = few_then_rest(recvs, || Incoming::new(0, &mut []));
-        if more_sends.is_empty() && more_recvs.is_empty() {
-            return self.transfer(ctx, &mut few_sends[..ns], &mut few_recvs[..nr]);
-        }
-        let mut sends: Vec<Outgoing> = few_sends.into_iter().take(ns).chain(more_sends).collect();
-        let mut recvs: Vec<Incoming> = few_recvs.into_iter().take(nr).chain(more_recvs).collect();
+        let mut sends: Few<Outgoing> = send.into_iter().chain(next_send).chain(sends).collect();
+        let mut recvs: Few<Incoming> = recv.into_iter().chain(next_recv).chain(recvs).collect();
         self.transfer(ctx, &mut sends, &mut recvs)
     }
 

@@ -90,8 +90,12 @@ fn read_and_write(
     }
 }
 
-/// Children of a reduction tree whose partial results wait on the stack.
+/// Blocks in [`Slots`] (scratch of a call with a few peers' blocks).
 const SLOTS_ON_STACK: usize = 4;
+
+/// Blocks in [`ManySlots`]: the partial results of a 16-member flat reduction's root's
+/// other fourteen children at up to [`SMALL_UP_TO`] bytes each, and of any tree's fewer.
+const MANY_SLOTS_ON_STACK: usize = 16;
 
 /// A small block: cache-line aligned, so any element type can be cast onto it.
 #[repr(C, align(64))]
@@ -104,6 +108,14 @@ struct Slots([u8; SLOTS_ON_STACK * SMALL_UP_TO]);
 
 impl Slots {
     const ZERO: Slots = Slots([0; SLOTS_ON_STACK * SMALL_UP_TO]);
+}
+
+/// The partial results of up to [`MANY_SLOTS_ON_STACK`] children, one after another.
+#[repr(C, align(64))]
+struct ManySlots([u8; MANY_SLOTS_ON_STACK * SMALL_UP_TO]);
+
+impl ManySlots {
+    const ZERO: ManySlots = ManySlots([0; MANY_SLOTS_ON_STACK * SMALL_UP_TO]);
 }
 
 impl Block {
@@ -564,15 +576,25 @@ impl<'a> Team<'a> {
                 own.as_mut(len)
             }
         };
-        // The other children's partial results, one after another.
-        let (mut on_stack, mut on_heap);
+        // The other children's partial results, one after another, in the smallest stack
+        // area that holds them (each zeroed whole, so the least zeroing that fits), on the
+        // heap only past a 16-member flat root's.
+        let slots_len = others.len() * len;
+        let bytes = slots_len * size_of::<T>();
+        let (mut block, mut few, mut many, mut on_heap);
         let slots: &mut [T] = if others.is_empty() {
             &mut []
-        } else if others.len() <= SLOTS_ON_STACK {
-            on_stack = Slots::ZERO;
-            bytemuck::cast_slice_mut(&mut on_stack.0[..others.len() * len * size_of::<T>()])
+        } else if bytes <= SMALL_UP_TO {
+            block = Block::ZERO;
+            block.as_mut(slots_len)
+        } else if bytes <= size_of::<Slots>() {
+            few = Slots::ZERO;
+            bytemuck::cast_slice_mut(&mut few.0[..bytes])
+        } else if bytes <= size_of::<ManySlots>() {
+            many = ManySlots::ZERO;
+            bytemuck::cast_slice_mut(&mut many.0[..bytes])
         } else {
-            on_heap = vec![T::zeroed(); others.len() * len];
+            on_heap = vec![T::zeroed(); slots_len];
             &mut on_heap
         };
         let recvs = std::iter::once(Incoming::new(first, cast_mut(acc))).chain(
