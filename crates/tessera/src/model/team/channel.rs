@@ -462,9 +462,9 @@ impl Channel {
     /// from the iterators (a 2-member team's flat or tree call, a tree's leaf); else up to
     /// [`FEW_PEERS`] each way on the stack, so that a small call allocates nothing and
     /// writes no slot it does not use. (Filling arrays of four with empty messages first
-    /// cost an 8-byte flat scatter at 2 ranks about 25 ns of its 110 on the Zen 2 guest; a
-    /// heap vector beyond four peers cost a flat root of 8 or 16 members two allocations
-    /// per call.)
+    /// cost an 8-byte flat scatter at 2 ranks about 25 ns of its 110 on the Zen 2 guest;
+    /// heap vectors beyond four peers cost a flat root of 8 or 16 members two or more
+    /// allocations per call, 50-200 ns on the Zen 3 guest.)
     pub(crate) fn transfer_each<'d>(
         &self,
         ctx: &Context,
