@@ -46,14 +46,19 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-/// Calls of each operation timed after its warm-up.
+/// Calls of each operation counted after its warm-up.
 const CALLS: u64 = 200;
+
+/// Elements of the 256-byte blocks (the largest that go straight on the channel).
+const LONGEST: usize = 32;
 
 /// At 8 and 16 members, flat (the root's 7 or 15 peers each way), binomial and 4-nomial
 /// 8-byte broadcasts and reductions, flat and binomial gathers and scatters, and the ring
-/// and Bruck allgathers:
-/// after 20 calls of each to warm up (plans, mailbox pages), 200 more allocate nothing on
-/// any member, and the last call's result is the sequential one.
+/// and Bruck allgathers; and with 256-byte blocks, whose scratch reaches 4 KiB at 16
+/// members, the binomial gather and scatter (a root other than member 0 rotates every
+/// block through scratch) and the flat reduction (the root's partial results): after 20
+/// calls of each to warm up (plans, mailbox pages), 200 more allocate nothing on any
+/// member, and the last call's result is the sequential one.
 #[test]
 fn small_calls_allocate_nothing_after_warm_up() {
     for n in [8, 16] {
@@ -123,6 +128,39 @@ fn small_calls_allocate_nothing_after_warm_up() {
                             "{n} members, allgather {alg}: member {me} allocated {made} times, got {all:?}"
                         ).into());
                     }
+                }
+                let big: Vec<u64> = (0..(n * LONGEST) as u64).map(|i| 1000 + i).collect();
+                let mine: Vec<u64> = (0..LONGEST as u64).map(|i| me as u64 * 64 + i).collect();
+                let (mut block, mut blocks, mut sums) =
+                    (vec![0u64; LONGEST], vec![0u64; n * LONGEST], vec![0u64; LONGEST]);
+                let gather = world.with_algorithm(Collective::Gather, Algorithm::BINOMIAL)?;
+                let scatter = world.with_algorithm(Collective::Scatter, Algorithm::BINOMIAL)?;
+                let reduce = world.with_algorithm(Collective::Reduce, Algorithm::FLAT)?;
+                let mut round = |calls: u64| -> tessera::Result<u64> {
+                    let before = allocations();
+                    for _ in 0..calls {
+                        gather.run(Gather::new(root, &mine).to(&mut blocks), Blocking)?;
+                        scatter.run(Scatter::new(root, &big, LONGEST).to(&mut block), Blocking)?;
+                        reduce.run(Reduce::new(root, &mine, Op::Sum).to(&mut sums), Blocking)?;
+                    }
+                    Ok(allocations() - before)
+                };
+                round(20)?;
+                let made = round(CALLS)?;
+                let mut wrong = block != big[me * LONGEST..(me + 1) * LONGEST];
+                if me == root {
+                    let want: Vec<u64> = (0..n as u64)
+                        .flat_map(|r| (0..LONGEST as u64).map(move |i| r * 64 + i))
+                        .collect();
+                    let sum = |i: usize| (0..n).map(|r| (r * 64 + i) as u64).sum::<u64>();
+                    wrong |= blocks != want || (0..LONGEST).any(|i| sums[i] != sum(i));
+                }
+                if made != 0 || wrong {
+                    return Err(format!(
+                        "{n} members, 256-byte blocks: member {me} allocated {made} times, results right: {}",
+                        !wrong
+                    )
+                    .into());
                 }
                 Ok(())
             })

@@ -90,11 +90,12 @@ fn read_and_write(
     }
 }
 
-/// Blocks in [`Slots`] (scratch of a call with a few peers' blocks).
+/// Blocks in [`Slots`].
 const SLOTS_ON_STACK: usize = 4;
 
-/// Blocks in [`ManySlots`]: the partial results of a 16-member flat reduction's root's
-/// other fourteen children at up to [`SMALL_UP_TO`] bytes each, and of any tree's fewer.
+/// Blocks in [`ManySlots`]: a 16-member call's blocks of up to [`SMALL_UP_TO`] bytes (a
+/// binomial root's rotated blocks, a flat reduction root's other fourteen children's
+/// partial results).
 const MANY_SLOTS_ON_STACK: usize = 16;
 
 /// A small block: cache-line aligned, so any element type can be cast onto it.
@@ -102,7 +103,7 @@ const MANY_SLOTS_ON_STACK: usize = 16;
 #[derive(Clone, Copy)]
 struct Block([u8; SMALL_UP_TO]);
 
-/// The partial results of [`SLOTS_ON_STACK`] children, one after another.
+/// [`SLOTS_ON_STACK`] blocks of scratch, one after another.
 #[repr(C, align(64))]
 struct Slots([u8; SLOTS_ON_STACK * SMALL_UP_TO]);
 
@@ -110,7 +111,7 @@ impl Slots {
     const ZERO: Slots = Slots([0; SLOTS_ON_STACK * SMALL_UP_TO]);
 }
 
-/// The partial results of up to [`MANY_SLOTS_ON_STACK`] children, one after another.
+/// [`MANY_SLOTS_ON_STACK`] blocks of scratch, one after another.
 #[repr(C, align(64))]
 struct ManySlots([u8; MANY_SLOTS_ON_STACK * SMALL_UP_TO]);
 
@@ -127,18 +128,26 @@ impl Block {
     }
 }
 
-/// Runs `f` on `len` zeroed bytes of scratch: a stack block up to [`SMALL_UP_TO`] bytes,
-/// a stack array up to four of them, a vector beyond.
+/// Runs `f` on `len` zeroed elements of scratch: none for 0, else the smallest stack area
+/// that holds them (a block of [`SMALL_UP_TO`] bytes, [`Slots`], [`ManySlots`]; each is
+/// zeroed whole, so the least zeroing that fits), a vector only beyond, so that a call of
+/// up to 16 members' small blocks allocates nothing.
 #[inline(always)]
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    if len <= SMALL_UP_TO {
+fn with_scratch<T: Pod, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let bytes = len * size_of::<T>();
+    if bytes == 0 {
+        f(&mut [])
+    } else if bytes <= SMALL_UP_TO {
         let mut block = Block::ZERO;
-        f(&mut block.0[..len])
-    } else if len <= size_of::<Slots>() {
+        f(bytemuck::cast_slice_mut(&mut block.0[..bytes]))
+    } else if bytes <= size_of::<Slots>() {
         let mut slots = Slots::ZERO;
-        f(&mut slots.0[..len])
+        f(bytemuck::cast_slice_mut(&mut slots.0[..bytes]))
+    } else if bytes <= size_of::<ManySlots>() {
+        let mut slots = ManySlots::ZERO;
+        f(bytemuck::cast_slice_mut(&mut slots.0[..bytes]))
     } else {
-        f(&mut vec![0u8; len])
+        f(&mut vec![T::zeroed(); len])
     }
 }
 
@@ -576,38 +585,22 @@ impl<'a> Team<'a> {
                 own.as_mut(len)
             }
         };
-        // The other children's partial results, one after another, in the smallest stack
-        // area that holds them (each zeroed whole, so the least zeroing that fits), on the
-        // heap only past a 16-member flat root's.
-        let slots_len = others.len() * len;
-        let bytes = slots_len * size_of::<T>();
-        let (mut block, mut few, mut many, mut on_heap);
-        let slots: &mut [T] = if others.is_empty() {
-            &mut []
-        } else if bytes <= SMALL_UP_TO {
-            block = Block::ZERO;
-            block.as_mut(slots_len)
-        } else if bytes <= size_of::<Slots>() {
-            few = Slots::ZERO;
-            bytemuck::cast_slice_mut(&mut few.0[..bytes])
-        } else if bytes <= size_of::<ManySlots>() {
-            many = ManySlots::ZERO;
-            bytemuck::cast_slice_mut(&mut many.0[..bytes])
-        } else {
-            on_heap = vec![T::zeroed(); slots_len];
-            &mut on_heap
-        };
-        let recvs = std::iter::once(Incoming::new(first, cast_mut(acc))).chain(
-            others
-                .iter()
-                .zip(slots.chunks_exact_mut(len))
-                .map(|(&(c, _), slot)| Incoming::new(c, cast_mut(slot))),
-        );
-        self.channel.transfer_each(self.ctx, [], recvs)?;
-        combine(acc, src)?;
-        for slot in slots.chunks_exact(len) {
-            combine(acc, slot)?;
-        }
+        // The other children's partial results, one after another (none for a single
+        // child).
+        with_scratch(others.len() * len, |slots: &mut [T]| -> Result<()> {
+            let recvs = std::iter::once(Incoming::new(first, cast_mut(acc))).chain(
+                others
+                    .iter()
+                    .zip(slots.chunks_exact_mut(len))
+                    .map(|(&(c, _), slot)| Incoming::new(c, cast_mut(slot))),
+            );
+            self.channel.transfer_each(self.ctx, [], recvs)?;
+            combine(acc, src)?;
+            for slot in slots.chunks_exact(len) {
+                combine(acc, slot)?;
+            }
+            Ok(())
+        })?;
         match tree.parent {
             Some(parent) => {
                 let mut send = [Outgoing::new(parent, cast(acc))];
