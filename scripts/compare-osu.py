@@ -2,14 +2,17 @@
 """Tessera's collectives beside the OSU micro-benchmarks on MPI, in turns, on one host.
 
     scripts/compare-osu.py OSU_DIR [--rounds 3] [-n 2 4] [--tessera target/release/tessera]
+                           [--plain-buffers]
 
 OSU_DIR holds the OSU micro-benchmarks' blocking collective programs (`osu_barrier`,
 `osu_bcast`, `osu_reduce`, `osu_allreduce`, `osu_gather`, `osu_allgather`, `osu_scatter`,
 `osu_alltoall`), built by hand from their public sources with the MPI's `mpicc`; this
 script only runs them (with `mpirun`, `--oversubscribe` where ranks outnumber cores).
 Each round runs `tessera bench coll -n N --json` (the tuned row of each operation, calls
-back to back) and then every OSU program at 8 bytes and 1 MiB per rank; every point keeps
-the best of its rounds. The ratio is OSU's time over Tessera's: above 1, Tessera is
+back to back, from buffers on huge pages, or in `Vec`s with `--plain-buffers` as OSU's
+own buffers are: a peer reads long messages from huge pages about twice as fast) and
+then every OSU program at 8 bytes and 1 MiB per rank; every point keeps the best of its
+rounds. The ratio is OSU's time over Tessera's: above 1, Tessera is
 faster. OSU times each call on its own, with a barrier between calls, and prints
 microseconds with two decimals, so its 8-byte figures are rounded to about 3 %.
 
@@ -46,10 +49,11 @@ OPS = [
 SIZES = [8, 1 << 20]
 
 
-def tessera_run(binary, ranks):
+def tessera_run(binary, ranks, plain_buffers=False):
     """The tuned row of each operation, {(op, bytes): µs}."""
+    extra = ["--plain-buffers"] if plain_buffers else []
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([binary, "bench", "coll", "-n", str(ranks), "--json", f.name, "-q"],
+        subprocess.run([binary, "bench", "coll", "-n", str(ranks), "--json", f.name, "-q"] + extra,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         results = json.load(open(f.name))["results"]
     wanted = {op for op, _ in OPS}
@@ -92,6 +96,8 @@ def main():
     ap.add_argument("-n", "--ranks", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--tessera", default=os.path.join(HERE, "..", "target", "release", "tessera"))
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--plain-buffers", action="store_true",
+                    help="Tessera's buffers in Vecs, as OSU's are (default: on huge pages)")
     args = ap.parse_args()
     for _, prog in OPS:
         path = os.path.join(args.osu_dir, prog)
@@ -105,7 +111,7 @@ def main():
         for _ in range(args.rounds):
             for side in ("tessera", "osu"):
                 before = compare_coll.crossing(compare_coll.DEFAULT_PROBE)
-                t = (tessera_run(args.tessera, ranks) if side == "tessera"
+                t = (tessera_run(args.tessera, ranks, args.plain_buffers) if side == "tessera"
                      else osu_run(args.osu_dir, ranks, args.mpirun))
                 after = compare_coll.crossing(compare_coll.DEFAULT_PROBE)
                 slow = None if before is None or after is None else max(before, after)

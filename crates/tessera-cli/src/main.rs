@@ -470,6 +470,8 @@ enum RankCommand {
         out: PathBuf,
         #[arg(long)]
         quick: bool,
+        #[arg(long)]
+        plain_buffers: bool,
     },
     Tune {
         #[arg(long)]
@@ -721,9 +723,11 @@ fn main() -> ExitCode {
                 RankCommand::App { .. } => {
                     job.run(|_| Err("built without the apps feature".into()))
                 }
-                RankCommand::BenchColl { out, quick } => {
-                    job.run(|ctx| bench::coll::rank_main(ctx, &out, quick))
-                }
+                RankCommand::BenchColl {
+                    out,
+                    quick,
+                    plain_buffers,
+                } => job.run(|ctx| bench::coll::rank_main(ctx, &out, quick, plain_buffers)),
                 RankCommand::Tune { out, quick } => {
                     job.run(|ctx| tune::rank_main(ctx, &out, quick))
                 }

@@ -27,7 +27,7 @@ use crate::JobArgs;
 pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
-    let mut bufs = Buffers::new(&world, SIZES.iter().max().copied().unwrap_or(8))?;
+    let mut bufs = Buffers::new(&world, SIZES.iter().max().copied().unwrap_or(8), false)?;
     let points = points(if quick { &QUICK_SIZES } else { &SIZES });
     let bar = if ctx.rank() == 0 {
         ProgressBar::new((points.len() * PASSES) as u64)

@@ -42,10 +42,10 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
-use crate::buffer::HugePageArray;
 use crate::report::Outcome;
 use crate::rng::{randlc, A};
 use crate::Class;
+use tessera::HugePageArray;
 
 /// CG iterations per outer iteration.
 const CGITMAX: usize = 25;

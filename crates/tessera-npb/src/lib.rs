@@ -8,8 +8,8 @@
 //! Kernels so far: [`ep`] (embarrassingly parallel: Gaussian pairs), [`is`] (integer sort
 //! with a one-sided key exchange), [`cg`] (conjugate gradient on a 2-D process grid with
 //! point-to-point signalling), [`mg`] (multigrid with one-sided ghost exchange) and
-//! [`ft`] (3-D FFT with transposes written straight into place). [`buffer`] holds large
-//! private arrays on huge pages.
+//! [`ft`] (3-D FFT with transposes written straight into place). Large private arrays
+//! sit on huge pages ([`tessera::HugePageArray`]).
 //!
 //! This crate must never bypass Tessera's communication: kernels use the global address
 //! space, teams and collectives like any other program.
@@ -67,7 +67,6 @@ macro_rules! variants {
     };
 }
 
-pub mod buffer;
 pub mod cg;
 pub mod ep;
 pub mod error;

@@ -54,6 +54,7 @@ pub use crate::core::completion::{
     Strided, StridedMut,
 };
 pub use crate::core::gptr::GlobalPtr;
+pub use crate::core::huge_pages::HugePageArray;
 pub use crate::core::report::JobStats;
 pub use crate::core::rma::Handle;
 pub use crate::core::rpc::RpcHandle;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use tessera::coll::{
     Allgather, Allreduce, Barrier, Broadcast, Exchange, Gather, Reduce, Scan, Scatter,
 };
+use tessera::HugePageArray;
 
 use tessera::{
     Algorithm, Blocking, Collective, Context, GlobalPtr, Nonblocking, Op, RankResult, SyncMode,
@@ -168,21 +169,61 @@ pub(crate) const PASSES: usize = 3;
 /// `landing` every member's destination for the single-address forms (room for all
 /// members' blocks, in the segment).
 pub(crate) struct Buffers {
-    pub buf: Vec<u64>,
-    pub big: Vec<u64>,
-    pub out: Vec<u64>,
+    pub buf: Memory,
+    pub big: Memory,
+    pub out: Memory,
     pub landing: Vec<GlobalPtr<u64>>,
 }
 
+/// Where the private buffers live: on huge pages, as the documentation advises for long
+/// messages (a peer reads them directly about twice as fast), or in ordinary `Vec`s
+/// (`bench coll --plain-buffers`), as a program that did not follow that advice has them.
+pub(crate) enum Memory {
+    Huge(HugePageArray<u64>),
+    Plain(Vec<u64>),
+}
+
+impl Memory {
+    /// `len` copies of `value`.
+    fn filled(len: usize, value: u64, plain: bool) -> Memory {
+        if plain {
+            return Memory::Plain(vec![value; len]);
+        }
+        let mut a = HugePageArray::zeroed(len);
+        a.fill(value);
+        Memory::Huge(a)
+    }
+}
+
+impl std::ops::Deref for Memory {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        match self {
+            Memory::Huge(a) => a,
+            Memory::Plain(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Memory {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        match self {
+            Memory::Huge(a) => a,
+            Memory::Plain(v) => v,
+        }
+    }
+}
+
 impl Buffers {
-    /// Room for blocks of up to `max_bytes` on `team` (collective: every member calls it).
-    pub(crate) fn new(team: &Team, max_bytes: usize) -> tessera::Result<Buffers> {
+    /// Room for blocks of up to `max_bytes` on `team` (collective: every member calls it),
+    /// on huge pages unless `plain`.
+    pub(crate) fn new(team: &Team, max_bytes: usize, plain: bool) -> tessera::Result<Buffers> {
         let (max_len, n) = (max_bytes / 8, team.size());
         let landing = team.context().alloc_collective::<u64>(max_len * n)?;
         Ok(Buffers {
-            buf: vec![1u64; max_len],
-            big: vec![1u64; 2 * max_len * n],
-            out: vec![0u64; max_len],
+            buf: Memory::filled(max_len, 1, plain),
+            big: Memory::filled(2 * max_len * n, 1, plain),
+            out: Memory::filled(max_len, 0, plain),
             landing: team.symmetric(landing),
         })
     }
@@ -310,12 +351,17 @@ pub(crate) fn points(sizes: &[usize]) -> Vec<(Collective, usize)> {
         .collect()
 }
 
-pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
+pub(crate) fn rank_main(
+    ctx: &Context,
+    out_file: &Path,
+    quick: bool,
+    plain_buffers: bool,
+) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
     let sizes: &[usize] = if quick { &QUICK_SIZES } else { &SIZES };
     let max_len = sizes.iter().max().unwrap() / 8;
-    let mut bufs = Buffers::new(&world, max_len * 8)?;
+    let mut bufs = Buffers::new(&world, max_len * 8, plain_buffers)?;
     let mut part = Part::default();
     let mut baselines = Baselines::default();
     // Symmetric destinations for the single-address forms.

@@ -13,7 +13,9 @@
 //! - [`wait`]: waiting on a word of the rank's own segment until it compares true;
 //! - [`barrier`]: the dissemination barrier, split-phase and labelled;
 //! - `direct`: single-copy reads of a peer's private memory on the same host;
-//! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them.
+//! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them;
+//! - [`huge_pages`]: [`HugePageArray`](huge_pages::HugePageArray), private arrays on huge
+//!   pages, the buffers to give long messages (a peer reads them twice as fast).
 //!
 //! ## Memory model
 //! Puts and gets are *relaxed*: they move bytes, and nothing orders them with respect to
@@ -37,6 +39,7 @@ pub mod completion;
 pub(crate) mod copy;
 pub(crate) mod direct;
 pub mod gptr;
+pub mod huge_pages;
 pub mod mapped;
 pub(crate) mod native;
 pub mod report;
