@@ -27,7 +27,8 @@ use crate::JobArgs;
 pub(crate) fn rank_main(ctx: &Context, out_file: &Path, quick: bool) -> RankResult {
     let world = Team::world(ctx)?;
     let n = world.size();
-    let mut bufs = Buffers::new(&world, SIZES.iter().max().copied().unwrap_or(8), false)?;
+    // Buffers in `Vec`s, as for the calibration (see `calibrate::rank_main`).
+    let mut bufs = Buffers::new(&world, SIZES.iter().max().copied().unwrap_or(8), true)?;
     let points = points(if quick { &QUICK_SIZES } else { &SIZES });
     let bar = if ctx.rank() == 0 {
         ProgressBar::new((points.len() * PASSES) as u64)
