@@ -17,7 +17,10 @@
 # keeps the faster way, named in the summary; "ways": online tuning with every long
 # message read directly, then with every one through the mailbox (TESSERA_DIRECT=on and
 # off), so that the summary judges the default's tuned rows from 32 KiB, which try both
-# ways, against the best fixed algorithm of either way; "" none).
+# ways, against the best fixed algorithm of either way; "plain": online tuning with the
+# buffers in `Vec`s (`--plain-buffers`, as the tables recorded before `bench coll` put
+# them on huge pages), which the summary sets beside the "builtin" online sweep's long
+# rows; "" none).
 #
 # BIND_TOO names kernels that also run with each rank pinned to a processor of its own
 # (TESSERA_BIND=1, as OMP_PROC_BIND=true pins OpenMP's threads), in the same turns.
@@ -111,6 +114,12 @@ for n in $ranks; do
         "$tessera" bench coll -n "$n" --json "$out/coll-$n-$way.json" \
         > "$out/coll-$n-$way.log" 2>&1 || echo "  failed: see $out/coll-$n-$way.log" >&2
     done
+  fi
+  if [[ " $sweeps " == *" plain "* ]]; then
+    echo "bench coll, $n ranks, online, buffers in Vecs, built-in parameters" >&2
+    HOME="$calibrated_home" TESSERA_CALIBRATION=none TESSERA_TUNING=online \
+      "$tessera" bench coll -n "$n" --plain-buffers --json "$out/coll-$n-plain.json" \
+      > "$out/coll-$n-plain.log" 2>&1 || echo "  failed: see $out/coll-$n-plain.log" >&2
   fi
   [[ " $sweeps " == *" calibrated "* ]] || continue
   HOME="$calibrated_home" "$tessera" tune --calibrate -n "$n" > "$out/calibrate-$n.log" 2>&1 \
@@ -218,4 +227,16 @@ for path in sorted(glob.glob(os.path.join(out, "coll-*-direct.json"))):
         print(f"long messages both ways, {n} ranks: online tuned within 10% of the best fixed "
               f"algorithm of either way at {within} of {len(ratios)} points from 32 KiB "
               f"(worst {worst[0]:.2f}x, {worst[1]})")
+# The "plain" sweeps: the online tuned rows of 256 KiB and 1 MiB with the buffers on huge
+# pages (the "builtin" online sweep) over the same rows with the buffers in Vecs.
+for path in sorted(glob.glob(os.path.join(out, "coll-*-plain.json"))):
+    n = os.path.basename(path)[5:-11]
+    huge, plain = latencies(os.path.join(out, f"coll-{n}-online.json")), latencies(path)
+    ratios = sorted((huge[key]["tuned"] / row["tuned"], f"{key[0]} {key[1]} B")
+                    for key, row in plain.items()
+                    if key[1] >= 262144 and "tuned" in row and "tuned" in huge.get(key, {}))
+    if ratios:
+        print(f"buffers on huge pages over Vecs, {n} ranks, tuned rows of 256 KiB and 1 MiB: "
+              f"{ratios[0][0]:.2f}x ({ratios[0][1]}) to {ratios[-1][0]:.2f}x ({ratios[-1][1]}), "
+              f"median {ratios[len(ratios) // 2][0]:.2f}x over {len(ratios)} points")
 PY
