@@ -142,6 +142,10 @@ pub(crate) struct Report {
     pub system: System,
     pub results: Vec<Record>,
     pub baselines: Baselines,
+    /// Where `bench coll` kept its private buffers ("huge pages" or "Vecs"); absent for
+    /// the other benchmarks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<String>,
 }
 
 impl Report {
@@ -153,6 +157,7 @@ impl Report {
             baselines: part
                 .baselines
                 .ok_or("the benchmark job reported no baselines")?,
+            buffers: None,
         })
     }
 
@@ -352,6 +357,7 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
                 system: system(job.conduit.name()),
                 results,
                 baselines,
+                buffers: None,
             };
             print_table(&report);
             report.write_json(json.as_deref())
@@ -423,7 +429,8 @@ pub(crate) fn drive(command: BenchCommand) -> Result<ExitCode, String> {
             if let Some(plain) = &uncounted {
                 print_counting_cost(&plain.results, &part.results);
             }
-            let report = Report::from_part(part, &job)?;
+            let mut report = Report::from_part(part, &job)?;
+            report.buffers = Some(if plain_buffers { "Vecs" } else { "huge pages" }.into());
             coll::print_table(&report);
             if model {
                 coll::print_model(&report);

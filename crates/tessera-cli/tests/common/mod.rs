@@ -156,6 +156,13 @@ pub(crate) fn bench_coll_checked(args: &[&str], ranks: u32, also: &[&str]) {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let _ = std::fs::remove_file(&path);
+    // The report says where the buffers were.
+    let buffers = if args.contains(&"--plain-buffers") {
+        "Vecs"
+    } else {
+        "huge pages"
+    };
+    assert_eq!(report["buffers"], buffers);
     let results = report["results"].as_array().unwrap();
     for op in tessera::Collective::ALL {
         let rows: Vec<&serde_json::Value> =

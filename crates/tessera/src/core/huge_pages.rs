@@ -8,7 +8,7 @@
 //! ranks of one host, DESIGN.md "Direct reads") costs the kernel a page-table walk and a
 //! pin per page: on a 2-core AMD EPYC (Zen 3, Linux 6.18) `process_vm_readv` of 1 MiB
 //! took 104 µs from 4 KiB pages and 45 µs from a huge page (memcpy: 29 µs), and the 1 MiB
-//! collectives of `tessera bench coll -n 2` ran 1.7–2.3× faster from these arrays than
+//! collectives of `tessera bench coll -n 2` ran 1.3–2.0× faster from these arrays than
 //! from `Vec`s.
 //!
 //! A [`HugePageArray`] of at least half a huge page lives in its own anonymous mapping,
@@ -98,7 +98,9 @@ impl<T: Pod> HugePageArray<T> {
     /// assert_eq!(&a[..], &[0, 0, 0, 0, 9]);
     /// ```
     pub fn zeroed(len: usize) -> HugePageArray<T> {
-        let bytes = len * size_of::<T>();
+        // Saturated, a length beyond memory fails the mapping and then the heap array,
+        // with the standard library's capacity error.
+        let bytes = len.saturating_mul(size_of::<T>());
         if bytes >= MAPPED_FROM {
             if let Some((map, start)) = map_huge(bytes) {
                 // Anonymous pages read as zeros, which is a valid value of any `Pod` type.
