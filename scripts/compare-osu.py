@@ -10,7 +10,7 @@ OSU_DIR holds the OSU micro-benchmarks' blocking collective programs (`osu_barri
 script only runs them (with `mpirun`, `--oversubscribe` where ranks outnumber cores).
 Each round runs `tessera bench coll -n N --json` (the tuned row of each operation, calls
 back to back, from buffers on huge pages, or in `Vec`s with `--plain-buffers` as OSU's
-own buffers are: a peer reads long messages from huge pages about twice as fast) and
+own buffers are: a peer reads long messages between huge pages about twice as fast) and
 then every OSU program at 8 bytes and 1 MiB per rank; every point keeps the best of its
 rounds. The ratio is OSU's time over Tessera's: above 1, Tessera is
 faster. OSU times each call on its own, with a barrier between calls, and prints

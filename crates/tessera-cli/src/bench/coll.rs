@@ -176,7 +176,7 @@ pub(crate) struct Buffers {
 }
 
 /// Where the private buffers live: on huge pages, as the documentation advises for long
-/// messages (a peer reads them directly about twice as fast), or in ordinary `Vec`s
+/// messages (a peer reads from one into another directly about twice as fast), or in ordinary `Vec`s
 /// (`bench coll --plain-buffers`), as a program that did not follow that advice has them.
 pub(crate) enum Memory {
     Huge(HugePageArray<u64>),

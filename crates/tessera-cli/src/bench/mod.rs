@@ -64,7 +64,7 @@ pub(crate) enum BenchCommand {
         #[arg(long)]
         model: bool,
         /// Keep the private buffers in ordinary `Vec`s rather than on huge pages
-        /// (`tessera::HugePageArray`): a peer reads long messages from 4 KiB pages about
+        /// (`tessera::HugePageArray`): a peer reads long messages between 4 KiB pages about
         /// half as fast.
         #[arg(long)]
         plain_buffers: bool,

@@ -4,12 +4,13 @@
 //! Two things go faster when a private array of a megabyte or more sits on 2 MiB pages.
 //! A kernel that streams it each iteration (CG's matrix) spends less time in TLB misses
 //! and in the hardware prefetchers stopping at every 4 KiB page. And a long message read
-//! straight from it by a peer (a collective's input or output of 16 KiB or more between
-//! ranks of one host, DESIGN.md "Direct reads") costs the kernel a page-table walk and a
-//! pin per page: on a 2-core AMD EPYC (Zen 3, Linux 6.18) `process_vm_readv` of 1 MiB
-//! took 104 µs from 4 KiB pages and 45 µs from a huge page (memcpy: 29 µs), and the 1 MiB
-//! collectives of `tessera bench coll -n 2` ran 1.3–2.0× faster from these arrays than
-//! from `Vec`s.
+//! straight from one such array into another by a peer (a collective's input and output
+//! of 16 KiB or more between ranks of one host, DESIGN.md "Direct reads") costs the
+//! kernel less per byte: on a 2-core AMD EPYC (Zen 3, Linux 6.18) `process_vm_readv` of 1
+//! MiB took 48 µs between huge pages and 106–117 µs between `Vec`s (memcpy 31 µs;
+//! `examples/direct_read_pages` of tessera-cli), and the 1 MiB collectives of `tessera
+//! bench coll -n 2` ran 1.3–2.0× faster with every buffer in these arrays. Give both ends
+//! huge pages: from huge pages into a `Vec` the same read took 428–581 µs.
 //!
 //! A [`HugePageArray`] of at least half a huge page lives in its own anonymous mapping,
 //! sized in whole 2 MiB pages and advised for transparent huge pages (the usual `madvise`

@@ -15,7 +15,8 @@
 //! - `direct`: single-copy reads of a peer's private memory on the same host;
 //! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them;
 //! - [`huge_pages`]: [`HugePageArray`](huge_pages::HugePageArray), private arrays on huge
-//!   pages, the buffers to give long messages (a peer reads them twice as fast).
+//!   pages, the buffers to give long messages at both ends (a peer reads from one into
+//!   another twice as fast).
 //!
 //! ## Memory model
 //! Puts and gets are *relaxed*: they move bytes, and nothing orders them with respect to
