@@ -1,8 +1,10 @@
-//! What the pages at both ends cost a direct read: the kernel copy under every long
-//! message between ranks of one host (`process_vm_readv`, DESIGN.md "Direct reads"), from
-//! and into a `Vec` on 4 KiB pages and a `tessera::HugePageArray` (on huge pages from 1
-//! MiB; a smaller one is a heap array too), each way, beside a plain memcpy of the same
-//! bytes. One process reads its own memory, so nothing else is timed. Linux only.
+//! What the two ends cost a direct read: the kernel copy under every long message between
+//! ranks of one host (`process_vm_readv`, DESIGN.md "Direct reads"), from and into a `Vec`
+//! on 4 KiB pages and a `tessera::HugePageArray` (on huge pages from 1 MiB; a smaller one
+//! is a heap array too), each way, with the destination at the source's offset in a 4 KiB
+//! page (gap 0), 16 bytes past it (where a heap `Vec` lies from a page-aligned array) and
+//! 64 bytes past, beside a plain memcpy of the same bytes. One process reads its own
+//! memory, so nothing else is timed. Linux only.
 //!
 //! ```text
 //! cargo build --release --examples -p tessera-cli
@@ -16,6 +18,9 @@ use std::time::Instant;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::getpid;
 use tessera::HugePageArray;
+
+/// Destination minus source, modulo 4 KiB, of the timed reads.
+const GAPS: [usize; 3] = [0, 16, 64];
 
 /// Best microseconds per call of `f` over five rounds of `calls`.
 fn best_us(calls: usize, mut f: impl FnMut()) -> f64 {
@@ -48,6 +53,14 @@ fn read_us(source: &[u8], into: &mut [u8], calls: usize) -> Result<f64, String> 
     failed.map_or(Ok(us), Err)
 }
 
+/// The `bytes` bytes of `area` that start `gap` bytes past `source`'s offset in a 4 KiB
+/// page (`area` has a page to spare).
+fn at_gap<'a>(area: &'a mut [u8], source: &[u8], gap: usize) -> &'a mut [u8] {
+    let want = (source.as_ptr() as usize + gap) % 4096;
+    let start = (want + 4096 - area.as_ptr() as usize % 4096) % 4096;
+    &mut area[start..start + source.len()]
+}
+
 fn main() -> Result<(), String> {
     let sizes: Result<Vec<usize>, _> = std::env::args().skip(1).map(|a| a.parse()).collect();
     let sizes = match sizes {
@@ -55,30 +68,48 @@ fn main() -> Result<(), String> {
         Ok(_) => vec![256 << 10, 1 << 20, 4 << 20],
         Err(e) => return Err(format!("sizes are byte counts: {e}")),
     };
-    println!("read into:                   a Vec                a HugePageArray");
-    println!("bytes      memcpy µs  from Vec µs  from huge µs  from Vec µs  from huge µs");
+    println!("µs per read; gap: destination minus source, modulo 4 KiB");
+    println!("bytes      from  into  memcpy   gap 0  gap 16  gap 64");
     for bytes in sizes {
         let calls = (200_000_000 / bytes.max(1)).clamp(10, 20_000);
         let plain = vec![1u8; bytes];
         let huge = HugePageArray::from_slice(&plain);
-        let mut into = vec![0u8; bytes];
-        let mut into_huge = HugePageArray::<u8>::zeroed(bytes);
-        let copy = best_us(calls, || {
-            into.copy_from_slice(&plain);
-            std::hint::black_box(&mut into);
-        });
-        let mut row = format!("{bytes:<10} {copy:>9.1}");
-        for target in [&mut into[..], &mut into_huge[..]] {
-            for source in [&plain[..], &huge[..]] {
+        // A page more than the reads, for the gaps.
+        let mut into_plain = vec![0u8; bytes + 4096];
+        let mut into_huge = HugePageArray::<u8>::zeroed(bytes + 4096);
+        let pairs: [(&str, &[u8], &str); 4] = [
+            ("Vec", &plain, "Vec"),
+            ("Vec", &plain, "huge"),
+            ("huge", &huge, "Vec"),
+            ("huge", &huge, "huge"),
+        ];
+        let mut rows = Vec::new();
+        for (from, source, into) in pairs {
+            let area: &mut [u8] = if into == "Vec" {
+                &mut into_plain
+            } else {
+                &mut into_huge
+            };
+            let copy = {
+                let target = at_gap(area, source, 0);
+                best_us(calls, || {
+                    target.copy_from_slice(source);
+                    std::hint::black_box(&mut *target);
+                })
+            };
+            let mut row = format!("{bytes:<10} {from:<5} {into:<5} {copy:>6.1}");
+            for gap in GAPS {
+                let target = at_gap(area, source, gap);
                 target.fill(0);
                 let us = read_us(source, target, calls)?;
-                if *target != plain[..] {
+                if *target != *source {
                     return Err("a read did not copy the bytes".into());
                 }
-                row += &format!("  {us:>11.1}");
+                row += &format!("  {us:>6.1}");
             }
+            rows.push(row);
         }
-        println!("{row}");
+        println!("{}", rows.join("\n"));
     }
     Ok(())
 }

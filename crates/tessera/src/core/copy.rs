@@ -48,7 +48,7 @@ fn backwards(src: usize, dst: usize, len: usize) -> bool {
 
 /// Whether this processor's `rep movsb` slows down at short gaps and it can copy with
 /// 32-byte registers: AMD's (measured on Zen 3 and Zen 4) with AVX2. Read once.
-fn short_gaps_are_slow() -> bool {
+pub(crate) fn short_gaps_are_slow() -> bool {
     static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SLOW.get_or_init(|| vendor().as_deref() == Some("AuthenticAMD") && has_avx2())
 }

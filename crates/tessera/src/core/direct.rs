@@ -14,6 +14,18 @@
 //! for the read, writes the second half into the receiver's destination
 //! (`process_vm_writev`) while the receiver reads the first, so both cores copy.
 //!
+//! The kernel copies with `rep movsb`, which on AMD Zen 3 and Zen 4 slows down where the
+//! destination lies 1 to 31 bytes past the source modulo 4 KiB, as `core::copy` describes
+//! for the library's own copies. On the Zen 3 host (`examples/direct_read_pages` of
+//! tessera-cli, which times each gap), 256 KiB read at 1-31 bytes past took 94-100 µs
+//! against 11-12 at 0 or 64, and 36-60 bytes past 15; 1 MiB, 380-440 against 40-46. Whether
+//! a read meets it depends only on where the two buffers lie: a 4 KiB-aligned array read
+//! into a heap `Vec` (16 bytes past a page) always does. So a read or write at such a gap,
+//! on such a processor, goes through a buffer of this thread's placed at the remote
+//! range's own offset in the page ([`Bounce`]): the kernel copies at gap 0 and the
+//! library's `copy` (backwards there) does the rest, a piece at a time so that the second
+//! copy reads from cache.
+//!
 //! This module must never read a range whose owner may change or free it meanwhile (the
 //! team channel's protocol keeps the sender waiting for the reader's acknowledgement), nor
 //! write one whose owner is not waiting for the write (the split's state word keeps the
@@ -23,6 +35,7 @@ use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
 
+use crate::core::copy::{copy_slice, short_gaps_are_slow};
 use crate::error::CoreError;
 use crate::Result;
 
@@ -83,6 +96,28 @@ impl RemoteRange {
     /// Copy the whole range into `out` (exactly as long).
     pub(crate) fn read_into(&self, out: &mut [u8]) -> Result<()> {
         debug_assert_eq!(out.len() as u64, self.bytes);
+        if Bounce::pays(self.addr, out.as_ptr() as u64, out.len()) {
+            return self.read_through_bounce(out);
+        }
+        self.read_directly(out)
+    }
+
+    /// [`RemoteRange::read_into`] through this thread's [`Bounce`], a piece at a time.
+    fn read_through_bounce(&self, out: &mut [u8]) -> Result<()> {
+        Bounce::with(|bounce| {
+            let pieces = out.chunks_mut(BOUNCE_PIECE);
+            for (at, piece) in (0..).step_by(BOUNCE_PIECE).zip(pieces) {
+                let part = self.part(at, piece.len());
+                let near = bounce.placed_like(part.addr, piece.len());
+                part.read_directly(near)?;
+                copy_slice(piece, near);
+            }
+            Ok(())
+        })
+    }
+
+    /// [`RemoteRange::read_into`] as one kernel copy, whatever the gap.
+    fn read_directly(&self, out: &mut [u8]) -> Result<()> {
         self.each_piece(out.len(), "reading", |done, remote| {
             let mut local = [std::io::IoSliceMut::new(&mut out[done..])];
             process_vm_readv(self.process(), &mut local, remote)
@@ -93,6 +128,28 @@ impl RemoteRange {
     /// waits for the write and changes nothing in it meanwhile (`protocol::split`).
     pub(crate) fn write_from(&self, data: &[u8]) -> Result<()> {
         debug_assert_eq!(data.len() as u64, self.bytes);
+        if Bounce::pays(data.as_ptr() as u64, self.addr, data.len()) {
+            return self.write_through_bounce(data);
+        }
+        self.write_directly(data)
+    }
+
+    /// [`RemoteRange::write_from`] through this thread's [`Bounce`], a piece at a time.
+    fn write_through_bounce(&self, data: &[u8]) -> Result<()> {
+        Bounce::with(|bounce| {
+            let pieces = data.chunks(BOUNCE_PIECE);
+            for (at, piece) in (0..).step_by(BOUNCE_PIECE).zip(pieces) {
+                let part = self.part(at, piece.len());
+                let near = bounce.placed_like(part.addr, piece.len());
+                copy_slice(near, piece);
+                part.write_directly(near)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// [`RemoteRange::write_from`] as one kernel copy, whatever the gap.
+    fn write_directly(&self, data: &[u8]) -> Result<()> {
         self.each_piece(data.len(), "writing", |done, remote| {
             let local = [std::io::IoSlice::new(&data[done..])];
             process_vm_writev(self.process(), &local, remote)
@@ -133,6 +190,55 @@ impl RemoteRange {
             self.bytes, self.pid
         ))
         .into()
+    }
+}
+
+/// Gaps (destination minus source, modulo 4 KiB) from 1 to this many bytes go through a
+/// [`Bounce`]: the kernel's copy took 8 times as long there, and at most 1.3 times as long
+/// at 32-255 bytes, less than the second copy would cost (module doc).
+const BOUNCE_GAP: u64 = 31;
+
+/// Bytes a [`Bounce`] moves at a time: its second copy then reads from the L2 cache.
+const BOUNCE_PIECE: usize = 128 << 10;
+
+/// Reads and writes of this many bytes and more at a slow gap go through a [`Bounce`];
+/// shorter ones cost a system call more than the copy.
+const BOUNCE_FROM: usize = 4096;
+
+/// A buffer of this thread's for direct reads and writes whose two ends lie at a slow gap
+/// (module doc): made at the first such copy and kept for the thread's life.
+struct Bounce {
+    area: Vec<u8>,
+}
+
+impl Bounce {
+    /// Whether a copy of `len` bytes from address `src` to `dst` goes through the bounce
+    /// buffer on this processor.
+    fn pays(src: u64, dst: u64, len: usize) -> bool {
+        let gap = dst.wrapping_sub(src) % 4096;
+        len >= BOUNCE_FROM && (1..=BOUNCE_GAP).contains(&gap) && short_gaps_are_slow()
+    }
+
+    /// Run `f` with this thread's bounce buffer.
+    fn with<R>(f: impl FnOnce(&mut Bounce) -> R) -> R {
+        thread_local! {
+            static BOUNCE: std::cell::RefCell<Bounce> = const {
+                std::cell::RefCell::new(Bounce { area: Vec::new() })
+            };
+        }
+        BOUNCE.with_borrow_mut(f)
+    }
+
+    /// `len` (at most [`BOUNCE_PIECE`]) bytes of the buffer starting at the same offset in
+    /// a 4 KiB page as address `like`.
+    fn placed_like(&mut self, like: u64, len: usize) -> &mut [u8] {
+        debug_assert!(len <= BOUNCE_PIECE);
+        if self.area.is_empty() {
+            self.area = vec![0; BOUNCE_PIECE + 4096];
+        }
+        let base = self.area.as_ptr() as u64;
+        let start = (like.wrapping_sub(base) % 4096) as usize;
+        &mut self.area[start..start + len]
     }
 }
 
@@ -188,5 +294,62 @@ mod tests {
         };
         let err = bad.read_into(&mut [0u8; 8]).unwrap_err().to_string();
         assert!(err.contains("TESSERA_DIRECT=0"), "{err}");
+    }
+
+    /// Reads and writes at gaps that go through the bounce buffer on this processor or
+    /// not, and through it on any processor, over several pieces and within one: the
+    /// destination holds the source byte for byte and nothing around it moves.
+    #[test]
+    fn reads_and_writes_at_every_gap_copy_byte_for_byte() {
+        let len = 2 * BOUNCE_PIECE + 4321;
+        let data: Vec<u8> = (0..len as u32 + 4096)
+            .map(|i| (i * 13 + i / 251) as u8)
+            .collect();
+        let mut out = vec![0u8; len + 8192];
+        for gap in [0usize, 1, 8, 16, 24, 31, 32, 64, 4088] {
+            for bytes in [len, BOUNCE_FROM + 8, 100] {
+                let src = &data[64..64 + bytes];
+                // Where in `out` the destination lies `gap` bytes past `src` modulo 4 KiB.
+                let at = (src.as_ptr() as usize + gap).wrapping_sub(out.as_ptr() as usize) % 4096;
+                for bounced in [false, true] {
+                    let how = format!("gap {gap}, {bytes} bytes, bounced {bounced}");
+                    out.fill(0);
+                    let (range, into) = (RemoteRange::of(src), &mut out[at..at + bytes]);
+                    match bounced {
+                        false => range.read_into(into).unwrap(),
+                        true => range.read_through_bounce(into).unwrap(),
+                    }
+                    assert_eq!(&out[at..at + bytes], src, "read, {how}");
+                    assert!(out[..at].iter().chain(&out[at + bytes..]).all(|&b| b == 0));
+                    out.fill(0);
+                    let range = RemoteRange::of_mut(&mut out[at..at + bytes]);
+                    match bounced {
+                        false => range.write_from(src).unwrap(),
+                        true => range.write_through_bounce(src).unwrap(),
+                    }
+                    assert_eq!(&out[at..at + bytes], src, "write, {how}");
+                    assert!(out[..at].iter().chain(&out[at + bytes..]).all(|&b| b == 0));
+                }
+            }
+        }
+    }
+
+    /// The bounce buffer's piece starts at the offset in its page of the address it is
+    /// placed like, and only slow gaps on a processor where they are slow pay for it.
+    #[test]
+    fn the_bounce_buffer_sits_at_the_remote_offset() {
+        Bounce::with(|bounce| {
+            for like in [0u64, 16, 4095, 0x7f00_1234_5678] {
+                let piece = bounce.placed_like(like, BOUNCE_PIECE);
+                assert_eq!(piece.len(), BOUNCE_PIECE);
+                assert_eq!(piece.as_ptr() as u64 % 4096, like % 4096);
+            }
+        });
+        let slow = short_gaps_are_slow();
+        assert_eq!(Bounce::pays(4096, 4096 + 16, 1 << 20), slow);
+        assert_eq!(Bounce::pays(0, 4096 * 7 + 31, 1 << 20), slow);
+        assert!(!Bounce::pays(4096, 4096 + 32, 1 << 20));
+        assert!(!Bounce::pays(4096, 8192, 1 << 20));
+        assert!(!Bounce::pays(4096, 4096 + 16, BOUNCE_FROM - 1));
     }
 }

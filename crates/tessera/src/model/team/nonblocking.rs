@@ -321,35 +321,17 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Broadcast, Some(root), len, None)?;
         self.check_root(root)?;
-        let (n, me) = (self.size(), self.me);
-        if me == root && data.len() != len {
+        if self.me == root && data.len() != len {
             return Err(length_error("broadcast", "src", data.len(), len));
         }
-        // Only the root's data travels.
-        let mine = if me == root { data } else { &[] };
-        let native = Some(NativeOp::Broadcast { root });
-        let bytes = len * std::mem::size_of::<T>();
-        self.nonblocking(
-            Collective::Broadcast,
-            bytes,
-            native,
-            mine,
-            len,
-            None,
-            |b, alg| {
-                // The root's output starts as its input.
-                let k = mine.len();
-                let own = schedule::Local::Copy {
-                    from: (schedule::Buf::Src, 0..k),
-                    to: (schedule::Buf::Dst, 0..k),
-                };
-                algorithms::rounds(
-                    Collective::Broadcast,
-                    b.local([own]),
-                    Call::new(alg, n, me, len).rooted(root),
-                )
-            },
-        )
+        // The root's output is its input: the request's vector starts as a copy of it and
+        // the rounds read it there, as in place (one copy, where a copy of the input and
+        // another into the output would be two).
+        let mut own = vec![T::zeroed(); len];
+        if self.me == root {
+            crate::core::copy::copy_slice(&mut own, data);
+        }
+        self.start_broadcast_owned(root, own)
     }
 
     /// [`Team::broadcast_nb`] in place: the request takes `data` itself as its buffer (read
@@ -364,6 +346,16 @@ impl<'a> Team<'a> {
     ) -> Result<CollRequest<'a, T>> {
         self.check_nb::<T>(Collective::Broadcast, Some(root), data.len(), None)?;
         self.check_root(root)?;
+        self.start_broadcast_owned(root, data)
+    }
+
+    /// Start a nonblocking broadcast whose request owns `data` (the root's data on `root`,
+    /// as long elsewhere), after the checks.
+    fn start_broadcast_owned<T: Pod>(
+        &self,
+        root: usize,
+        data: Vec<T>,
+    ) -> Result<CollRequest<'a, T>> {
         let (n, me, len) = (self.size(), self.me, data.len());
         let bytes = std::mem::size_of_val(data.as_slice());
         match self.choose(Collective::Broadcast, bytes, true) {

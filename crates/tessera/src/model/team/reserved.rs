@@ -215,7 +215,9 @@ impl Reserved {
         } else {
             v.truncate(len);
         }
-        v[..kept].copy_from_slice(&from[..kept]);
+        // A collective's input is often on huge pages and the spare on the heap 16 bytes
+        // past a page: a gap `copy` goes round (its module doc).
+        crate::core::copy::copy_slice(&mut v[..kept], &from[..kept]);
         if cfg!(debug_assertions) {
             bytemuck::cast_slice_mut::<T, u8>(&mut v[kept..]).fill(0xA5);
         }
