@@ -4,13 +4,15 @@
 //! Two things go faster when a private array of a megabyte or more sits on 2 MiB pages.
 //! A kernel that streams it each iteration (CG's matrix) spends less time in TLB misses
 //! and in the hardware prefetchers stopping at every 4 KiB page. And a long message read
-//! straight from one such array into another by a peer (a collective's input and output
-//! of 16 KiB or more between ranks of one host, DESIGN.md "Direct reads") costs the
-//! kernel less per byte: on a 2-core AMD EPYC (Zen 3, Linux 6.18) `process_vm_readv` of 1
-//! MiB took 48 µs between huge pages and 106–117 µs between `Vec`s (memcpy 31 µs;
+//! straight from such an array by a peer (a collective's input of 16 KiB or more between
+//! ranks of one host, DESIGN.md "Direct reads") costs the kernel less per byte: on a
+//! 2-core AMD EPYC (Zen 3, Linux 6.18) `process_vm_readv` of 1 MiB took 41–46 µs from huge
+//! pages and 91–98 µs from a `Vec`, into either kind (memcpy 27–40 µs;
 //! `examples/direct_read_pages` of tessera-cli), and the 1 MiB collectives of `tessera
-//! bench coll -n 2` ran 1.3–2.0× faster with every buffer in these arrays. Give both ends
-//! huge pages: from huge pages into a `Vec` the same read took 428–581 µs.
+//! bench coll -n 2` ran 1.3–2.0× faster with every buffer in these arrays. The source's
+//! pages are what count; where the destination lies a few bytes past the source modulo 4
+//! KiB (a large heap `Vec` often starts 16 bytes past a page, these arrays on one), the read goes
+//! through a buffer of the library's (`core::direct`).
 //!
 //! A [`HugePageArray`] of at least half a huge page lives in its own anonymous mapping,
 //! sized in whole 2 MiB pages and advised for transparent huge pages (the usual `madvise`

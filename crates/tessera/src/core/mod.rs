@@ -12,11 +12,11 @@
 //! - [`sync`]: semaphores, signalling put, global locks (and fair ticket locks);
 //! - [`wait`]: waiting on a word of the rank's own segment until it compares true;
 //! - [`barrier`]: the dissemination barrier, split-phase and labelled;
-//! - `direct`: single-copy reads of a peer's private memory on the same host;
+//! - `direct`: single-copy reads of a peer's private memory on the same host (through a
+//!   buffer of the thread's where the two ends lie at a gap the processor copies slowly);
 //! - [`am`]: active messages; [`rpc`]: remote procedure calls on top of them;
 //! - [`huge_pages`]: [`HugePageArray`](huge_pages::HugePageArray), private arrays on huge
-//!   pages, the buffers to give long messages at both ends (a peer reads from one into
-//!   another twice as fast).
+//!   pages, the buffers to give long messages (a peer reads from one twice as fast).
 //!
 //! ## Memory model
 //! Puts and gets are *relaxed*: they move bytes, and nothing orders them with respect to
