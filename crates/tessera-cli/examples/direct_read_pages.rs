@@ -10,6 +10,7 @@
 //! cargo build --release --examples -p tessera-cli
 //! target/release/examples/direct_read_pages            # 256 KiB, 1 MiB, 4 MiB
 //! target/release/examples/direct_read_pages 2097152    # other sizes, in bytes
+//! target/release/examples/direct_read_pages --gaps 0,8,16,32,64 262144
 //! ```
 
 use std::io::IoSliceMut;
@@ -19,7 +20,7 @@ use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::getpid;
 use tessera::HugePageArray;
 
-/// Destination minus source, modulo 4 KiB, of the timed reads.
+/// Destination minus source, modulo 4 KiB, of the timed reads (unless `--gaps` says).
 const GAPS: [usize; 3] = [0, 16, 64];
 
 /// Best microseconds per call of `f` over five rounds of `calls`.
@@ -62,14 +63,35 @@ fn at_gap<'a>(area: &'a mut [u8], source: &[u8], gap: usize) -> &'a mut [u8] {
 }
 
 fn main() -> Result<(), String> {
-    let sizes: Result<Vec<usize>, _> = std::env::args().skip(1).map(|a| a.parse()).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let gaps: Vec<usize> = match args.iter().position(|a| a == "--gaps") {
+        Some(at) => {
+            let list = args
+                .get(at + 1)
+                .ok_or("--gaps takes a comma-separated list of byte counts")?
+                .clone();
+            args.drain(at..at + 2);
+            list.split(',')
+                .map(|g| match g.trim().parse::<usize>() {
+                    Ok(g) if g < 4096 => Ok(g),
+                    _ => Err(format!("--gaps: {g:?} is not a byte count below 4096")),
+                })
+                .collect::<Result<_, _>>()?
+        }
+        None => GAPS.to_vec(),
+    };
+    let sizes: Result<Vec<usize>, _> = args.iter().map(|a| a.parse()).collect();
     let sizes = match sizes {
         Ok(sizes) if !sizes.is_empty() => sizes,
         Ok(_) => vec![256 << 10, 1 << 20, 4 << 20],
         Err(e) => return Err(format!("sizes are byte counts: {e}")),
     };
     println!("µs per read; gap: destination minus source, modulo 4 KiB");
-    println!("bytes      from  into  memcpy   gap 0  gap 16  gap 64");
+    let header: String = gaps
+        .iter()
+        .map(|g| format!("  {:>6}", format!("gap {g}")))
+        .collect();
+    println!("bytes      from  into  memcpy{header}");
     for bytes in sizes {
         let calls = (200_000_000 / bytes.max(1)).clamp(10, 20_000);
         let plain = vec![1u8; bytes];
@@ -98,7 +120,7 @@ fn main() -> Result<(), String> {
                 })
             };
             let mut row = format!("{bytes:<10} {from:<5} {into:<5} {copy:>6.1}");
-            for gap in GAPS {
+            for &gap in &gaps {
                 let target = at_gap(area, source, gap);
                 target.fill(0);
                 let us = read_us(source, target, calls)?;

@@ -16,15 +16,15 @@
 //!
 //! The kernel copies with `rep movsb`, which on AMD Zen 3 and Zen 4 slows down where the
 //! destination lies 1 to 31 bytes past the source modulo 4 KiB, as `core::copy` describes
-//! for the library's own copies. On the Zen 3 host (`examples/direct_read_pages` of
-//! tessera-cli, which times each gap), 256 KiB read at 1-31 bytes past took 94-100 µs
-//! against 11-12 at 0 or 64, and 36-60 bytes past 15; 1 MiB, 380-440 against 40-46. Whether
-//! a read meets it depends only on where the two buffers lie: a 4 KiB-aligned array read
-//! into a heap `Vec` (16 bytes past a page) always does. So a read or write at such a gap,
-//! on such a processor, goes through a buffer of this thread's placed at the remote
-//! range's own offset in the page ([`Bounce`]): the kernel copies at gap 0 and the
-//! library's `copy` (backwards there) does the rest, a piece at a time so that the second
-//! copy reads from cache.
+//! for the library's own copies. On the Zen 3 host (`examples/direct_read_pages --gaps` of
+//! tessera-cli, two runs), 256 KiB read at 4-28 bytes past took 112-172 µs against 24-31
+//! at 0 and 24-36 at 32-256; 1 MiB from huge pages 378-470 against 42-43 at 0 and 46-58 at
+//! 32-256. Whether a read meets it depends only on where the two buffers lie: a
+//! page-aligned array read into a large heap `Vec` (often 16 bytes past a page) does. So
+//! a read or write at such a gap, on such a processor, goes through a buffer of this
+//! thread's placed at the remote range's own offset in the page ([`Bounce`]): the kernel
+//! copies at gap 0 and the library's `copy` (backwards there) does the rest, a piece at a
+//! time.
 //!
 //! This module must never read a range whose owner may change or free it meanwhile (the
 //! team channel's protocol keeps the sender waiting for the reader's acknowledgement), nor
@@ -194,12 +194,16 @@ impl RemoteRange {
 }
 
 /// Gaps (destination minus source, modulo 4 KiB) from 1 to this many bytes go through a
-/// [`Bounce`]: the kernel's copy took 8 times as long there, and at most 1.3 times as long
-/// at 32-255 bytes, less than the second copy would cost (module doc).
+/// [`Bounce`]: the kernel's copy took 4-10 times as long there, and at most 1.4 times as
+/// long at 32-255 bytes, less than the second copy would cost (module doc).
 const BOUNCE_GAP: u64 = 31;
 
-/// Bytes a [`Bounce`] moves at a time: its second copy then reads from the L2 cache.
-const BOUNCE_PIECE: usize = 128 << 10;
+/// Bytes a [`Bounce`] moves at a time. Fewer system calls won over a second copy from the
+/// L2 cache: on the Zen 3 host a 1 MiB all-to-all and allgather at 2 ranks at gap 16
+/// took 1.39-1.51 times their time at gap 0 in 1 MiB pieces, 1.45-1.54 in 256 KiB ones,
+/// 1.53-1.61 in 128 KiB ones and 1.8-2.1 in 32 KiB ones (`examples/collective_gaps`, two
+/// runs each).
+const BOUNCE_PIECE: usize = 1 << 20;
 
 /// Reads and writes of this many bytes and more at a slow gap go through a [`Bounce`];
 /// shorter ones cost a system call more than the copy.
