@@ -23,8 +23,9 @@
 //! page-aligned array read into a large heap `Vec` (often 16 bytes past a page) does. So
 //! a read or write at such a gap, on such a processor, goes through a buffer of this
 //! thread's placed at the remote range's own offset in the page ([`Bounce`]): the kernel
-//! copies at gap 0 and the library's `copy` (backwards there) does the rest, a piece at a
-//! time.
+//! copies at gap 0 and the library's `copy` does the rest, a piece at a time (backwards
+//! below 1 MiB, where glibc's `memmove` would use `rep movsb`; a whole 1 MiB piece is one
+//! `memmove`, which glibc no longer copies with it).
 //!
 //! This module must never read a range whose owner may change or free it meanwhile (the
 //! team channel's protocol keeps the sender waiting for the reader's acknowledgement), nor
