@@ -82,6 +82,31 @@ fn vendor() -> Option<String> {
     }
 }
 
+/// The processor's family and model from `cpuid` leaf 1, as the kernel reports them in
+/// `/proc/cpuinfo` (`cpu family`, `model`): the extended fields added where the base
+/// family is 15 (AMD Zen 3 and Zen 4 are family 25).
+pub(crate) fn family_and_model() -> Option<(u32, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let eax = std::arch::x86_64::__cpuid(1).eax;
+        let base_family = (eax >> 8) & 0xF;
+        let base_model = (eax >> 4) & 0xF;
+        let (family, model) = match base_family {
+            0xF => (
+                base_family + ((eax >> 20) & 0xFF),
+                ((eax >> 16) & 0xF) << 4 | base_model,
+            ),
+            6 => (6, ((eax >> 16) & 0xF) << 4 | base_model),
+            _ => (base_family, base_model),
+        };
+        Some((family, model))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
 /// Copy `len` bytes from `src` to `dst`, which may overlap (as `memmove`).
 ///
 /// # Safety
@@ -292,7 +317,7 @@ mod tests {
         copy_short(&mut dst, &[1u8; 8]);
     }
 
-    /// The vendor read from `cpuid` is the one the kernel reports.
+    /// The vendor, family and model read from `cpuid` are the ones the kernel reports.
     #[test]
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn the_vendor_is_the_kernels() {
@@ -303,6 +328,16 @@ mod tests {
             .and_then(|rest| rest.split(':').nth(1))
             .map(|v| v.trim().to_string());
         assert_eq!(vendor(), reported);
+        let field = |name: &str| {
+            cpuinfo
+                .lines()
+                .find(|line| line.split(':').next().map(str::trim) == Some(name))
+                .and_then(|line| line.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        };
+        if let (Some(family), Some(model)) = (field("cpu family"), field("model")) {
+            assert_eq!(family_and_model(), Some((family, model)));
+        }
         assert_eq!(
             short_gaps_are_slow(),
             reported.as_deref() == Some("AuthenticAMD") && has_avx2()

@@ -15,11 +15,13 @@
 //! (`process_vm_writev`) while the receiver reads the first, so both cores copy.
 //!
 //! The kernel copies with `rep movsb`, which on AMD Zen 3 and Zen 4 slows down where the
-//! destination lies 1 to 31 bytes past the source modulo 4 KiB, as `core::copy` describes
-//! for the library's own copies. On the Zen 3 host (`examples/direct_read_pages --gaps` of
-//! tessera-cli, two runs), 256 KiB read at 4-28 bytes past took 112-172 µs against 24-31
-//! at 0 and 24-36 at 32-256; 1 MiB from huge pages 378-470 against 42-43 at 0 and 46-58 at
-//! 32-256. Whether a read meets it depends only on where the two buffers lie: a
+//! destination lies a few bytes past the source modulo 4 KiB (1 to 31 on Zen 3, 1 to 15 on
+//! Zen 4), as `core::copy` describes for the library's own copies. On the Zen 3 host
+//! (`examples/direct_read_pages --gaps` of tessera-cli, two runs), 256 KiB read at 4-28
+//! bytes past took 112-172 µs against 24-31 at 0 and 24-36 at 32-256; 1 MiB from huge
+//! pages 378-470 against 42-43 at 0 and 46-58 at 32-256. On the Zen 4 host, 1 MiB from huge
+//! pages took 320-324 µs at 1-15 bytes past against 39 at 0, 42-43 at 16 and 37-47 at
+//! 17-256. Whether a read meets it depends only on where the two buffers lie: a
 //! page-aligned array read into a large heap `Vec` (often 16 bytes past a page) does. So
 //! a read or write at such a gap, on such a processor, goes through a buffer of this
 //! thread's placed at the remote range's own offset in the page ([`Bounce`]): the kernel
@@ -36,7 +38,7 @@ use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
 
-use crate::core::copy::{copy_slice, short_gaps_are_slow};
+use crate::core::copy::{copy_slice, family_and_model, short_gaps_are_slow};
 use crate::error::CoreError;
 use crate::Result;
 
@@ -194,10 +196,32 @@ impl RemoteRange {
     }
 }
 
-/// Gaps (destination minus source, modulo 4 KiB) from 1 to this many bytes go through a
-/// [`Bounce`]: the kernel's copy took 4-10 times as long there, and at most 1.4 times as
-/// long at 32-255 bytes, less than the second copy would cost (module doc).
-const BOUNCE_GAP: u64 = 31;
+/// The widest gap (destination minus source, modulo 4 KiB) at which the kernel's copy is
+/// slow on a processor of this `family` and `model` (`cpuid`'s, as `/proc/cpuinfo` shows
+/// them), where [`short_gaps_are_slow`]: reads and writes at gaps from 1 to this many
+/// bytes go through a [`Bounce`]. Zen 4 (family 25, models 16-31, 96-127, 160-175): 15;
+/// a 1 MiB read took 320-364 µs at 1-15 bytes past, 38-87 at 0 and 42-87 at 16-256, and
+/// through the bounce gap 16 cost 1.37 times gap 0 in `examples/collective_gaps`. Zen 3
+/// and every processor not measured: 31 (on Zen 3 the kernel's copy took 4-10 times as
+/// long at 4-28 bytes past, and at most 1.4 times at 32-255, less than the second copy
+/// costs). A missed slow gap costs four times; a needless bounce less than one and a half.
+fn widest_slow_kernel_gap(family: u32, model: u32) -> u64 {
+    let zen_4 = family == 25 && matches!(model, 0x10..=0x1F | 0x60..=0x7F | 0xA0..=0xAF);
+    if zen_4 {
+        15
+    } else {
+        31
+    }
+}
+
+/// [`widest_slow_kernel_gap`] for this processor, read once.
+fn bounce_gap() -> u64 {
+    static GAP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *GAP.get_or_init(|| match family_and_model() {
+        Some((family, model)) => widest_slow_kernel_gap(family, model),
+        None => 31,
+    })
+}
 
 /// Bytes a [`Bounce`] moves at a time. Fewer system calls won over a second copy from the
 /// L2 cache: on the Zen 3 host a 1 MiB all-to-all and allgather at 2 ranks at gap 16
@@ -221,7 +245,7 @@ impl Bounce {
     /// buffer on this processor.
     fn pays(src: u64, dst: u64, len: usize) -> bool {
         let gap = dst.wrapping_sub(src) % 4096;
-        len >= BOUNCE_FROM && (1..=BOUNCE_GAP).contains(&gap) && short_gaps_are_slow()
+        len >= BOUNCE_FROM && gap >= 1 && short_gaps_are_slow() && gap <= bounce_gap()
     }
 
     /// Run `f` with this thread's bounce buffer.
@@ -351,10 +375,34 @@ mod tests {
             }
         });
         let slow = short_gaps_are_slow();
-        assert_eq!(Bounce::pays(4096, 4096 + 16, 1 << 20), slow);
-        assert_eq!(Bounce::pays(0, 4096 * 7 + 31, 1 << 20), slow);
+        assert_eq!(Bounce::pays(4096, 4096 + 8, 1 << 20), slow);
+        assert_eq!(Bounce::pays(0, 4096 * 7 + 15, 1 << 20), slow);
+        let wide = slow && bounce_gap() == 31;
+        assert_eq!(Bounce::pays(4096, 4096 + 16, 1 << 20), wide);
+        assert_eq!(Bounce::pays(0, 4096 * 7 + 31, 1 << 20), wide);
         assert!(!Bounce::pays(4096, 4096 + 32, 1 << 20));
         assert!(!Bounce::pays(4096, 8192, 1 << 20));
         assert!(!Bounce::pays(4096, 4096 + 16, BOUNCE_FROM - 1));
+    }
+
+    /// The slow window by processor: Zen 4 (measured) to 15 bytes, Zen 3 (measured) and
+    /// processors never measured to 31.
+    #[test]
+    fn the_slow_window_follows_the_processor() {
+        for (family, model, widest) in [
+            (25, 0x01, 31), // EPYC 7003 (Milan), Zen 3
+            (25, 0x50, 31), // Ryzen 5000 APU (Cezanne), Zen 3
+            (25, 0x11, 15), // EPYC 9004 (Genoa), Zen 4
+            (25, 0x61, 15), // Ryzen 7000 (Raphael), Zen 4
+            (25, 0xA0, 15), // EPYC 97x4 (Bergamo), Zen 4
+            (26, 0x02, 31), // Zen 5, not measured
+            (23, 0x31, 31), // Zen 2, not measured
+        ] {
+            assert_eq!(
+                widest_slow_kernel_gap(family, model),
+                widest,
+                "{family} {model:#x}"
+            );
+        }
     }
 }
