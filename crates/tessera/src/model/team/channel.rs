@@ -210,6 +210,10 @@ struct Streams {
     /// half; as sender (with any threshold), it writes the second half while it waits.
     /// `usize::MAX`: never.
     split_from: Cell<usize>,
+    /// Whether some host of the job runs more ranks than it has processors (the team's
+    /// crowded regime, agreed when the world team was made): a member that waits for
+    /// another then often waits for the scheduler to run it.
+    crowded: Cell<bool>,
     /// Halves (or whole pushed messages) this member has written into its receivers'
     /// buffers.
     halves_written: Cell<u64>,
@@ -272,6 +276,7 @@ impl Channel {
                 incoming: RefCell::new(vec![mailbox::ReceiverSide::default(); size]),
                 direct: RefCell::new(vec![false; size]),
                 split_from: Cell::new(usize::MAX),
+                crowded: Cell::new(false),
                 halves_written: Cell::new(0),
                 push_posted: RefCell::new(vec![None; size]),
                 nonblocking: Cell::new(0),
@@ -766,6 +771,17 @@ impl Channel {
             all[self.at(i)] = d;
         }
         self.all_direct.set(None);
+    }
+
+    /// Put the members in the crowded regime or not (see `Team::shares_cores`); the same
+    /// for every team over these streams.
+    pub(crate) fn set_crowded(&self, crowded: bool) {
+        self.streams.crowded.set(crowded);
+    }
+
+    /// Whether some host of the job runs more ranks than it has processors.
+    pub(crate) fn crowded(&self) -> bool {
+        self.streams.crowded.get()
     }
 
     /// Whether every other member of the team reads this one's long messages directly.

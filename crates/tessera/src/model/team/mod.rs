@@ -948,6 +948,7 @@ impl<'a> Team<'a> {
     /// its size in that regime.
     fn set_crowded(&mut self, crowded: bool) -> Result<()> {
         self.crowded = crowded;
+        self.channel.set_crowded(crowded);
         self.params = calibration::params_for(self.size(), crowded)?;
         Ok(())
     }

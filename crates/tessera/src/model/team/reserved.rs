@@ -167,6 +167,16 @@ impl Reserved {
         self.direct.get(peer).copied().unwrap_or(false)
     }
 
+    /// Whether every member of the team reads every other's long messages directly and
+    /// some host runs more ranks than it has processors (false for entries set by hand).
+    /// Every member answers alike: direct reads join the members of one host, so a team
+    /// on one host reads directly everywhere and a team on several nowhere everywhere.
+    pub(crate) fn crowded_and_all_direct(&self) -> bool {
+        self.channel
+            .as_ref()
+            .is_some_and(|c| c.crowded() && c.all_direct())
+    }
+
     /// Make `peer`'s entries current: read them from the channel if they are stale.
     fn fetch(&mut self, peer: usize) {
         let Some(channel) = &self.channel else {

@@ -310,6 +310,14 @@ impl<'r> Builder<'r> {
         !self.nonblocking && self.pair_reads_directly(peer)
     }
 
+    /// Whether this blocking call's long messages are read directly between every pair of
+    /// members and the members share processors (some host runs more ranks than it has):
+    /// where a pipeline of chunks would wait for the scheduler at every step. Every member
+    /// of the call answers alike ([`Reserved::crowded_and_all_direct`]).
+    pub(crate) fn crowded_and_reads_directly_everywhere(&self) -> bool {
+        !self.nonblocking && !self.long_via_mailbox && self.reserved.crowded_and_all_direct()
+    }
+
     /// Whether `peer` and this member read this call's long messages directly.
     fn pair_reads_directly(&mut self, peer: usize) -> bool {
         !self.long_via_mailbox && self.reserved.direct_with(peer)

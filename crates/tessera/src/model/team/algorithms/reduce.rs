@@ -44,26 +44,44 @@ pub(super) const ROWS: &[Row] = &[
 /// leaf's input modulo 4 KiB the kernel's copy slows (407-688 µs), as for every direct
 /// read (docs/PERFORMANCE.md, "Beside the OSU micro-benchmarks"). Only from
 /// [`WHOLE_FROM`] bytes: below, the chunks' pipeline wins.
+///
+/// Where ranks share processors, every member's input goes whole at any team size
+/// ([`whole_tree`]): each step of the chunks' pipeline waits for a member that may not be
+/// running. On a 2-core AMD EPYC (Zen 4, AVX-512) at 4 ranks, 1 MiB of `u64`s
+/// (`compare-coll.py`, four runs each, the virtual CPUs 50 ns apart): flat 296 → 197 µs,
+/// binomial 314 → 249; 256 KiB flat 74 → 57, binomial 76 → 70. Where they were 200 ns
+/// apart it went either way (one series 305 → 350, another 661-989 → 415-423).
 pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, root, len) = (c.n, c.root, c.len);
     let tree = Knomial::new(c.radix(), n, c.rel());
-    let kids = tree.children.len();
-    let acc = match (tree.parent, kids) {
+    // Every member reckons this alike: the pair's (or the team's) direct reads are
+    // agreed, the length and the regime the same.
+    let other = tree.parent.or(tree.children.first().copied());
+    let long = len * b.element() >= WHOLE_FROM;
+    let pair_whole = n == 2 && long && other.is_some_and(|o| b.reads_directly((o + root) % n));
+    if pair_whole || (long && b.crowded_and_reads_directly_everywhere()) {
+        whole_tree(b, c, &tree)
+    } else {
+        chunked_tree(b, c, &tree)
+    }
+}
+
+/// Where a member's partial result accumulates: `Dst` on the root, `Src` itself on a
+/// leaf, scratch elsewhere (from element `len` of it: the slots come first).
+fn accumulator(tree: &Knomial) -> Buf {
+    match (tree.parent, tree.children.len()) {
         (None, _) => Buf::Dst,
         (Some(_), 0) => Buf::Src,
         _ => Buf::Tmp,
-    };
-    // Both members reckon this alike: the pair's direct reads are agreed, the length the
-    // same.
-    let other = tree.parent.or(tree.children.first().copied());
-    let whole = n == 2
-        && len * b.element() >= WHOLE_FROM
-        && other.is_some_and(|o| b.reads_directly((o + root) % n));
-    let segs: Vec<Range<usize>> = if whole {
-        std::iter::once(0..len).collect()
-    } else {
-        segments(&b, len).collect()
-    };
+    }
+}
+
+/// [`tree`] in segments of one chunk, pipelined.
+fn chunked_tree<'r>(mut b: B<'r>, c: &Call<'_>, tree: &Knomial) -> B<'r> {
+    let (n, root, len) = (c.n, c.root, c.len);
+    let kids = tree.children.len();
+    let acc = accumulator(tree);
+    let segs: Vec<Range<usize>> = segments(&b, len).collect();
     let width = segs[0].len();
     let base = if acc == Buf::Tmp { len } else { 0 };
     b = b.scratch(base + kids.saturating_sub(1) * width);
@@ -100,19 +118,46 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
                     .map(|(i, &c)| ((c + root) % n, into(i))),
                 std::iter::once(own).chain(others),
             );
-            if whole {
-                // Combined once it is all here: both cores may copy it.
-                b = b.shares_early();
-            }
         }
         if let Some(p) = tree.parent {
-            let up = [((p + root) % n, place(acc, range))];
-            b = if whole {
-                b.round(up, [], [])
-            } else {
-                b.sends_to_combine(up)
-            };
+            b = b.sends_to_combine([((p + root) % n, place(acc, range))]);
         }
+    }
+    b
+}
+
+/// [`tree`] with every message whole and read directly: the first child's input straight
+/// into the accumulator, then the member's own combined in; each further child's, one
+/// after another, into one slot of scratch and combined (so scratch holds one input
+/// beyond the accumulator whatever the radix); then the accumulator whole to the parent.
+fn whole_tree<'r>(mut b: B<'r>, c: &Call<'_>, tree: &Knomial) -> B<'r> {
+    let (n, root, len) = (c.n, c.root, c.len);
+    let kids = tree.children.len();
+    let acc = accumulator(tree);
+    let base = if acc == Buf::Tmp { len } else { 0 };
+    let slot = place(Buf::Tmp, base..base + len);
+    b = b.scratch(base + if kids > 1 { len } else { 0 });
+    if acc != Buf::Src && kids == 0 {
+        // A team of one: its root's own input is the result.
+        b = b.local([copy(place(Buf::Src, 0..len), place(acc, 0..len))]);
+    }
+    for (i, &child) in tree.children.iter().enumerate() {
+        let (into, combine) = if i == 0 {
+            (place(acc, 0..len), place(Buf::Src, 0..len))
+        } else {
+            (slot.clone(), slot.clone())
+        };
+        let step = Local::Combine {
+            from: combine,
+            into: place(acc, 0..len),
+        };
+        // Combined once it is all here: both cores may copy it.
+        b = b
+            .round([], [((child + root) % n, into)], [step])
+            .shares_early();
+    }
+    if let Some(p) = tree.parent {
+        b = b.round([((p + root) % n, place(acc, 0..len))], [], []);
     }
     b
 }
