@@ -50,7 +50,7 @@ pub(super) const ROWS: &[Row] = &[
 /// running. On a 2-core AMD EPYC (Zen 4, AVX-512) at 4 ranks, 1 MiB of `u64`s
 /// (`compare-coll.py`, four runs each, the virtual CPUs 50 ns apart): flat 296 → 197 µs,
 /// binomial 314 → 249; 256 KiB flat 74 → 57, binomial 76 → 70. Where they were 200 ns
-/// apart it went either way (one series 305 → 350, another 661-989 → 415-423).
+/// apart it went either way (one series 305 → 350, other runs 661-989 → 415-423).
 pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
     let (n, root, len) = (c.n, c.root, c.len);
     let tree = Knomial::new(c.radix(), n, c.rel());
