@@ -23,13 +23,14 @@ fn processors() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// At one rank more than the host has processors (at least 3, so that trees have a
-/// middle; at most 9, where a large host's members each have a processor and the chunks
-/// go on), each reduction algorithm's sum at each root, element by element.
+/// At two ranks more than the host has processors (at least 4, so that a binomial tree
+/// has a middle member, which sends its partial result from scratch; at most 10, where
+/// a large host's members each have a processor and the chunks go on), each reduction
+/// algorithm's sum at each root, element by element.
 #[test]
 fn long_reductions_where_ranks_outnumber_processors_sum_every_element() {
     const LEN: usize = 40_003; // u64s: 320 KB, not a multiple of any chunk
-    let n = (processors() + 1).clamp(3, 9);
+    let n = (processors() + 2).clamp(4, 10);
     let algorithms = [
         Algorithm::FLAT,
         Algorithm::BINOMIAL,
