@@ -429,7 +429,8 @@ impl<'r> Builder<'r> {
     /// pipeline: at 2 ranks on a 2-core AMD host a 1 MiB reduce of `f64`s took 210-275 µs
     /// read directly segment by segment and 116 µs in chunks, 32 KiB 19-26 µs against
     /// 2.5-3.7 (docs/PERFORMANCE.md, "Collectives"). (A 2-rank reduction of 256 KiB or
-    /// more reads its one message directly and whole instead: `algorithms::reduce::tree`.)
+    /// more reads its one message directly and whole instead, and so does a reduction
+    /// where ranks outnumber processors: `algorithms::reduce::tree`.)
     pub(crate) fn sends_to_combine(self, sends: impl IntoIterator<Item = (usize, Place)>) -> Self {
         let start = self.plan.messages.len();
         let b = self.round(sends, [], []);

@@ -67,7 +67,8 @@ pub(super) fn tree<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
 }
 
 /// Where a member's partial result accumulates: `Dst` on the root, `Src` itself on a
-/// leaf, scratch elsewhere (from element `len` of it: the slots come first).
+/// leaf, scratch elsewhere (its first `len` elements; the slots for other children's
+/// data follow).
 fn accumulator(tree: &Knomial) -> Buf {
     match (tree.parent, tree.children.len()) {
         (None, _) => Buf::Dst,
@@ -126,10 +127,12 @@ fn chunked_tree<'r>(mut b: B<'r>, c: &Call<'_>, tree: &Knomial) -> B<'r> {
     b
 }
 
-/// [`tree`] with every message whole and read directly: the first child's input straight
-/// into the accumulator, then the member's own combined in; each further child's, one
-/// after another, into one slot of scratch and combined (so scratch holds one input
-/// beyond the accumulator whatever the radix); then the accumulator whole to the parent.
+/// [`tree`] with every message whole: the first child's straight into the accumulator,
+/// then the member's own input combined in; each further child's, one after another,
+/// into one slot of scratch and combined (so scratch holds one input beyond the
+/// accumulator whatever the radix); then the accumulator whole to the parent. A leaf's
+/// message is its input, read directly; a middle member's is scratch it has written,
+/// which travels in the channel's chunks (a blocking schedule never offers scratch).
 fn whole_tree<'r>(mut b: B<'r>, c: &Call<'_>, tree: &Knomial) -> B<'r> {
     let (n, root, len) = (c.n, c.root, c.len);
     let kids = tree.children.len();
