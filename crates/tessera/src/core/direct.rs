@@ -201,7 +201,8 @@ impl RemoteRange {
 /// them), where [`short_gaps_are_slow`]: reads and writes at gaps from 1 to this many
 /// bytes go through a [`Bounce`]. Zen 4 (family 25, models 16-31, 96-127, 160-175): 15;
 /// a 1 MiB read took 320-364 µs at 1-15 bytes past, 38-87 at 0 and 42-87 at 16-256, and
-/// through the bounce gap 16 cost 1.37 times gap 0 in `examples/collective_gaps`. Zen 3
+/// through the bounce gap 16 cost 1.32-1.46 times gap 0 at 1 MiB in
+/// `examples/collective_gaps` (one kernel copy: 1.04-1.30). Zen 3
 /// and every processor not measured: 31 (on Zen 3 the kernel's copy took 4-10 times as
 /// long at 4-28 bytes past, and at most 1.4 times at 32-255, less than the second copy
 /// costs). A missed slow gap costs four times; a needless bounce less than one and a half.

@@ -143,10 +143,6 @@ pub struct Team<'a> {
     /// two members sit on different hosts, each member is on a different host from one
     /// of them.
     spans_hosts: bool,
-    /// Some host of the job runs more ranks than it has processors (agreed when the world
-    /// team is made, inherited by the teams made from it): the cost model then takes the
-    /// crowded regime's parameters (see [`Team::set_crowded`]).
-    crowded: bool,
     /// The cost model's machine parameters for this team's size and regime (its
     /// calibration, or the built-in set).
     params: MachineParams,
@@ -415,7 +411,6 @@ impl<'a> Team<'a> {
             native: native.map(Rc::new),
             schedules: Rc::new(RefCell::new(Schedules::default())),
             spans_hosts,
-            crowded: false,
             params: calibration::params_for(size, false)?,
             model_memo: Rc::default(),
             last_tree: Rc::default(),
@@ -725,7 +720,7 @@ impl<'a> Team<'a> {
         team.channel.set_direct(&direct);
         team.set_long_messages(self.long);
         team.forced = self.forced;
-        team.set_crowded(self.crowded)?;
+        team.set_crowded(self.shares_cores())?;
         // A team whose parent does not tune online (a crowded host's default) does not.
         if self.online.is_none() {
             team.online = None;
@@ -810,8 +805,7 @@ impl<'a> Team<'a> {
             schedules: Rc::new(RefCell::new(Schedules::default())),
             native: None,
             spans_hosts: self.spans_hosts,
-            crowded: self.crowded,
-            params: calibration::params_for(size, self.crowded)?,
+            params: calibration::params_for(size, self.shares_cores())?,
             model_memo: Rc::default(),
             last_tree: Rc::default(),
             last_choice: Cell::new(None),
@@ -944,10 +938,9 @@ impl<'a> Team<'a> {
         }
     }
 
-    /// Put this team in the crowded regime or not, with the cost model's parameters for
-    /// its size in that regime.
+    /// Put this team in the crowded regime or not ([`Team::shares_cores`]), with the cost
+    /// model's parameters for its size in that regime.
     fn set_crowded(&mut self, crowded: bool) -> Result<()> {
-        self.crowded = crowded;
         self.channel.set_crowded(crowded);
         self.params = calibration::params_for(self.size(), crowded)?;
         Ok(())
@@ -972,9 +965,10 @@ impl<'a> Team<'a> {
     }
 
     /// Whether some host of this team's job runs more ranks than it has processors (the
-    /// cost model's crowded regime; agreed when the world team was made).
+    /// cost model's crowded regime; agreed when the world team was made, inherited by the
+    /// teams made from it, and kept by the team's channel, where schedules read it too).
     pub fn shares_cores(&self) -> bool {
-        self.crowded
+        self.channel.crowded()
     }
 
     /// Whether this team's members read each other's long messages directly (see
