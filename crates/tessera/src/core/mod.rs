@@ -160,6 +160,9 @@ pub struct Context {
     in_handler: Cell<u32>,
     /// Cores of this machine (for the wait policy).
     cores: usize,
+    /// Polls between yields where ranks outnumber cores, learnt from this rank's recent
+    /// waits ([`Context::learn_from_wait`]).
+    crowded_spins: Cell<u32>,
     am: am::AmState,
     barrier: barrier::BarrierState,
     rpc: rpc::RpcState,
@@ -203,6 +206,7 @@ impl Context {
             options,
             in_handler: Cell::new(0),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            crowded_spins: Cell::new(CROWDED_MOST_SPINS),
             am: am::AmState::default(),
             barrier: barrier::BarrierState::default(),
             rpc: rpc::RpcState::default(),
@@ -519,11 +523,15 @@ impl Context {
         mut done: impl FnMut() -> Result<bool>,
         describe: impl Fn() -> String,
     ) -> Result<()> {
-        let spins_per_yield = self.spins_per_yield();
+        let spins_per_yield = self.spins_before_yield();
         let mut spins = 0u32;
+        let mut yielded = false;
         loop {
             match done() {
-                Ok(true) => break Ok(()),
+                Ok(true) => {
+                    self.learn_from_wait(yielded);
+                    break Ok(());
+                }
                 Ok(false) => {}
                 Err(e) => break Err(e),
             }
@@ -547,6 +555,7 @@ impl Context {
                 continue;
             }
             spins = 0;
+            yielded = true;
             if let Err(e) = self.watch_step(wait, &describe) {
                 break Err(e);
             }
@@ -764,17 +773,72 @@ impl Drop for RankThread {
 /// A wait looks at its condition this many times for each poll of active messages.
 const POLLS_EVERY: u32 = 4;
 
+/// Polls between yields with at least one core per busy rank: tens of microseconds, so a
+/// waiting rank answers within a poll.
+const DEDICATED_SPINS: u32 = 4096;
+
+/// The most polls between yields where ranks outnumber cores: enough for a store to cross
+/// between two running cores (a two-rank ping-pong beside idle ranks stays at 0.13-0.14 µs
+/// a hop on a 2-core Intel Xeon, where 4 polls made it 0.88-0.91).
+const CROWDED_MOST_SPINS: u32 = 16;
+
+/// The fewest polls between yields where ranks outnumber cores: where the rank waited on
+/// needs this rank's core, every poll before the yield is lost (4 ranks on a 2-core Intel
+/// Xeon: OpenSHMEM all-to-all 2.6-2.7 µs at 16 polls, 2.2 at 4).
+const CROWDED_FEWEST_SPINS: u32 = 4;
+
+/// [`Context::learn_from_wait`]'s rule: the polls before the next yield, after a wait
+/// with `spins` that had to yield or not.
+fn next_crowded_spins(spins: u32, yielded: bool) -> u32 {
+    if yielded {
+        (spins / 2).max(CROWDED_FEWEST_SPINS)
+    } else {
+        (spins * 2).min(CROWDED_MOST_SPINS)
+    }
+}
+
 impl Context {
-    /// The wait policy: with at least one core per busy rank, poll ~4096 times (tens of
-    /// microseconds) between yields, so a waiting rank answers within a poll; when ranks
-    /// outnumber cores (this job's processes, or every rank thread of this process), yield
-    /// after a few polls so that the rank being waited on gets a core.
+    /// The wait policy's polls between yields, at most: with at least one core per busy
+    /// rank about 4096 (tens of microseconds), so a waiting rank answers within a poll;
+    /// when ranks outnumber cores (this job's processes, or every rank thread of this
+    /// process) 16, so that the rank being waited on gets a core. Where ranks outnumber
+    /// cores a wait yields sooner when this rank's recent waits have needed a yield (down
+    /// to 4 polls).
+    ///
+    /// ```
+    /// use tessera::Job;
+    /// Job::threads(1).run(|ctx| {
+    ///     assert!(ctx.spins_per_yield() >= 16);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
     pub fn spins_per_yield(&self) -> u32 {
         if self.has_core_per_rank() {
-            4096
+            DEDICATED_SPINS
         } else {
-            16
+            CROWDED_MOST_SPINS
         }
+    }
+
+    /// Polls before the next wait yields: [`DEDICATED_SPINS`] with a core per rank, else
+    /// what this rank's recent waits taught ([`Context::learn_from_wait`]).
+    fn spins_before_yield(&self) -> u32 {
+        if self.has_core_per_rank() {
+            DEDICATED_SPINS
+        } else {
+            self.crowded_spins.get()
+        }
+    }
+
+    /// Where ranks outnumber cores, halve the polls before a yield after a wait that had
+    /// to yield (the rank it waited on was likely waiting for this rank's core) and double
+    /// them after one that ended while polling (that rank was running on another core),
+    /// between [`CROWDED_FEWEST_SPINS`] and [`CROWDED_MOST_SPINS`]. A rank in a loop of
+    /// collectives with a partner on its own core soon yields after 4 polls; the two ranks
+    /// of a ping-pong beside idle ones keep polling 16 times and answer without a yield.
+    fn learn_from_wait(&self, yielded: bool) {
+        self.crowded_spins
+            .set(next_crowded_spins(self.crowded_spins.get(), yielded));
     }
 
     /// Whether this host has a core for each of its busy ranks (this job's processes on
@@ -786,5 +850,36 @@ impl Context {
             self.conduit.host_ranks()
         };
         busy <= self.cores
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of waits that yield takes the budget down to the fewest polls and no further;
+    /// a run that ends while polling takes it back up to the most.
+    #[test]
+    fn the_crowded_budget_halves_after_yields_and_doubles_after_polls() {
+        let after = |from: u32, waits: &[bool]| {
+            waits
+                .iter()
+                .fold(from, |spins, &yielded| next_crowded_spins(spins, yielded))
+        };
+        assert_eq!(after(CROWDED_MOST_SPINS, &[true]), 8);
+        assert_eq!(
+            after(CROWDED_MOST_SPINS, &[true, true]),
+            CROWDED_FEWEST_SPINS
+        );
+        assert_eq!(after(CROWDED_MOST_SPINS, &[true; 10]), CROWDED_FEWEST_SPINS);
+        assert_eq!(after(CROWDED_FEWEST_SPINS, &[false]), 8);
+        assert_eq!(
+            after(CROWDED_FEWEST_SPINS, &[false; 10]),
+            CROWDED_MOST_SPINS
+        );
+        // A partner on another core half the time: the budget stays between the bounds.
+        let mixed = after(CROWDED_MOST_SPINS, &[true, false, true, true, false]);
+        assert!((CROWDED_FEWEST_SPINS..=CROWDED_MOST_SPINS).contains(&mixed));
+        assert_eq!(mixed, 8);
     }
 }
