@@ -8,15 +8,8 @@ use std::time::Duration;
 use tessera::coll::{Barrier, Reduce};
 use tessera::{Algorithm, Blocking, Collective, Context, Job, Op, Team};
 
-/// Element `i` of world rank `r`'s input in test `seed` (distinct per rank, element and
-/// seed, so a byte in the wrong place shows).
-fn input_u64(r: usize, i: usize, seed: u64) -> u64 {
-    (seed << 48) ^ ((r as u64) << 32) ^ (i as u64).wrapping_mul(0x9E37_79B9)
-}
-
-fn fail(what: String) -> Box<dyn std::error::Error + Send + Sync> {
-    what.into()
-}
+mod common;
+use common::{fail, input_u64};
 
 /// Processors this host has online.
 fn processors() -> usize {

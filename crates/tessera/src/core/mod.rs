@@ -882,4 +882,29 @@ mod tests {
         assert!((CROWDED_FEWEST_SPINS..=CROWDED_MOST_SPINS).contains(&mixed));
         assert_eq!(mixed, 8);
     }
+
+    /// In a job with more ranks than processors, a wait for a rank that sleeps has to
+    /// yield, and the waiting rank's next wait polls half as long before its first yield.
+    #[test]
+    fn a_crowded_wait_that_yields_halves_the_next_polls() {
+        let ranks = std::thread::available_parallelism().map_or(1, |n| n.get()) + 1;
+        crate::Job::threads(ranks)
+            .segment(1 << 20)
+            .run(|ctx| {
+                let flag = ctx.alloc_collective::<u64>(1)?;
+                ctx.barrier()?;
+                if ctx.rank() == 1 {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    ctx.atomic_store(flag.on(0), 1)?;
+                } else if ctx.rank() == 0 {
+                    assert!(!ctx.has_core_per_rank());
+                    ctx.crowded_spins.set(CROWDED_MOST_SPINS);
+                    ctx.wait_value(flag, crate::Compare::Eq, 1)?;
+                    assert_eq!(ctx.spins_before_yield(), CROWDED_MOST_SPINS / 2);
+                }
+                ctx.barrier()?;
+                Ok(())
+            })
+            .unwrap();
+    }
 }
