@@ -3,8 +3,9 @@
 //! cost model's choice: for each rank count given, a job on the threads conduit times two
 //! rounds of calls of each and prints microseconds per call. Where ranks outnumber
 //! processors the all-at-once round's n(n − 1) messages are the processors' work, and
-//! it falls behind Bruck's as the job grows (docs/PERFORMANCE.md, "Many ranks on one
-//! node").
+//! it falls behind Bruck's as the job grows; the cost model, which prices every member's
+//! messages on the processors they share, turns to Bruck's from 24 ranks on 2 cores
+//! (docs/PERFORMANCE.md, "Many ranks on one node").
 //!
 //! ```text
 //! cargo build --release --examples -p tessera-cli

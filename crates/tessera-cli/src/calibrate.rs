@@ -85,7 +85,12 @@ pub(crate) fn rank_main(ctx: &Context, out: &Path) -> RankResult {
             timed[point][choice] * 1e6
         })
         .collect();
-    let params = MachineParams::from_probes(n, world.reads_directly(), &probes_us)?;
+    let params = MachineParams::from_probes(
+        n,
+        world.cost_params().cores,
+        world.reads_directly(),
+        &probes_us,
+    )?;
     if ctx.rank() == 0 {
         let measured = Measured {
             entry: CalibrationEntry {
@@ -243,8 +248,13 @@ fn best_of(runs: &[Measured]) -> Result<Measured, String> {
         })
         .collect();
     let entry = &first.entry;
-    let params = MachineParams::from_probes(entry.team_size, entry.direct_reads, &probes_us)
-        .map_err(|e| e.to_string())?;
+    let params = MachineParams::from_probes(
+        entry.team_size,
+        entry.params.cores,
+        entry.direct_reads,
+        &probes_us,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Measured {
         entry: CalibrationEntry {
             params,
@@ -269,5 +279,8 @@ fn print_params(p: &MachineParams) {
     ];
     for (name, value, unit) in rows {
         println!("  {name:<14} {value:>9.3} {unit}");
+    }
+    if let Some(cores) = p.cores {
+        println!("  {:<14} {cores:>9} (the ranks share them)", "processors");
     }
 }

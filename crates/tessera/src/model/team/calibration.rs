@@ -192,11 +192,18 @@ pub(crate) fn direct_reads_for(team_size: usize, crowded: bool) -> Result<bool> 
     Ok(in_force()?.is_none_or(|cal| cal.direct_reads_for(team_size, crowded)))
 }
 
-/// The parameters a team of `team_size` in the `crowded` regime uses.
+/// The parameters a team of `team_size` in the `crowded` regime uses: where crowded, with
+/// this host's processors as the ones its members share (`MachineParams::cores`; a team
+/// over several hosts counts its members as if on one, as simulated hosts on one machine
+/// are), else none.
 pub(crate) fn params_for(team_size: usize, crowded: bool) -> Result<MachineParams> {
-    Ok(match in_force()? {
+    let params = match in_force()? {
         Some(cal) => cal.params_for(team_size, crowded),
         None => MachineParams::built_in(crowded),
+    };
+    Ok(MachineParams {
+        cores: crowded.then(super::online_processors),
+        ..params
     })
 }
 

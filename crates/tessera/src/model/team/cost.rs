@@ -28,7 +28,14 @@
 //!
 //! Where ranks share cores the same formulas hold with other parameters: a round then
 //! includes waking the partner (6.6 µs at 8 ranks on 2 cores against 0.5 with a core each),
-//! which is what made flat barriers and chains win there. The parameters come from
+//! which is what made flat barriers win there. Two terms count the processors
+//! ([`MachineParams::cores`]) the members share: the messages of every member together
+//! are those processors' work, so the busiest member's are priced at least at that total
+//! over them ([`Work::all_members`]: an all-at-once round's n(n − 1) messages grow as n²,
+//! a Bruck dissemination's as n log n); and a member of a pipeline waits for a wake-up
+//! before it passes a call on whenever its processor runs another member next, a round
+//! spread over the pipelined calls (a chain among 16 ranks on 2 cores took 2.5 times a
+//! binomial tree's time). The parameters come from
 //! `tessera tune --calibrate` (a second's measurements, cached per host beside the tuning
 //! table; see [`calibration`](super::calibration)) or, where none was made, from the
 //! built-in sets [`MachineParams::DEDICATED`] and [`MachineParams::CROWDED`].
@@ -79,6 +86,12 @@ pub struct Work {
     /// Members a call passes through one after another in a pipeline (a chain, a linear
     /// scan): its fill, spread over [`PIPELINED_CALLS`] calls.
     pub pipeline: f64,
+    /// The messages of every member together, in multiples of the busiest member's: the
+    /// team size where every member works alike (a ring, recursive doubling, an
+    /// all-to-all), 2 for a flat broadcast (the root's n − 1 sends and the others' n − 1
+    /// receipts), a tree's over its root's. Where members outnumber the processors they
+    /// run on, all of them are those processors' work (0 counts as 1).
+    pub all_members: f64,
 }
 
 /// How many back-to-back calls the model spreads a pipeline's fill over: a call is priced
@@ -126,6 +139,13 @@ pub struct MachineParams {
     pub long_put_gbps: f64,
     /// One local block copy, packing or unpacking (µs).
     pub block_copy_us: f64,
+    /// The processors the team's members run on where they outnumber them (the crowded
+    /// regime): a call takes at least the messages of every member together over this
+    /// many ([`Work::all_members`]), and a pipeline's members wait to be scheduled. None
+    /// where each member has a processor of its own. A team sets it to its host's
+    /// processors; a calibration records the host it measured.
+    #[serde(default)]
+    pub cores: Option<usize>,
 }
 
 impl MachineParams {
@@ -142,6 +162,7 @@ impl MachineParams {
         put_gbps: 13.34,
         long_put_gbps: 18.76,
         block_copy_us: 0.0612,
+        cores: None,
     };
 
     /// Calibrated on a 2-core AMD EPYC (Zen 4, AVX-512) with 8 ranks, each batch timed on
@@ -150,17 +171,19 @@ impl MachineParams {
     /// message costs less than with a core each: a sender writes several before its
     /// receivers run. On the recorded tables of both 2-core hosts (crowded, 4 and 8 ranks)
     /// this set chooses as well as or better than the one it replaced, calibrated on an
-    /// Intel Xeon timing rank 0 alone (`tests/cost_model.rs`).
+    /// Intel Xeon timing rank 0 alone (`tests/cost_model.rs`). Its `cores` are that host's
+    /// 2; a team replaces them with its own host's processors.
     pub const CROWDED: MachineParams = MachineParams {
         round_us: 6.570,
         tree_round_us: 0.2407,
         message_us: 0.088,
         copy_gbps: 4.321,
-        long_gbps: 1.367,
+        long_gbps: 1.377,
         readers: 7.0,
         put_gbps: 1.624,
         long_put_gbps: 27.94,
         block_copy_us: 0.06612,
+        cores: Some(2),
     };
 
     /// The built-in parameters for a team: [`MachineParams::CROWDED`] where some host of
@@ -194,6 +217,12 @@ impl MachineParams {
                 ));
             }
         }
+        if self.cores == Some(0) {
+            return Err(invalid(
+                "cores",
+                "cores is 0; it must be at least 1 (or absent: a core per member)".into(),
+            ));
+        }
         if self.readers < 1.0 {
             return Err(invalid(
                 "readers",
@@ -224,13 +253,18 @@ impl MachineParams {
         } else {
             per_byte(self.put_gbps)
         };
-        let busiest = work.messages * self.message_us
+        // Where members outnumber their processors, every member's messages are theirs.
+        let queued = queued(self.cores, &work);
+        let busiest = work.messages * self.message_us * queued
             + work.bytes * channel
             + work.block_copies * self.block_copy_us
             + work.bytes_put * put;
         let busiest = busiest.max(levels);
-        // Each member of a pipeline passes a call on: a message.
-        let fill = work.pipeline * self.message_us / PIPELINED_CALLS;
+        // Each member of a pipeline passes a call on: a message; where members outnumber
+        // their processors, also a wake-up (a round) whenever the member it passes to is
+        // not the one its processor runs next.
+        let waking = work.pipeline * next_is_elsewhere(self.cores, work.pipeline + 1.0);
+        let fill = (work.pipeline * self.message_us + waking * self.round_us) / PIPELINED_CALLS;
         work.rounds * self.round_us + fill + busiest.max(work.tree_rounds * self.tree_round_us)
     }
 
@@ -324,25 +358,34 @@ impl MachineParams {
     /// readers of one member proceed at once, the puts their bandwidths, the Bruck
     /// all-to-all a block copy). Where members do not read each other's memory directly
     /// (`direct` false), long messages take the copy bandwidth and one reader at a time.
+    /// Where they shared `cores` processors (Some: more members than processors), each
+    /// probe's messages are counted as [`MachineParams::price`] counts them there.
     ///
     /// ```
-    /// use tessera::model::team::{MachineParams, PROBES};
+    /// use tessera::model::team::{MachineParams, Shape, PROBES};
     /// // Times the built-in parameters predict calibrate back to them (within the few
-    /// // bytes each probe also moves).
-    /// let p = MachineParams::DEDICATED;
-    /// let us: Vec<f64> = PROBES
-    ///     .iter()
-    ///     .map(|&(op, bytes, alg)| {
-    ///         let shape = tessera::model::team::Shape { members: 16, bytes, radix: 2 };
-    ///         p.predict(op, alg, shape, true).unwrap()
-    ///     })
-    ///     .collect();
-    /// let back = MachineParams::from_probes(16, true, &us).unwrap();
-    /// assert!((back.round_us - p.round_us).abs() < 1e-9);
-    /// assert!((back.copy_gbps / p.copy_gbps - 1.0).abs() < 0.01);
-    /// assert!((back.long_put_gbps / p.long_put_gbps - 1.0).abs() < 0.01);
+    /// // bytes each probe also moves): 16 members with a core each, and 8 on 2 cores.
+    /// for (p, members) in [(MachineParams::DEDICATED, 16), (MachineParams::CROWDED, 8)] {
+    ///     let us: Vec<f64> = PROBES
+    ///         .iter()
+    ///         .map(|&(op, bytes, alg)| {
+    ///             let shape = Shape { members, bytes, radix: 2 };
+    ///             p.predict(op, alg, shape, true).unwrap()
+    ///         })
+    ///         .collect();
+    ///     let back = MachineParams::from_probes(members, p.cores, true, &us).unwrap();
+    ///     assert!((back.round_us - p.round_us).abs() < 1e-9);
+    ///     assert!((back.copy_gbps / p.copy_gbps - 1.0).abs() < 0.01);
+    ///     assert!((back.long_put_gbps / p.long_put_gbps - 1.0).abs() < 0.01);
+    ///     assert_eq!(back.cores, p.cores);
+    /// }
     /// ```
-    pub fn from_probes(members: usize, direct: bool, us: &[f64]) -> crate::Result<MachineParams> {
+    pub fn from_probes(
+        members: usize,
+        cores: Option<usize>,
+        direct: bool,
+        us: &[f64],
+    ) -> crate::Result<MachineParams> {
         if members < 2 {
             return Err(invalid(
                 "members",
@@ -373,39 +416,43 @@ impl MachineParams {
                 work_of(row, alg, shape)
             })
             .collect();
+        // Where members outnumber the processors (`cores`), each probe's messages are
+        // counted as `price` counts them.
+        let sent = |w: &Work| w.messages * queued(cores, w);
+        let own = |i: usize, round_us: f64| us[i] - work[i].rounds * round_us;
         // Floors keep a probe that measured faster than the parameters before it explain
         // from giving a zero or negative parameter.
         const FLOOR_US: f64 = 1e-4;
         const MOST_GBPS: f64 = 1e4;
         let round_us = (us[0] / work[0].rounds).max(FLOOR_US);
-        let message_us = (us[1] / work[1].messages).max(FLOOR_US);
+        let message_us = (own(1, round_us) / sent(&work[1])).max(FLOOR_US);
         let tree_round_us = (us[2] / work[2].tree_rounds).max(FLOOR_US);
         let gbps = |t: f64, w: &Work, bytes: f64| {
-            let per_byte = (t - w.messages * message_us) / bytes;
+            let per_byte = (t - sent(w) * message_us) / bytes;
             if per_byte > 0.0 {
                 (1e-3 / per_byte).min(MOST_GBPS)
             } else {
                 MOST_GBPS
             }
         };
-        let copy_gbps = gbps(us[3], &work[3], work[3].bytes);
+        let copy_gbps = gbps(own(3, round_us), &work[3], work[3].bytes);
         let (long_gbps, readers) = if direct {
             // The chain's rounds come first: its chunks after the first wait a round each.
-            let long = gbps(us[4] - work[4].rounds * round_us, &work[4], work[4].bytes);
+            let long = gbps(own(4, round_us), &work[4], work[4].bytes);
             // The flat broadcast's n − 1 readers of one root: as long as one reader after
             // another would take, over what it took.
             let w = &work[5];
             let alone = w.bytes * 1e-3 / long;
-            let took = (us[5] - w.messages * message_us).max(FLOOR_US);
+            let took = (own(5, round_us) - sent(w) * message_us).max(FLOOR_US);
             (long, (alone / took).clamp(1.0, w.readers.max(1.0)))
         } else {
             (copy_gbps, 1.0)
         };
-        let put_gbps = gbps(us[6], &work[6], work[6].bytes_put);
-        let long_put_gbps = gbps(us[7], &work[7], work[7].bytes_put);
+        let put_gbps = gbps(own(6, round_us), &work[6], work[6].bytes_put);
+        let long_put_gbps = gbps(own(7, round_us), &work[7], work[7].bytes_put);
         let w = &work[8];
         let block_copy_us =
-            ((us[8] - w.rounds * round_us - w.messages * message_us - w.bytes * 1e-3 / copy_gbps)
+            ((own(8, round_us) - sent(w) * message_us - w.bytes * 1e-3 / copy_gbps)
                 / w.block_copies)
                 .max(FLOOR_US);
         let params = MachineParams {
@@ -418,10 +465,35 @@ impl MachineParams {
             put_gbps,
             long_put_gbps,
             block_copy_us,
+            cores,
         };
         params.check()?;
         Ok(params)
     }
+}
+
+/// How many times the busiest member's messages a call's take where members share
+/// `cores` processors: every member's messages over the processors, at least 1.
+fn queued(cores: Option<usize>, work: &Work) -> f64 {
+    cores.map_or(1.0, |cores| {
+        (work.all_members.max(1.0) / cores as f64).max(1.0)
+    })
+}
+
+/// Where `members` share `cores` processors, k to a processor: the chance that the member
+/// a waiting member hands its processor to is not the one a pipeline passes its call to
+/// next, 1 − 1/(k − 1) (none with at most two to a processor, where the other member is
+/// the next one: a chain among 4 ranks on 2 cores is the fastest 8-byte broadcast there;
+/// among 8 it took 1.6 times a binomial tree's time).
+fn next_is_elsewhere(cores: Option<usize>, members: f64) -> f64 {
+    cores.map_or(0.0, |cores| {
+        let k = members / cores as f64;
+        if k > 2.0 {
+            1.0 - 1.0 / (k - 1.0)
+        } else {
+            0.0
+        }
+    })
 }
 
 /// The work of `row`'s formula for `alg` (the row's family at its radix) on `shape`.
@@ -492,4 +564,10 @@ pub(super) fn messages(t: &Terms, count: f64, bytes: f64) -> Work {
         bytes,
         ..Work::default()
     }
+}
+
+/// [`Work::all_members`] of a tree or of a call with one busiest member: `all` units of
+/// work among every member together over `busiest`'s, at most the team size.
+pub(super) fn tree_spread(t: &Terms, all: f64, busiest: f64) -> f64 {
+    (all / busiest.max(1.0)).clamp(1.0, t.n)
 }

@@ -254,6 +254,15 @@ impl Default for DataSync {
     }
 }
 
+/// The processors online on this host: more ranks of one host than these put a team in
+/// the crowded regime, and its cost model queues their messages on these.
+fn online_processors() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .map_or(1, |c| c.max(1) as usize)
+}
+
 /// The tuning table's rules for a team of `size`, per operation, if a table is in force.
 fn tuned_rules(size: usize) -> Result<Option<Rc<[Option<Rules>; Collective::ALL.len()]>>> {
     Ok(tuning::in_force()?
@@ -319,10 +328,7 @@ impl<'a> Team<'a> {
                 .is_addressable(GlobalPtr::<u8>::new(self.members[i], 0))
         };
         let sharing = (0..n).filter(|&i| mapped(i)).count();
-        let processors = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
-            .ok()
-            .flatten()
-            .map_or(1, |c| c.max(1) as usize);
+        let processors = online_processors();
         let set = crate::config::switch("TESSERA_DIRECT")?;
         let wanted = match set {
             Some(wanted) => wanted,

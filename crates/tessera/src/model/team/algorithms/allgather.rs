@@ -5,7 +5,7 @@
 //! every member broadcasting its block to all at once.
 
 use super::*;
-use crate::model::team::cost::{terms, Work};
+use crate::model::team::cost::{terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     row(
@@ -106,6 +106,7 @@ fn ring_work(s: Shape) -> Work {
     Work {
         rounds: t.others,
         bytes: 3.0 * t.others * t.m + t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
@@ -116,16 +117,21 @@ fn bruck_work(s: Shape) -> Work {
         rounds: t.log2,
         block_copies: t.n,
         bytes: 2.0 * t.others * t.m + t.n * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
 
+/// A binomial gather, then a binomial broadcast of the whole: each level of either waits
+/// for the one before it.
 fn gather_broadcast_work(s: Shape) -> Work {
     let t = terms(s);
     Work {
-        rounds: 2.0,
-        messages: t.others + t.log2,
-        bytes: t.others * t.m + t.log2 * t.n * t.m,
+        rounds: 2.0 * t.log2,
+        messages: 2.0 * t.log2,
+        block_copies: t.others,
+        bytes: 2.0 * t.others * t.m + t.log2 * t.n * t.m,
+        all_members: tree_spread(&t, 4.0 * t.others, 2.0 * t.log2),
         ..Work::default()
     }
 }

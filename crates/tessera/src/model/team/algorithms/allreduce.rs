@@ -4,7 +4,7 @@
 //! doubling) and Rabenseifner's (the same two halves in logarithmically many rounds).
 
 use super::*;
-use crate::model::team::cost::{terms, Work};
+use crate::model::team::cost::{terms, tree_spread, Work};
 use crate::model::team::topology::split_range;
 
 pub(super) const ROWS: &[Row] = &[
@@ -313,6 +313,7 @@ fn recursive_doubling_work(s: Shape) -> Work {
     Work {
         rounds,
         bytes: 2.0 * rounds * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
@@ -322,6 +323,7 @@ fn reduce_broadcast_work(s: Shape) -> Work {
     Work {
         rounds: 2.0 * t.log2,
         bytes: 3.0 * t.log2 * t.m,
+        all_members: tree_spread(&t, 5.0 * t.others, 3.0 * t.log2),
         ..Work::default()
     }
 }
@@ -341,6 +343,7 @@ fn ring_work(s: Shape) -> Work {
     Work {
         rounds: 2.0 * t.others,
         bytes: 5.0 * t.others * t.m / t.n,
+        all_members: t.n,
         ..Work::default()
     }
 }
@@ -353,6 +356,7 @@ fn rabenseifner_work(s: Shape) -> Work {
     Work {
         rounds: 2.0 * t.log2 + t.fold,
         bytes: 5.0 * t.m * t.others / t.n + 3.0 * t.fold * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }

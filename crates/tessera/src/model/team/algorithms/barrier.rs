@@ -60,6 +60,7 @@ pub(in crate::model::team) fn dissemination(
 fn dissemination_work(s: Shape) -> Work {
     Work {
         rounds: terms(s).log2,
+        all_members: s.members as f64,
         ..Work::default()
     }
 }
@@ -69,6 +70,7 @@ fn flat_work(s: Shape) -> Work {
     Work {
         rounds: 2.0,
         messages: 2.0 * t.others,
+        all_members: 2.0,
         ..Work::default()
     }
 }

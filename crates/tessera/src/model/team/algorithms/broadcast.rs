@@ -2,7 +2,7 @@
 //! pipelined chain. Each broadcasts `Dst[0..len]`, filled on the root.
 
 use super::*;
-use crate::model::team::cost::{ceil_log, messages, root_children, terms, Work};
+use crate::model::team::cost::{ceil_log, messages, root_children, terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     row(
@@ -79,6 +79,7 @@ fn flat_work(s: Shape) -> Work {
     let t = terms(s);
     Work {
         readers: t.others,
+        all_members: 2.0,
         ..messages(&t, t.others, t.others * t.m)
     }
 }
@@ -89,6 +90,7 @@ pub(super) fn binomial_work(s: Shape) -> Work {
     Work {
         readers: t.log2,
         levels: t.log2,
+        all_members: tree_spread(&t, 2.0 * t.others, t.log2),
         ..messages(&t, t.log2, t.log2 * t.m)
     }
 }
@@ -99,6 +101,7 @@ fn knomial_work(s: Shape) -> Work {
     Work {
         readers: children,
         levels: ceil_log(s.members, s.radix) as f64,
+        all_members: tree_spread(&t, 2.0 * t.others, children),
         ..messages(&t, children, children * t.m)
     }
 }
@@ -112,6 +115,7 @@ fn chain_work(s: Shape) -> Work {
         Work {
             rounds: t.chunks - 1.0,
             pipeline: t.others,
+            all_members: t.others,
             ..messages(&t, 1.5, 2.0 * t.m)
         }
     } else {

@@ -173,6 +173,7 @@ pub(super) fn one_round_of_all_pairs(s: Shape) -> Work {
         rounds: 1.0,
         messages: 2.0 * (t.others - 1.0).max(0.0),
         bytes: 2.0 * t.others * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
@@ -182,6 +183,7 @@ fn pairwise_work(s: Shape) -> Work {
     Work {
         rounds: t.others,
         bytes: 2.0 * t.others * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
@@ -199,6 +201,7 @@ fn bruck_work(s: Shape) -> Work {
         messages: 2.0 * phases * (k - 2.0),
         block_copies: blocks + 2.0 * t.n,
         bytes: (blocks + 2.0 * t.n) * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }

@@ -5,7 +5,7 @@
 //! scratch otherwise).
 
 use super::*;
-use crate::model::team::cost::{messages, terms, Work};
+use crate::model::team::cost::{messages, terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     row(
@@ -64,6 +64,7 @@ fn flat_work(s: Shape) -> Work {
     let t = terms(s);
     Work {
         tree_rounds: 1.0,
+        all_members: 2.0,
         ..messages(&t, t.others, t.others * t.m)
     }
 }
@@ -74,6 +75,7 @@ fn binomial_work(s: Shape) -> Work {
     Work {
         tree_rounds: t.log2,
         block_copies: t.others,
+        all_members: tree_spread(&t, 2.0 * t.others, t.log2),
         ..messages(&t, t.log2, 2.0 * t.others * t.m)
     }
 }

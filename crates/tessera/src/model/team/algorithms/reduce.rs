@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::model::team::channel::DIRECT_FROM;
-use crate::model::team::cost::{ceil_log, messages, root_children, terms, Work};
+use crate::model::team::cost::{ceil_log, messages, root_children, terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     row(
@@ -178,6 +178,7 @@ fn tree_work(s: Shape, depth: usize, children: usize) -> Work {
     let t = terms(s);
     Work {
         tree_rounds: depth as f64,
+        all_members: tree_spread(&t, 2.0 * t.others, children as f64),
         ..messages(&t, children as f64, 2.0 * children as f64 * t.m)
     }
 }

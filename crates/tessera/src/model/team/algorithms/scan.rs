@@ -129,6 +129,7 @@ fn linear_work(s: Shape) -> Work {
     if s.members > 2 {
         Work {
             pipeline: t.others,
+            all_members: t.others,
             ..messages(&t, 1.5, 3.0 * t.m)
         }
     } else {
@@ -141,6 +142,7 @@ fn recursive_doubling_work(s: Shape) -> Work {
     Work {
         rounds: t.log2,
         bytes: 4.0 * t.log2 * t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }

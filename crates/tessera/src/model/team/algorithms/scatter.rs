@@ -4,7 +4,7 @@
 //! passes its children theirs).
 
 use super::*;
-use crate::model::team::cost::{messages, terms, Work};
+use crate::model::team::cost::{messages, terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     row(
@@ -73,7 +73,10 @@ fn binomial<'r>(mut b: B<'r>, c: &Call<'_>) -> B<'r> {
 
 fn flat_work(s: Shape) -> Work {
     let t = terms(s);
-    messages(&t, t.others, t.others * t.m)
+    Work {
+        all_members: 2.0,
+        ..messages(&t, t.others, t.others * t.m)
+    }
 }
 
 /// Blocks travel down the tree merged, each copied once more per level.
@@ -81,6 +84,7 @@ fn binomial_work(s: Shape) -> Work {
     let t = terms(s);
     Work {
         block_copies: t.others,
+        all_members: tree_spread(&t, 2.0 * t.others, t.log2),
         ..messages(&t, t.log2, 2.0 * t.others * t.m)
     }
 }

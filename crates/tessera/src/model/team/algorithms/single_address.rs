@@ -4,7 +4,7 @@
 //! all run by one engine (`addressed`).
 
 use super::*;
-use crate::model::team::cost::{ceil_log, root_children, terms, Work};
+use crate::model::team::cost::{ceil_log, root_children, terms, tree_spread, Work};
 
 pub(super) const ROWS: &[Row] = &[
     flat_tree_row(
@@ -73,6 +73,7 @@ fn put_flat_work(s: Shape) -> Work {
     Work {
         messages: t.others,
         bytes_put: t.others * t.m,
+        all_members: 2.0,
         ..Work::default()
     }
 }
@@ -83,6 +84,7 @@ fn broadcast_knomial_work(s: Shape) -> Work {
     Work {
         rounds: ceil_log(s.members, s.radix) as f64,
         bytes_put: root_children(s.members, s.radix) as f64 * t.m,
+        all_members: tree_spread(&t, t.others, root_children(s.members, s.radix) as f64),
         ..Work::default()
     }
 }
@@ -93,6 +95,7 @@ fn scatter_knomial_work(s: Shape) -> Work {
     Work {
         rounds: ceil_log(s.members, s.radix) as f64,
         bytes_put: t.others * t.m,
+        all_members: 1.0,
         ..Work::default()
     }
 }
@@ -103,6 +106,7 @@ fn gather_flat_work(s: Shape) -> Work {
     Work {
         messages: t.others,
         bytes_put: t.m,
+        all_members: 2.0,
         ..Work::default()
     }
 }
@@ -113,6 +117,7 @@ fn gather_knomial_work(s: Shape) -> Work {
     Work {
         rounds: ceil_log(s.members, s.radix) as f64,
         bytes_put: t.m,
+        all_members: t.n,
         ..Work::default()
     }
 }
