@@ -189,7 +189,10 @@ fn by_default_teams_tune_online_only_where_ranks_have_processors() {
                 let half = world
                     .split(Some((ctx.rank() % 2) as u32), 0)?
                     .expect("every rank has a colour");
-                for _ in 0..160 {
+                // Enough calls for every candidate's trials: 4 rounds of 10 calls each
+                // (2 untimed, 8 timed) for an 8-byte call, and as many again.
+                let calls = 2 * 40 * world.candidates(Collective::Allreduce).len();
+                for _ in 0..calls {
                     world.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
                     half.run(Allreduce::value(1u64, Op::Sum), Blocking)?;
                 }

@@ -107,11 +107,18 @@ impl<'a> Team<'a> {
         let bytes = std::mem::size_of_val(src);
         let (me, len) = (self.me, src.len());
         let native = native.map(|reduction| NativeOp::Allreduce { reduction });
-        // Recursive doubling on a power-of-two team runs on the channel when small.
+        // Recursive doubling on a power-of-two team, and the all-at-once form, run on the
+        // channel when small.
         let small = |alg, src: &[T], dst: &mut [T]| {
-            let small =
-                small::fits(bytes) && n.is_power_of_two() && alg == Algorithm::RECURSIVE_DOUBLING;
-            small.then(|| self.allreduce_small(src, dst, combine))
+            if !small::fits(bytes) {
+                None
+            } else if alg == Algorithm::RECURSIVE_DOUBLING && n.is_power_of_two() {
+                Some(self.allreduce_small(src, dst, combine))
+            } else if alg == Algorithm::ALL_BROADCAST {
+                Some(self.allreduce_all_small(src, dst, combine))
+            } else {
+                None
+            }
         };
         self.blocking(
             Collective::Allreduce,

@@ -3,7 +3,7 @@
 //! broadcast's trees and chain, the flat and binomial gather and scatter, the
 //! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat`, `pairwise`
 //! and `bruck` at every radix, the reduction's k-nomial trees, recursive doubling for
-//! the allreduce of a power-of-two team, the linear scan; the barrier's dissemination is
+//! the allreduce of a power-of-two team and its `all_broadcast`, the linear scan; the barrier's dissemination is
 //! in `movement`). Each runs the same messages in the same order as its schedule
 //! (`algorithms`), and combines in the same order, so its results are the schedule's bit
 //! for bit; without the plan, its sequence numbers and the steps' bookkeeping, whose
@@ -439,6 +439,27 @@ impl<'a> Team<'a> {
             distance *= 2;
         }
         Ok(())
+    }
+
+    /// Every member's vector to every other at once, and all n combined in member order,
+    /// as the schedule's `all_broadcast` allreduce does (the same operands in the same
+    /// order, so the same result).
+    pub(super) fn allreduce_all_small<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut [T],
+        combine: &Combine<'_, T>,
+    ) -> Result<()> {
+        let (n, me, len) = (self.size(), self.me, src.len());
+        with_scratch::<T, _>(n * len, |all| {
+            let sends = from_next(n, me).map(|j| Outgoing::new(j, cast(src)));
+            let recvs = others_into_from_previous(cast_mut(all), me, cast(src));
+            self.channel.transfer_each(self.ctx, sends, recvs)?;
+            copy_short(cast_mut(dst), cast(&all[..len]));
+            all.chunks_exact(len.max(1))
+                .skip(1)
+                .try_for_each(|theirs| combine(dst, theirs))
+        })
     }
 
     /// A small allgather (`op` is [`Collective::Allgather`], `src` this member's block) or

@@ -1,7 +1,8 @@
 //! The allreduce's algorithms, each combining every member's `Src[0..len]` into every
 //! member's `Dst[0..len]`: a reduce then a broadcast (binomial both), recursive doubling,
 //! a ring (reduce-scatter then allgather; with fewer elements than members, recursive
-//! doubling) and Rabenseifner's (the same two halves in logarithmically many rounds).
+//! doubling), Rabenseifner's (the same two halves in logarithmically many rounds), and
+//! every member sending its vector to all at once, each combining all of them.
 
 use super::*;
 use crate::model::team::cost::{terms, tree_spread, Work};
@@ -40,6 +41,14 @@ pub(super) const ROWS: &[Row] = &[
         rabenseifner,
         rabenseifner_work,
     ),
+    row(
+        Collective::Allreduce,
+        Algorithm::ALL_BROADCAST,
+        "all_broadcast",
+        "every member sends its vector to all at once; each combines them in member order",
+        all_broadcast,
+        all_broadcast_work,
+    ),
 ];
 
 /// A binomial reduce to member 0, then a binomial broadcast from it.
@@ -65,6 +74,25 @@ fn ring<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
 
 fn rabenseifner<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
     rabenseifner_over(b, c.n, c.me, c.len)
+}
+
+/// Every member sends its vector to every other at once, and each combines all n of
+/// them, its own included, in member order: every member computes the same bits.
+fn all_broadcast<'r>(b: B<'r>, c: &Call<'_>) -> B<'r> {
+    let (n, me, len) = (c.n, c.me, c.len);
+    let all = |i: usize| place(Buf::Tmp, block(i, len));
+    let result = place(Buf::Dst, 0..len);
+    let combine_in_order = (1..n).map(move |i| Local::Combine {
+        from: all(i),
+        into: result.clone(),
+    });
+    b.scratch(n * len)
+        .local([copy(place(Buf::Src, 0..len), all(me))])
+        .round(
+            next_ones(n, me).map(|j| (j, place(Buf::Src, 0..len))),
+            previous_ones(n, me).map(|i| (i, all(i))),
+            std::iter::once(copy(all(0), place(Buf::Dst, 0..len))).chain(combine_in_order),
+        )
 }
 
 /// The largest power of two ≤ n (n ≥ 1).
@@ -325,6 +353,16 @@ fn reduce_broadcast_work(s: Shape) -> Work {
         bytes: 3.0 * t.log2 * t.m,
         all_members: tree_spread(&t, 5.0 * t.others, 3.0 * t.log2),
         ..Work::default()
+    }
+}
+
+/// One all-at-once round, then n − 1 combinations of the whole vector.
+fn all_broadcast_work(s: Shape) -> Work {
+    let t = terms(s);
+    let round = super::exchange::one_round_of_all_pairs(s);
+    Work {
+        bytes: round.bytes + t.others * t.m,
+        ..round
     }
 }
 
