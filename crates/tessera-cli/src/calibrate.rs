@@ -278,7 +278,7 @@ fn print_params(p: &MachineParams) {
         ("block copy", p.block_copy_us, "µs"),
     ];
     for (name, value, unit) in rows {
-        println!("  {name:<14} {value:>9.3} {unit}");
+        println!("{}", format!("  {name:<14} {value:>9.3} {unit}").trim_end());
     }
     if let Some(cores) = p.cores {
         println!("  {:<14} {cores:>9} (the ranks share them)", "processors");
