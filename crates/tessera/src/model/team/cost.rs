@@ -419,13 +419,14 @@ impl MachineParams {
         // Where members outnumber the processors (`cores`), each probe's messages are
         // counted as `price` counts them.
         let sent = |w: &Work| w.messages * queued(cores, w);
-        let own = |i: usize, round_us: f64| us[i] - work[i].rounds * round_us;
         // Floors keep a probe that measured faster than the parameters before it explain
         // from giving a zero or negative parameter.
         const FLOOR_US: f64 = 1e-4;
         const MOST_GBPS: f64 = 1e4;
         let round_us = (us[0] / work[0].rounds).max(FLOOR_US);
-        let message_us = (own(1, round_us) / sent(&work[1])).max(FLOOR_US);
+        // A probe's time less its rounds.
+        let own = |i: usize| us[i] - work[i].rounds * round_us;
+        let message_us = (own(1) / sent(&work[1])).max(FLOOR_US);
         let tree_round_us = (us[2] / work[2].tree_rounds).max(FLOOR_US);
         let gbps = |t: f64, w: &Work, bytes: f64| {
             let per_byte = (t - sent(w) * message_us) / bytes;
@@ -435,26 +436,25 @@ impl MachineParams {
                 MOST_GBPS
             }
         };
-        let copy_gbps = gbps(own(3, round_us), &work[3], work[3].bytes);
+        let copy_gbps = gbps(own(3), &work[3], work[3].bytes);
         let (long_gbps, readers) = if direct {
             // The chain's rounds come first: its chunks after the first wait a round each.
-            let long = gbps(own(4, round_us), &work[4], work[4].bytes);
+            let long = gbps(own(4), &work[4], work[4].bytes);
             // The flat broadcast's n − 1 readers of one root: as long as one reader after
             // another would take, over what it took.
             let w = &work[5];
             let alone = w.bytes * 1e-3 / long;
-            let took = (own(5, round_us) - sent(w) * message_us).max(FLOOR_US);
+            let took = (own(5) - sent(w) * message_us).max(FLOOR_US);
             (long, (alone / took).clamp(1.0, w.readers.max(1.0)))
         } else {
             (copy_gbps, 1.0)
         };
-        let put_gbps = gbps(own(6, round_us), &work[6], work[6].bytes_put);
-        let long_put_gbps = gbps(own(7, round_us), &work[7], work[7].bytes_put);
+        let put_gbps = gbps(own(6), &work[6], work[6].bytes_put);
+        let long_put_gbps = gbps(own(7), &work[7], work[7].bytes_put);
         let w = &work[8];
-        let block_copy_us =
-            ((own(8, round_us) - sent(w) * message_us - w.bytes * 1e-3 / copy_gbps)
-                / w.block_copies)
-                .max(FLOOR_US);
+        let block_copy_us = ((own(8) - sent(w) * message_us - w.bytes * 1e-3 / copy_gbps)
+            / w.block_copies)
+            .max(FLOOR_US);
         let params = MachineParams {
             round_us,
             tree_round_us,

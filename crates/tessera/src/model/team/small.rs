@@ -3,8 +3,8 @@
 //! broadcast's trees and chain, the flat and binomial gather and scatter, the
 //! allgather's `all_broadcast`, `ring` and `bruck`, the all-to-all's `flat`, `pairwise`
 //! and `bruck` at every radix, the reduction's k-nomial trees, recursive doubling for
-//! the allreduce of a power-of-two team and its `all_broadcast`, the linear scan; the barrier's dissemination is
-//! in `movement`). Each runs the same messages in the same order as its schedule
+//! the allreduce of a power-of-two team and its `all_broadcast`, the linear scan; the
+//! barrier's dissemination is in `movement`). Each runs the same messages in the same order as its schedule
 //! (`algorithms`), and combines in the same order, so its results are the schedule's bit
 //! for bit; without the plan, its sequence numbers and the steps' bookkeeping, whose
 //! fixed work is most of an 8-byte call's time (docs/PERFORMANCE.md, "Collectives"). The
